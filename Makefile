@@ -1,0 +1,43 @@
+# The two commands users need: `make local` (the whole pipeline on this machine) and
+# `make test` (installs what it needs, then lints and runs every test).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
+
+# jsii prints a banner on Node 20; the CDK still synthesizes fine.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Tests and synth never need real credentials; these keep boto3 from looking for any.
+export AWS_DEFAULT_REGION ?= eu-central-1
+
+.PHONY: install lint test test-unit test-infra synth local clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: $(STAMP)
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+test: lint
+	$(PY) -m pytest -n 2 --dist loadfile
+
+test-unit: install
+	$(PY) -m pytest tests/unit
+
+test-infra: install
+	$(PY) -m pytest tests/infra
+
+synth: install
+	$(PY) app.py
+
+clean:
+	rm -rf cdk.out .local .pytest_cache .ruff_cache .mypy_cache

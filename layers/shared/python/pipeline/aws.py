@@ -1,0 +1,39 @@
+"""Lazy, cached boto3 clients.
+
+Clients are built on first use, never at import time, so tests (moto's `mock_aws`) and the
+local runtime (a moto server, selected with the standard `AWS_ENDPOINT_URL` variable that
+boto3 honours) decide where they point. `reset_clients()` drops the cache between tests.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+# Short timeouts: a Lambda must fail fast and let SQS/Telegram retry rather than hang.
+_CONFIG = Config(
+    connect_timeout=3,
+    read_timeout=10,
+    retries={"mode": "standard", "max_attempts": 3},
+)
+
+
+@functools.cache
+def client(service: str) -> Any:
+    """Return the process-wide client for `service` (e.g. "sns", "sqs", "dynamodb")."""
+    return boto3.session.Session().client(service, config=_CONFIG)  # type: ignore[call-overload]
+
+
+@functools.cache
+def resource(service: str) -> Any:
+    """Return the process-wide resource for `service` (used for DynamoDB tables)."""
+    return boto3.session.Session().resource(service, config=_CONFIG)  # type: ignore[call-overload]
+
+
+def reset_clients() -> None:
+    """Forget every cached client and resource (tests, local runtime re-pointing)."""
+    client.cache_clear()
+    resource.cache_clear()

@@ -1,0 +1,31 @@
+"""How a consumer tells the worker runtime what kind of failure it hit.
+
+- `TransientError`: may succeed later (timeout, 5xx, 429, throttling). The record is retried
+  after a backoff; after `max_receive_count` deliveries SQS moves it to the DLQ.
+- `PermanentError`: will never succeed as is (4xx, validation). The record goes to the DLQ at
+  once with its reason, without burning retries.
+- Any other exception is treated as transient: an unknown bug retries and, if it persists,
+  ends in the DLQ through the redrive policy; it never loops forever.
+"""
+
+from __future__ import annotations
+
+
+class ConsumerError(Exception):
+    """Base of the classified failures; `reason` is safe to log (no secrets, no phone numbers)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TransientError(ConsumerError):
+    """Retry later. `retry_after` (seconds), when the remote said so (Telegram 429), wins over backoff."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+class PermanentError(ConsumerError):
+    """Do not retry: dead-letter the record now."""
