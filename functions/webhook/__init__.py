@@ -1,0 +1,1 @@
+"""Webhook Lambda: receives Telegram updates and CRM events and publishes them to SNS."""

@@ -1,0 +1,295 @@
+"""What the webhook does with one request: authenticate, validate, wrap in an envelope, publish.
+
+Every request ends in exactly one `Outcome` and one metric: `EventsAccepted` (dimensions
+`source`, `type`) or `EventsRejected` (dimensions `source`, `reason`). Authentication always
+comes first, so an unauthenticated caller learns nothing about validation and never causes a
+publish. A request is answered 200 only once SNS has the event; any failure to publish answers
+503 so the sender (Telegram, the CRM) retries and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ValidationError
+
+from pipeline import aws, crm, secrets, telegram
+from pipeline.envelope import (
+    SNS_MAX_MESSAGE_BYTES,
+    Envelope,
+    Source,
+    crm_event_id,
+    message_size,
+    sns_attributes,
+    telegram_event_id,
+    utc_now,
+)
+
+logger = Logger(child=True)
+tracer = Tracer()
+metrics = Metrics()
+
+# The header name, set with setWebhook(secret_token=...); its value is the secret.
+TELEGRAM_AUTH_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+@dataclass(frozen=True)
+class Settings:
+    topic_arn: str
+    telegram_secret_id: str
+    crm_secret_id: str
+    bot_id: str
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            topic_arn=os.environ["EVENTS_TOPIC_ARN"],
+            telegram_secret_id=os.environ["TELEGRAM_SECRET_ID"],
+            crm_secret_id=os.environ["CRM_SECRET_ID"],
+            bot_id=os.environ["TELEGRAM_BOT_ID"],
+        )
+
+
+@dataclass(frozen=True)
+class Request:
+    """The parts of an HTTP request the webhook reads; headers are looked up case-insensitively."""
+
+    headers: Mapping[str, str]
+    body: str | None
+    is_base64_encoded: bool
+    correlation_id: str
+
+    def header(self, name: str) -> str | None:
+        value = self.headers.get(name.lower())
+        return value if isinstance(value, str) else None
+
+    def raw_body(self) -> bytes:
+        """The body's bytes exactly as the sender sent them (what a signature is computed over)."""
+        if not self.body:
+            return b""
+        try:
+            if self.is_base64_encoded:
+                return base64.b64decode(self.body, validate=True)
+            return self.body.encode("utf-8")
+        except ValueError:  # binascii.Error, UnicodeEncodeError (a lone surrogate) are ValueErrors
+            _reject(400, "invalid", "body is not valid base64 or UTF-8")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status_code: int
+    body: dict[str, Any]
+
+
+class Rejection(Exception):
+    """A refused request: `reason` is the metric dimension, `message` the client's, `detail` for the log."""
+
+    def __init__(
+        self,
+        status_code: int,
+        reason: str,
+        message: str,
+        errors: list[dict[str, Any]] | None = None,
+        detail: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.reason = reason
+        self.message = message
+        self.errors = errors or []
+        self.detail = detail
+
+    def outcome(self) -> Outcome:
+        body: dict[str, Any] = {"ok": False, "error": self.reason, "message": self.message}
+        if self.errors:
+            body["errors"] = self.errors
+        return Outcome(self.status_code, body)
+
+
+def _reject(
+    status_code: int,
+    reason: str,
+    message: str,
+    errors: list[dict[str, Any]] | None = None,
+    detail: str | None = None,
+) -> NoReturn:
+    raise Rejection(status_code, reason, message, errors, detail)
+
+
+def field_errors(error: ValidationError) -> list[dict[str, Any]]:
+    """Pydantic errors as `{loc, msg}`, without the offending input (it may be a phone number)."""
+    return [{"loc": list(item["loc"]), "msg": item["msg"]} for item in error.errors(include_input=False)]
+
+
+def _reject_constant(name: str) -> NoReturn:
+    # NaN and Infinity are not JSON; accepting them would publish a payload other than the one received.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# A `\uD800`-`\uDFFF` escape: JSON allows an unpaired one, UTF-8 (and so SNS) cannot carry it.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def parse_json(raw: bytes) -> Any:
+    """The body's JSON value; JSON on the wire is UTF-8 (RFC 8259), and must stay encodable as such."""
+    try:
+        text = raw.decode("utf-8")
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        _reject(400, "invalid", "body is not valid UTF-8 JSON")
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            _reject(400, "invalid", "body contains an unpaired UTF-16 surrogate escape")
+    return value
+
+
+def record_rejection(source: str, reason: str) -> None:
+    metrics.add_dimension(name="source", value=source)
+    metrics.add_dimension(name="reason", value=reason)
+    metrics.add_metric(name="EventsRejected", unit=MetricUnit.Count, value=1)
+
+
+def _check_secret(
+    secret_id: str, check: Callable[[tuple[str, ...]], Any], retry_if: Callable[[Any], bool]
+) -> Any:
+    try:
+        return secrets.check_with_refresh(secret_id, check, retry_if)
+    except GetParameterError:
+        logger.exception(
+            "Could not read the secret to authenticate the request", extra={"secret_id": secret_id}
+        )
+        _reject(503, "secret_unavailable", "cannot authenticate requests right now, retry later")
+
+
+def _token_matches(token: str, candidates: tuple[str, ...]) -> bool:
+    given = token.encode("utf-8", errors="surrogatepass")
+    matched = False
+    # Constant time per comparison and no early exit: timing tells nothing about the secret.
+    for candidate in candidates:
+        matched |= hmac.compare_digest(given, candidate.encode("utf-8"))
+    return matched
+
+
+@tracer.capture_method
+def publish(envelope: Envelope, attributes: dict[str, str | None], topic_arn: str) -> Outcome:
+    """Publish one envelope; 413 if SNS would refuse its size, 503 if SNS cannot be reached."""
+    message = envelope.to_json()
+    message_attributes = sns_attributes(attributes)
+    size = message_size(message, message_attributes)
+    log_fields = {"event_id": envelope.event_id, "source": envelope.source, "type": envelope.type}
+    if size > SNS_MAX_MESSAGE_BYTES:
+        logger.error("Event too large for SNS, not published", extra={**log_fields, "size_bytes": size})
+        _reject(413, "oversized", f"event of {size} bytes exceeds the {SNS_MAX_MESSAGE_BYTES}-byte limit")
+    try:
+        response = aws.client("sns").publish(
+            TopicArn=topic_arn, Message=message, MessageAttributes=message_attributes
+        )
+    except (ClientError, BotoCoreError):
+        logger.exception("Publishing to SNS failed; the sender will retry", extra=log_fields)
+        _reject(503, "publish_failed", "could not queue the event, retry later")
+    logger.info("Event published", extra={**log_fields, "message_id": response.get("MessageId")})
+    metrics.add_dimension(name="source", value=envelope.source)
+    metrics.add_dimension(name="type", value=envelope.type)
+    metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)
+    return Outcome(200, {"ok": True, "event_id": envelope.event_id})
+
+
+def _handle(source: Source, work: Callable[[], Outcome]) -> Outcome:
+    try:
+        return work()
+    except Rejection as rejection:
+        if rejection.status_code < 500:
+            log_fields = {"source": source, "reason": rejection.reason, "detail": rejection.detail}
+            logger.warning("Request rejected", extra=log_fields)
+        record_rejection(source, rejection.reason)
+        return rejection.outcome()
+
+
+def _validate(model: type[BaseModel], payload: Any, status_code: int) -> Any:
+    try:
+        return model.model_validate(payload)
+    except ValidationError as error:
+        _reject(status_code, "invalid", f"body is not a valid {model.__name__}", field_errors(error))
+
+
+def ingest_telegram(request: Request, settings: Settings) -> Outcome:
+    """A Telegram webhook call: one update, authenticated by the secret token set with setWebhook."""
+
+    def work() -> Outcome:
+        token = request.header(TELEGRAM_AUTH_HEADER)
+        if not token:
+            _reject(401, "unauthorized", "missing secret token", detail="missing")
+        if not _check_secret(
+            settings.telegram_secret_id,
+            lambda candidates: _token_matches(token, candidates),
+            retry_if=lambda matched: not matched,
+        ):
+            _reject(401, "unauthorized", "wrong secret token", detail="mismatch")
+        payload = parse_json(request.raw_body())
+        if not isinstance(payload, dict):
+            _reject(400, "invalid", "body must be a JSON object (a Telegram Update)")
+        update: telegram.TelegramUpdate = _validate(telegram.TelegramUpdate, payload, 400)
+        kind = telegram.update_type(update)
+        envelope = Envelope(
+            event_id=telegram_event_id(settings.bot_id, update.update_id),
+            source="telegram",
+            type=kind,
+            correlation_id=request.correlation_id,
+            received_at=utc_now(),
+            payload=payload,
+        )
+        attributes = {
+            "source": "telegram",
+            "type": kind,
+            "chat_type": telegram.chat_type(update),
+            "command": telegram.command(update),
+        }
+        return publish(envelope, attributes, settings.topic_arn)
+
+    return _handle("telegram", work)
+
+
+def ingest_crm(request: Request, settings: Settings) -> Outcome:
+    """A CRM order-status event, authenticated by an HMAC signature over the raw body."""
+
+    def work() -> Outcome:
+        raw = request.raw_body()
+        header = request.header(crm.SIGNATURE_HEADER)
+        check = _check_secret(
+            settings.crm_secret_id,
+            lambda keys: crm.verify(header, raw, keys),
+            retry_if=lambda result: result is crm.SignatureCheck.MISMATCH,
+        )
+        if check is not crm.SignatureCheck.VALID:
+            _reject(401, "unauthorized", f"signature {check.value}", detail=check.value)
+        payload = parse_json(raw)
+        event: crm.CrmEvent = _validate(crm.CrmEvent, payload, 422)
+        envelope = Envelope(
+            event_id=crm_event_id(event.event_id),
+            source="crm",
+            type=event.type,
+            correlation_id=request.correlation_id,
+            received_at=utc_now(),
+            payload=payload,
+        )
+        attributes: dict[str, str | None] = {
+            "source": "crm",
+            "type": event.type,
+            "status": event.order.status,
+        }
+        return publish(envelope, attributes, settings.topic_arn)
+
+    return _handle("crm", work)

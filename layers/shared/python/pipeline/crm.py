@@ -1,0 +1,126 @@
+"""CRM order-status events: the model the webhook validates and the request signature it checks.
+
+A CRM signs each request with a shared key:
+
+    X-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(key, "<t>.<raw body>")>
+
+The timestamp is part of the signed text so a captured request cannot be replayed after
+`SIGNATURE_TOLERANCE_SECONDS`. Several `v1=` values may be sent (a CRM signing with two keys
+during its own rotation); any one matching any candidate key is enough.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import re
+import time
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+SIGNATURE_HEADER = "X-Signature"
+SIGNATURE_TOLERANCE_SECONDS = 300
+ORDER_STATUS_CHANGED = "order.status_changed"
+
+_SIGNATURE_PART = re.compile(r"(?P<key>[a-z0-9]+)=(?P<value>[^,=]*)")
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+class _Open(BaseModel):
+    # CRMs add fields over time: keep them rather than refuse the event.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Order(_Open):
+    id: str = Field(min_length=1, max_length=128)
+    # Routed on as an SNS message attribute, which cannot carry control characters.
+    status: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
+    previous_status: str | None = Field(default=None, max_length=64)
+
+
+class Customer(_Open):
+    phone: str = Field(pattern=r"^\+[1-9]\d{6,14}$", description="E.164")
+    name: str = Field(max_length=256)
+
+
+class CrmEvent(_Open):
+    """One order-status change. `event_id` is the CRM's own id, stable across its retries."""
+
+    event_id: str = Field(min_length=1, max_length=256)
+    type: Literal["order.status_changed"]
+    occurred_at: AwareDatetime
+    order: Order
+    customer: Customer
+
+
+class SignatureCheck(enum.Enum):
+    """Outcome of a signature check; the value is safe to log."""
+
+    VALID = "valid"
+    MISSING = "missing"
+    MALFORMED = "malformed"
+    STALE = "stale"
+    MISMATCH = "mismatch"
+
+
+def _digest(key: str, body: bytes, timestamp: int) -> str:
+    signed = str(timestamp).encode() + b"." + body
+    return hmac.new(key.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def sign(key: str, body: bytes, timestamp: int | None = None) -> str:
+    """The `X-Signature` value for `body` (tests and local tools play the CRM with it)."""
+    timestamp = int(time.time()) if timestamp is None else timestamp
+    return f"t={timestamp},v1={_digest(key, body, timestamp)}"
+
+
+def _parse(header: str) -> tuple[int, list[str]] | None:
+    timestamp: int | None = None
+    signatures: list[str] = []
+    for part in header.split(","):
+        match = _SIGNATURE_PART.fullmatch(part.strip())
+        if match is None:
+            return None
+        key, value = match["key"], match["value"]
+        if key == "t":
+            if timestamp is not None or not _TIMESTAMP.fullmatch(value):
+                return None
+            timestamp = int(value)
+        elif key == "v1":
+            if not _HEX_DIGEST.fullmatch(value):
+                return None
+            signatures.append(value)
+        # Other schemes (v0, v2, ...) are ignored, as they would be by a receiver that predates them.
+    if timestamp is None or not signatures:
+        return None
+    return timestamp, signatures
+
+
+def verify(
+    header: str | None,
+    body: bytes,
+    keys: Iterable[str],
+    now: float | None = None,
+    tolerance: int = SIGNATURE_TOLERANCE_SECONDS,
+) -> SignatureCheck:
+    """Check `header` against `body` with every candidate key, in constant time per comparison."""
+    if not header:
+        return SignatureCheck.MISSING
+    parsed = _parse(header)
+    if parsed is None:
+        return SignatureCheck.MALFORMED
+    timestamp, signatures = parsed
+    now = time.time() if now is None else now
+    if abs(now - timestamp) > tolerance:
+        return SignatureCheck.STALE
+    matched = False
+    # No early exit: every comparison runs so timing does not tell which key or value matched.
+    for key in keys:
+        expected = _digest(key, body, timestamp)
+        for signature in signatures:
+            matched |= hmac.compare_digest(expected, signature)
+    return SignatureCheck.VALID if matched else SignatureCheck.MISMATCH

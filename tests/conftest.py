@@ -1,0 +1,24 @@
+"""Process-wide test defaults, applied before any test module is imported.
+
+Powertools reads some settings when a handler module is first imported (the metrics namespace,
+tracing), and boto3 looks for credentials on first use: fixing them here makes the suite
+independent of import order and guarantees no test can reach a real AWS account.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _name, _value in {
+    "AWS_DEFAULT_REGION": "eu-central-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "POWERTOOLS_TRACE_DISABLED": "1",
+    "POWERTOOLS_METRICS_NAMESPACE": "TelegramCrmPipeline",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+}.items():
+    os.environ[_name] = _value
+for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+    os.environ.pop(_name, None)

@@ -1,0 +1,146 @@
+"""Fixtures for the webhook: moto SNS -> SQS (to read what was published), secrets, logs."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
+from moto import mock_aws
+
+from pipeline import aws
+from tests.unit.webhook.support import (
+    BOT_ID,
+    CRM_KEY,
+    TELEGRAM_TOKEN,
+    CapturedOutput,
+    FakeLambdaContext,
+    Invoke,
+    Pipeline,
+)
+
+AWS_TEST_ENV = {
+    "AWS_DEFAULT_REGION": "eu-central-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+
+def _clear_secret_caches() -> None:
+    DEFAULT_PROVIDERS.clear()
+    parameters.clear_caches()
+
+
+def _clean_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in AWS_TEST_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def moto_backend() -> Iterator[None]:
+    """One moto backend and one set of clients per test module.
+
+    Building boto3 clients costs ~70 ms each; per module they are built once. Tests stay
+    independent: each gets its own topic, queue and secrets (`pipeline`) and empty secret caches,
+    and the clients are dropped when the module ends.
+    """
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _clean_aws_env(monkeypatch)
+        with mock_aws():
+            aws.reset_clients()
+            _clear_secret_caches()
+            yield
+            aws.reset_clients()
+            _clear_secret_caches()
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clean_aws_env(monkeypatch)
+    for name, value in {
+        "POWERTOOLS_TRACE_DISABLED": "1",
+        "POWERTOOLS_SERVICE_NAME": "webhook",
+        "POWERTOOLS_METRICS_NAMESPACE": "TelegramCrmPipeline",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "TELEGRAM_BOT_ID": BOT_ID,
+        "SECRET_ROTATION_GRACE_SECONDS": "3600",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def pipeline(moto_backend: None, env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
+    """A fresh topic with a subscribed queue, and the two webhook secrets, in moto."""
+    _clear_secret_caches()
+    suffix = uuid.uuid4().hex[:12]
+    sns, sqs, secretsmanager = aws.client("sns"), aws.client("sqs"), aws.client("secretsmanager")
+    topic_arn = sns.create_topic(Name=f"events-{suffix}")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName=f"all-events-{suffix}")["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=attributes["QueueArn"])
+    telegram_secret = secretsmanager.create_secret(Name=f"telegram-{suffix}", SecretString=TELEGRAM_TOKEN)
+    crm_secret = secretsmanager.create_secret(Name=f"crm-{suffix}", SecretString=CRM_KEY)
+    monkeypatch.setenv("EVENTS_TOPIC_ARN", topic_arn)
+    monkeypatch.setenv("TELEGRAM_SECRET_ID", telegram_secret["ARN"])
+    monkeypatch.setenv("CRM_SECRET_ID", crm_secret["ARN"])
+
+    calls: Counter[str] = Counter()
+
+    def count(model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+
+    # Every AWS call the webhook makes goes through these cached clients: count them.
+    for client in (sns, secretsmanager):
+        client.meta.events.register("before-call", count)
+    yield Pipeline(topic_arn, queue_url, telegram_secret["ARN"], crm_secret["ARN"], calls)
+    for client in (sns, secretsmanager):
+        client.meta.events.unregister("before-call", count)
+    _clear_secret_caches()
+
+
+@pytest.fixture
+def webhook(env: None) -> ModuleType:
+    """`webhook.app`, imported once the Powertools environment is set."""
+    return importlib.import_module("webhook.app")
+
+
+@pytest.fixture
+def invoke(pipeline: Pipeline, webhook: ModuleType) -> Invoke:
+    def call(event: dict[str, Any]) -> dict[str, Any]:
+        response: dict[str, Any] = webhook.lambda_handler(event, FakeLambdaContext())
+        return response
+
+    return call
+
+
+class _CurrentStdout:
+    """Writes to whatever `sys.stdout` is at the time of the write (capsys swaps it per test phase)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@pytest.fixture
+def output(
+    capsys: pytest.CaptureFixture[str], webhook: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> CapturedOutput:
+    """Everything the function prints (JSON logs and EMF metrics).
+
+    Powertools' Logger binds its stream handler to the `sys.stdout` of import time; make it
+    follow the current one so capsys sees the logs.
+    """
+    monkeypatch.setattr(webhook.logger.registered_handler, "stream", _CurrentStdout())
+    return CapturedOutput(capsys)

@@ -1,0 +1,142 @@
+"""`pipeline.secrets`: current and previous values, the rotation window, caching, bounded refresh."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+from pipeline import aws, secrets
+from tests.unit.webhook.support import TELEGRAM_TOKEN, Pipeline
+
+NEW = "rotated-value-0123456789"
+
+
+def _clock(monkeypatch: pytest.MonkeyPatch, seconds_from_now: float) -> None:
+    moved = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
+    monkeypatch.setattr(secrets, "_now", lambda: moved)
+
+
+def test_never_rotated_secret_has_only_its_current_value(pipeline: Pipeline) -> None:
+    secret = secrets.get_rotating_secret(pipeline.telegram_secret_id)
+
+    assert (secret.current, secret.previous) == (TELEGRAM_TOKEN, None)
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (TELEGRAM_TOKEN,)
+
+
+def test_previous_value_only_inside_the_rotation_window(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline.rotate(pipeline.telegram_secret_id, NEW)
+
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (NEW, TELEGRAM_TOKEN)
+    _clock(monkeypatch, 3599)
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (NEW, TELEGRAM_TOKEN)
+    _clock(monkeypatch, 3601)
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (NEW,)
+
+
+def test_window_length_comes_from_the_environment(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pipeline.rotate(pipeline.telegram_secret_id, NEW)
+    monkeypatch.setenv("SECRET_ROTATION_GRACE_SECONDS", "60")
+
+    _clock(monkeypatch, 30)
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (NEW, TELEGRAM_TOKEN)
+    _clock(monkeypatch, 61)
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (NEW,)
+
+
+def test_window_is_measured_from_the_current_versions_creation(pipeline: Pipeline) -> None:
+    pipeline.rotate(pipeline.telegram_secret_id, NEW)
+    created = aws.client("secretsmanager").get_secret_value(SecretId=pipeline.telegram_secret_id)[
+        "CreatedDate"
+    ]
+
+    secret = secrets.get_rotating_secret(pipeline.telegram_secret_id)
+
+    assert secret.current_created_at == created
+    assert secret.candidates(10, created + timedelta(seconds=9)) == (NEW, TELEGRAM_TOKEN)
+    assert secret.candidates(10, created + timedelta(seconds=10)) == (NEW,)
+
+
+def test_cached_value_makes_no_call_until_forced(pipeline: Pipeline) -> None:
+    secrets.secret_candidates(pipeline.telegram_secret_id)
+    assert pipeline.calls["GetSecretValue"] == 2
+
+    for _ in range(5):
+        secrets.secret_candidates(pipeline.telegram_secret_id)
+    assert pipeline.calls["GetSecretValue"] == 2
+
+    secrets.secret_candidates(pipeline.telegram_secret_id, force_fetch=True)
+    assert pipeline.calls["GetSecretValue"] == 4
+
+
+def test_cache_is_powertools_and_cleared_with_it(pipeline: Pipeline) -> None:
+    secrets.secret_candidates(pipeline.telegram_secret_id)
+    assert isinstance(DEFAULT_PROVIDERS.get("pipeline_rotating_secrets"), secrets.RotatingSecretProvider)
+
+    parameters.clear_caches()
+    secrets.secret_candidates(pipeline.telegram_secret_id)
+
+    assert pipeline.calls["GetSecretValue"] == 4
+
+
+def test_refresh_after_a_failed_check_is_rate_limited(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def accepts_new(candidates: tuple[str, ...]) -> bool:
+        return NEW in candidates
+
+    def retry_if_rejected(accepted: bool) -> bool:
+        return not accepted
+
+    secret_id = pipeline.telegram_secret_id
+    assert not secrets.check_with_refresh(secret_id, accepts_new, retry_if_rejected)
+    pipeline.rotate(secret_id, NEW)
+    reads = pipeline.calls["GetSecretValue"]
+
+    assert not secrets.check_with_refresh(secret_id, accepts_new, retry_if_rejected)
+    assert pipeline.calls["GetSecretValue"] == reads
+
+    _clock(monkeypatch, secrets.REFRESH_ON_MISMATCH_INTERVAL_SECONDS)
+    assert secrets.check_with_refresh(secret_id, accepts_new, retry_if_rejected)
+    assert pipeline.calls["GetSecretValue"] == reads + 2
+
+
+def test_no_refresh_when_the_result_does_not_ask_for_it(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets.secret_candidates(pipeline.telegram_secret_id)
+    _clock(monkeypatch, 3600)
+
+    result = secrets.check_with_refresh(pipeline.telegram_secret_id, lambda _: "stale", lambda _: False)
+
+    assert result == "stale"
+    assert pipeline.calls["GetSecretValue"] == 2
+
+
+def test_missing_secret_raises_get_parameter_error(pipeline: Pipeline) -> None:
+    with pytest.raises(GetParameterError):
+        secrets.get_rotating_secret("no-such-secret")
+
+
+def test_binary_secret_is_refused(pipeline: Pipeline) -> None:
+    arn = aws.client("secretsmanager").create_secret(Name="binary-secret", SecretBinary=b"\x00\x01")["ARN"]
+
+    with pytest.raises(GetParameterError, match="no SecretString"):
+        secrets.get_rotating_secret(arn)
+
+
+def test_client_is_created_at_first_use(pipeline: Pipeline) -> None:
+    DEFAULT_PROVIDERS.clear()
+    aws.reset_clients()
+    assert aws.client.cache_info().currsize == 0
+
+    secrets.secret_candidates(pipeline.telegram_secret_id)
+
+    assert aws.client.cache_info().currsize == 1

@@ -1,0 +1,199 @@
+"""POST /crm/events: signature, validation, and what reaches SNS."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import crm
+from pipeline.envelope import Envelope
+from tests.unit.webhook.support import (
+    CRM_KEY,
+    CRM_ORDER_EVENT,
+    CRM_ORDER_FIXTURES,
+    CRM_PATH,
+    CapturedOutput,
+    Invoke,
+    Pipeline,
+    crm_event,
+    http_event,
+    load_fixture,
+    metrics_emitted,
+    response_json,
+)
+
+ORDER_EVENT = CRM_ORDER_EVENT
+
+
+@pytest.mark.parametrize("fixture", CRM_ORDER_FIXTURES, ids=lambda path: path.stem)
+def test_signed_event_publishes_one_envelope(invoke: Invoke, pipeline: Pipeline, fixture: Path) -> None:
+    event = load_fixture(fixture)
+
+    response = invoke(crm_event(event, request_id="crm-req-1"))
+
+    assert response["statusCode"] == 200
+    assert response_json(response) == {"ok": True, "event_id": f"crm:{event['event_id']}"}
+    [published] = pipeline.published()
+    envelope = Envelope.model_validate(published.envelope)
+    assert envelope.event_id == f"crm:{event['event_id']}"
+    assert (envelope.source, envelope.type, envelope.correlation_id) == (
+        "crm",
+        "order.status_changed",
+        "crm-req-1",
+    )
+    # Raw body as received, including the fields the model does not know (`crm`, `total`, ...).
+    assert envelope.payload == event
+    assert published.attributes == {
+        "source": "crm",
+        "type": "order.status_changed",
+        "status": event["order"]["status"],
+    }
+
+
+def test_base64_body_is_verified_over_its_decoded_bytes(invoke: Invoke, pipeline: Pipeline) -> None:
+    raw = json.dumps(load_fixture(ORDER_EVENT), ensure_ascii=False).encode()
+
+    response = invoke(crm_event(raw))
+
+    assert response["statusCode"] == 200
+    assert len(pipeline.published()) == 1
+
+
+def _with_signature(header: str | None) -> dict[str, Any]:
+    raw = json.dumps(load_fixture(ORDER_EVENT))
+    headers = {} if header is None else {"x-signature": header}
+    return http_event(CRM_PATH, body=raw, headers=headers)
+
+
+def _signature_for(body: str, key: str = CRM_KEY, age: int = 0) -> str:
+    return crm.sign(key, body.encode(), int(time.time()) - age)
+
+
+BODY = json.dumps(load_fixture(ORDER_EVENT))
+
+
+# Headers are built when the test runs: a timestamp taken at collection would drift.
+@pytest.mark.parametrize(
+    ("make_header", "detail"),
+    [
+        (lambda: None, "missing"),
+        (lambda: "", "missing"),
+        (lambda: "sha256=abc", "malformed"),
+        (lambda: "t=abc,v1=" + "0" * 64, "malformed"),
+        (lambda: f"t={int(time.time())}", "malformed"),
+        (lambda: f"t={int(time.time())},v1=xyz", "malformed"),
+        (lambda: _signature_for(BODY).upper(), "malformed"),
+        (lambda: _signature_for(BODY, key="not-the-key"), "mismatch"),
+        (lambda: _signature_for(BODY + " "), "mismatch"),
+        (lambda: _signature_for(BODY, age=301), "stale"),
+        (lambda: _signature_for(BODY, age=-301), "stale"),
+    ],
+    ids=[
+        "absent",
+        "empty",
+        "other-scheme",
+        "bad-timestamp",
+        "no-v1",
+        "bad-hex",
+        "upper-case",
+        "wrong-key",
+        "other-body",
+        "too-old",
+        "from-the-future",
+    ],
+)
+def test_bad_signature_is_401_and_publishes_nothing(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput, make_header: Any, detail: str
+) -> None:
+    response = invoke(_with_signature(make_header()))
+
+    assert response["statusCode"] == 401
+    assert response_json(response)["error"] == "unauthorized"
+    assert pipeline.published() == []
+    lines = output.lines()
+    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
+    assert warning["detail"] == detail
+    assert ("EventsRejected", {"source": "crm", "reason": "unauthorized"}) in metrics_emitted(lines)
+
+
+def test_signature_of_another_timestamp_is_rejected(invoke: Invoke, pipeline: Pipeline) -> None:
+    signed = _signature_for(BODY)
+    timestamp, digest = signed.split(",")
+    replayed = f"t={int(timestamp[2:]) - 1},{digest}"
+
+    response = invoke(_with_signature(replayed))
+
+    assert response["statusCode"] == 401
+    assert pipeline.published() == []
+
+
+def test_signed_body_that_is_not_json_is_400(invoke: Invoke, pipeline: Pipeline) -> None:
+    response = invoke(crm_event("order=42&status=shipped"))
+
+    assert response["statusCode"] == 400
+    assert response_json(response)["error"] == "invalid"
+    assert pipeline.published() == []
+
+
+def _mutated(change: Any) -> dict[str, Any]:
+    event = load_fixture(ORDER_EVENT)
+    change(event)
+    return event
+
+
+@pytest.mark.parametrize(
+    ("event", "loc"),
+    [
+        (_mutated(lambda e: e["customer"].pop("phone")), ["customer", "phone"]),
+        (_mutated(lambda e: e["customer"].update(phone="01701234567")), ["customer", "phone"]),
+        (_mutated(lambda e: e["customer"].update(phone="+0491701234567")), ["customer", "phone"]),
+        (_mutated(lambda e: e.update(occurred_at="2026-01-15T09:30:12")), ["occurred_at"]),
+        (_mutated(lambda e: e.update(occurred_at="yesterday")), ["occurred_at"]),
+        (_mutated(lambda e: e.update(type="order.created")), ["type"]),
+        (_mutated(lambda e: e.pop("event_id")), ["event_id"]),
+        (_mutated(lambda e: e["order"].update(status="")), ["order", "status"]),
+        (_mutated(lambda e: e["order"].update(id=42)), ["order", "id"]),
+        (_mutated(lambda e: e["order"].update(status="shipped\x00")), ["order", "status"]),
+        ([load_fixture(ORDER_EVENT)], []),
+    ],
+    ids=[
+        "no-phone",
+        "national-phone",
+        "phone-leading-zero",
+        "naive-datetime",
+        "not-a-datetime",
+        "other-type",
+        "no-event-id",
+        "empty-status",
+        "numeric-order-id",
+        "control-char-status",
+        "array",
+    ],
+)
+def test_invalid_event_is_422_with_field_errors(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput, event: Any, loc: list[str]
+) -> None:
+    response = invoke(crm_event(event))
+
+    assert response["statusCode"] == 422
+    answer = response_json(response)
+    assert answer["error"] == "invalid"
+    assert [error["loc"] for error in answer["errors"]] == [loc]
+    assert all(set(error) == {"loc", "msg"} for error in answer["errors"])
+    assert pipeline.published() == []
+    assert ("EventsRejected", {"source": "crm", "reason": "invalid"}) in metrics_emitted(output.lines())
+
+
+def test_422_never_echoes_the_phone_number(invoke: Invoke) -> None:
+    bad_phone = "+0491709876543"
+    event = _mutated(lambda e: e["customer"].update(phone=bad_phone))
+
+    response = invoke(crm_event(event))
+
+    assert response["statusCode"] == 422
+    assert bad_phone not in response["body"]
+    assert "0491709876543" not in response["body"]
