@@ -28,6 +28,18 @@ def client(service: str) -> Any:
 
 
 @functools.cache
+def non_retrying_client(service: str) -> Any:
+    """A client that never repeats a request by itself, for calls that are not idempotent.
+
+    botocore's standard retries resend a request after a 5xx, a throttle or a read timeout; for
+    an API without an idempotency token (sending an SMS) that resend is a second message. The
+    caller decides instead, knowing whether the first request may have been taken.
+    """
+    no_retries = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
+    return boto3.session.Session().client(service, config=no_retries)  # type: ignore[call-overload]
+
+
+@functools.cache
 def resource(service: str) -> Any:
     """Return the process-wide resource for `service` (used for DynamoDB tables)."""
     return boto3.session.Session().resource(service, config=_CONFIG)  # type: ignore[call-overload]
@@ -36,4 +48,5 @@ def resource(service: str) -> Any:
 def reset_clients() -> None:
     """Forget every cached client and resource (tests, local runtime re-pointing)."""
     client.cache_clear()
+    non_retrying_client.cache_clear()
     resource.cache_clear()

@@ -1,7 +1,8 @@
 """How a consumer tells the worker runtime what kind of failure it hit.
 
 - `TransientError`: may succeed later (timeout, 5xx, 429, throttling). The record is retried
-  after a backoff; after `max_receive_count` deliveries SQS moves it to the DLQ.
+  after a backoff; at the `max_receive_count`-th delivery the worker dead-letters it with the
+  reason (the SQS redrive policy catches crashes).
 - `PermanentError`: will never succeed as is (4xx, validation). The record goes to the DLQ at
   once with its reason, without burning retries.
 - Any other exception is treated as transient: an unknown bug retries and, if it persists,

@@ -1,0 +1,121 @@
+"""Classify a message's intent and extract lead fields with the Bedrock Converse API.
+
+Off unless configured: with BEDROCK_MODEL_ID empty the record is acknowledged ("ai disabled")
+and Bedrock is never called. Messages without text (or caption) are skipped.
+
+The result is written as attribute `ai` of the conversation item (`chat#<chat_id>` /
+`update#<update_id:012d>`) with `update_item`, which creates the item if the store consumer has
+not written it yet and leaves its other attributes alone if it has.
+
+Bedrock errors: throttling, unavailability and model timeouts retry; a request the model can
+never accept (validation, no access to the model, unknown model) dead-letters with the code.
+Unknown codes fall through to the worker, which retries them and dead-letters them at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotocoreConnectionError
+
+from ai.extraction import SYSTEM_PROMPT, parse_extraction
+from pipeline import aws
+from pipeline.envelope import Envelope
+from pipeline.errors import PermanentError, TransientError
+from pipeline.registry import MESSAGE_KINDS
+from pipeline.telegram_paths import chat_of, integer_id
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+MAX_INPUT_CHARS = 4_000
+MAX_OUTPUT_TOKENS = 400
+RAW_KEPT_CHARS = 4_000
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "ModelTimeoutException",
+        "ModelNotReadyException",
+        "InternalServerException",
+    }
+)
+PERMANENT_CODES = frozenset({"ValidationException", "AccessDeniedException", "ResourceNotFoundException"})
+
+
+def converse(model_id: str, text: str) -> tuple[str, str | None]:
+    """The model's text answer and stop reason, or a classified error."""
+    try:
+        response = aws.client("bedrock-runtime").converse(
+            modelId=model_id,
+            system=[{"text": SYSTEM_PROMPT}],
+            messages=[{"role": "user", "content": [{"text": text[:MAX_INPUT_CHARS]}]}],
+            inferenceConfig={"maxTokens": MAX_OUTPUT_TOKENS, "temperature": 0},
+        )
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        code = details.get("Code", "")
+        reason = f"bedrock converse: {code}: {str(details.get('Message', ''))[:200]}"
+        if code in TRANSIENT_CODES:
+            raise TransientError(reason) from None
+        if code in PERMANENT_CODES:
+            raise PermanentError(reason) from None
+        raise
+    except (BotocoreConnectionError, HTTPClientError) as error:
+        raise TransientError(f"bedrock converse: {type(error).__name__}") from None
+    content = response.get("output", {}).get("message", {}).get("content", [])
+    raw = "".join(block["text"] for block in content if isinstance(block, Mapping) and "text" in block)
+    return raw, response.get("stopReason")
+
+
+def analysis(raw: str, stop_reason: str | None, model_id: str, event_id: str) -> dict[str, Any]:
+    """The `ai` attribute: the validated fields, or `unparsed` with the model's raw text."""
+    extraction = parse_extraction(raw)
+    common = {
+        "model_id": model_id,
+        "event_id": event_id,
+        "stop_reason": stop_reason,
+        "analyzed_at": datetime.now(UTC).isoformat(),
+    }
+    if extraction is None:
+        return {"status": "unparsed", "raw": raw[:RAW_KEPT_CHARS], **common}
+    fields = {name: value for name, value in extraction.model_dump().items() if value is not None}
+    return {"status": "parsed", **fields, **common}
+
+
+def analyze(envelope: Envelope) -> dict[str, Any]:
+    """The worker's `process` for the ai consumer."""
+    model_id = os.environ.get("BEDROCK_MODEL_ID", "").strip()
+    if not model_id:
+        logger.info("ai disabled")
+        return {"ai": "disabled"}
+    message = envelope.payload.get(envelope.type) if envelope.type in MESSAGE_KINDS else None
+    text = None
+    if isinstance(message, Mapping):
+        text = message.get("text") or message.get("caption")
+    chat_id = integer_id(chat_of(envelope.payload, envelope.type))
+    update_id = envelope.payload.get("update_id")
+    if not isinstance(text, str) or not text.strip() or chat_id is None:
+        logger.info("no text to analyze")
+        return {"ai": "skipped", "reason": "no text"}
+    if not isinstance(update_id, int) or isinstance(update_id, bool) or update_id < 0:
+        raise PermanentError("update has no non-negative integer update_id")
+
+    raw, stop_reason = converse(model_id, text)
+    result = analysis(raw, stop_reason, model_id, envelope.event_id)
+    aws.resource("dynamodb").Table(os.environ["CONVERSATIONS_TABLE"]).update_item(
+        Key={"pk": f"chat#{chat_id}", "sk": f"update#{update_id:012d}"},
+        UpdateExpression="SET #ai = :ai",
+        ExpressionAttributeNames={"#ai": "ai"},
+        ExpressionAttributeValues={":ai": result},
+    )
+    metric = "AiParsed" if result["status"] == "parsed" else "AiUnparsed"
+    metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+    logger.info("message analyzed", extra={"status": result["status"], "intent": result.get("intent")})
+    return {"ai": result["status"], "intent": result.get("intent")}

@@ -1,0 +1,1 @@
+"""Autoreply consumer: answers commands and callback buttons through the Telegram Bot API."""

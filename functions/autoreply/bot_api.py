@@ -1,0 +1,52 @@
+"""A minimal Telegram Bot API client: one `call(method, params)` on the shared JSON client.
+
+Requests go to `<TELEGRAM_API_BASE>/bot<token>/<method>`; the base is overridable so the local
+runtime and tests can point it at a fake on loopback. The token is part of every URL, so it is
+handed to the HTTP client as a secret: no error reason or log line can contain it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline.errors import PermanentError
+from pipeline.http import JsonHttpClient
+
+DEFAULT_API_BASE = "https://api.telegram.org"
+TIMEOUT_SECONDS = 8.0
+# "<bot id>:<35 characters>", as BotFather issues them.
+_TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,}")
+
+
+class BotBlockedError(PermanentError):
+    """HTTP 403: the user blocked the bot, or the bot was removed from the chat."""
+
+    def __init__(self, reason: str, description: str) -> None:
+        super().__init__(reason)
+        self.description = description
+
+
+class BotApi:
+    def __init__(self, token: str, base_url: str | None = None) -> None:
+        token = token.strip()
+        if not _TOKEN.fullmatch(token):
+            # Say what is wrong without quoting the value.
+            raise PermanentError("TELEGRAM_BOT_TOKEN_SECRET_ID secret is not a bot token (<id>:<secret>)")
+        self._token = token
+        self.base_url = (base_url or os.environ.get("TELEGRAM_API_BASE") or DEFAULT_API_BASE).rstrip("/")
+
+    def call(self, method: str, params: Mapping[str, Any]) -> Any:
+        """The method's `result`; BotBlockedError on 403, else TransientError/PermanentError as classified."""
+        http = JsonHttpClient(f"telegram {method}", secrets=(self._token,), timeout=TIMEOUT_SECONDS)
+        response = http.post(f"{self.base_url}/bot{self._token}/{method}", dict(params))
+        body = response.body if isinstance(response.body, Mapping) else {}
+        if response.ok and body.get("ok") is True:
+            return body.get("result")
+        description = http.redact(str(body.get("description") or ""))
+        if response.status == 403:
+            raise BotBlockedError(f"telegram {method}: HTTP 403 {description}", description)
+        http.check(response, detail=description)
+        raise http.permanent(f"HTTP {response.status} without ok=true")

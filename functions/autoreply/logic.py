@@ -1,0 +1,154 @@
+"""Answer users through the Telegram Bot API.
+
+What gets an answer:
+
+- A message starting with a command that has a reply (`/start`, `/help` by default) gets that
+  reply with `sendMessage` in the same chat (and topic, and business connection).
+- Any other message (plain text, a photo, an unknown command) gets the `"default"` reply when
+  one is configured, and nothing otherwise: a bot that answers every line in a group is noise,
+  and the CRM team answers real questions themselves.
+- A callback query (an inline button press) gets `answerCallbackQuery`, which stops the
+  button's loading spinner; Telegram expects it within seconds.
+
+Replies come from env AUTOREPLY_REPLIES, a JSON object merged over DEFAULT_REPLIES, e.g.
+`{"/start": "Hi!", "/help": "...", "default": "We'll be in touch."}`; a null or "" value turns a
+default off. Command keys match case-insensitively and without "@botname".
+
+Failures: 429 retries after Telegram's `retry_after`; 5xx and timeouts retry with backoff;
+400 dead-letters, except an expired callback query (nothing left to answer). A 403 means the user
+blocked the bot (or it left the chat): that is recorded as `blocked#<chat_id>` in the journal
+table and logged, and the record is acknowledged: retrying cannot help and it is not a fault.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from autoreply.bot_api import BotApi, BotBlockedError
+from pipeline import aws
+from pipeline.credentials import secret_string
+from pipeline.envelope import Envelope
+from pipeline.errors import PermanentError
+from pipeline.registry import MESSAGE_KINDS
+from pipeline.telegram import TelegramUpdate, command
+from pipeline.telegram_paths import chat_of, integer_id, user_of
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+DEFAULT_REPLIES: dict[str, str] = {
+    "/start": "Hello! Thanks for reaching out. Tell us what you need and our team will answer here.",
+    "/help": "Write your question in this chat and a person from our team will reply here.",
+}
+DEFAULT_KEY = "default"
+# Telegram's description when a callback query was not answered in time.
+EXPIRED_QUERY = "query is too old"
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_replies(raw: str) -> dict[str, str]:
+    try:
+        configured = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        raise PermanentError("AUTOREPLY_REPLIES is not valid JSON") from None
+    if not isinstance(configured, dict) or not all(
+        (key.startswith("/") or key == DEFAULT_KEY) and (value is None or isinstance(value, str))
+        for key, value in configured.items()
+    ):
+        raise PermanentError('AUTOREPLY_REPLIES must map "/command" or "default" to a string or null')
+    merged: dict[str, str | None] = dict(DEFAULT_REPLIES)
+    merged.update((key.lower(), value) for key, value in configured.items())
+    return {key: value for key, value in merged.items() if value}
+
+
+def replies() -> dict[str, str]:
+    """The reply table in force (defaults merged with AUTOREPLY_REPLIES)."""
+    return _parse_replies(os.environ.get("AUTOREPLY_REPLIES", ""))
+
+
+def reply_text(update: TelegramUpdate) -> str | None:
+    table = replies()
+    found = command(update)
+    if found is not None and found in table:
+        return table[found]
+    return table.get(DEFAULT_KEY)
+
+
+def _record_blocked(chat_id: int, description: str, event_id: str) -> None:
+    aws.resource("dynamodb").Table(os.environ["JOURNAL_TABLE"]).put_item(
+        Item={
+            "id": f"blocked#{chat_id}",
+            "chat_id": chat_id,
+            "description": description,
+            "event_id": event_id,
+            "blocked_at": datetime.now(UTC).isoformat(),
+        }
+    )
+
+
+def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    api = BotApi(secret_string("telegram_bot_token"))
+    try:
+        api.call(method, params)
+    except BotBlockedError as error:
+        _record_blocked(chat_id, error.description, envelope.event_id)
+        metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
+        logger.warning(
+            "bot blocked in chat: recorded, not retried",
+            extra={"chat_id": chat_id, "method": method, "description": error.description},
+        )
+        return {"reply": "blocked", "method": method, "chat_id": chat_id}
+    metrics.add_metric(name="RepliesSent", unit=MetricUnit.Count, value=1)
+    logger.info("reply sent", extra={"chat_id": chat_id, "method": method})
+    return {"reply": "sent", "method": method, "chat_id": chat_id}
+
+
+def _reply_to_message(envelope: Envelope) -> dict[str, Any]:
+    message = envelope.payload.get(envelope.type)
+    chat_id = integer_id(chat_of(envelope.payload, envelope.type))
+    if not isinstance(message, Mapping) or chat_id is None:
+        return {"reply": "skipped", "reason": "no chat"}
+    text = reply_text(TelegramUpdate.model_validate(envelope.payload))
+    if text is None:
+        return {"reply": "skipped", "reason": "no reply for this message"}
+    params: dict[str, Any] = {"chat_id": chat_id, "text": text}
+    if isinstance(message.get("business_connection_id"), str):
+        params["business_connection_id"] = message["business_connection_id"]
+    if message.get("is_topic_message") is True and isinstance(message.get("message_thread_id"), int):
+        params["message_thread_id"] = message["message_thread_id"]
+    return _call(envelope, chat_id, "sendMessage", params)
+
+
+def _answer_callback(envelope: Envelope) -> dict[str, Any]:
+    query = envelope.payload.get("callback_query")
+    query_id = query.get("id") if isinstance(query, Mapping) else None
+    # The chat the button was in; for a button on an inline-mode message, the user's own chat.
+    chat_id = integer_id(chat_of(envelope.payload, envelope.type)) or integer_id(
+        user_of(envelope.payload, envelope.type)
+    )
+    if not isinstance(query_id, str) or chat_id is None:
+        raise PermanentError("callback_query without id or user")
+    try:
+        return _call(envelope, chat_id, "answerCallbackQuery", {"callback_query_id": query_id})
+    except PermanentError as error:
+        if EXPIRED_QUERY not in error.reason:
+            raise
+        logger.warning("callback query expired before it was answered", extra={"chat_id": chat_id})
+        return {"reply": "expired", "method": "answerCallbackQuery", "chat_id": chat_id}
+
+
+def autoreply(envelope: Envelope) -> dict[str, Any]:
+    """The worker's `process` for the autoreply consumer."""
+    if envelope.type == "callback_query":
+        return _answer_callback(envelope)
+    if envelope.type in MESSAGE_KINDS:
+        return _reply_to_message(envelope)
+    return {"reply": "skipped", "reason": f"{envelope.type} is not answered"}

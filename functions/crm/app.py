@@ -1,0 +1,15 @@
+"""CRM consumer Lambda: a new contact (/start, a shared contact, a first message) becomes a CRM lead."""
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from crm.logic import push_lead
+from pipeline.worker import ConsumerWorker
+
+worker = ConsumerWorker(push_lead)
+logger, metrics = worker.logger, worker.metrics
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return worker.handle(event, context)

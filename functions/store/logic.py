@@ -1,0 +1,120 @@
+"""Save every Telegram update into the conversations table, one item per update.
+
+The key is derived from the update alone (`chat#<chat_id>` / `update#<update_id:012d>`), so a put
+of the same update writes the same item: the store is idempotent by key even without the
+worker's journal. The original update is kept as a JSON string, which sidesteps DynamoDB's
+refusal of floats and its number-precision rules.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+
+from pipeline import aws
+from pipeline.envelope import Envelope, dumps
+from pipeline.errors import ConsumerError, PermanentError, TransientError
+from pipeline.telegram_paths import chat_of, integer_id, user_of
+
+# DynamoDB error codes worth retrying: capacity, throttling and server-side faults.
+TRANSIENT_CODES = frozenset(
+    {
+        "InternalServerError",
+        "LimitExceededException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "ServiceUnavailable",
+        "ThrottlingException",
+        "TransactionConflictException",
+    }
+)
+# Codes that the same request will hit again however often it is retried.
+PERMANENT_CODES = frozenset({"ValidationException", "ItemCollectionSizeLimitExceededException"})
+NETWORK_ERRORS = (ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError)
+
+
+def conversation_key(update: dict[str, Any], kind: str) -> dict[str, str]:
+    """`pk`/`sk` of an update: its chat, else its user, else its kind; then its update id."""
+    update_id = update.get("update_id")
+    if not isinstance(update_id, int) or isinstance(update_id, bool) or update_id < 0:
+        raise PermanentError("update has no non-negative integer update_id")
+    chat_id, user_id = integer_id(chat_of(update, kind)), integer_id(user_of(update, kind))
+    if chat_id is not None:
+        pk = f"chat#{chat_id}"
+    elif user_id is not None:
+        pk = f"user#{user_id}"
+    else:
+        pk = f"update#{kind}"
+    return {"pk": pk, "sk": f"update#{update_id:012d}"}
+
+
+def conversation_item(envelope: Envelope) -> dict[str, Any]:
+    """The item for one update; optional attributes are left out rather than stored empty."""
+    if envelope.source != "telegram":
+        raise PermanentError(f"store takes Telegram updates, got a {envelope.source} event")
+    update, kind = envelope.payload, envelope.type
+    chat, user = chat_of(update, kind), user_of(update, kind)
+    kind_object = update.get(kind)
+    text = None
+    if isinstance(kind_object, dict):
+        text = kind_object.get("text") or kind_object.get("caption")
+    optional = {
+        "chat_id": integer_id(chat),
+        "chat_type": chat.get("type") if chat else None,
+        "from_user_id": integer_id(user),
+        "text": text if isinstance(text, str) else None,
+    }
+    return {
+        **conversation_key(update, kind),
+        "event_id": envelope.event_id,
+        "type": kind,
+        "received_at": envelope.received_at.isoformat(),
+        "correlation_id": envelope.correlation_id,
+        "payload": dumps(update),
+        **{name: value for name, value in optional.items() if value is not None},
+    }
+
+
+def classify(error: ClientError) -> ConsumerError | None:
+    """The worker's view of a DynamoDB error; None for unknown codes (retried, then DLQ as is)."""
+    code = error.response.get("Error", {}).get("Code", "")
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    if code in TRANSIENT_CODES or status >= 500:
+        return TransientError(f"DynamoDB {code or status}, retry later")
+    if code in PERMANENT_CODES:
+        return PermanentError(f"DynamoDB refused the item: {code}")
+    return None
+
+
+def save_update(envelope: Envelope) -> dict[str, str]:
+    """Write the update's attributes to its item; returns its key (saved in the idempotency journal)."""
+    table_name = os.environ.get("CONVERSATIONS_TABLE")
+    if not table_name:
+        raise PermanentError("CONVERSATIONS_TABLE is not set")
+    item = conversation_item(envelope)
+    key = {"pk": item["pk"], "sk": item["sk"]}
+    values = {name: value for name, value in item.items() if name not in key}
+    try:
+        # An update, not a put: the `ai` consumer may already have added its result to this item.
+        aws.resource("dynamodb").Table(table_name).update_item(
+            Key=key,
+            UpdateExpression="SET " + ", ".join(f"#{name} = :{name}" for name in values),
+            ExpressionAttributeNames={f"#{name}": name for name in values},
+            ExpressionAttributeValues={f":{name}": value for name, value in values.items()},
+        )
+    except ClientError as error:
+        classified = classify(error)
+        if classified is None:
+            raise
+        raise classified from error
+    except NETWORK_ERRORS as error:
+        raise TransientError(f"DynamoDB unreachable: {type(error).__name__}") from error
+    return key

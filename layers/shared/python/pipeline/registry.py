@@ -1,0 +1,219 @@
+"""The one declaration of every consumer.
+
+The CDK stack (queues, DLQs, subscriptions, functions), the local runtime (workers) and the
+tests all read `CONSUMERS`. Adding a consumer is one entry here plus one handler package
+`functions/<name>/app.py` exposing `lambda_handler`.
+
+A filter policy is an SNS filter policy on the message attributes the webhook sets:
+`source`, `type`, and where they apply `chat_type`, `command`, `status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.sms.rules import rule_statuses
+
+# Telegram update kinds that carry a user's message (what a "new contact" or a reply starts from).
+MESSAGE_KINDS = ("message", "business_message")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a consumer retries a failed record.
+
+    Transient errors (timeouts, 5xx, 429, throttling) make the record visible again after an
+    exponential backoff (equal jitter: between half and all of `base * 2**(attempt-1)`, capped at
+    `max_delay_seconds`).
+    At the `max_receive_count`-th delivery the worker sends it to the consumer's DLQ with the reason
+    (the queue's redrive policy, same count, catches crashes and timeouts).
+    Permanent errors (4xx, validation) go to the DLQ at once, without burning retries.
+    """
+
+    max_receive_count: int = 5
+    base_delay_seconds: int = 2
+    max_delay_seconds: int = 300
+
+    def __post_init__(self) -> None:
+        if self.max_receive_count < 1:
+            raise ValueError("max_receive_count must be at least 1")
+        if not 0 <= self.base_delay_seconds <= self.max_delay_seconds <= 43_200:
+            raise ValueError("need 0 <= base_delay_seconds <= max_delay_seconds <= 43200 (SQS maximum)")
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """One consumer: its queue, DLQ, subscription and worker Lambda are all derived from this."""
+
+    name: str
+    description: str
+    filter_policy: dict[str, Any]
+    batch_size: int = 10
+    batching_window_seconds: int = 0
+    max_concurrency: int = 5
+    timeout_seconds: int = 30
+    memory_mb: int = 256
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Logical names of the secrets it reads (Secrets Manager), granted read in the stack; the
+    # function gets each one's id in the environment variable `<NAME>_SECRET_ID`.
+    secrets: tuple[str, ...] = ()
+    # Logical names of the DynamoDB tables it reads and writes ("journal", "conversations");
+    # the function gets each one's name in `<NAME>_TABLE`. Every consumer uses the journal.
+    tables: tuple[str, ...] = ("journal",)
+    # A CDK context key / local setting that must be non-empty for the consumer to exist at all
+    # (e.g. the AI consumer is off unless a Bedrock model id is configured).
+    requires_setting: str | None = None
+    # Plain settings passed to the function as environment variables.
+    environment: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or not self.name.islower():
+            raise ValueError(f"consumer name {self.name!r} must be a lowercase Python identifier")
+        if not 1 <= self.batch_size <= 10_000:
+            raise ValueError(f"{self.name}: batch_size must be 1..10000")
+        if self.batch_size > 10 and self.batching_window_seconds < 1:
+            raise ValueError(f"{self.name}: a batch_size above 10 needs a batching window")
+        if not 2 <= self.max_concurrency <= 1000:
+            raise ValueError(f"{self.name}: max_concurrency must be 2..1000 (SQS event source limit)")
+        if not 1 <= self.timeout_seconds <= 900:
+            raise ValueError(f"{self.name}: timeout_seconds must be 1..900")
+        if self.visibility_timeout_seconds > 43_200:
+            raise ValueError(f"{self.name}: 6x timeout exceeds the SQS visibility maximum")
+
+    @property
+    def handler(self) -> str:
+        """Lambda handler string; the code asset root is `functions/`."""
+        return f"{self.name}.app.lambda_handler"
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        """AWS guidance: at least 6x the function timeout, so a slow batch is never re-delivered mid-run."""
+        return 6 * self.timeout_seconds
+
+    @property
+    def source(self) -> str | None:
+        sources = self.filter_policy.get("source")
+        return sources[0] if isinstance(sources, list) and len(sources) == 1 else None
+
+
+CONSUMERS: tuple[Consumer, ...] = (
+    Consumer(
+        name="store",
+        description="Saves every Telegram update into the conversations table (by chat and update).",
+        filter_policy={"source": ["telegram"]},
+        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=120),
+        tables=("journal", "conversations"),
+    ),
+    Consumer(
+        name="crm",
+        description="Turns a new contact (/start, a shared contact, a first message) into a CRM lead.",
+        filter_policy={"source": ["telegram"], "type": list(MESSAGE_KINDS)},
+        timeout_seconds=30,
+        max_concurrency=2,
+        retry=RetryPolicy(max_receive_count=8, base_delay_seconds=5, max_delay_seconds=900),
+        secrets=("crm_api",),
+    ),
+    Consumer(
+        name="autoreply",
+        description="Answers through the Telegram Bot API (sendMessage, answerCallbackQuery).",
+        filter_policy={"source": ["telegram"], "type": [*MESSAGE_KINDS, "callback_query"]},
+        timeout_seconds=20,
+        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
+        secrets=("telegram_bot_token",),
+    ),
+    Consumer(
+        name="analytics",
+        description="Emits EMF metrics per update type, chat type and command, plus an analytics log line.",
+        filter_policy={"source": ["telegram"]},
+        retry=RetryPolicy(max_receive_count=3, base_delay_seconds=2, max_delay_seconds=60),
+    ),
+    Consumer(
+        name="ai",
+        description="Classifies intent, extracts lead fields with Bedrock Converse. Off unless configured.",
+        filter_policy={"source": ["telegram"], "type": list(MESSAGE_KINDS)},
+        timeout_seconds=60,
+        memory_mb=512,
+        max_concurrency=2,
+        retry=RetryPolicy(max_receive_count=4, base_delay_seconds=10, max_delay_seconds=600),
+        tables=("journal", "conversations"),
+        requires_setting="bedrock_model_id",
+    ),
+    Consumer(
+        name="sms",
+        description="Texts the customer on order status changes that have a rule, through a send journal.",
+        # Only the statuses some rule sends for (pipeline/sms/rules.json) reach the queue.
+        filter_policy={"source": ["crm"], "type": ["order.status_changed"], "status": rule_statuses()},
+        timeout_seconds=30,
+        max_concurrency=5,
+        # The journal bounds gateway refusals (SMS_MAX_ATTEMPTS, below this) and sets each delay.
+        retry=RetryPolicy(max_receive_count=10, base_delay_seconds=10, max_delay_seconds=600),
+        secrets=("sms_gateway",),
+        environment={
+            "SMS_GATEWAY": "end_user_messaging",
+            "SMS_MAX_ATTEMPTS": "5",
+            "SMS_LEASE_SECONDS": "120",
+        },
+    ),
+)
+
+
+def secret_env_var(secret: str) -> str:
+    return f"{secret.upper()}_SECRET_ID"
+
+
+def table_env_var(table: str) -> str:
+    return f"{table.upper()}_TABLE"
+
+
+def enabled(settings: dict[str, Any], consumers: Iterable[Consumer] = CONSUMERS) -> tuple[Consumer, ...]:
+    """The consumers that exist under these settings (CDK context or local settings)."""
+    return tuple(c for c in consumers if c.requires_setting is None or settings.get(c.requires_setting))
+
+
+def by_name(name: str, consumers: Iterable[Consumer] = CONSUMERS) -> Consumer:
+    for consumer in consumers:
+        if consumer.name == name:
+            return consumer
+    raise KeyError(f"no consumer named {name!r}; known: {', '.join(c.name for c in consumers)}")
+
+
+def matches(filter_policy: dict[str, Any], attributes: dict[str, str]) -> bool:
+    """Whether SNS would deliver a message with these attributes under this filter policy.
+
+    Supports the subset the registry uses: exact string lists and `{"exists": bool}`; every key
+    of the policy must match (AND), any value in a key's list may (OR). The local runtime uses
+    this only to explain routing; moto applies the real policies.
+    """
+    for key, allowed in filter_policy.items():
+        value = attributes.get(key)
+        ok = False
+        for rule in allowed:
+            if isinstance(rule, str):
+                ok = value == rule
+            elif isinstance(rule, dict) and "exists" in rule:
+                ok = (value is not None) == bool(rule["exists"])
+            else:
+                raise ValueError(f"unsupported filter rule {rule!r}")
+            if ok:
+                break
+        if not ok:
+            return False
+    return True
+
+
+def telegram_allowed_updates(consumers: Iterable[Consumer] = CONSUMERS) -> list[str] | None:
+    """`allowed_updates` for setWebhook: the union of kinds Telegram consumers subscribe to.
+
+    None means "every kind" (a consumer takes all Telegram updates, e.g. `store`).
+    """
+    kinds: set[str] = set()
+    for consumer in consumers:
+        if consumer.filter_policy.get("source") != ["telegram"]:
+            continue
+        types = consumer.filter_policy.get("type")
+        if types is None:
+            return None
+        kinds.update(types)
+    return sorted(kinds)

@@ -1,0 +1,260 @@
+"""The runtime every consumer Lambda shares: batch, idempotency, retries and dead-lettering.
+
+A consumer supplies one function `process(envelope) -> dict | None` holding its business work.
+`ConsumerWorker` wraps it so that:
+
+- each SQS record is handled on its own (Powertools `BatchProcessor`): only failed records are
+  reported in `batchItemFailures` and retried, never the whole batch;
+- `process` runs at most once per business event per consumer (Powertools idempotency on the
+  journal table, keyed `<consumer>#<hash of envelope.event_id>`), whatever the SQS message id,
+  the number of deliveries or concurrent workers;
+- a transient failure makes the record visible again after an exponential backoff with jitter
+  (or the remote's `retry_after`), by changing the message visibility;
+- a permanent failure, an unreadable envelope, or the last allowed attempt sends the record to
+  the consumer's DLQ with its reason as a message attribute and in the log, then acknowledges it:
+  no endless loop, nothing lost. The SQS redrive policy stays as the safety net for crashes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, Field, ValidationError
+
+from pipeline import aws
+from pipeline.envelope import Envelope
+from pipeline.errors import PermanentError, TransientError
+from pipeline.registry import Consumer, RetryPolicy, by_name
+
+Process = Callable[[Envelope], dict[str, Any] | None]
+
+# SQS caps a message's visibility timeout at 12 hours.
+MAX_VISIBILITY_SECONDS = 43_200
+
+
+class WorkerSettings(BaseModel):
+    """What a worker reads from its environment (set by the CDK stack or the local runtime)."""
+
+    consumer_name: str = Field(min_length=1)
+    queue_url: str = Field(min_length=1)
+    dlq_url: str = Field(min_length=1)
+    journal_table: str = Field(min_length=1)
+    idempotency_ttl_seconds: int = Field(default=259_200, ge=172_800)
+
+    @classmethod
+    def from_env(cls) -> WorkerSettings:
+        return cls(
+            consumer_name=os.environ.get("CONSUMER_NAME", ""),
+            queue_url=os.environ.get("QUEUE_URL", ""),
+            dlq_url=os.environ.get("DLQ_URL", ""),
+            journal_table=os.environ.get("JOURNAL_TABLE", ""),
+            idempotency_ttl_seconds=int(os.environ.get("IDEMPOTENCY_TTL_SECONDS", "259200")),
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one record; the local runtime and tests count these."""
+
+    status: str  # "processed" | "duplicate" | "retry" | "dead_lettered"
+    reason: str | None = None
+    delay_seconds: int | None = None
+
+
+def backoff_seconds(policy: RetryPolicy, receive_count: int, rng: random.Random | None = None) -> int:
+    """Exponential backoff with equal jitter: half the capped delay fixed, half random.
+
+    Attempt n waits between cap/2 and cap, cap = min(max, base * 2**(n-1)), so retries of many
+    records spread out instead of hammering a recovering service together.
+    """
+    rng = rng or random.Random()
+    exponent = max(receive_count - 1, 0)
+    cap = min(policy.max_delay_seconds, policy.base_delay_seconds * (2 ** min(exponent, 20)))
+    return math.ceil(cap / 2 + rng.uniform(0, cap / 2))
+
+
+class ConsumerWorker:
+    """Module-level in each consumer's `app.py`; see the module docstring for the guarantees."""
+
+    def __init__(self, process: Process, consumer: Consumer | None = None) -> None:
+        self.process = process
+        self._explicit_consumer = consumer
+        self._consumer = consumer
+        self.logger = Logger()
+        self.metrics = Metrics()
+        # A batch whose every record is retried (a throttled remote, a one-record batch) is an
+        # expected outcome: report every record in batchItemFailures instead of failing the
+        # invocation, which would count as a function error and trip the Errors alarm.
+        self.processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        self._settings: WorkerSettings | None = None
+        self._idempotent_process: Callable[..., Any] | None = None
+        self._config: IdempotencyConfig | None = None
+        self._executed = False
+        # Outcome counts since start (the local runtime's status line reads them).
+        self.counts: Counter[str] = Counter()
+        self.last_outcome: Outcome | None = None
+
+    # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
+    @property
+    def settings(self) -> WorkerSettings:
+        if self._settings is None:
+            self._settings = WorkerSettings.from_env()
+        return self._settings
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = by_name(self.settings.consumer_name)
+        return self._consumer
+
+    def _wire(self) -> tuple[IdempotencyConfig, Callable[..., Any]]:
+        if self._config is None or self._idempotent_process is None:
+            settings = self.settings
+            self._config = IdempotencyConfig(
+                event_key_jmespath="event_id",
+                raise_on_no_idempotency_key=True,
+                expires_after_seconds=settings.idempotency_ttl_seconds,
+            )
+            persistence = DynamoDBPersistenceLayer(
+                table_name=settings.journal_table, boto3_client=aws.client("dynamodb")
+            )
+
+            def run(event: dict[str, Any]) -> dict[str, Any] | None:
+                self._executed = True
+                return self.process(Envelope.model_validate(event))
+
+            self._idempotent_process = idempotent_function(
+                run,
+                data_keyword_argument="event",
+                persistence_store=persistence,
+                config=self._config,
+                key_prefix=self.consumer.name,
+            )
+        return self._config, self._idempotent_process
+
+    def reset(self) -> None:
+        """Forget settings and clients (tests and the local runtime re-point the environment)."""
+        self._settings = None
+        self._consumer = self._explicit_consumer  # else re-read from the new CONSUMER_NAME
+        self._config = None
+        self._idempotent_process = None
+        self.counts.clear()
+        self.last_outcome = None
+
+    # -- the handler body ---------------------------------------------------------------------
+    def handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        config, _ = self._wire()
+        config.register_lambda_context(context)
+        self.metrics.add_dimension(name="consumer", value=self.consumer.name)
+        return dict(
+            process_partial_response(
+                event=event, record_handler=self.handle_record, processor=self.processor, context=context
+            )
+        )
+
+    def handle_record(self, record: SQSRecord) -> None:
+        """Raise to have the record retried; return to have it acknowledged (deleted)."""
+        _, idempotent_process = self._wire()
+        receive_count = int(record.attributes.approximate_receive_count or "1")
+        log_keys = {"message_id": record.message_id, "receive_count": receive_count}
+        try:
+            envelope = Envelope.from_json(record.body)
+        except ValidationError as error:
+            fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in error.errors())
+            self._dead_letter(record, f"invalid envelope ({fields})", log_keys)
+            return
+
+        self.logger.set_correlation_id(envelope.correlation_id)
+        self.logger.append_keys(event_id=envelope.event_id, event_type=envelope.type)
+        self._executed = False
+        try:
+            idempotent_process(event=envelope.model_dump(mode="json"))
+        except PermanentError as error:
+            self._dead_letter(record, error.reason, log_keys)
+            return
+        except IdempotencyAlreadyInProgressError:
+            # Another worker holds this event right now: come back after it has finished.
+            self._retry(record, "event in progress elsewhere", log_keys, receive_count, None)
+        except TransientError as error:
+            self._retry(record, error.reason, log_keys, receive_count, error.retry_after)
+        except Exception as error:  # an unclassified failure: retry, never loop forever
+            self.logger.exception("unexpected error", extra=log_keys)
+            self._retry(record, f"{type(error).__name__}: {error}", log_keys, receive_count, None)
+        else:
+            # On a duplicate Powertools returns the saved result without calling `run`.
+            status = "processed" if self._executed else "duplicate"
+            self._record(Outcome(status))
+            self.logger.info(f"record {status}", extra=log_keys)
+        finally:
+            self.logger.remove_keys(["event_id", "event_type"])
+
+    # -- outcomes -------------------------------------------------------------------------------
+    def _retry(
+        self,
+        record: SQSRecord,
+        reason: str,
+        log_keys: dict[str, Any],
+        receive_count: int,
+        retry_after: float | None,
+    ) -> None:
+        policy = self.consumer.retry
+        if receive_count >= policy.max_receive_count:
+            self._dead_letter(record, f"retries exhausted after {receive_count} attempts: {reason}", log_keys)
+            return
+        if retry_after is not None:
+            delay = min(math.ceil(retry_after), MAX_VISIBILITY_SECONDS)
+        else:
+            delay = backoff_seconds(policy, receive_count)
+        try:
+            aws.client("sqs").change_message_visibility(
+                QueueUrl=self.settings.queue_url,
+                ReceiptHandle=record.receipt_handle,
+                VisibilityTimeout=delay,
+            )
+        except Exception:
+            # The record still fails; it reappears after the queue's own visibility timeout.
+            self.logger.exception("could not set retry delay", extra=log_keys)
+        self._record(Outcome("retry", reason, delay))
+        self.metrics.add_metric(name="RecordsRetried", unit=MetricUnit.Count, value=1)
+        self.logger.warning("record will be retried", extra={**log_keys, "reason": reason, "delay": delay})
+        raise TransientError(reason, retry_after)
+
+    def _dead_letter(self, record: SQSRecord, reason: str, log_keys: dict[str, Any]) -> None:
+        attributes = {
+            name: {"DataType": "String", "StringValue": value["stringValue"]}
+            for name, value in (record.raw_event.get("messageAttributes") or {}).items()
+            if value.get("stringValue")
+        }
+        attributes["dead_letter_reason"] = {"DataType": "String", "StringValue": reason[:1000]}
+        attributes["dead_letter_consumer"] = {"DataType": "String", "StringValue": self.consumer.name}
+        # Sending can fail; then the record fails and is retried, so the message is never lost.
+        aws.client("sqs").send_message(
+            QueueUrl=self.settings.dlq_url, MessageBody=record.body, MessageAttributes=attributes
+        )
+        self._record(Outcome("dead_lettered", reason))
+        self.metrics.add_metric(name="RecordsDeadLettered", unit=MetricUnit.Count, value=1)
+        self.logger.error("record sent to the DLQ", extra={**log_keys, "reason": reason})
+
+    def _record(self, outcome: Outcome) -> None:
+        self.counts[outcome.status] += 1
+        self.last_outcome = outcome
+        if outcome.status in ("processed", "duplicate"):
+            name = "RecordsProcessed" if outcome.status == "processed" else "DuplicatesSkipped"
+            self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)

@@ -1,0 +1,249 @@
+"""The autoreply consumer's real handler against a fake Telegram Bot API on loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiogram.methods import AnswerCallbackQuery, SendMessage
+from pydantic import BaseModel
+
+from pipeline import aws
+from pipeline.registry import secret_env_var
+from tests.unit.consumer_support import JOURNAL_TABLE, Output, telegram_envelope, telegram_update
+from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer, FakeHttpServer, Recorded, Scripted
+
+ANNA_CHAT = 123456789
+SENT = Scripted(200, {"ok": True, "result": {"message_id": 9, "date": 1767225601, "chat": {"id": 1}}})
+BLOCKED = Scripted(
+    403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}
+)
+
+
+# aiogram's model of each Bot API method we call: the oracle for the parameters we send.
+BOT_API_METHODS: dict[str, type[BaseModel]] = {
+    "sendMessage": SendMessage,
+    "answerCallbackQuery": AnswerCallbackQuery,
+}
+
+
+def too_many_requests(retry_after: int) -> Scripted:
+    return Scripted(
+        429,
+        {
+            "ok": False,
+            "error_code": 429,
+            "description": f"Too Many Requests: retry after {retry_after}",
+            "parameters": {"retry_after": retry_after},
+        },
+    )
+
+
+@pytest.fixture
+def bot(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    http_fake: FakeHttpServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> DeployedConsumer:
+    consumer = run_consumer("autoreply")
+    put_secret("telegram_bot_token", BOT_TOKEN)
+    monkeypatch.setenv("TELEGRAM_API_BASE", http_fake.base_url)
+    http_fake.default = SENT
+    return consumer
+
+
+def default_replies() -> dict[str, str]:
+    # Imported only once `autoreply.app` is (by the fixture, with the Powertools environment set):
+    # a module-level Logger(child=True) takes its parent's service name at import.
+    from autoreply.logic import DEFAULT_REPLIES
+
+    return DEFAULT_REPLIES
+
+
+def api_call(request: Recorded) -> tuple[str, dict[str, Any]]:
+    """(method, params) of a Bot API request, checked against aiogram's model of that method."""
+    prefix = f"/bot{BOT_TOKEN}/"
+    assert request.path.startswith(prefix)
+    method = request.path.removeprefix(prefix)
+    model = BOT_API_METHODS[method]
+    model.model_validate(request.body)
+    assert set(request.body) <= set(model.model_fields)  # aiogram allows extras; Telegram would ignore them
+    return method, request.body
+
+
+def test_one_send_message_per_command_update(bot: DeployedConsumer, http_fake: FakeHttpServer) -> None:
+    start = telegram_envelope(telegram_update("private_start"))
+    help_in_group = telegram_envelope(telegram_update("group_command"))  # "/help@MyShopBot ..."
+    chatter = telegram_envelope(telegram_update("group_message"))  # "/help" mid-text: not a command
+
+    assert bot.deliver(start, help_in_group, chatter).failed == []
+    assert bot.deliver(start).failed == []  # redelivered: the worker's idempotency, no second reply
+
+    calls = sorted((api_call(r) for r in http_fake.requests), key=lambda call: call[1]["chat_id"])
+    assert calls == [
+        ("sendMessage", {"chat_id": -4012345678, "text": default_replies()["/help"]}),
+        ("sendMessage", {"chat_id": ANNA_CHAT, "text": default_replies()["/start"]}),
+    ]
+
+
+def test_configured_replies_and_the_default_reply(
+    bot: DeployedConsumer, http_fake: FakeHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "AUTOREPLY_REPLIES", json.dumps({"/START": "Willkommen!", "default": "Danke, wir melden uns."})
+    )
+
+    bot.deliver(
+        telegram_envelope(telegram_update("private_start")),
+        telegram_envelope(telegram_update("group_command")),
+        telegram_envelope(telegram_update("business_message")),
+    )
+
+    calls = sorted((api_call(r)[1] for r in http_fake.requests), key=lambda params: params["chat_id"])
+    assert calls == [
+        {"chat_id": -4012345678, "text": default_replies()["/help"]},  # not overridden: default kept
+        {"chat_id": ANNA_CHAT, "text": "Willkommen!"},
+        # A plain message gets "default", in the business chat it came from.
+        {
+            "chat_id": 987654321,
+            "text": "Danke, wir melden uns.",
+            "business_connection_id": "AAEuLdDTNT4BAADu9qK1yQfDbVc",
+        },
+    ]
+
+
+def test_callback_queries_are_answered(bot: DeployedConsumer, http_fake: FakeHttpServer) -> None:
+    assert bot.deliver(telegram_envelope(telegram_update("callback_query"))).failed == []
+
+    [request] = http_fake.requests
+    assert api_call(request) == ("answerCallbackQuery", {"callback_query_id": "530252834412826613"})
+
+
+def test_429_retries_after_telegrams_retry_after(bot: DeployedConsumer, http_fake: FakeHttpServer) -> None:
+    http_fake.respond(too_many_requests(7))
+
+    delivery = bot.deliver(telegram_envelope(telegram_update("private_start")))
+
+    assert delivery.failed == delivery.message_ids
+    [record] = delivery.event["Records"]
+    assert 6.0 < bot.seconds_until_visible(record["receiptHandle"]) <= 7.0
+    assert bot.queues.dead_letters() == []
+
+
+def test_403_is_recorded_as_blocked_and_neither_retried_nor_dead_lettered(
+    bot: DeployedConsumer, http_fake: FakeHttpServer, output: Callable[[Any], Output]
+) -> None:
+    out = output(bot.app.worker)
+    http_fake.respond(BLOCKED)
+    start = telegram_envelope(telegram_update("private_start"))
+
+    delivery = bot.deliver(start)
+
+    assert delivery.failed == []
+    assert bot.queues.dead_letters() == []
+    item = aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA_CHAT}"})["Item"]
+    assert item["chat_id"] == ANNA_CHAT
+    assert item["description"] == "Forbidden: bot was blocked by the user"
+    assert item["event_id"] == start.envelope.event_id
+    [logged] = out.logs("bot blocked in chat: recorded, not retried")
+    assert logged["chat_id"] == ANNA_CHAT
+
+
+def test_400_is_dead_lettered_with_telegrams_description(
+    bot: DeployedConsumer, http_fake: FakeHttpServer
+) -> None:
+    http_fake.respond(
+        Scripted(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
+    )
+
+    assert bot.deliver(telegram_envelope(telegram_update("private_start"))).failed == []
+
+    assert bot.dead_letter_reasons() == ["telegram sendMessage: HTTP 400 Bad Request: chat not found"]
+
+
+def test_an_expired_callback_query_is_dropped_not_dead_lettered(
+    bot: DeployedConsumer, http_fake: FakeHttpServer
+) -> None:
+    description = "Bad Request: query is too old and response timeout expired or query ID is invalid"
+    http_fake.respond(Scripted(400, {"ok": False, "error_code": 400, "description": description}))
+
+    assert bot.deliver(telegram_envelope(telegram_update("callback_query"))).failed == []
+    assert bot.queues.dead_letters() == []
+
+
+def test_the_bot_token_never_appears_in_logs_or_reasons(
+    bot: DeployedConsumer,
+    http_fake: FakeHttpServer,
+    output: Callable[[Any], Output],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    output(bot.app.worker)
+    echo = {"ok": False, "error_code": 400, "description": f"Bad Request: bad token {BOT_TOKEN}"}
+    http_fake.respond(too_many_requests(3), Scripted(500, {"ok": False}), BLOCKED, Scripted(400, echo))
+    base = dict(telegram_update("private_start"))
+    updates = [telegram_envelope({**base, "update_id": 810_000_200 + n}) for n in range(4)]
+    reasons = []
+    for update in updates:
+        bot.deliver(update)
+        assert bot.app.worker.last_outcome is not None
+        reasons.append(bot.app.worker.last_outcome.reason or "")
+    with socket.socket() as probe:  # then Telegram is unreachable
+        probe.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("TELEGRAM_API_BASE", f"http://127.0.0.1:{probe.getsockname()[1]}")
+    bot.deliver(telegram_envelope({**base, "update_id": 810_000_299}))
+    reasons.append(bot.app.worker.last_outcome.reason or "")
+
+    printed = capsys.readouterr().out
+    assert len(http_fake.requests) == 4 and all(BOT_TOKEN in r.path for r in http_fake.requests)
+    assert "HTTP 429" in reasons[0] and "HTTP 500" in reasons[1] and "connection failed" in reasons[4]
+    assert "record will be retried" in printed and "record sent to the DLQ" in printed  # logs were captured
+    leaks = [text for text in [printed, *reasons, *bot.dead_letter_reasons()] if BOT_TOKEN in text]
+    assert leaks == [], "the bot token leaked"  # never print the leaking text itself
+
+
+def test_the_token_is_read_once_and_cached(
+    bot: DeployedConsumer, http_fake: FakeHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bot.deliver(telegram_envelope(telegram_update("private_start")))
+    # Gone from Secrets Manager: a warm Lambda still answers from its cache (max_age 300 s).
+    aws.client("secretsmanager").delete_secret(
+        SecretId=bot.queues.environment()[secret_env_var("telegram_bot_token")],
+        ForceDeleteWithoutRecovery=True,
+    )
+
+    assert bot.deliver(telegram_envelope(telegram_update("group_command"))).failed == []
+    assert len(http_fake.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("token", "replies", "reason"),
+    [
+        ("not-a-token", "", "TELEGRAM_BOT_TOKEN_SECRET_ID secret is not a bot token (<id>:<secret>)"),
+        (BOT_TOKEN, "{not json", "AUTOREPLY_REPLIES is not valid JSON"),
+        (BOT_TOKEN, '{"start": "no slash"}', "AUTOREPLY_REPLIES must map"),
+    ],
+)
+def test_misconfiguration_dead_letters_with_a_clear_reason(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    monkeypatch: pytest.MonkeyPatch,
+    http_fake: FakeHttpServer,
+    token: str,
+    replies: str,
+    reason: str,
+) -> None:
+    consumer = run_consumer("autoreply")
+    put_secret("telegram_bot_token", token)
+    monkeypatch.setenv("TELEGRAM_API_BASE", http_fake.base_url)
+    monkeypatch.setenv("AUTOREPLY_REPLIES", replies)
+
+    assert consumer.deliver(telegram_envelope(telegram_update("private_start"))).failed == []
+
+    [dead] = consumer.dead_letter_reasons()
+    assert dead.startswith(reason)
+    assert http_fake.requests == []

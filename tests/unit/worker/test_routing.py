@@ -1,0 +1,71 @@
+"""SNS filter policies from the registry: each consumer's queue gets its source's events only.
+
+Runs over every registry consumer (gated ones included), so a new consumer is covered as
+soon as it is declared. moto applies the filter policies on the message attributes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import aws
+from pipeline.envelope import Envelope, sns_attributes
+from pipeline.registry import CONSUMERS, Consumer, matches
+from tests.unit.consumer_support import (
+    TELEGRAM_FIXTURE_NAMES,
+    Published,
+    create_queues,
+    crm_envelope,
+    crm_event,
+    telegram_envelope,
+    telegram_update,
+)
+
+CRM_FIXTURE_NAMES = ("order_status_changed", "order_created_first_status")
+
+
+def published_events() -> list[Published]:
+    telegram = [telegram_envelope(telegram_update(name)) for name in TELEGRAM_FIXTURE_NAMES]
+    return telegram + [crm_envelope(crm_event(name)) for name in CRM_FIXTURE_NAMES]
+
+
+@pytest.mark.usefixtures("moto_aws")
+@pytest.mark.parametrize("consumer", CONSUMERS, ids=lambda c: c.name)
+def test_each_queue_receives_exactly_the_events_its_filter_policy_selects(consumer: Consumer) -> None:
+    sns, sqs = aws.client("sns"), aws.client("sqs")
+    topic_arn = sns.create_topic(Name="events")["TopicArn"]
+    queues = {c.name: create_queues(c) for c in CONSUMERS}
+    for c in CONSUMERS:
+        sns.subscribe(
+            TopicArn=topic_arn,
+            Protocol="sqs",
+            Endpoint=queues[c.name].queue_arn,
+            Attributes={"RawMessageDelivery": "true", "FilterPolicy": json.dumps(c.filter_policy)},
+        )
+    events = published_events()
+    assert {p.envelope.source for p in events} == {"telegram", "crm"}
+    for event in events:
+        sns.publish(
+            TopicArn=topic_arn, Message=event.body, MessageAttributes=sns_attributes(event.attributes)
+        )
+
+    received: list[dict] = []
+    while batch := sqs.receive_message(
+        QueueUrl=queues[consumer.name].queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    ).get("Messages", []):
+        received.extend(batch)
+
+    by_id = {p.envelope.event_id: p for p in events}
+    envelopes = [Envelope.from_json(m["Body"]) for m in received]
+    expected = {p.envelope.event_id for p in events if matches(consumer.filter_policy, p.attributes)}
+    assert expected, f"no fixture is routed to {consumer.name}: add one it takes"
+    assert sorted(e.event_id for e in envelopes) == sorted(expected)
+    if consumer.source is not None:
+        assert {e.source for e in envelopes} == {consumer.source}  # never the other source's events
+    for message, envelope in zip(received, envelopes, strict=True):
+        # Raw delivery: the body is the envelope itself and the routing attributes come along.
+        assert message["Body"] == by_id[envelope.event_id].body
+        attributes = {n: a["StringValue"] for n, a in message.get("MessageAttributes", {}).items()}
+        assert attributes == by_id[envelope.event_id].attributes
