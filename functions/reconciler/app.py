@@ -1,0 +1,22 @@
+"""Scheduled reconciler of `unknown` SMS outcomes (see `pipeline.sms.reconcile`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from pipeline.sms.reconcile import reconcile
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    # The EventBridge schedule's event carries nothing we need: each run looks at the journal.
+    return reconcile().as_dict()

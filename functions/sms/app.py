@@ -1,0 +1,17 @@
+"""SMS consumer: order-status SMS through the send journal (see `pipeline.sms.service`)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from pipeline.sms.service import send_notification
+from pipeline.worker import ConsumerWorker
+
+worker = ConsumerWorker(send_notification)
+logger, metrics = worker.logger, worker.metrics
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return worker.handle(event, context)

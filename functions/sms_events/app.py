@@ -1,0 +1,22 @@
+"""End User Messaging SMS delivery events (SNS) into the journal (see `pipeline.sms.delivery`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from pipeline.sms.delivery import handle_sns_event
+from pipeline.sms.service import runtime
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    return handle_sns_event(event, runtime().journal)

@@ -1,0 +1,9 @@
+"""Order-status SMS notifications, sent at most once per notification through a send journal.
+
+- `rules`: which status transitions send an SMS, and its text (configuration, `rules.json`).
+- `journal`: one DynamoDB record per notification, created before any gateway call; its
+  state (pending, sending, accepted, failed, unknown) says what may happen next.
+- `gateways`: AWS End User Messaging SMS, a generic HTTP gateway and an in-memory fake.
+- `service`: the `sms` consumer's `process`; `reconcile`: the scheduled reconciler of
+  `unknown` outcomes; `delivery`: delivery events from End User Messaging.
+"""

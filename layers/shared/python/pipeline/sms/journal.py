@@ -1,0 +1,450 @@
+"""The SMS journal: one DynamoDB record per notification, the single source of truth about it.
+
+A record lives in the journal table (shared with Powertools idempotency) under
+`id = "sms#<key>"`, the key being a SHA-256 hex digest of the notification's identity (64 hex
+digits; Powertools' own ids are `<consumer>#<32 hex digits>`, so the two never collide). Every
+write is conditional:
+
+- `create` puts the record, state `pending`, *before* any gateway call, with
+  `attribute_not_exists(id)`: of two workers, one creates it and the other learns it exists;
+- `claim` moves `pending` to `sending` with a lease (`lease_owner`, `lease_expires_at`): of two
+  workers, one gets it; nobody else sends while the lease holds;
+- `finish` saves an attempt's outcome only for the lease owner; `expire_lease` turns a
+  `sending` whose owner died into `unknown` (never back to `pending`: it may have been sent).
+
+States someone may have to act on (pending, sending, unknown, failed) are copied to `sms_state`,
+the partition key of the sparse GSI `by_state` (sort key `state_since`); an accepted record
+drops it. The reconciler queries `unknown` there without scanning the table.
+Times are stored as fixed-width UTC ISO strings, so they compare and sort as strings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from boto3.dynamodb.conditions import Key
+from botocore.exceptions import ClientError
+
+from pipeline import aws
+
+KEY_PREFIX = "sms#"
+BY_STATE_INDEX = "by_state"
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class State(StrEnum):
+    PENDING = "pending"  # recorded, not being sent (first try, or after a definite refusal)
+    SENDING = "sending"  # claimed by one worker, under a lease
+    ACCEPTED = "accepted"  # the gateway took it (delivery is tracked separately)
+    FAILED = "failed"  # refused for good, or refused until attempts ran out
+    UNKNOWN = "unknown"  # may or may not have been taken: reconcile, never resend blindly
+
+
+INDEXED_STATES = frozenset({State.PENDING, State.SENDING, State.UNKNOWN, State.FAILED})
+# Entering `unknown`: the index sorts unknowns by when they *first* became unknown (a resend that
+# ends unknown again does not make an old problem look new), which the deadline is measured from.
+_BECOME_UNKNOWN = (
+    "#state_since = if_not_exists(#unknown_since, :now), #unknown_since = if_not_exists(#unknown_since, :now)"
+)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
+
+
+class Clock:
+    """The wall clock, with an offset tests advance to expire leases, backoffs and deadlines."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+CLOCK = Clock()
+
+
+def notification_key(event_type: str, order_id: str, transition_id: str, channel: str, recipient: str) -> str:
+    """The permanent key of one notification: what happened, to which order, which transition, how, to whom.
+
+    The transition id (the CRM event id) keeps a second trip through the same status a new
+    notification; the order id alone would silence every later SMS for the order. Hashed, so the
+    key is short enough for a gateway's client reference and never shows the phone number.
+    """
+    canonical = json.dumps([event_type, order_id, transition_id, channel, recipient], ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Draft:
+    """Everything known about a notification before any gateway call."""
+
+    key: str
+    event_type: str
+    order_id: str
+    transition_id: str
+    channel: str
+    recipient: str
+    body: str
+    rule: str
+    order_status: str
+    previous_status: str | None
+    occurred_at: datetime
+    received_at: datetime
+    correlation_id: str
+
+
+def _time(item: Mapping[str, Any], name: str) -> datetime | None:
+    value = item.get(name)
+    return parse_iso(value) if isinstance(value, str) else None
+
+
+def _int(item: Mapping[str, Any], name: str) -> int:
+    value = item.get(name, 0)
+    return int(value) if isinstance(value, int | Decimal) else 0
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A journal record as read back (a consistent read)."""
+
+    key: str
+    state: State
+    state_since: datetime
+    recipient: str
+    body: str
+    attempt_count: int
+    reconcile_resends: int
+    attempts: tuple[dict[str, Any], ...]
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    next_attempt_at: datetime | None
+    unknown_since: datetime | None
+    message_id: str | None
+    delivery_status: str | None
+    failure_reason: str | None
+    received_at: datetime | None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> Notification:
+        return cls(
+            key=str(item["id"])[len(KEY_PREFIX) :],
+            state=State(item["state"]),
+            state_since=parse_iso(item["state_since"]),
+            recipient=str(item["recipient"]),
+            body=str(item["body"]),
+            attempt_count=_int(item, "attempt_count"),
+            reconcile_resends=_int(item, "reconcile_resends"),
+            attempts=tuple(item.get("attempts", [])),
+            lease_owner=item.get("lease_owner"),
+            lease_expires_at=_time(item, "lease_expires_at"),
+            next_attempt_at=_time(item, "next_attempt_at"),
+            unknown_since=_time(item, "unknown_since"),
+            message_id=item.get("message_id"),
+            delivery_status=item.get("delivery_status"),
+            failure_reason=item.get("failure_reason"),
+            received_at=_time(item, "received_at"),
+        )
+
+
+@dataclass(frozen=True)
+class Finish:
+    """How an attempt ends for the journal: the next state and what goes with it."""
+
+    state: State
+    attempt: Mapping[str, Any]
+    answered_at: datetime | None = None
+    message_id: str | None = None
+    next_attempt_at: datetime | None = None
+    failure_reason: str | None = None
+    counts_as_resend: bool = False
+
+
+def _is_conflict(error: ClientError) -> bool:
+    return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def _placeholders(prefix: str, *expressions: str) -> set[str]:
+    return set(re.findall(rf"{prefix}\w+", " ".join(expressions)))
+
+
+class Journal:
+    """Conditional reads and writes of SMS journal records; see the module docstring."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        lease: timedelta = timedelta(seconds=120),
+        retention: timedelta = timedelta(days=30),
+        clock: Clock = CLOCK,
+    ) -> None:
+        self.table_name = table_name
+        self.lease = lease
+        self.retention = retention
+        self.clock = clock
+
+    @property
+    def table(self) -> Any:
+        return aws.resource("dynamodb").Table(self.table_name)
+
+    # -- reading --------------------------------------------------------------------------------
+    def get(self, key: str) -> Notification | None:
+        item = self.table.get_item(Key={"id": KEY_PREFIX + key}, ConsistentRead=True).get("Item")
+        return Notification.from_item(item) if item else None
+
+    def keys_in_state(self, state: State, limit: int | None = None) -> Iterator[tuple[str, datetime]]:
+        """(key, state_since) of records in `state`, oldest first, from the `by_state` index."""
+        query: dict[str, Any] = {
+            "IndexName": BY_STATE_INDEX,
+            "KeyConditionExpression": Key("sms_state").eq(state.value),
+            "ScanIndexForward": True,
+        }
+        returned = 0
+        while True:
+            page = self.table.query(**query)
+            for item in page.get("Items", []):
+                if limit is not None and returned >= limit:
+                    return
+                returned += 1
+                yield str(item["id"])[len(KEY_PREFIX) :], parse_iso(item["state_since"])
+            if "LastEvaluatedKey" not in page:
+                return
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def count_in_state(self, state: State) -> int:
+        query: dict[str, Any] = {
+            "IndexName": BY_STATE_INDEX,
+            "KeyConditionExpression": Key("sms_state").eq(state.value),
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            page = self.table.query(**query)
+            total += int(page.get("Count", 0))
+            if "LastEvaluatedKey" not in page:
+                return total
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # -- writing --------------------------------------------------------------------------------
+    def create(self, draft: Draft) -> bool:
+        """Record a notification before any gateway call; False when it was already known."""
+        now = self.clock.now()
+        item: dict[str, Any] = {
+            "id": KEY_PREFIX + draft.key,
+            "channel": draft.channel,
+            "event_type": draft.event_type,
+            "order_id": draft.order_id,
+            "transition_id": draft.transition_id,
+            "rule": draft.rule,
+            "order_status": draft.order_status,
+            "previous_status": draft.previous_status,
+            "recipient": draft.recipient,
+            "body": draft.body,
+            "correlation_id": draft.correlation_id,
+            "state": State.PENDING.value,
+            "sms_state": State.PENDING.value,
+            "state_since": iso(now),
+            "created_at": iso(now),
+            # When the CRM says it happened and when the webhook got it: with the attempt times
+            # below, they tell a slow CRM from a slow queue from a slow gateway.
+            "occurred_at": iso(draft.occurred_at),
+            "received_at": iso(draft.received_at),
+            "attempt_count": 0,
+            "reconcile_resends": 0,
+            "attempts": [],
+            # Kept well past every CRM and SQS retry of the event (TTL attribute of the table).
+            "expiration": int((now + self.retention).timestamp()),
+        }
+        try:
+            self.table.put_item(
+                Item={name: value for name, value in item.items() if value is not None},
+                ConditionExpression="attribute_not_exists(id)",
+            )
+        except ClientError as error:
+            if _is_conflict(error):
+                return False
+            raise
+        return True
+
+    def _update(
+        self, key: str, update: str, condition: str, values: Mapping[str, Any]
+    ) -> Notification | None:
+        """One conditional update; the new record, or None when the condition did not hold.
+
+        Placeholders are `#<attribute name>` and `:<value name>`; only those the expressions use
+        are sent (DynamoDB rejects unused ones).
+        """
+        used_values = _placeholders(":", update, condition)
+        try:
+            response = self.table.update_item(
+                Key={"id": KEY_PREFIX + key},
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={name: name[1:] for name in _placeholders("#", update, condition)},
+                ExpressionAttributeValues={
+                    name: value for name, value in values.items() if name in used_values
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as error:
+            if _is_conflict(error):
+                return None
+            raise
+        return Notification.from_item(response["Attributes"])
+
+    def claim(
+        self, key: str, owner: str, *, from_states: tuple[State, ...], max_resends: int | None = None
+    ) -> Notification | None:
+        """Atomically take a record for one send attempt; None when someone else has it (or it is not due).
+
+        From `pending` only once `next_attempt_at` has come; with `max_resends`, only while the
+        reconciler's resends are below it.
+        """
+        now = self.clock.now()
+        states = ", ".join(f":from{index}" for index in range(len(from_states)))
+        condition = f"#state IN ({states})"
+        if State.PENDING in from_states:
+            condition += " AND (attribute_not_exists(#next_attempt_at) OR #next_attempt_at <= :now)"
+        if max_resends is not None:
+            condition += " AND #reconcile_resends < :max_resends"
+        return self._update(
+            key,
+            "SET #state = :sending, #sms_state = :sending, #state_since = :now, #lease_owner = :owner,"
+            " #lease_expires_at = :lease_end, #processing_started_at = :now,"
+            " #attempt_count = #attempt_count + :one REMOVE #next_attempt_at",
+            condition,
+            {
+                **{f":from{index}": state.value for index, state in enumerate(from_states)},
+                ":sending": State.SENDING.value,
+                ":now": iso(now),
+                ":owner": owner,
+                ":lease_end": iso(now + self.lease),
+                ":one": 1,
+                ":max_resends": max_resends,
+            },
+        )
+
+    def finish(self, key: str, owner: str, finish: Finish) -> Notification | None:
+        """Save an attempt's outcome if `owner` still holds the record; None when it lost it.
+
+        `unknown` keeps `lease_owner` (an expired lease too): if its lease ran out while it
+        waited and someone marked the record unknown, the owner's late answer still lands.
+        A lost record still gets the attempt appended, so the journal shows every call made.
+        """
+        now = self.clock.now()
+        sets = [
+            "#state = :state",
+            "#attempts = list_append(#attempts, :attempt)",
+        ]
+        removes = ["#lease_expires_at"]
+        if finish.state is State.UNKNOWN:
+            sets.append(_BECOME_UNKNOWN)
+        else:
+            sets.append("#state_since = :now")
+            removes.append("#lease_owner")  # released; only an unknown keeps it, for a late answer
+        if finish.state in INDEXED_STATES:
+            sets.append("#sms_state = :state")
+        else:
+            removes.append("#sms_state")
+        optional = {
+            "#gateway_answered_at": iso(finish.answered_at) if finish.answered_at else None,
+            "#message_id": finish.message_id,
+            "#next_attempt_at": iso(finish.next_attempt_at) if finish.next_attempt_at else None,
+            "#failure_reason": finish.failure_reason,
+        }
+        values: dict[str, Any] = {
+            ":state": finish.state.value,
+            ":attempt": [dict(finish.attempt)],
+            ":now": iso(now),
+            ":owner": owner,
+            ":sending": State.SENDING.value,
+            ":unknown": State.UNKNOWN.value,
+            ":one": 1,
+        }
+        for name, value in optional.items():
+            if value is not None:
+                sets.append(f"{name} = :{name[1:]}")
+                values[f":{name[1:]}"] = value
+        if finish.counts_as_resend:
+            sets.append("#reconcile_resends = #reconcile_resends + :one")
+        update = "SET " + ", ".join(sets) + " REMOVE " + ", ".join(removes)
+        saved = self._update(key, update, "#lease_owner = :owner AND #state IN (:sending, :unknown)", values)
+        if saved is None:
+            self.append_attempt(key, finish.attempt)
+        return saved
+
+    def append_attempt(self, key: str, attempt: Mapping[str, Any]) -> None:
+        self._update(
+            key,
+            "SET #attempts = list_append(#attempts, :attempt)",
+            "attribute_exists(#id)",
+            {":attempt": [dict(attempt)]},
+        )
+
+    def expire_lease(self, key: str, owner: str, note: str) -> Notification | None:
+        """`sending` whose lease ran out -> `unknown`: the owner died mid-call; it may have sent."""
+        now = self.clock.now()
+        return self._update(
+            key,
+            f"SET #state = :unknown, #sms_state = :unknown, {_BECOME_UNKNOWN},"
+            " #attempts = list_append(#attempts, :attempt) REMOVE #lease_expires_at",
+            "#state = :sending AND #lease_owner = :owner AND #lease_expires_at <= :now",
+            {
+                ":unknown": State.UNKNOWN.value,
+                ":sending": State.SENDING.value,
+                ":now": iso(now),
+                ":owner": owner,
+                ":attempt": [{"at": iso(now), "outcome": "lease_expired", "owner": owner, "by": note}],
+            },
+        )
+
+    def resolve_accepted(self, key: str, *, via: str, message_id: str | None = None) -> Notification | None:
+        """`unknown` -> `accepted` on evidence (a lookup, a delivery event, a person); None if not unknown."""
+        now = self.clock.now()
+        update = "SET #state = :accepted, #state_since = :now, #resolved_by = :via, #resolved_at = :now"
+        if message_id:
+            update += ", #message_id = :message_id"
+        return self._update(
+            key,
+            update + " REMOVE #sms_state",
+            "#state = :unknown",
+            {
+                ":accepted": State.ACCEPTED.value,
+                ":unknown": State.UNKNOWN.value,
+                ":now": iso(now),
+                ":via": via,
+                ":message_id": message_id,
+            },
+        )
+
+    def record_delivery(
+        self, key: str, *, status: str, event_at: datetime, final: bool, message_id: str | None
+    ) -> Notification | None:
+        """Save a delivery status unless a later one is already saved; None if so (or no such record)."""
+        update = "SET #delivery_status = :status, #delivery_event_at = :at, #delivery_final = :final"
+        if message_id:
+            update += ", #delivery_message_id = :message_id"
+        return self._update(
+            key,
+            update,
+            "attribute_exists(#id)"
+            " AND (attribute_not_exists(#delivery_event_at) OR #delivery_event_at <= :at)",
+            {":status": status, ":at": iso(event_at), ":final": final, ":message_id": message_id},
+        )

@@ -1,0 +1,124 @@
+"""Which order status transitions send an SMS, and with which text: configuration, not code.
+
+The rules ship in the layer as `rules.json`; `SMS_RULES_JSON` (inline JSON, or a file path)
+overrides them for local runs and tests. They are validated when loaded, so a typo in a
+placeholder or two rules claiming the same transition fail a deployment, not a customer's SMS.
+The `sms` consumer's SNS filter policy is derived from the rules' statuses (see the registry).
+"""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pipeline.crm import CrmEvent
+
+RULES_FILE = Path(__file__).with_name("rules.json")
+RULES_ENV = "SMS_RULES_JSON"
+
+# What a template may use, all taken from the CRM event.
+PLACEHOLDERS = frozenset({"order_id", "status", "previous_status", "customer_name"})
+
+
+def _placeholders(template: str) -> list[str]:
+    """Field names in a `str.format` template; refuses conversions, format specs and attribute access."""
+    names = []
+    for _, field_name, format_spec, conversion in string.Formatter().parse(template):
+        if field_name is None:
+            continue
+        if format_spec or conversion or field_name not in PLACEHOLDERS:
+            allowed = ", ".join("{" + name + "}" for name in sorted(PLACEHOLDERS))
+            raise ValueError(f"unsupported placeholder {{{field_name}}}; use only {allowed}")
+        names.append(field_name)
+    return names
+
+
+class SmsRule(BaseModel):
+    """A transition into `status` (from any other status, or only from `from_statuses`) sends `template`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[a-z0-9_]{1,64}$")
+    status: str = Field(min_length=1, max_length=64)
+    from_statuses: tuple[str, ...] = ()
+    template: str = Field(min_length=1, max_length=1_600)
+
+    @field_validator("template")
+    @classmethod
+    def _known_placeholders(cls, template: str) -> str:
+        _placeholders(template)
+        return template
+
+    @model_validator(mode="after")
+    def _a_real_change(self) -> SmsRule:
+        if self.status in self.from_statuses:
+            raise ValueError(f"rule {self.name!r}: a re-save ({self.status} -> {self.status}) never sends")
+        return self
+
+    def matches(self, status: str, previous_status: str | None) -> bool:
+        if status != self.status or previous_status == status:
+            return False
+        return not self.from_statuses or previous_status in self.from_statuses
+
+    def overlaps(self, other: SmsRule) -> bool:
+        """Whether some transition would match both rules."""
+        if self.status != other.status:
+            return False
+        if not self.from_statuses or not other.from_statuses:
+            return True
+        return bool(set(self.from_statuses) & set(other.from_statuses))
+
+    def render(self, event: CrmEvent) -> str:
+        return self.template.format_map(
+            {
+                "order_id": event.order.id,
+                "status": event.order.status,
+                "previous_status": event.order.previous_status or "",
+                "customer_name": event.customer.name,
+            }
+        )
+
+
+class SmsRules(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int = Field(ge=1, le=1)
+    rules: tuple[SmsRule, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unambiguous(self) -> SmsRules:
+        names = [rule.name for rule in self.rules]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate rule names: {', '.join(duplicates)}")
+        for index, rule in enumerate(self.rules):
+            for other in self.rules[index + 1 :]:
+                if rule.overlaps(other):
+                    raise ValueError(f"rules {rule.name!r} and {other.name!r} match the same transition")
+        return self
+
+    def rule_for(self, status: str, previous_status: str | None) -> SmsRule | None:
+        return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)
+
+    def statuses(self) -> list[str]:
+        """The statuses that may send an SMS (the consumer's SNS filter policy)."""
+        return sorted({rule.status for rule in self.rules})
+
+
+def load_rules(source: str | None = None) -> SmsRules:
+    """The rules from `source` (inline JSON or a path), else `SMS_RULES_JSON`, else `rules.json`."""
+    source = source if source is not None else os.environ.get(RULES_ENV, "")
+    if not source.strip():
+        text = RULES_FILE.read_text(encoding="utf-8")
+    elif source.lstrip().startswith("{"):
+        text = source
+    else:
+        text = Path(source).read_text(encoding="utf-8")
+    return SmsRules.model_validate_json(text)
+
+
+def rule_statuses() -> list[str]:
+    return load_rules().statuses()

@@ -1,0 +1,126 @@
+"""Rules, notification keys, settings and the registry entry: the configuration the journal relies on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pipeline.crm import CrmEvent
+from pipeline.observability import mask_phone, mask_phones
+from pipeline.registry import by_name, matches
+from pipeline.sms.journal import notification_key
+from pipeline.sms.rules import RULES_ENV, load_rules
+from pipeline.sms.settings import SmsSettings
+from tests.unit.sms.conftest import MASKED_PHONE, PHONE, order_event
+
+
+def _rules(*rules: dict[str, Any]) -> str:
+    return json.dumps({"version": 1, "rules": list(rules)})
+
+
+def test_default_rules_cover_ready_for_pickup_and_shipped_and_fill_placeholders() -> None:
+    rules = load_rules("")
+    assert rules.statuses() == ["ready_for_pickup", "shipped"]
+    event = CrmEvent.model_validate(order_event("ready_for_pickup", "paid", order_id="ORD-7"))
+    rule = rules.rule_for("ready_for_pickup", "paid")
+    assert rule is not None
+    assert rule.render(event) == "Olga Ivanova, your order ORD-7 is ready for pickup."
+    assert rules.rule_for("ready_for_pickup", "ready_for_pickup") is None  # a re-save
+    assert rules.rule_for("cancelled", "paid") is None
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("Hi {customer_phone}", "unsupported placeholder"),
+        ("{order_id.__class__}", "unsupported placeholder"),
+        ("{order_id!r}", "unsupported placeholder"),
+        ("{order_id:>40}", "unsupported placeholder"),
+    ],
+)
+def test_a_template_may_use_only_the_event_placeholders(template: str, problem: str) -> None:
+    with pytest.raises(ValidationError, match=problem):
+        load_rules(_rules({"name": "bad", "status": "shipped", "template": template}))
+
+
+def test_rules_that_claim_the_same_transition_are_refused() -> None:
+    with pytest.raises(ValidationError, match="match the same transition"):
+        load_rules(
+            _rules(
+                {"name": "a", "status": "shipped", "template": "A"},
+                {"name": "b", "status": "shipped", "from_statuses": ["paid"], "template": "B"},
+            )
+        )
+    with pytest.raises(ValidationError, match="never sends"):
+        load_rules(_rules({"name": "c", "status": "shipped", "from_statuses": ["shipped"], "template": "C"}))
+
+
+def test_from_statuses_limit_a_rule_to_some_transitions() -> None:
+    rules = load_rules(
+        _rules(
+            {"name": "back", "status": "ready_for_pickup", "from_statuses": ["returned"], "template": "Back"},
+            {"name": "first", "status": "ready_for_pickup", "from_statuses": ["paid"], "template": "First"},
+        )
+    )
+    assert [rules.rule_for("ready_for_pickup", p).name for p in ("returned", "paid")] == ["back", "first"]  # type: ignore[union-attr]
+    assert rules.rule_for("ready_for_pickup", "new") is None
+
+
+def test_sms_rules_json_overrides_the_shipped_file_inline_or_as_a_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    inline = _rules({"name": "delivered", "status": "delivered", "template": "Order {order_id} delivered"})
+    monkeypatch.setenv(RULES_ENV, inline)
+    assert load_rules().statuses() == ["delivered"]
+    path = tmp_path / "rules.json"
+    path.write_text(_rules({"name": "paid", "status": "paid", "template": "Paid {order_id}"}))
+    monkeypatch.setenv(RULES_ENV, str(path))
+    assert load_rules().statuses() == ["paid"]
+
+
+def test_the_notification_key_changes_with_each_part_and_never_shows_the_phone() -> None:
+    parts = ("order.status_changed", "ORD-1", "evt_1", "sms", PHONE)
+    key = notification_key(*parts)
+    assert key == notification_key(*parts)  # permanent: the same notification, the same key
+    assert len(key) == 64 and PHONE.lstrip("+") not in key
+    for index in range(len(parts)):
+        changed = list(parts)
+        changed[index] += "x"
+        assert notification_key(*changed) != key, f"part {index} does not change the key"
+    # Not the order id alone: two transitions of one order are two notifications.
+    assert notification_key("order.status_changed", "ORD-1", "evt_2", "sms", PHONE) != key
+
+
+def test_phone_masking_keeps_the_prefix_and_the_last_two_digits() -> None:
+    assert mask_phone(PHONE) == MASKED_PHONE
+    assert mask_phones(f"cannot deliver to {PHONE} (id 42)") == f"cannot deliver to {MASKED_PHONE} (id 42)"
+
+
+def test_keys_are_kept_longer_than_any_sqs_redelivery() -> None:
+    settings = SmsSettings(journal_table="journal")
+    assert settings.retention_days == 30
+    with pytest.raises(ValidationError):
+        SmsSettings(journal_table="journal", retention_days=7)  # SQS keeps a message up to 14 days
+    with pytest.raises(ValidationError, match="SMS_HTTP_BASE_URL"):
+        SmsSettings(journal_table="journal", gateway="http")
+
+
+def test_the_registry_entry_routes_only_statuses_with_a_rule_and_fits_the_journal() -> None:
+    sms = by_name("sms")
+    attributes = {"source": "crm", "type": "order.status_changed"}
+    assert matches(sms.filter_policy, {**attributes, "status": "ready_for_pickup"})
+    assert matches(sms.filter_policy, {**attributes, "status": "shipped"})
+    assert not matches(sms.filter_policy, {**attributes, "status": "cancelled"})
+    assert not matches(sms.filter_policy, {"source": "telegram", "type": "message"})
+    settings = SmsSettings.model_validate(
+        {"journal_table": "journal", "max_attempts": sms.environment["SMS_MAX_ATTEMPTS"]}
+        | {"lease_seconds": sms.environment["SMS_LEASE_SECONDS"]}
+    )
+    # The journal gives up (failed + DLQ with its reason) before SQS's redrive would.
+    assert settings.max_attempts < sms.retry.max_receive_count
+    # A live worker never loses its lease; a dead one's has expired when SQS redelivers.
+    assert sms.timeout_seconds < settings.lease_seconds < sms.visibility_timeout_seconds

@@ -1,0 +1,182 @@
+"""One SMS per notification: duplicates, parallel workers, new transitions, re-saves, unruled statuses."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from moto.core.base_backend import BackendDict
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
+
+from pipeline import aws
+from pipeline.errors import TransientError
+from pipeline.registry import by_name, matches
+from pipeline.sms import gateways
+from pipeline.sms.journal import State
+from tests.unit.consumer_support import create_tables, crm_envelope
+from tests.unit.sms.conftest import (
+    PHONE,
+    SmsHarness,
+    add_by_state_index,
+    key_of,
+    order_event,
+    set_sms_environment,
+)
+
+
+def test_the_same_event_twice_sends_one_sms(sms: SmsHarness) -> None:
+    event = order_event()
+    sms.publish(event)
+    sms.publish(event)  # the CRM retried, or SNS delivered twice: two SQS messages, one event
+    sms.deliver()
+    assert sms.worker.counts["processed"] == 1 and sms.worker.counts["duplicate"] == 1
+    assert len(sms.fake.texts_to(PHONE)) == 1
+
+    # Days later Powertools' idempotency record has expired; the CRM retries once more.
+    assert sms.forget_idempotency() > 0
+    sms.publish(event)
+    sms.deliver()
+    assert sms.worker.counts["processed"] == 2  # it ran again, and the journal stopped it
+    assert len(sms.fake.calls) == 1 and len(sms.fake.texts_to(PHONE)) == 1
+    [record] = sms.journal_records()
+    assert record["state"] == "accepted" and len(record["attempts"]) == 1
+    assert sms.queues.approximate_counts() == (0, 0)
+
+
+class AtomicThreadedMotoServer(ThreadedMotoServer):
+    """moto's ThreadedMotoServer, one request at a time.
+
+    DynamoDB applies each conditional write atomically; moto's threaded server checks and
+    writes without a lock, so two racing `attribute_not_exists` / `#state = :pending` writes
+    could both pass in moto where they cannot in DynamoDB. Serializing requests restores the
+    guarantee; the two workers still run in parallel and race between their requests.
+    """
+
+    def _server_entry(self) -> None:
+        backend = DomainDispatcherApplication(create_backend_app)
+        lock = threading.Lock()
+
+        def one_at_a_time(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+            with lock:
+                return list(backend(environ, start_response))
+
+        self._server = make_server(
+            self._ip_address, self._port, one_at_a_time, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+@pytest.fixture
+def moto_server(aws_env: None, monkeypatch: pytest.MonkeyPatch, sms_reset: None) -> Iterator[None]:
+    server = AtomicThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+    aws.reset_clients()
+    create_tables()
+    add_by_state_index(aws.client("dynamodb"))
+    monkeypatch.setenv("JOURNAL_TABLE", "journal")
+    set_sms_environment(monkeypatch)
+    yield
+    server.stop()
+    BackendDict.reset()
+
+
+def _racing(target: Any, name: str, results: list[Any]) -> Callable[..., Any]:
+    """`target.name` whose first two calls wait for each other, to run together; results are kept."""
+    original = getattr(target, name)
+    barrier = threading.Barrier(2)
+    lock = threading.Lock()
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            racing = len(results) + barrier.n_waiting < 2
+        if racing:
+            barrier.wait(timeout=10)
+        result = original(*args, **kwargs)
+        with lock:
+            results.append(result)
+        return result
+
+    return call
+
+
+def test_the_same_event_processed_in_parallel_sends_one_sms(
+    moto_server: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = importlib.import_module("pipeline.sms.service")
+    journal = service.runtime().journal
+    fake = gateways.fake_gateway()
+    fake.delay_seconds = 0.3  # the winner is still sending when the loser looks again
+    created: list[bool] = []
+    claimed: list[Any] = []
+    monkeypatch.setattr(journal, "create", _racing(journal, "create", created))
+    monkeypatch.setattr(journal, "claim", _racing(journal, "claim", claimed))
+    envelope = crm_envelope(order_event()).envelope
+    outcomes: list[Any] = []
+
+    def worker() -> None:
+        try:
+            outcomes.append(service.send_notification(envelope))
+        except TransientError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+
+    assert sorted(created) == [False, True]  # one recorded it, the other found it known
+    assert len(claimed) == 2 and sum(result is not None for result in claimed) == 1  # one claim won
+    assert len(fake.calls) == 1 and len(fake.texts_to(PHONE)) == 1
+    [won] = [o for o in outcomes if isinstance(o, dict)]
+    [lost] = [o for o in outcomes if isinstance(o, TransientError)]
+    assert won["state"] == "accepted"
+    assert lost.reason == "SMS being sent by another worker" and lost.retry_after is not None
+    # The loser's redelivery acknowledges without sending.
+    assert service.send_notification(envelope)["state"] == "accepted"
+    assert len(fake.calls) == 1
+
+
+def test_another_status_of_the_same_order_sends_a_new_sms(sms: SmsHarness) -> None:
+    ready = order_event("ready_for_pickup", "paid", order_id="ORD-9")
+    shipped = order_event("shipped", "ready_for_pickup", order_id="ORD-9")
+    ready_again = order_event("ready_for_pickup", "returned", order_id="ORD-9")  # a second trip
+    for event in (ready, shipped, ready_again):
+        sms.publish(event)
+        sms.deliver()
+    assert sms.fake.texts_to(PHONE) == [
+        "Olga Ivanova, your order ORD-9 is ready for pickup.",
+        "Olga Ivanova, your order ORD-9 has been shipped.",
+        "Olga Ivanova, your order ORD-9 is ready for pickup.",
+    ]
+    keys = {key_of(event) for event in (ready, shipped, ready_again)}
+    assert len(keys) == 3
+    assert {sms.record(event).state for event in (ready, shipped, ready_again)} == {State.ACCEPTED}
+
+
+def test_a_resave_without_a_status_change_sends_nothing(sms: SmsHarness) -> None:
+    resave = order_event("shipped", "shipped")
+    published = sms.publish(resave)
+    assert matches(by_name("sms").filter_policy, published.attributes)  # it does reach the queue
+    response = sms.deliver()
+    assert response == {"batchItemFailures": []}
+    assert sms.worker.counts["processed"] == 1
+    assert sms.fake.calls == [] and sms.journal_records() == []
+
+
+def test_a_status_without_a_rule_sends_nothing(sms: SmsHarness) -> None:
+    cancelled = order_event("cancelled", "paid")
+    published = sms.publish(cancelled)
+    # SNS would not even deliver it; delivered anyway (a wider filter), it is acknowledged, unsent.
+    assert not matches(by_name("sms").filter_policy, published.attributes)
+    sms.deliver()
+    assert sms.worker.counts["processed"] == 1
+    assert sms.fake.calls == [] and sms.journal_records() == []
