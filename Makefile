@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
 
-.PHONY: install lint test test-unit test-infra synth local clean
+.PHONY: install lint test test-unit test-infra synth local demo clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ test-infra: install
 
 synth: install
 	$(PY) app.py
+
+# No AWS account needed: moto + local fakes of Telegram, the CRM and Bedrock (see local/README.md).
+local: install
+	$(PY) -m local
+
+demo: install
+	$(PY) -m local demo
 
 clean:
 	rm -rf cdk.out .local .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,159 @@
+"""`python -m local` (make local): the pipeline on this machine until Ctrl-C.
+`python -m local demo` (make demo): the same, plus a scripted burst of events and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from local.runtime import DEFAULT_STATE_DIR, LocalRuntimeError, Ports, Runtime
+from local.settings import LocalSettings
+
+DEFAULT_API_PORT = 8080
+REFRESH_SECONDS = 1.0
+EXAMPLE_UPDATE = json.dumps(
+    {
+        "update_id": 1,
+        "message": {
+            "message_id": 1,
+            "date": 1700000000,
+            "chat": {"id": 42, "type": "private", "first_name": "Ann"},
+            "from": {"id": 42, "is_bot": False, "first_name": "Ann"},
+            "text": "/start",
+            "entities": [{"type": "bot_command", "offset": 0, "length": 6}],
+        },
+    },
+    separators=(",", ":"),
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
+    parser.add_argument("command", nargs="?", choices=("run", "demo"), default="run")
+    parser.add_argument("--port", type=int, default=DEFAULT_API_PORT, help="API port (0: any free port)")
+    parser.add_argument(
+        "--no-ai", action="store_true", help="leave the ai consumer off (no Bedrock fake use)"
+    )
+    parser.add_argument("--keep-running", action="store_true", help="demo: stay up after the summary")
+    parser.add_argument(
+        "--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json and logs go"
+    )
+    return parser.parse_args(argv)
+
+
+def port_is_free(port: int) -> bool:
+    if port == 0:
+        return True
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def banner(runtime: Runtime) -> str:
+    info = runtime.stack_info()
+    fakes = "\n".join(f"  {name:<9} {url}" for name, url in info["fakes"].items())
+    return f"""
+Local pipeline is up, on loopback only. Details: {runtime.state_dir / "stack.json"}; logs: {info["logs"]}
+
+  Telegram webhook  {info["webhook_url"]}
+      header X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}
+  CRM events        {info["crm_url"]}
+      signing key (X-Signature HMAC): {info["crm_signing_key"]}
+  AWS (moto)        {info["aws_endpoint"]}  region {info["region"]}
+
+Fakes of the outside services (GET /_calls, POST /_faults; see local/README.md):
+{fakes}
+
+Try:  curl -s {info["webhook_url"]} -H 'X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}' \\
+        -H 'Content-Type: application/json' -d '{EXAMPLE_UPDATE}'
+
+Ctrl-C stops everything.
+"""
+
+
+class StatusPrinter:
+    """Status lines, redrawn in place on a terminal, printed on change otherwise."""
+
+    def __init__(self, stream: Any = sys.stdout) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.previous: list[str] = []
+
+    def show(self, lines: list[str]) -> None:
+        if lines == self.previous:
+            return
+        if self.tty and self.previous:
+            self.stream.write(f"\x1b[{len(self.previous)}F\x1b[J")
+        self.stream.write("\n".join(lines) + "\n")
+        self.stream.flush()
+        self.previous = lines
+
+
+def serve(runtime: Runtime, stop: threading.Event) -> None:
+    printer = StatusPrinter()
+    while not stop.is_set():
+        if runtime.failure:
+            print(f"\n{runtime.failure}", file=sys.stderr)
+            return
+        status = runtime.status()
+        runtime.write_state(status)
+        printer.show(runtime.status_lines())
+        stop.wait(REFRESH_SECONDS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not port_is_free(args.port):
+        print(
+            f"Port {args.port} is in use. Stop what uses it, or pick another: python -m local --port 0",
+            file=sys.stderr,
+        )
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    settings = LocalSettings.from_cdk_json()
+    if args.no_ai:
+        settings = dataclasses.replace(settings, bedrock_model_id=None)
+    runtime = Runtime(ports=Ports(api=args.port), settings=settings, state_dir=args.state_dir)
+    print("Starting the local pipeline (moto, fakes, functions)...", flush=True)
+    try:
+        runtime.start()
+    except LocalRuntimeError as error:
+        print(f"Could not start: {error}", file=sys.stderr)
+        return 1
+    try:
+        print(banner(runtime), flush=True)
+        if args.command == "demo":
+            from local.demo import run_demo
+
+            run_demo(runtime, stop)
+            if not args.keep_running:
+                return 0
+        serve(runtime, stop)
+        return 1 if runtime.failure else 0
+    finally:
+        print("\nStopping...", flush=True)
+        runtime.stop()
+        print("Stopped.", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

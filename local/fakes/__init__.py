@@ -1,0 +1,11 @@
+"""Local stand-ins for the services outside AWS (and for Bedrock), with recording and faults."""
+
+from __future__ import annotations
+
+from local.fakes.base import FakeService
+from local.fakes.bedrock import BedrockFake
+from local.fakes.crm import CrmFake
+from local.fakes.sms import SmsGatewayFake
+from local.fakes.telegram import TelegramFake
+
+__all__ = ["BedrockFake", "CrmFake", "FakeService", "SmsGatewayFake", "TelegramFake"]

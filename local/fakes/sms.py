@@ -1,0 +1,104 @@
+"""A stand-in for a generic HTTP SMS gateway, with the contract of `pipeline.sms.gateways.HttpGateway`:
+
+- `POST /messages` `{"to", "text", "client_reference"}` with `Authorization: Bearer <token>`
+  -> 201 `{"message_id", "status": "accepted"}`; a client reference seen before -> 409 with the
+  first message's id (the gateway deduplicates, as the contract says);
+- `GET /messages?client_reference=<key>` -> 200 `{"message_id", "status"}` or 404.
+
+`GET /_messages` lists what "reached phones" (one entry per accepted send). With
+`{"drop_answer_next": 1}` a send is stored and its answer lost: the SMS worker records an
+unknown outcome and the reconciler's lookup then finds the message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+from typing import Any, ClassVar
+
+from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+
+DEFAULT_TOKEN = "local-sms-gateway-token"  # noqa: S105 - a fake's token
+MESSAGES_PATH = "/messages"
+_E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+MAX_TEXT_LENGTH = 1600
+
+
+class SmsGatewayFake(FakeService):
+    name: ClassVar[str] = "sms"
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, token: str | None = DEFAULT_TOKEN) -> None:
+        """`token=None` accepts calls without an Authorization header (a gateway without auth)."""
+        super().__init__(host, port)
+        self.token = token
+        self._ids = itertools.count(1)
+        self._messages: list[dict[str, Any]] = []
+        self._by_reference: dict[str, dict[str, Any]] = {}
+        self._messages_lock = threading.Lock()
+
+    def messages(self) -> list[dict[str, Any]]:
+        """Every accepted message, in order (what reached phones)."""
+        with self._messages_lock:
+            return [dict(message) for message in self._messages]
+
+    def control(self, request: FakeRequest) -> FakeResponse:
+        if (request.method, request.path) == ("GET", "/_messages"):
+            return FakeResponse(200, self.messages())
+        return super().control(request)
+
+    def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
+        if status == 429:
+            after = retry_after if retry_after is not None else 1
+            return FakeResponse(
+                429, {"error": "rate limited", "retry_after": after}, {"Retry-After": str(after)}
+            )
+        return FakeResponse(status, {"error": status_phrase(status)})
+
+    def answer(self, request: FakeRequest) -> FakeResponse:
+        if request.path != MESSAGES_PATH:
+            return FakeResponse(404, {"error": "not found"})
+        if self.token is not None and request.headers.get("authorization") != f"Bearer {self.token}":
+            return FakeResponse(401, {"error": "unauthorized"})
+        if request.method == "POST":
+            return self._send(request)
+        if request.method == "GET":
+            return self._lookup(request.query.get("client_reference", ""))
+        return FakeResponse(405, {"error": "method not allowed"})
+
+    def _send(self, request: FakeRequest) -> FakeResponse:
+        document = request.json()
+        if not isinstance(document, dict):
+            return FakeResponse(400, {"error": "expected a JSON object"})
+        to, text, reference = document.get("to"), document.get("text"), document.get("client_reference")
+        if not isinstance(to, str) or not _E164.fullmatch(to):
+            return FakeResponse(400, {"error": "to must be an E.164 phone number"})
+        if not isinstance(text, str) or not text or len(text) > MAX_TEXT_LENGTH:
+            return FakeResponse(400, {"error": f"text must be 1..{MAX_TEXT_LENGTH} characters"})
+        if not isinstance(reference, str) or not reference:
+            return FakeResponse(400, {"error": "client_reference is required"})
+        with self._messages_lock:
+            existing = self._by_reference.get(reference)
+            if existing is not None:
+                return FakeResponse(
+                    409, {"error": "client_reference already used", "message_id": existing["message_id"]}
+                )
+            message = {
+                "message_id": f"sms-{next(self._ids)}",
+                "to": to,
+                "text": text,
+                "client_reference": reference,
+                "status": "delivered",
+                "accepted_at": time.time(),
+            }
+            self._messages.append(message)
+            self._by_reference[reference] = message
+        return FakeResponse(201, {"message_id": message["message_id"], "status": "accepted"})
+
+    def _lookup(self, reference: str) -> FakeResponse:
+        with self._messages_lock:
+            message = self._by_reference.get(reference)
+        if message is None:
+            return FakeResponse(404, {"error": "no message with this client_reference"})
+        return FakeResponse(200, {"message_id": message["message_id"], "status": message["status"]})

@@ -1,0 +1,220 @@
+"""One local Lambda execution environment: load a handler, invoke it with a context and a timeout.
+
+Runs inside a function's own subprocess (the webhook's API server, a consumer's SQS poller, the
+reconciler's scheduler), whose environment is exactly the function's Lambda environment. As in
+Lambda, invocations in one environment never overlap, and a handler that outlives its timeout is
+not waited for: the environment reports "timed out" and the process exits, so the parent starts
+a fresh one (Lambda discards the execution environment the same way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+ACCOUNT_ID = "123456789012"
+# Process exit codes the parent's supervisor reads.
+EXIT_STOPPED = 0
+EXIT_TIMED_OUT = 5
+# How often a process without a loadable handler tries again (a handler being written appears).
+RELOAD_SECONDS = 5.0
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+class LocalLambdaContext:
+    """The context object Lambda passes to a Python handler (the attributes Powertools reads)."""
+
+    def __init__(self, function_name: str, memory_mb: int, timeout_seconds: float, region: str) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:{ACCOUNT_ID}:function:{function_name}"
+        self.memory_limit_in_mb = memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = f"{time.strftime('%Y/%m/%d')}/[$LATEST]{uuid.uuid4().hex}"
+        self.identity = None
+        self.client_context = None
+        self.tenant_id = None
+        self._deadline = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+@dataclass
+class Invocation:
+    """How one invocation ended."""
+
+    result: Any = None
+    error: str | None = None
+    timed_out: bool = False
+    duration_ms: int = 0
+    request_id: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.timed_out
+
+
+@dataclass
+class FunctionHost:
+    """Imports `handler` ("<package>.app.lambda_handler") once and invokes it one event at a time."""
+
+    handler_path: str
+    function_name: str
+    timeout_seconds: float
+    memory_mb: int
+    region: str = field(default_factory=lambda: os.environ.get("AWS_REGION", "eu-central-1"))
+    handler: Handler | None = None
+    module: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def load(self) -> tuple[str, str | None]:
+        """("ready", None), ("missing handler", detail) or ("init error", detail)."""
+        module_name, _, attribute = self.handler_path.rpartition(".")
+        package = module_name.split(".", 1)[0]
+        try:
+            self.module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name is not None and (
+                error.name == module_name or module_name.startswith(f"{error.name}.")
+            ):
+                return "missing handler", f"no module {module_name} (functions/{package}/)"
+            traceback.print_exc()
+            return "init error", f"{type(error).__name__}: {error}"
+        except Exception as error:
+            traceback.print_exc()
+            return "init error", f"{type(error).__name__}: {error}"
+        handler = getattr(self.module, attribute, None)
+        if not callable(handler):
+            return "missing handler", f"{module_name} has no callable {attribute}"
+        self.handler = handler
+        return "ready", None
+
+    def invoke(self, event: dict[str, Any]) -> Invocation:
+        """Run the handler on `event`; a timeout leaves the handler's thread behind (the caller exits)."""
+        if self.handler is None:
+            raise RuntimeError("load() the handler first")
+        handler = self.handler
+        with self._lock:
+            context = LocalLambdaContext(
+                self.function_name, self.memory_mb, self.timeout_seconds, self.region
+            )
+            outcome = Invocation(request_id=context.aws_request_id)
+            started = time.monotonic()
+
+            def run() -> None:
+                try:
+                    # Lambda serialises the result to JSON: a handler returning something that
+                    # cannot be serialised fails there, so it fails here too.
+                    outcome.result = json.loads(json.dumps(handler(event, context)))
+                except Exception as error:
+                    outcome.error = f"{type(error).__name__}: {error}"
+                    traceback.print_exc()
+
+            thread = threading.Thread(target=run, name=f"invoke-{context.aws_request_id}", daemon=True)
+            thread.start()
+            thread.join(self.timeout_seconds)
+            outcome.duration_ms = int((time.monotonic() - started) * 1000)
+            if thread.is_alive():
+                outcome.timed_out = True
+                print(
+                    f"{context.aws_request_id} Task timed out after {self.timeout_seconds:.2f} seconds",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return outcome
+
+    def discover_counts(self) -> dict[str, int] | None:
+        """Outcome counts of the module's `ConsumerWorker` (processed, duplicate, retry, dead_lettered)."""
+        try:
+            from pipeline.worker import ConsumerWorker
+        except ImportError:
+            return None
+        for value in vars(self.module).values() if self.module is not None else ():
+            if isinstance(value, ConsumerWorker):
+                return dict(value.counts)
+        return None
+
+
+class StatusChannel:
+    """JSON lines to the parent over an inherited pipe (stdout and stderr are the function's logs)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._stream: IO[str] | None = os.fdopen(fd, "w", buffering=1) if fd is not None else None
+        self._lock = threading.Lock()
+
+    def send(self, event: str, **fields: Any) -> None:
+        if self._stream is None:
+            return
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._stream.write(json.dumps({"event": event, "time": time.time(), **fields}) + "\n")
+
+
+class Stopper:
+    """SIGTERM/SIGINT ask the process to finish its current invocation and exit quietly."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._parent = os.getppid()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.event.set()
+
+    @property
+    def stopping(self) -> bool:
+        # A parent that died without stopping us (kill -9) must not leave orphans polling.
+        if os.getppid() != self._parent:
+            self.event.set()
+        return self.event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        return self.event.wait(seconds) or self.stopping
+
+
+def exit_now(code: int) -> None:
+    """Leave without waiting for a handler thread that timed out (as Lambda discards it)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@contextlib.contextmanager
+def quiet_interrupts() -> Iterator[None]:
+    """No traceback when the process is interrupted while it winds down."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        exit_now(EXIT_STOPPED)
+
+
+def wait_for_handler(host: FunctionHost, status: StatusChannel, stopper: Stopper) -> bool:
+    """Load the handler, retrying while it is missing or fails to initialise; False when stopped.
+
+    Lambda retries a failed init on the next invocation; locally the process keeps its queue
+    untouched meanwhile, so no message is burnt on a handler that does not exist yet.
+    """
+    last: tuple[str, str | None] | None = None
+    while True:
+        state = host.load()
+        if state != last:
+            status.send("state", state=state[0], detail=state[1])
+            last = state
+        if state[0] == "ready":
+            return True
+        if stopper.wait(RELOAD_SECONDS):
+            return False

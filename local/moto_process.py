@@ -1,0 +1,38 @@
+"""The moto server in its own process, so that moto's global state is never shared with a caller.
+
+(A test process that also uses `mock_aws` resets moto's backends; a server in the same process
+would lose every resource.) It reports its port on `--status-fd` and exits with its parent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from moto.server import ThreadedMotoServer
+
+from local.lambda_host import EXIT_STOPPED, StatusChannel, Stopper, exit_now, quiet_interrupts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m local.moto_process")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--status-fd", type=int)
+    args = parser.parse_args(argv)
+    # One line per request (workers long-poll all the time) would drown the log.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    stopper = Stopper()
+    status = StatusChannel(args.status_fd)
+    server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
+    server.start()
+    status.send("listening", port=server.get_host_and_port()[1])
+    while not stopper.wait(0.5):
+        pass
+    server.stop()
+    return EXIT_STOPPED
+
+
+if __name__ == "__main__":
+    with quiet_interrupts():
+        exit_now(main())

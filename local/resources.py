@@ -1,0 +1,235 @@
+"""The stack's AWS resources, created in a moto server from the same registry the CDK stack reads.
+
+`create_resources()` makes the events topic, one queue + DLQ (redrive with the consumer's
+`max_receive_count`) + raw-delivery, filtered subscription per enabled consumer, the tables and
+the secrets with local values, and returns their names, URLs and ARNs. `LocalResources` then
+builds each function's environment exactly as `infra/` does for Lambda. The end-to-end tests
+call `create_resources()` too, against their own moto server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from local.settings import LocalSettings
+from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
+
+JOURNAL = "journal"
+DLQ_RETENTION_SECONDS = 14 * 24 * 3600
+TTL_ATTRIBUTE = "expiration"
+# The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract
+# (TELEGRAM_SECRET_ID, CRM_SECRET_ID).
+WEBHOOK_SECRETS = ("telegram", "crm")
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    partition: str
+    sort: str | None = None
+    # Index name -> (partition key, sort key), all string attributes, all attributes projected.
+    indexes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+# Keys per logical table name used in `Consumer.tables` (as infra/constructs/journal.py).
+TABLE_SCHEMAS: dict[str, TableSchema] = {
+    # Powertools idempotency's schema; `by_state` lets the SMS reconciler find messages per state.
+    JOURNAL: TableSchema(partition="id", indexes={"by_state": ("sms_state", "state_since")}),
+    "conversations": TableSchema(partition="pk", sort="sk"),
+}
+
+
+@dataclass(frozen=True)
+class QueuePair:
+    url: str
+    arn: str
+    dlq_url: str
+    dlq_arn: str
+
+
+@dataclass(frozen=True)
+class LocalResources:
+    settings: LocalSettings
+    consumers: tuple[Consumer, ...]
+    topic_arn: str
+    queues: dict[str, QueuePair]
+    tables: dict[str, str]  # logical name -> table name
+    secrets: dict[str, str]  # logical name -> secret ARN
+    fakes: dict[str, str] = field(default_factory=dict)  # fake name -> base URL
+
+    def consumer_environment(self, consumer: Consumer) -> dict[str, str]:
+        """The worker's environment variables, as `infra/constructs/consumers.py` sets them."""
+        queue = self.queues[consumer.name]
+        environment = {
+            "CONSUMER_NAME": consumer.name,
+            "QUEUE_URL": queue.url,
+            "DLQ_URL": queue.dlq_url,
+            "JOURNAL_TABLE": self.tables[JOURNAL],
+            "IDEMPOTENCY_TTL_SECONDS": str(self.settings.idempotency_ttl_seconds),
+        }
+        environment.update({table_env_var(name): self.tables[name] for name in consumer.tables})
+        environment.update({secret_env_var(name): self.secrets[name] for name in consumer.secrets})
+        if consumer.requires_setting:
+            environment[consumer.requires_setting.upper()] = str(
+                self.settings.registry_settings()[consumer.requires_setting]
+            )
+        environment.update(consumer.environment)
+        for secret in consumer.secrets:
+            if secret in LOCAL_ENVIRONMENT_BY_SECRET:
+                environment.update(LOCAL_ENVIRONMENT_BY_SECRET[secret](self.fakes))
+        return environment
+
+    def webhook_environment(self) -> dict[str, str]:
+        """The webhook's environment variables, as `infra/constructs/ingress.py` sets them."""
+        return {
+            "EVENTS_TOPIC_ARN": self.topic_arn,
+            **{secret_env_var(name): self.secrets[name] for name in WEBHOOK_SECRETS},
+            "TELEGRAM_BOT_ID": self.settings.telegram_bot_id,
+            "SECRET_ROTATION_GRACE_SECONDS": str(self.settings.secret_rotation_grace_seconds),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """Names, URLs and ARNs for `.local/stack.json`."""
+        return {
+            "topic_arn": self.topic_arn,
+            "queues": {
+                name: {"url": queue.url, "dlq_url": queue.dlq_url}
+                for name, queue in sorted(self.queues.items())
+            },
+            "tables": dict(sorted(self.tables.items())),
+            "secrets": dict(sorted(self.secrets.items())),
+        }
+
+
+SecretValue = Callable[[LocalSettings, Mapping[str, str]], str]
+
+# Local value per logical secret name; `fakes` maps a fake's name to its base URL.
+LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
+    "telegram": lambda settings, fakes: settings.telegram_secret,
+    "crm": lambda settings, fakes: settings.crm_signing_key,
+    "crm_api": lambda settings, fakes: json.dumps(
+        {"kind": "webhook", "url": f"{fakes['crm']}/leads", "auth_header": settings.crm_auth_header}
+    ),
+    "telegram_bot_token": lambda settings, fakes: settings.telegram_bot_token,
+    "sms_gateway": lambda settings, fakes: settings.sms_gateway_token,
+}
+# Environment a function gets locally on top of its own, per secret it reads: whoever holds the
+# SMS gateway's credentials talks to the SMS fake through the generic HTTP gateway.
+LOCAL_ENVIRONMENT_BY_SECRET: dict[str, Callable[[Mapping[str, str]], dict[str, str]]] = {
+    "sms_gateway": lambda fakes: {"SMS_GATEWAY": "http", "SMS_HTTP_BASE_URL": fakes["sms"]},
+}
+
+
+def secret_names(consumers: tuple[Consumer, ...]) -> list[str]:
+    return sorted({*WEBHOOK_SECRETS, *(name for consumer in consumers for name in consumer.secrets)})
+
+
+def table_names(consumers: tuple[Consumer, ...]) -> list[str]:
+    return sorted({JOURNAL, *(name for consumer in consumers for name in consumer.tables)})
+
+
+def create_resources(
+    client: Callable[[str], Any],
+    settings: LocalSettings,
+    fakes: Mapping[str, str],
+    consumers: tuple[Consumer, ...] | None = None,
+) -> LocalResources:
+    """Create everything through `client(service)` (boto3 clients on a moto server).
+
+    `fakes` maps fake names to base URLs (secrets point at them); `consumers` defaults to the
+    registry's consumers enabled under `settings`.
+    """
+    chosen = enabled(settings.registry_settings(), CONSUMERS) if consumers is None else consumers
+    unknown_secrets = [name for name in secret_names(chosen) if name not in LOCAL_SECRET_VALUES]
+    if unknown_secrets:
+        raise ValueError(
+            f"the registry names secrets without a local value: {unknown_secrets} (see LOCAL_SECRET_VALUES)"
+        )
+    unknown_tables = [name for name in table_names(chosen) if name not in TABLE_SCHEMAS]
+    if unknown_tables:
+        raise ValueError(
+            f"the registry names tables with no local schema: {unknown_tables}; add them to TABLE_SCHEMAS"
+        )
+
+    prefix = settings.stack_name
+    sns = client("sns")
+    sqs = client("sqs")
+    topic_arn = sns.create_topic(Name=f"{prefix}-events")["TopicArn"]
+    queues = {consumer.name: _consumer_queues(sqs, sns, topic_arn, prefix, consumer) for consumer in chosen}
+    dynamodb = client("dynamodb")
+    tables = {name: _table(dynamodb, f"{prefix}-{name}", TABLE_SCHEMAS[name]) for name in table_names(chosen)}
+    secretsmanager = client("secretsmanager")
+    secrets = {
+        name: secretsmanager.create_secret(
+            Name=f"{prefix}/{name}", SecretString=LOCAL_SECRET_VALUES[name](settings, fakes)
+        )["ARN"]
+        for name in secret_names(chosen)
+    }
+    return LocalResources(
+        settings=settings,
+        consumers=chosen,
+        topic_arn=topic_arn,
+        queues=queues,
+        tables=tables,
+        secrets=secrets,
+        fakes=dict(fakes),
+    )
+
+
+def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return url, arn
+
+
+def _consumer_queues(sqs: Any, sns: Any, topic_arn: str, prefix: str, consumer: Consumer) -> QueuePair:
+    dlq_url, dlq_arn = _queue(
+        sqs, f"{prefix}-{consumer.name}-dlq", {"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)}
+    )
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.retry.max_receive_count}
+    url, arn = _queue(
+        sqs,
+        f"{prefix}-{consumer.name}",
+        {"VisibilityTimeout": str(consumer.visibility_timeout_seconds), "RedrivePolicy": json.dumps(redrive)},
+    )
+    sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={
+            "RawMessageDelivery": "true",
+            "FilterPolicyScope": "MessageAttributes",
+            "FilterPolicy": json.dumps(consumer.filter_policy),
+        },
+    )
+    return QueuePair(url=url, arn=arn, dlq_url=dlq_url, dlq_arn=dlq_arn)
+
+
+def _table(dynamodb: Any, name: str, schema: TableSchema) -> str:
+    keys = [(schema.partition, "HASH")] + ([(schema.sort, "RANGE")] if schema.sort else [])
+    attributes = {key for key, _ in keys} | {key for pair in schema.indexes.values() for key in pair}
+    request: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [{"AttributeName": key, "KeyType": kind} for key, kind in keys],
+        "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"} for key in sorted(attributes)],
+    }
+    if schema.indexes:
+        request["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": partition, "KeyType": "HASH"},
+                    {"AttributeName": sort, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index, (partition, sort) in schema.indexes.items()
+        ]
+    dynamodb.create_table(**request)
+    dynamodb.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+    )
+    return name

@@ -1,0 +1,594 @@
+"""The whole pipeline on this machine: moto, the fakes, and every function in its own process.
+
+    with Runtime(ports=Ports()) as runtime:      # free ports everywhere
+        post(runtime.webhook_url, ...)
+        runtime.wait_until_drained()
+
+`Runtime` starts a moto server (own process), the fakes of the outside services (threads of
+this process), creates the stack's resources in moto from the registry, then starts the
+webhook behind a local API Gateway and one SQS poller per enabled consumer (plus the SMS
+reconciler on its schedule when it exists), each a subprocess whose environment is its Lambda
+environment. A supervisor restarts a process that dies or times out, as Lambda replaces an
+execution environment. `stop()` ends everything; nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+from botocore.config import Config
+
+from local.fakes.base import LOOPBACK, FakeService
+from local.fakes.bedrock import BedrockFake
+from local.fakes.crm import CrmFake
+from local.fakes.sms import SmsGatewayFake
+from local.fakes.telegram import TelegramFake
+from local.lambda_host import EXIT_STOPPED, EXIT_TIMED_OUT
+from local.resources import LocalResources, create_resources
+from local.settings import PROJECT_ROOT, LocalSettings
+from local.status import INIT_ERROR, MISSING, READY, RESTARTING, STOPPED, FunctionStatus, QueueDepth
+from pipeline.registry import Consumer
+
+FUNCTIONS_DIR = PROJECT_ROOT / "functions"
+LAYER_DIR = PROJECT_ROOT / "layers" / "shared" / "python"
+DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
+# Fake credentials: moto accepts anything; these make sure no real account is ever used.
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+}
+# As infra/constructs/ingress.py.
+WEBHOOK_HANDLER = "webhook.app.lambda_handler"
+WEBHOOK_TIMEOUT_SECONDS = 10
+WEBHOOK_MEMORY_MB = 512
+RECONCILER_HANDLER = "reconciler.app.lambda_handler"
+RECONCILER_TIMEOUT_SECONDS = 60
+# The reconciler closes the `sms` consumer's unknown outcomes; it runs when that consumer does.
+SMS_CONSUMER = "sms"
+STARTUP_TIMEOUT_SECONDS = 60.0
+STOP_GRACE_SECONDS = 5.0
+MAX_RESTART_DELAY_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Ports on loopback; 0 picks a free one (the default everywhere except `make local`'s API)."""
+
+    api: int = 0
+    moto: int = 0
+    telegram: int = 0
+    crm: int = 0
+    bedrock: int = 0
+    sms: int = 0
+
+
+class LocalRuntimeError(RuntimeError):
+    """The local runtime could not start or lost a part it cannot do without (moto)."""
+
+
+@dataclass
+class ChildProcess:
+    """One supervised subprocess: `python -m <module> ...`, logs to a file, status over a pipe."""
+
+    name: str
+    module: str
+    args: Callable[[], list[str]]  # re-evaluated on each start (the API's port is learned once)
+    env: dict[str, str]
+    log_path: Path
+    on_message: Callable[[ChildProcess, dict[str, Any]], None]
+    process: subprocess.Popen[bytes] | None = None
+    crashes_in_a_row: int = 0
+    restart_at: float | None = None
+    started_at: float = 0.0
+    _log: IO[bytes] | None = None
+    _reader: threading.Thread | None = None
+    _listeners: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
+
+    def start(self) -> None:
+        read_fd, write_fd = os.pipe()
+        # A fresh log per run; a restarted process appends to its predecessor's.
+        self._log = self.log_path.open("ab" if self.process is not None else "wb")
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                [sys.executable, "-m", self.module, *self.args(), "--status-fd", str(write_fd)],
+                env=self.env,
+                cwd=PROJECT_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                # Its own process group: Ctrl-C reaches only the parent, which stops children in order.
+                start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        self._reader = threading.Thread(
+            target=self._read, args=(read_fd,), name=f"status-{self.name}", daemon=True
+        )
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
+            for line in stream:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(message, dict):
+                    self.on_message(self, message)
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def stop(self) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._reader is not None:
+            self._reader.join(1)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class Runtime:
+    """See the module docstring. Every attribute that names a URL is valid after `start()`."""
+
+    def __init__(
+        self,
+        ports: Ports | None = None,
+        settings: LocalSettings | None = None,
+        state_dir: Path | None = None,
+        consumers: tuple[Consumer, ...] | None = None,
+    ) -> None:
+        self.ports = ports or Ports()
+        self.settings = settings or LocalSettings.from_cdk_json()
+        self.state_dir = state_dir or DEFAULT_STATE_DIR
+        self.log_dir = self.state_dir / "logs"
+        self._consumers = consumers
+        self.fakes: dict[str, FakeService] = {
+            "telegram": TelegramFake(port=self.ports.telegram, token=self.settings.telegram_bot_token),
+            "crm": CrmFake(port=self.ports.crm, auth_header=self.settings.crm_auth_header),
+            "bedrock": BedrockFake(port=self.ports.bedrock),
+            "sms": SmsGatewayFake(port=self.ports.sms, token=self.settings.sms_gateway_token),
+        }
+        self.resources: LocalResources | None = None
+        self.functions: dict[str, FunctionStatus] = {}
+        self.children: dict[str, ChildProcess] = {}
+        self.failure: str | None = None
+        self.moto_port = 0
+        self.api_port = self.ports.api
+        self._api_listening = False
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._clients: dict[str, Any] = {}
+
+    # -- URLs -------------------------------------------------------------------------------------
+    @property
+    def aws_endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.moto_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.api_port}"
+
+    @property
+    def webhook_url(self) -> str:
+        return f"{self.api_url}/telegram/webhook"
+
+    @property
+    def crm_url(self) -> str:
+        return f"{self.api_url}/crm/events"
+
+    def fake_urls(self) -> dict[str, str]:
+        return {name: fake.url for name, fake in self.fakes.items()}
+
+    def client(self, service: str) -> Any:
+        """A boto3 client on the local moto server (never a real account)."""
+        if service not in self._clients:
+            self._clients[service] = boto3.session.Session().client(  # type: ignore[call-overload]
+                service,
+                endpoint_url=self.aws_endpoint,
+                region_name=self.settings.region,
+                aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+                config=Config(
+                    retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=10
+                ),
+            )
+        return self._clients[service]
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def __enter__(self) -> Runtime:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> Runtime:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_moto(timeout)
+            for fake in self.fakes.values():
+                fake.start()
+            self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
+            self._start_functions(self.resources)
+            self._supervisor = threading.Thread(target=self._supervise, name="local-supervisor", daemon=True)
+            self._supervisor.start()
+            self._wait_started(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.write_state()
+        return self
+
+    def stop(self) -> None:
+        """Stop functions first (they may still be calling moto and the fakes), then fakes, then moto."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(2)
+        children = list(self.children.values())
+        functions = [child for child in children if child.name != "moto"]
+        stoppers = [threading.Thread(target=child.stop) for child in functions]
+        for thread in stoppers:
+            thread.start()
+        for thread in stoppers:
+            thread.join()
+        for fake in self.fakes.values():
+            fake.stop()
+        if "moto" in self.children:
+            self.children["moto"].stop()
+        with self._lock:
+            for status in self.functions.values():
+                status.state = STOPPED
+                status.busy = False
+
+    def _start_moto(self, timeout: float) -> None:
+        child = ChildProcess(
+            name="moto",
+            module="local.moto_process",
+            args=lambda: ["--port", str(self.ports.moto)],
+            env=self._base_environment(),
+            log_path=self.log_dir / "moto.log",
+            on_message=self._on_moto_message,
+        )
+        self.children["moto"] = child
+        child.start()
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not self.moto_port:
+                if child.exit_code is not None:
+                    raise LocalRuntimeError(f"the moto server exited at start; see {child.log_path}")
+                if time.monotonic() > deadline:
+                    raise LocalRuntimeError(
+                        f"the moto server did not start within {timeout:.0f}s; see {child.log_path}"
+                    )
+                self._changed.wait(0.1)
+
+    def _on_moto_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
+        if message.get("event") == "listening":
+            with self._changed:
+                self.moto_port = int(message["port"])
+                self._changed.notify_all()
+
+    # -- functions ----------------------------------------------------------------------------------
+    def _start_functions(self, resources: LocalResources) -> None:
+        self._add_function(
+            FunctionStatus("webhook", "api"),
+            module="local.apigw",
+            args=lambda: [
+                "--port",
+                str(self.api_port),
+                "--handler",
+                WEBHOOK_HANDLER,
+                "--function-name",
+                self._lambda_name("webhook"),
+                "--timeout",
+                str(WEBHOOK_TIMEOUT_SECONDS),
+                "--memory",
+                str(WEBHOOK_MEMORY_MB),
+            ],
+            env=self._function_environment("webhook", WEBHOOK_MEMORY_MB, resources.webhook_environment()),
+        )
+        for consumer in resources.consumers:
+            queue = resources.queues[consumer.name]
+            self._add_function(
+                FunctionStatus(consumer.name, "consumer"),
+                module="local.worker_process",
+                args=_consumer_args(consumer, self._lambda_name(consumer.name), queue.url, queue.arn),
+                env=self._function_environment(
+                    consumer.name, consumer.memory_mb, resources.consumer_environment(consumer)
+                ),
+            )
+        sms = next((c for c in resources.consumers if c.name == SMS_CONSUMER), None)
+        if sms is not None and (FUNCTIONS_DIR / "reconciler" / "app.py").is_file():
+            self._add_function(
+                FunctionStatus("reconciler", "schedule"),
+                module="local.worker_process",
+                args=lambda: [
+                    "schedule",
+                    "--handler",
+                    RECONCILER_HANDLER,
+                    "--function-name",
+                    self._lambda_name("reconciler"),
+                    "--timeout",
+                    str(RECONCILER_TIMEOUT_SECONDS),
+                    "--every",
+                    str(self.settings.reconcile_every_seconds),
+                ],
+                env=self._function_environment(
+                    "reconciler", 256, self._reconciler_environment(resources, sms)
+                ),
+            )
+
+    @staticmethod
+    def _reconciler_environment(resources: LocalResources, sms: Consumer) -> dict[str, str]:
+        """The reconciler works on the SMS consumer's journal with the SMS consumer's settings
+        (its gateway, secret and limits); it has no queue of its own."""
+        environment = resources.consumer_environment(sms)
+        for name in ("CONSUMER_NAME", "QUEUE_URL", "DLQ_URL"):
+            environment.pop(name, None)
+        return environment
+
+    def _add_function(
+        self, status: FunctionStatus, module: str, args: Callable[[], list[str]], env: dict[str, str]
+    ) -> None:
+        self.functions[status.name] = status
+        child = ChildProcess(
+            name=status.name,
+            module=module,
+            args=args,
+            env=env,
+            log_path=self.log_dir / f"{status.name}.log",
+            on_message=self._on_function_message,
+        )
+        self.children[status.name] = child
+        child.start()
+
+    def _on_function_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
+        with self._changed:
+            status = self.functions[child.name]
+            if message.get("event") == "listening":
+                self.api_port = int(message["port"])
+                self._api_listening = True
+            status.apply(message)
+            if message.get("event") == "invocation":
+                child.crashes_in_a_row = 0
+            self._changed.notify_all()
+
+    def _lambda_name(self, name: str) -> str:
+        return f"{self.settings.stack_name}-{name}"
+
+    def _base_environment(self) -> dict[str, str]:
+        """What every child gets: no variables of the user's shell, so no real AWS profile leaks in."""
+        return {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "PYTHONPATH": os.pathsep.join(str(path) for path in (FUNCTIONS_DIR, LAYER_DIR, PROJECT_ROOT)),
+            "PYTHONUNBUFFERED": "1",
+            "AWS_REGION": self.settings.region,
+            "AWS_DEFAULT_REGION": self.settings.region,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            **FAKE_CREDENTIALS,
+        }
+
+    def _function_environment(self, name: str, memory_mb: int, own: dict[str, str]) -> dict[str, str]:
+        """Lambda's variables, the endpoints of moto and the fakes, Powertools', then the function's own."""
+        fakes = self.fake_urls()
+        lambda_name = self._lambda_name(name)
+        return {
+            **self._base_environment(),
+            "AWS_ENDPOINT_URL": self.aws_endpoint,
+            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": fakes["bedrock"],
+            "TELEGRAM_API_BASE": fakes["telegram"],
+            "AWS_LAMBDA_FUNCTION_NAME": lambda_name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{lambda_name}",
+            "POWERTOOLS_SERVICE_NAME": name,
+            "POWERTOOLS_METRICS_NAMESPACE": self.settings.metrics_namespace,
+            "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
+            "POWERTOOLS_TRACE_DISABLED": "1",
+            **own,
+        }
+
+    # -- supervision --------------------------------------------------------------------------------
+    def _supervise(self) -> None:
+        while not self._stopping.wait(0.2):
+            for child in list(self.children.values()):
+                self._check(child)
+
+    def _check(self, child: ChildProcess) -> None:
+        code = child.exit_code
+        if code is None or self._stopping.is_set():
+            return
+        if child.name == "moto":
+            with self._changed:
+                if self.failure is None:
+                    self.failure = f"the moto server exited (code {code}); see {child.log_path}"
+                self._changed.notify_all()
+            return
+        now = time.monotonic()
+        if child.restart_at is None:
+            # A timeout is Lambda discarding the environment: start a new one at once. A crash
+            # backs off, so a handler that dies on import does not spin.
+            if code == EXIT_TIMED_OUT:
+                delay = 0.0
+            else:
+                child.crashes_in_a_row += 1
+                delay = min(MAX_RESTART_DELAY_SECONDS, 0.5 * 2 ** (child.crashes_in_a_row - 1))
+            child.restart_at = now + delay
+            with self._changed:
+                status = self.functions[child.name]
+                status.restarts += 1
+                status.busy = False
+                status.state = RESTARTING
+                if code not in (EXIT_STOPPED, EXIT_TIMED_OUT):
+                    status.detail = f"exit code {code}; see {child.log_path}"
+                self._changed.notify_all()
+            child.stop()
+        if child.restart_at is not None and now >= child.restart_at:
+            child.start()
+
+    def _wait_started(self, timeout: float) -> None:
+        """Until the API listens and every function has said whether its handler loaded."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                settled = all(
+                    status.state in (READY, MISSING, INIT_ERROR) for status in self.functions.values()
+                )
+                if settled and self._api_listening:
+                    return
+                if self.failure:
+                    raise LocalRuntimeError(self.failure)
+                webhook = self.functions["webhook"]
+                if webhook.state == INIT_ERROR and not self._api_listening:
+                    raise LocalRuntimeError(f"the API could not start: {webhook.detail}")
+                if time.monotonic() > deadline:
+                    waiting = [
+                        s.name for s in self.functions.values() if s.state not in (READY, MISSING, INIT_ERROR)
+                    ]
+                    raise LocalRuntimeError(
+                        f"not started within {timeout:.0f}s: {waiting}; see {self.log_dir}"
+                    )
+                self._changed.wait(0.2)
+
+    # -- status -------------------------------------------------------------------------------------
+    def refresh_queue_depths(self) -> None:
+        resources = self.resources
+        if resources is None or self._stopping.is_set():
+            return
+        sqs = self.client("sqs")
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        depths: dict[str, tuple[QueueDepth, QueueDepth]] = {}
+        for name, queue in resources.queues.items():
+            main = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=names)["Attributes"]
+            dlq = sqs.get_queue_attributes(QueueUrl=queue.dlq_url, AttributeNames=names)["Attributes"]
+            depths[name] = (QueueDepth.from_attributes(main), QueueDepth.from_attributes(dlq))
+        with self._lock:
+            for name, (main_depth, dlq_depth) in depths.items():
+                self.functions[name].queue = main_depth
+                self.functions[name].dlq = dlq_depth
+
+    def status(self, refresh: bool = True) -> dict[str, dict[str, Any]]:
+        """Per function: state, counters and, for consumers, queue and DLQ depth."""
+        if refresh:
+            self.refresh_queue_depths()
+        with self._lock:
+            return {name: status.as_dict() for name, status in self.functions.items()}
+
+    def status_lines(self) -> list[str]:
+        with self._lock:
+            return [status.line() for status in self.functions.values()]
+
+    def stack_info(self) -> dict[str, Any]:
+        """What `.local/stack.json` holds: where everything listens and the local secrets."""
+        info: dict[str, Any] = {
+            "webhook_url": self.webhook_url,
+            "crm_url": self.crm_url,
+            "telegram_secret": self.settings.telegram_secret,
+            "crm_signing_key": self.settings.crm_signing_key,
+            "telegram_bot_token": self.settings.telegram_bot_token,
+            "aws_endpoint": self.aws_endpoint,
+            "region": self.settings.region,
+            "fakes": self.fake_urls(),
+            "logs": str(self.log_dir),
+        }
+        if self.resources is not None:
+            info.update(self.resources.describe())
+        return info
+
+    def write_state(self, status: dict[str, dict[str, Any]] | None = None) -> Path:
+        """Write `stack.json` atomically (readers never see half a file)."""
+        path = self.state_dir / "stack.json"
+        document = {
+            **self.stack_info(),
+            "functions": status if status is not None else self.status(refresh=False),
+        }
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(json.dumps(document, indent=2) + "\n")
+        temporary.replace(path)
+        return path
+
+    def wait_until_drained(
+        self, timeout: float = 60.0, settle_seconds: float = 1.0, cancel: threading.Event | None = None
+    ) -> bool:
+        """True once every consumer with a handler has had an empty queue and been idle for `settle_seconds`.
+
+        Consumers whose handler is missing are left out: their messages wait for them.
+        """
+        deadline = time.monotonic() + timeout
+        quiet_since: float | None = None
+        while time.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
+            self.refresh_queue_depths()
+            with self._lock:
+                drained = all(
+                    status.queue is not None and status.queue.total == 0 and not status.busy
+                    for status in self.functions.values()
+                    if status.kind == "consumer" and status.state not in (MISSING, INIT_ERROR)
+                )
+            if drained:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle_seconds:
+                    return True
+            else:
+                quiet_since = None
+            time.sleep(0.25)
+        return False
+
+
+def _consumer_args(
+    consumer: Consumer, lambda_name: str, queue_url: str, queue_arn: str
+) -> Callable[[], list[str]]:
+    arguments = [
+        "sqs",
+        "--handler",
+        consumer.handler,
+        "--function-name",
+        lambda_name,
+        "--timeout",
+        str(consumer.timeout_seconds),
+        "--memory",
+        str(consumer.memory_mb),
+        "--queue-url",
+        queue_url,
+        "--queue-arn",
+        queue_arn,
+        "--batch-size",
+        str(consumer.batch_size),
+        "--batching-window",
+        str(consumer.batching_window_seconds),
+    ]
+    return lambda: list(arguments)

@@ -1,0 +1,156 @@
+"""What each local function is doing, from its status pipe and its queues, as lines and as JSON."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# States a function process reports, plus the supervisor's own.
+STARTING = "starting"
+READY = "ready"
+MISSING = "missing handler"
+INIT_ERROR = "init error"
+RESTARTING = "restarting"
+STOPPED = "stopped"
+
+
+@dataclass
+class QueueDepth:
+    visible: int = 0
+    in_flight: int = 0
+    delayed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.in_flight + self.delayed
+
+    @classmethod
+    def from_attributes(cls, attributes: dict[str, str]) -> QueueDepth:
+        return cls(
+            visible=int(attributes.get("ApproximateNumberOfMessages", 0)),
+            in_flight=int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+            delayed=int(attributes.get("ApproximateNumberOfMessagesDelayed", 0)),
+        )
+
+
+@dataclass
+class FunctionStatus:
+    """Counters of one function across restarts of its process."""
+
+    name: str
+    kind: str  # "api", "consumer" or "schedule"
+    state: str = STARTING
+    detail: str | None = None
+    busy: bool = False
+    invocations: int = 0
+    records: int = 0
+    failed_records: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    restarts: int = 0
+    # ConsumerWorker outcomes (processed, duplicate, retry, dead_lettered), when the handler has one.
+    outcomes: Counter[str] = field(default_factory=Counter)
+    has_outcomes: bool = False
+    http_statuses: Counter[int] = field(default_factory=Counter)
+    last_error: str | None = None
+    queue: QueueDepth | None = None
+    dlq: QueueDepth | None = None
+
+    def apply(self, message: dict[str, Any]) -> None:
+        """Fold one JSON line from the function's process into the counters."""
+        event = message.get("event")
+        if event == "state":
+            self.state = str(message.get("state"))
+            self.detail = message.get("detail")
+        elif event == "busy":
+            self.busy = True
+        elif event == "invocation":
+            self.busy = False
+            self.invocations += 1
+            self.records += int(message.get("records") or 0)
+            self.failed_records += int(message.get("failed") or 0)
+            if message.get("error"):
+                self.errors += 1
+                self.last_error = str(message["error"])[:200]
+            if message.get("timed_out"):
+                self.timeouts += 1
+                self.last_error = "timed out"
+            if isinstance(message.get("outcomes"), dict):
+                self.has_outcomes = True
+                self.outcomes.update({str(k): int(v) for k, v in message["outcomes"].items()})
+            if isinstance(message.get("status"), int):
+                self.http_statuses[message["status"]] += 1
+
+    @property
+    def processed(self) -> int:
+        if self.has_outcomes:
+            return self.outcomes["processed"]
+        return self.records - self.failed_records
+
+    @property
+    def duplicates(self) -> int:
+        return self.outcomes["duplicate"]
+
+    @property
+    def retried(self) -> int:
+        return self.outcomes["retry"] if self.has_outcomes else self.failed_records
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.outcomes["dead_lettered"]
+
+    @property
+    def alarm(self) -> bool:
+        """As the stack's CloudWatch alarm: a DLQ that is not empty."""
+        return self.dlq is not None and self.dlq.visible + self.dlq.in_flight > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "kind": self.kind,
+            "state": self.state,
+            "detail": self.detail,
+            "invocations": self.invocations,
+            "errors": self.errors,
+            "timeouts": self.timeouts,
+            "restarts": self.restarts,
+            "last_error": self.last_error,
+        }
+        if self.kind == "api":
+            document["requests"] = self.invocations
+            document["statuses"] = {str(k): v for k, v in sorted(self.http_statuses.items())}
+        else:
+            document.update(
+                processed=self.processed,
+                duplicates=self.duplicates,
+                retried=self.retried,
+                dead_lettered=self.dead_lettered,
+            )
+        if self.queue is not None:
+            document["queue_depth"] = self.queue.total
+            document["in_flight"] = self.queue.in_flight
+        if self.dlq is not None:
+            document["dlq_depth"] = self.dlq.visible + self.dlq.in_flight
+            document["alarm"] = self.alarm
+        return document
+
+    def line(self) -> str:
+        """One status line: `store       ready  processed 12 dup 2 retried 1 dead 0 | queue 0 DLQ 0`."""
+        state = self.state if self.state != READY else ("busy" if self.busy else "ready")
+        head = f"{self.name:<11} {state:<15}"
+        if self.state in (MISSING, INIT_ERROR):
+            head += f" {self.detail or ''}"[:60]
+        if self.kind == "api":
+            statuses = " ".join(f"{code}x{count}" for code, count in sorted(self.http_statuses.items()))
+            return f"{head} requests {self.invocations:<4} {statuses}".rstrip()
+        counts = f"processed {self.processed:<4} dup {self.duplicates:<3} retried {self.retried:<3}"
+        counts += f" dead {self.dead_lettered:<3}"
+        if self.kind == "schedule":
+            return f"{head} runs {self.invocations:<4} errors {self.errors}"
+        queues = ""
+        if self.queue is not None and self.dlq is not None:
+            dlq = self.dlq.visible + self.dlq.in_flight
+            queues = f" | queue {self.queue.total:<3} (in flight {self.queue.in_flight}) DLQ {dlq}"
+            if self.alarm:
+                queues += "  ALARM"
+        return f"{head} {counts}{queues}"

@@ -1,0 +1,297 @@
+"""A consumer's (or the reconciler's) own process: Lambda's event source mapping, played locally.
+
+`python -m local.worker_process sqs --handler store.app.lambda_handler --queue-url ...` long-polls
+the queue, hands each batch to the handler as a real SQS event, deletes only the records that
+succeeded (all but `batchItemFailures`; nothing when the handler raised or timed out) and leaves
+failures to the visibility timeout, so retries and redrive to the DLQ happen as in AWS.
+
+`python -m local.worker_process schedule --every 30 ...` invokes the handler with an EventBridge
+"Scheduled Event" on a fixed rate.
+
+The environment is the function's Lambda environment, set by the parent; progress goes to the
+parent as JSON lines on `--status-fd`, logs to stdout/stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import math
+import sys
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from local.lambda_host import (
+    ACCOUNT_ID,
+    EXIT_STOPPED,
+    EXIT_TIMED_OUT,
+    FunctionHost,
+    Invocation,
+    StatusChannel,
+    Stopper,
+    exit_now,
+    quiet_interrupts,
+    wait_for_handler,
+)
+
+# Lambda's SQS poller waits up to 20 s; shorter here so the process notices a stop quickly.
+LONG_POLL_SECONDS = 2
+SQS_MAX_BATCH = 10
+
+
+def sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+    """A received SQS message in the shape Lambda's event source mapping delivers it."""
+    attributes = {
+        name: value
+        for name, value in message.get("Attributes", {}).items()
+        if name
+        in (
+            "ApproximateReceiveCount",
+            "SentTimestamp",
+            "SenderId",
+            "ApproximateFirstReceiveTimestamp",
+            "MessageGroupId",
+            "MessageDeduplicationId",
+            "SequenceNumber",
+            "AWSTraceHeader",
+        )
+    }
+    record: dict[str, Any] = {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": attributes,
+        "messageAttributes": {
+            name: _lambda_message_attribute(value)
+            for name, value in message.get("MessageAttributes", {}).items()
+        },
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+    if "MD5OfMessageAttributes" in message:
+        record["md5OfMessageAttributes"] = message["MD5OfMessageAttributes"]
+    return record
+
+
+def _lambda_message_attribute(value: dict[str, Any]) -> dict[str, Any]:
+    attribute: dict[str, Any] = {
+        "stringListValues": [],
+        "binaryListValues": [],
+        "dataType": value["DataType"],
+    }
+    if "StringValue" in value:
+        attribute["stringValue"] = value["StringValue"]
+    if "BinaryValue" in value:
+        attribute["binaryValue"] = base64.b64encode(value["BinaryValue"]).decode()
+    return attribute
+
+
+def scheduled_event(rule_arn: str, region: str) -> dict[str, Any]:
+    """The EventBridge event a schedule rule invokes its target with."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT_ID,
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [rule_arn],
+        "detail": {},
+    }
+
+
+def failed_message_ids(result: Any, records: list[dict[str, Any]]) -> set[str]:
+    """Records Lambda treats as failed after a successful invocation with ReportBatchItemFailures.
+
+    A malformed response (an identifier that is empty or not in the batch) fails the whole batch,
+    as Lambda does.
+    """
+    all_ids = {record["messageId"] for record in records}
+    if not isinstance(result, dict) or not result.get("batchItemFailures"):
+        return set()
+    failures = result["batchItemFailures"]
+    if not isinstance(failures, list):
+        return all_ids
+    failed: set[str] = set()
+    for item in failures:
+        identifier = item.get("itemIdentifier") if isinstance(item, dict) else None
+        if not isinstance(identifier, str) or identifier not in all_ids:
+            return all_ids
+        failed.add(identifier)
+    return failed
+
+
+class SqsPoller:
+    def __init__(
+        self, args: argparse.Namespace, host: FunctionHost, status: StatusChannel, stopper: Stopper
+    ) -> None:
+        self.args = args
+        self.host = host
+        self.status = status
+        self.stopper = stopper
+        # The poller is "the Lambda service": its own client, not the function's.
+        self.sqs = boto3.session.Session().client(
+            "sqs", config=Config(read_timeout=LONG_POLL_SECONDS + 10, retries={"mode": "standard"})
+        )
+        self.previous_counts: Counter[str] = Counter()
+
+    def receive_batch(self) -> list[dict[str, Any]]:
+        """Up to `batch_size` messages; with a batching window, gathers until it closes or fills."""
+        messages: list[dict[str, Any]] = []
+        deadline = 0.0
+        while not self.stopper.stopping:
+            wait = LONG_POLL_SECONDS
+            if messages:
+                remaining = deadline - time.monotonic()
+                if len(messages) >= self.args.batch_size or remaining <= 0:
+                    return messages
+                wait = min(LONG_POLL_SECONDS, max(1, math.ceil(remaining)))
+            try:
+                response = self.sqs.receive_message(
+                    QueueUrl=self.args.queue_url,
+                    MaxNumberOfMessages=min(SQS_MAX_BATCH, self.args.batch_size - len(messages)),
+                    WaitTimeSeconds=wait,
+                    MessageSystemAttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                )
+            except (BotoCoreError, ClientError) as error:
+                print(
+                    f"local poller: receive failed ({type(error).__name__}: {error})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self.stopper.wait(1)
+                continue
+            received = response.get("Messages", [])
+            if received and not messages:
+                deadline = time.monotonic() + self.args.batching_window
+            messages.extend(received)
+            if messages and self.args.batching_window <= 0:
+                return messages
+        return messages
+
+    def run(self) -> int:
+        while not self.stopper.stopping:
+            messages = self.receive_batch()
+            if not messages:
+                continue
+            records = [sqs_record(message, self.args.queue_arn, self.host.region) for message in messages]
+            self.status.send("busy", records=len(records))
+            invocation = self.host.invoke({"Records": records})
+            failed = (
+                {r["messageId"] for r in records}
+                if not invocation.ok
+                else failed_message_ids(invocation.result, records)
+            )
+            succeeded = [r for r in records if r["messageId"] not in failed]
+            self.delete(succeeded)
+            self.report(invocation, len(records), len(failed))
+            if invocation.timed_out:
+                return EXIT_TIMED_OUT
+        return EXIT_STOPPED
+
+    def delete(self, records: list[dict[str, Any]]) -> None:
+        """Delete the succeeded records; one that cannot be deleted comes back, and idempotency skips it."""
+        for start in range(0, len(records), SQS_MAX_BATCH):
+            chunk = records[start : start + SQS_MAX_BATCH]
+            try:
+                response = self.sqs.delete_message_batch(
+                    QueueUrl=self.args.queue_url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(chunk)
+                    ],
+                )
+            except (BotoCoreError, ClientError) as error:
+                print(
+                    f"local poller: delete failed ({type(error).__name__}: {error})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
+            for failure in response.get("Failed", []):
+                print(f"local poller: delete failed ({failure.get('Code')})", file=sys.stderr, flush=True)
+
+    def report(self, invocation: Invocation, records: int, failed: int) -> None:
+        counts = self.host.discover_counts()
+        outcomes: dict[str, int] | None = None
+        if counts is not None:
+            current = Counter(counts)
+            outcomes = dict(current - self.previous_counts)
+            self.previous_counts = current
+        self.status.send(
+            "invocation",
+            records=records,
+            failed=failed,
+            outcomes=outcomes,
+            error=invocation.error,
+            timed_out=invocation.timed_out,
+            duration_ms=invocation.duration_ms,
+        )
+
+
+def run_schedule(
+    args: argparse.Namespace, host: FunctionHost, status: StatusChannel, stopper: Stopper
+) -> int:
+    rule_arn = f"arn:aws:events:{host.region}:{ACCOUNT_ID}:rule/{args.function_name}-schedule"
+    while not stopper.wait(args.every):
+        status.send("busy", records=1)
+        invocation = host.invoke(scheduled_event(rule_arn, host.region))
+        status.send(
+            "invocation",
+            records=1,
+            failed=0 if invocation.ok else 1,
+            outcomes=None,
+            error=invocation.error,
+            timed_out=invocation.timed_out,
+            duration_ms=invocation.duration_ms,
+            result=invocation.result if invocation.ok else None,
+        )
+        if invocation.timed_out:
+            return EXIT_TIMED_OUT
+    return EXIT_STOPPED
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m local.worker_process")
+    parser.add_argument("mode", choices=("sqs", "schedule"))
+    parser.add_argument("--handler", required=True)
+    parser.add_argument("--function-name", required=True)
+    parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--memory", type=int, default=256)
+    parser.add_argument("--status-fd", type=int)
+    parser.add_argument("--queue-url")
+    parser.add_argument("--queue-arn")
+    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--batching-window", type=float, default=0)
+    parser.add_argument("--every", type=float, default=30)
+    args = parser.parse_args(argv)
+    if args.mode == "sqs" and not (args.queue_url and args.queue_arn):
+        parser.error("sqs mode needs --queue-url and --queue-arn")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stopper = Stopper()
+    status = StatusChannel(args.status_fd)
+    host = FunctionHost(args.handler, args.function_name, args.timeout, args.memory)
+    if not wait_for_handler(host, status, stopper):
+        return EXIT_STOPPED
+    if args.mode == "sqs":
+        return SqsPoller(args, host, status, stopper).run()
+    return run_schedule(args, host, status, stopper)
+
+
+if __name__ == "__main__":
+    with quiet_interrupts():
+        exit_now(main())

@@ -1,0 +1,171 @@
+"""The local stack is built from the registry as the CDK stack is, and routes as SNS would."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local.resources import LocalResources, create_resources
+from local.settings import LocalSettings
+from pipeline.registry import CONSUMERS, enabled, secret_env_var, table_env_var
+
+REGION = "eu-central-1"
+FAKES = {"crm": "http://127.0.0.1:1111", "sms": "http://127.0.0.1:2222"}
+
+
+def client(service: str) -> Any:
+    return boto3.client(service, region_name=REGION)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[LocalResources]:
+    """One local stack for the module (tests only read it, or drain what they publish)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            patch.setenv(name, "testing")
+        patch.setenv("AWS_DEFAULT_REGION", REGION)
+        patch.delenv("AWS_ENDPOINT_URL", raising=False)
+        patch.delenv("AWS_PROFILE", raising=False)
+        with mock_aws():
+            yield create_resources(client, LocalSettings(), FAKES)
+
+
+def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
+    sqs = client("sqs")
+    assert [c.name for c in stack.consumers] == [c.name for c in enabled(LocalSettings().registry_settings())]
+    for consumer in stack.consumers:
+        queue = stack.queues[consumer.name]
+        attributes = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["All"])["Attributes"]
+        redrive = json.loads(attributes["RedrivePolicy"])
+        assert redrive == {
+            "deadLetterTargetArn": queue.dlq_arn,
+            "maxReceiveCount": consumer.retry.max_receive_count,
+        }
+        assert int(attributes["VisibilityTimeout"]) == consumer.visibility_timeout_seconds
+
+
+def test_subscriptions_use_raw_delivery_and_the_registry_filter_policy(stack: LocalResources) -> None:
+    sns = client("sns")
+    by_queue = {queue.arn: name for name, queue in stack.queues.items()}
+    subscriptions = sns.list_subscriptions_by_topic(TopicArn=stack.topic_arn)["Subscriptions"]
+    assert sorted(by_queue[s["Endpoint"]] for s in subscriptions) == sorted(stack.queues)
+    for subscription in subscriptions:
+        attributes = sns.get_subscription_attributes(SubscriptionArn=subscription["SubscriptionArn"])[
+            "Attributes"
+        ]
+        consumer = next(c for c in CONSUMERS if c.name == by_queue[subscription["Endpoint"]])
+        assert attributes["RawMessageDelivery"] == "true"
+        assert json.loads(attributes["FilterPolicy"]) == consumer.filter_policy
+
+
+def test_a_published_event_reaches_exactly_the_consumers_whose_policy_matches(stack: LocalResources) -> None:
+    attributes = {"source": "telegram", "type": "callback_query", "chat_type": "private"}
+    client("sns").publish(
+        TopicArn=stack.topic_arn,
+        Message='{"event_id":"x"}',
+        MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+    )
+
+    sqs = client("sqs")
+    reached = set()
+    for name, queue in stack.queues.items():
+        messages = sqs.receive_message(QueueUrl=queue.url, MessageAttributeNames=["All"]).get("Messages", [])
+        if messages:
+            reached.add(name)
+            assert messages[0]["Body"] == '{"event_id":"x"}'  # raw delivery: the envelope, no SNS wrapper
+            assert messages[0]["MessageAttributes"]["type"]["StringValue"] == "callback_query"
+    expected = {
+        c.name for c in stack.consumers if all(attributes.get(k) in v for k, v in c.filter_policy.items())
+    }
+    assert reached == expected
+    assert "autoreply" in reached and "crm" not in reached
+
+
+def test_journal_has_the_reconcilers_index_and_ttl(stack: LocalResources) -> None:
+    dynamodb = client("dynamodb")
+    table = dynamodb.describe_table(TableName=stack.tables["journal"])["Table"]
+
+    assert table["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    index = table["GlobalSecondaryIndexes"][0]
+    assert index["IndexName"] == "by_state"
+    assert index["KeySchema"] == [
+        {"AttributeName": "sms_state", "KeyType": "HASH"},
+        {"AttributeName": "state_since", "KeyType": "RANGE"},
+    ]
+    ttl = dynamodb.describe_time_to_live(TableName=stack.tables["journal"])["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiration"}
+    conversations = dynamodb.describe_table(TableName=stack.tables["conversations"])["Table"]
+    assert [k["AttributeName"] for k in conversations["KeySchema"]] == ["pk", "sk"]
+
+
+def test_secrets_hold_the_local_values(stack: LocalResources) -> None:
+    secrets = client("secretsmanager")
+
+    def value(name: str) -> str:
+        return secrets.get_secret_value(SecretId=stack.secrets[name])["SecretString"]
+
+    settings = LocalSettings()
+    assert value("telegram") == settings.telegram_secret
+    assert value("crm") == settings.crm_signing_key
+    assert json.loads(value("crm_api")) == {
+        "kind": "webhook",
+        "url": "http://127.0.0.1:1111/leads",
+        "auth_header": "Bearer local",
+    }
+    assert value("telegram_bot_token") == settings.telegram_bot_token
+
+
+def test_each_function_gets_the_environment_contract(stack: LocalResources) -> None:
+    for consumer in stack.consumers:
+        environment = stack.consumer_environment(consumer)
+        assert environment["CONSUMER_NAME"] == consumer.name
+        assert environment["QUEUE_URL"] == stack.queues[consumer.name].url
+        assert environment["DLQ_URL"] == stack.queues[consumer.name].dlq_url
+        assert environment["JOURNAL_TABLE"] == stack.tables["journal"]
+        assert environment["IDEMPOTENCY_TTL_SECONDS"] == "259200"
+        for table in consumer.tables:
+            assert environment[table_env_var(table)] == stack.tables[table]
+        for secret in consumer.secrets:
+            assert environment[secret_env_var(secret)] == stack.secrets[secret]
+        if "sms_gateway" in consumer.secrets:
+            assert environment["SMS_GATEWAY"] == "http"
+            assert environment["SMS_HTTP_BASE_URL"] == FAKES["sms"]
+    ai = next(c for c in stack.consumers if c.name == "ai")
+    assert stack.consumer_environment(ai)["BEDROCK_MODEL_ID"] == LocalSettings().bedrock_model_id
+    assert stack.webhook_environment() == {
+        "EVENTS_TOPIC_ARN": stack.topic_arn,
+        "TELEGRAM_SECRET_ID": stack.secrets["telegram"],
+        "CRM_SECRET_ID": stack.secrets["crm"],
+        "TELEGRAM_BOT_ID": "default",
+        "SECRET_ROTATION_GRACE_SECONDS": "3600",
+    }
+
+
+def test_without_a_model_id_the_ai_consumer_does_not_exist(stack: LocalResources) -> None:
+    # Inside the module's moto, under another stack name.
+    settings = replace(LocalSettings(), bedrock_model_id=None, stack_name="NoAi")
+
+    without_ai = create_resources(client, settings, FAKES)
+
+    assert "ai" not in without_ai.queues
+    assert "ai" not in {c.name for c in without_ai.consumers}
+    assert "ai" in stack.queues
+
+
+def test_settings_follow_the_cdk_context(tmp_path: Path) -> None:
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(
+        json.dumps({"context": {"telegram_bot_id": "shop", "idempotency_ttl_seconds": "300000", "other": 1}})
+    )
+
+    settings = LocalSettings.from_cdk_json(cdk_json)
+
+    assert (settings.telegram_bot_id, settings.idempotency_ttl_seconds) == ("shop", 300_000)
+    assert LocalSettings.from_cdk_json(tmp_path / "absent.json") == LocalSettings()

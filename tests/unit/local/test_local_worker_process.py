@@ -1,0 +1,170 @@
+"""What a local function process hands its handler, and how it treats the result.
+
+Oracles: Powertools' parser models of the SQS and EventBridge events, and Powertools' own
+`LambdaContext` type for the context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsModel
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from moto import mock_aws
+
+from local.lambda_host import FunctionHost, LocalLambdaContext
+from local.worker_process import failed_message_ids, scheduled_event, sqs_record
+
+REGION = "eu-central-1"
+
+
+@pytest.fixture
+def received(aws_env: None) -> Iterator[tuple[dict[str, Any], str]]:
+    """One message sent with attributes and received twice (receive count 2), and its queue ARN."""
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="q", Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody='{"event_id":"e1"}',
+            MessageAttributes={"source": {"DataType": "String", "StringValue": "telegram"}},
+        )
+        receive = {"QueueUrl": url, "MessageSystemAttributeNames": ["All"], "MessageAttributeNames": ["All"]}
+        sqs.receive_message(**receive)
+        message = sqs.receive_message(**receive)["Messages"][0]
+        yield message, arn
+
+
+def test_record_has_lambdas_sqs_shape(received: tuple[dict[str, Any], str]) -> None:
+    message, arn = received
+
+    record = sqs_record(message, arn, REGION)
+    parsed = SqsModel.model_validate({"Records": [record]}).Records[0]
+
+    assert parsed.body == '{"event_id":"e1"}'
+    assert parsed.md5OfBody == hashlib.md5(b'{"event_id":"e1"}').hexdigest()  # noqa: S324 - SQS's checksum
+    assert parsed.attributes.ApproximateReceiveCount == "2"
+    assert parsed.attributes.SentTimestamp is not None
+    assert parsed.messageAttributes["source"].stringValue == "telegram"
+    assert parsed.messageAttributes["source"].dataType == "String"
+    assert (parsed.eventSource, parsed.eventSourceARN, parsed.awsRegion) == ("aws:sqs", arn, REGION)
+    assert record["receiptHandle"] == message["ReceiptHandle"]
+
+
+RECORDS = [{"messageId": "a"}, {"messageId": "b"}, {"messageId": "c"}]
+
+
+@pytest.mark.parametrize(
+    ("result", "failed"),
+    [
+        ({"batchItemFailures": []}, set()),
+        (None, set()),
+        ({"batchItemFailures": [{"itemIdentifier": "b"}]}, {"b"}),
+        # A malformed answer fails the whole batch, as Lambda does.
+        ({"batchItemFailures": [{"itemIdentifier": "zzz"}]}, {"a", "b", "c"}),
+        ({"batchItemFailures": [{"itemIdentifier": ""}]}, {"a", "b", "c"}),
+        ({"batchItemFailures": "b"}, {"a", "b", "c"}),
+    ],
+)
+def test_only_records_not_reported_as_failures_count_as_succeeded(result: Any, failed: set[str]) -> None:
+    assert failed_message_ids(result, RECORDS) == failed
+
+
+def test_scheduled_event_is_an_eventbridge_scheduled_event() -> None:
+    parsed = EventBridgeModel.model_validate(
+        scheduled_event("arn:aws:events:eu-central-1:123456789012:rule/r", REGION)
+    )
+
+    assert parsed.detail_type == "Scheduled Event"
+    assert parsed.source == "aws.events"
+    assert parsed.resources == ["arn:aws:events:eu-central-1:123456789012:rule/r"]
+
+
+def test_context_counts_down_from_the_functions_timeout() -> None:
+    context: LambdaContext = LocalLambdaContext("TelegramCrmPipeline-store", 256, 30, REGION)  # type: ignore[assignment]
+
+    first = context.get_remaining_time_in_millis()
+    time.sleep(0.05)
+
+    assert 29_000 < first <= 30_000
+    assert context.get_remaining_time_in_millis() < first
+    assert (
+        context.invoked_function_arn
+        == "arn:aws:lambda:eu-central-1:123456789012:function:TelegramCrmPipeline-store"
+    )
+    assert context.memory_limit_in_mb == 256
+    assert uuid.UUID(context.aws_request_id)
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, threading.Event]]:
+    """A throwaway function package whose handler waits for an event or returns at once."""
+    name = f"localfn_{uuid.uuid4().hex[:8]}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / name / "app.py").write_text(
+        textwrap.dedent(
+            """
+            import threading
+            release = threading.Event()
+
+            def lambda_handler(event, context):
+                if event.get("wait"):
+                    release.wait(10)
+                if event.get("fail"):
+                    raise ValueError("boom")
+                return {"remaining": context.get_remaining_time_in_millis()}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    host = FunctionHost(f"{name}.app.lambda_handler", "fn", timeout_seconds=0.3, memory_mb=128)
+    assert host.load() == ("ready", None)
+    yield name, host.module.release
+    host.module.release.set()
+
+
+def test_invocation_returns_the_handlers_result_or_error(package: tuple[str, threading.Event]) -> None:
+    host = FunctionHost(f"{package[0]}.app.lambda_handler", "fn", timeout_seconds=5, memory_mb=128)
+    host.load()
+
+    ok = host.invoke({})
+    failed = host.invoke({"fail": True})
+
+    assert ok.ok and 0 < ok.result["remaining"] <= 5000
+    assert not failed.ok and failed.error == "ValueError: boom"
+
+
+def test_a_handler_past_its_timeout_is_not_waited_for(package: tuple[str, threading.Event]) -> None:
+    host = FunctionHost(f"{package[0]}.app.lambda_handler", "fn", timeout_seconds=0.3, memory_mb=128)
+    host.load()
+    started = time.monotonic()
+
+    outcome = host.invoke({"wait": True})
+
+    assert outcome.timed_out and not outcome.ok
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_missing_handler_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"localfn_{uuid.uuid4().hex[:8]}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    assert FunctionHost(f"{name}.app.lambda_handler", "fn", 1, 128).load()[0] == "missing handler"
+    assert FunctionHost("nosuchpackage_x.app.lambda_handler", "fn", 1, 128).load()[0] == "missing handler"
+
+    (tmp_path / name / "app.py").write_text("import nosuchdependency_x\n")
+    state, detail = FunctionHost(f"{name}.app.lambda_handler", "fn", 1, 128).load()
+    assert (state, detail) == ("init error", "ModuleNotFoundError: No module named 'nosuchdependency_x'")
