@@ -1,0 +1,78 @@
+"""What every command gets: the parsed options, the stack (loaded on first use) and output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from botocore.exceptions import ClientError
+
+from ops import stack as stack_source
+from ops.errors import OpsError
+from ops.stack import OutputKey, StackOutputs
+from ops.telegram import BOT_TOKEN_ENV, BotApi, api_base_from_env, check_bot_token
+from pipeline import aws
+
+HIDDEN = "<hidden; --show-secrets prints it>"
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    _stack: StackOutputs | None = None
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return getattr(self.args, name, default)
+
+    def stack(self) -> StackOutputs:
+        if self._stack is None:
+            if self.option("local"):
+                self._stack = stack_source.from_local_file(Path(self.option("local_file")))
+            else:
+                self._stack = stack_source.from_cloudformation(self.option("stack"))
+        return self._stack
+
+    # -- output ----------------------------------------------------------------------------------
+    def line(self, text: str = "") -> None:
+        print(text, file=self.out)
+
+    def field(self, name: str, value: Any) -> None:
+        self.line(f"{name}: {'-' if value is None or value == '' else value}")
+
+    def secret(self, value: str) -> str:
+        """A secret as printed: only with --show-secrets."""
+        return value if self.option("show_secrets") else HIDDEN
+
+    # -- secrets and Telegram ----------------------------------------------------------------------
+    def secret_string(self, secret_id: str) -> str:
+        try:
+            response = aws.client("secretsmanager").get_secret_value(SecretId=secret_id)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                raise OpsError(f"secret {secret_id!r} not found") from error
+            raise
+        if "SecretString" not in response:
+            raise OpsError(f"secret {secret_id!r} has no SecretString")
+        return str(response["SecretString"])
+
+    def bot_token(self) -> str:
+        """--bot-token-secret, else $TELEGRAM_BOT_TOKEN, else the stack's bot token secret."""
+        secret_id = self.option("bot_token_secret")
+        if secret_id:
+            return check_bot_token(self.secret_string(secret_id), f"secret {secret_id!r}")
+        from_env = os.environ.get(BOT_TOKEN_ENV)
+        if from_env:
+            return check_bot_token(from_env, BOT_TOKEN_ENV)
+        secret_id = self.stack().get(OutputKey.BOT_TOKEN_SECRET_ID)
+        if secret_id:
+            return check_bot_token(self.secret_string(secret_id), f"secret {secret_id!r}")
+        raise OpsError(f"no bot token: pass --bot-token-secret SECRET_ID or set {BOT_TOKEN_ENV}")
+
+    def bot_api(self) -> BotApi:
+        base = (self.stack().telegram_api_base if self.option("local") else None) or api_base_from_env()
+        return BotApi(self.bot_token(), base=base)

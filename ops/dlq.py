@@ -1,0 +1,307 @@
+"""Dead-letter queues: how deep and how old (list), what is in them (peek), send them back (redrive).
+
+Message bodies may hold personal data (phone numbers, message text): only the envelope's ids and
+type and the worker's `dead_letter_reason` are ever printed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ops.context import Context
+from ops.errors import OpsError
+from ops.stack import ConsumerQueues
+from ops.text import format_age
+from pipeline import aws
+
+SQS_BATCH = 10
+# ClientError codes meaning "this SQS does not offer StartMessageMoveTask" (moto, ElasticMQ...).
+_UNSUPPORTED_CODES = frozenset(
+    {
+        "InvalidAction",
+        "UnknownOperation",
+        "UnknownOperationException",
+        "UnsupportedOperation",
+        "NotImplemented",
+    }
+)
+MOVE_TASK_DONE = frozenset({"COMPLETED", "CANCELLED", "FAILED"})
+
+
+def _sqs() -> Any:
+    return aws.client("sqs")
+
+
+def _chunks(items: list[Any], size: int = SQS_BATCH) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _attributes(queue_url: str, *names: str) -> dict[str, str]:
+    return dict(_sqs().get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(names))["Attributes"])
+
+
+# -- list ------------------------------------------------------------------------------------------
+def _age_from_metric(queue_url: str, now: datetime) -> float | None:
+    """SQS's own ApproximateAgeOfOldestMessage (exact for any depth; absent outside AWS)."""
+    answer = aws.client("cloudwatch").get_metric_statistics(
+        Namespace="AWS/SQS",
+        MetricName="ApproximateAgeOfOldestMessage",
+        Dimensions=[{"Name": "QueueName", "Value": queue_url.rstrip("/").rsplit("/", 1)[-1]}],
+        StartTime=now - timedelta(minutes=15),
+        EndTime=now + timedelta(minutes=1),
+        Period=60,
+        Statistics=["Maximum"],
+    )
+    points = sorted(answer.get("Datapoints", []), key=lambda p: p["Timestamp"])
+    return float(points[-1]["Maximum"]) if points else None
+
+
+def _age_from_sample(queue_url: str, now: datetime) -> float | None:
+    """Oldest SentTimestamp among up to 10 messages, received without hiding them."""
+    messages = (
+        _sqs()
+        .receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=SQS_BATCH,
+            VisibilityTimeout=0,
+            AttributeNames=["SentTimestamp"],
+        )
+        .get("Messages", [])
+    )
+    sent = [
+        int(m["Attributes"]["SentTimestamp"]) / 1000
+        for m in messages
+        if "SentTimestamp" in m.get("Attributes", {})
+    ]
+    return max(0.0, now.timestamp() - min(sent)) if sent else None
+
+
+def _depth(queue_url: str) -> int:
+    return int(_attributes(queue_url, "ApproximateNumberOfMessages")["ApproximateNumberOfMessages"])
+
+
+def list_dlqs(ctx: Context) -> None:
+    """One row per deployed consumer; `delivery_dlq` holds what SNS could not deliver to its queue."""
+    now = datetime.now(UTC)
+    rows = [("consumer", "dlq_depth", "in_flight", "oldest", "age_source", "delivery_dlq")]
+    sampled = False
+    for queues in ctx.stack().consumer_queues():
+        attrs = _attributes(
+            queues.dlq_url, "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"
+        )
+        depth = int(attrs.get("ApproximateNumberOfMessages", "0"))
+        age, source = None, "-"
+        if depth:
+            age, source = _age_from_metric(queues.dlq_url, now), "cloudwatch"
+            if age is None:
+                age, source = _age_from_sample(queues.dlq_url, now), "sample"
+                sampled = True
+        delivery = str(_depth(queues.delivery_dlq_url)) if queues.delivery_dlq_url else "-"
+        rows.append(
+            (
+                queues.consumer,
+                str(depth),
+                attrs.get("ApproximateNumberOfMessagesNotVisible", "0"),
+                format_age(age),
+                source,
+                delivery,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        ctx.line("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    if sampled:
+        ctx.line("")
+        ctx.line("sample: oldest of up to 10 messages looked at (no CloudWatch datapoint yet), a lower bound")
+
+
+# -- peek ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BodySummary:
+    event_id: str | None
+    type: str | None
+    correlation_id: str | None
+    note: str | None = None
+
+
+def summarize_body(body: str) -> BodySummary:
+    """The envelope's ids and type; SNS's JSON wrapper (no raw delivery) is unwrapped first."""
+    try:
+        data = json.loads(body)
+        if (
+            isinstance(data, dict)
+            and data.get("Type") == "Notification"
+            and isinstance(data.get("Message"), str)
+        ):
+            data = json.loads(data["Message"])
+    except ValueError:
+        return BodySummary(None, None, None, f"body is not JSON ({len(body.encode())} bytes)")
+    if not isinstance(data, dict):
+        return BodySummary(None, None, None, "body is not an envelope object")
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) else None
+
+    note = None if text("event_id") else "no event_id: not an envelope"
+    return BodySummary(text("event_id"), text("type"), text("correlation_id"), note)
+
+
+def _sent_at(message: dict[str, Any]) -> str | None:
+    millis = message.get("Attributes", {}).get("SentTimestamp")
+    return datetime.fromtimestamp(int(millis) / 1000, UTC).isoformat(timespec="seconds") if millis else None
+
+
+def _string_attribute(message: dict[str, Any], name: str) -> str | None:
+    value = message.get("MessageAttributes", {}).get(name, {}).get("StringValue")
+    return str(value) if value is not None else None
+
+
+def _release(queue_url: str, messages: list[dict[str, Any]]) -> None:
+    """Make received messages visible again at once."""
+    for chunk in _chunks(messages):
+        _sqs().change_message_visibility_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(chunk)
+            ],
+        )
+
+
+def peek(ctx: Context) -> None:
+    queues = ctx.stack().consumer_queue(ctx.option("consumer"))
+    limit: int = ctx.option("max")
+    received: list[dict[str, Any]] = []
+    try:
+        while len(received) < limit:
+            batch = (
+                _sqs()
+                .receive_message(
+                    QueueUrl=queues.dlq_url,
+                    MaxNumberOfMessages=min(SQS_BATCH, limit - len(received)),
+                    # Hidden only while we read them; released right after.
+                    VisibilityTimeout=ctx.option("visibility_timeout"),
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                )
+                .get("Messages", [])
+            )
+            if not batch:
+                break
+            received.extend(batch)
+        for message in received:
+            summary = summarize_body(message["Body"])
+            ctx.line(f"message {message['MessageId']}")
+            ctx.field("  event_id", summary.event_id)
+            ctx.field("  type", summary.type)
+            ctx.field("  correlation_id", summary.correlation_id)
+            ctx.field("  dead_letter_reason", _string_attribute(message, "dead_letter_reason"))
+            ctx.field("  receive_count", message.get("Attributes", {}).get("ApproximateReceiveCount"))
+            ctx.field("  sent_at", _sent_at(message))
+            if summary.note:
+                ctx.field("  note", summary.note)
+    finally:
+        _release(queues.dlq_url, received)
+    ctx.line(f"{len(received)} message(s) shown from the {queues.consumer} DLQ; all visible again")
+
+
+# -- redrive ---------------------------------------------------------------------------------------
+def _move_task_unsupported(error: Exception) -> bool:
+    if isinstance(error, NotImplementedError):  # moto in-process
+        return True
+    if not isinstance(error, ClientError):
+        return False
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    # moto's server answers an unimplemented action with an HTML 500 (code "500", no AWS code).
+    return code in _UNSUPPORTED_CODES or status == 501 or code in ("500", "501")
+
+
+def _move_with_task(queues: ConsumerQueues, timeout_seconds: float, ctx: Context) -> int | None:
+    """StartMessageMoveTask, then wait for it; None when this SQS does not offer the API."""
+    dlq_arn = _attributes(queues.dlq_url, "QueueArn")["QueueArn"]
+    source_arn = _attributes(queues.queue_url, "QueueArn")["QueueArn"]
+    try:
+        handle = _sqs().start_message_move_task(SourceArn=dlq_arn, DestinationArn=source_arn)["TaskHandle"]
+    except (ClientError, NotImplementedError) as error:
+        if _move_task_unsupported(error):
+            return None
+        raise
+    ctx.line(f"started message move task {handle}")
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        tasks = _sqs().list_message_move_tasks(SourceArn=dlq_arn, MaxResults=10).get("Results", [])
+        task = next((t for t in tasks if t.get("TaskHandle") == handle), tasks[0] if tasks else {})
+        moved = int(task.get("ApproximateNumberOfMessagesMoved", 0))
+        status = task.get("Status", "RUNNING")
+        if status in MOVE_TASK_DONE:
+            if status != "COMPLETED":
+                ctx.line(f"move task {status}: {task.get('FailureReason', 'no reason given')}")
+            return moved
+        if time.monotonic() >= deadline:
+            ctx.line(f"move task still running after {timeout_seconds:.0f}s; `dlq list` shows progress")
+            return moved
+        time.sleep(2)
+
+
+def _move_by_hand(queues: ConsumerQueues) -> int:
+    """Receive from the DLQ, send to the source queue, delete only what was sent."""
+    moved = 0
+    while True:
+        messages = (
+            _sqs()
+            .receive_message(
+                QueueUrl=queues.dlq_url,
+                MaxNumberOfMessages=SQS_BATCH,
+                VisibilityTimeout=60,
+                WaitTimeSeconds=1,
+                MessageAttributeNames=["All"],
+            )
+            .get("Messages", [])
+        )
+        if not messages:
+            return moved
+        entries = []
+        for i, message in enumerate(messages):
+            entry: dict[str, Any] = {"Id": str(i), "MessageBody": message["Body"]}
+            attributes = {
+                name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+                for name, value in message.get("MessageAttributes", {}).items()
+            }
+            if attributes:
+                entry["MessageAttributes"] = attributes
+            entries.append(entry)
+        sent = _sqs().send_message_batch(QueueUrl=queues.queue_url, Entries=entries)
+        sent_ids = {int(s["Id"]) for s in sent.get("Successful", [])}
+        done = [messages[i] for i in sorted(sent_ids)]
+        if done:
+            _sqs().delete_message_batch(
+                QueueUrl=queues.dlq_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+            )
+        moved += len(done)
+        if sent.get("Failed"):
+            # The rest stays in the DLQ (visible again after the timeout); stop rather than spin.
+            failed = sent["Failed"]
+            raise OpsError(
+                f"moved {moved} message(s); {len(failed)} could not be sent back "
+                f"({failed[0].get('Code')}: {failed[0].get('Message', '')}) and stay in the DLQ"
+            )
+
+
+def redrive(ctx: Context) -> None:
+    queues = ctx.stack().consumer_queue(ctx.option("consumer"))
+    moved = _move_with_task(queues, ctx.option("timeout"), ctx)
+    if moved is None:
+        ctx.line("StartMessageMoveTask is not available here; moving by receive, send, delete")
+        moved = _move_by_hand(queues)
+    ctx.line(f"moved {moved} message(s) from the {queues.consumer} DLQ to its queue")
