@@ -1,0 +1,25 @@
+#!/usr/bin/env python3
+"""CDK entry point: `python app.py` (writes cdk.out/) or `npx aws-cdk synth|deploy` via cdk.json."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# The stack reads the consumer registry from the shared layer's `pipeline` package.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "layers" / "shared" / "python"))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from infra.application import build_app
+
+
+def main() -> None:
+    # Under the CDK CLI, CDK_OUTDIR says where to write; run directly, write ./cdk.out like the CLI.
+    outdir = None if os.getenv("CDK_OUTDIR") else str(Path(__file__).resolve().parent / "cdk.out")
+    app, _ = build_app(outdir=outdir)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""One construct per concern; `infra.stack.PipelineStack` wires them together."""

@@ -1,0 +1,115 @@
+"""SNS topics encrypted with their own KMS key: the events topic and the operational ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+
+class EncryptedTopic(Construct):
+    """KMS-encrypted (customer-managed key, yearly rotation), TLS-only topic.
+
+    A customer-managed key, not alias/aws/sns: AWS services that publish (CloudWatch alarms, End
+    User Messaging) must be named in the key policy, which an AWS-managed key cannot be given.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        display_name: str,
+        key_description: str,
+        removal_policy: RemovalPolicy,
+        tracing: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(
+            self,
+            "Key",
+            description=key_description,
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name=display_name,
+            master_key=self.key,
+            enforce_ssl=True,
+            tracing_config=sns.TracingConfig.ACTIVE if tracing else None,
+        )
+
+    def allow_service_publish(
+        self,
+        *,
+        sid: str,
+        service: str,
+        source_arn: str,
+        key_conditions: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Let an AWS service publish here for this account's `source_arn` only (confused-deputy
+        safe), and use the key for it under `key_conditions`."""
+        principal = iam.ServicePrincipal(service)
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                principals=[principal],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Stack.of(self).account},
+                    "ArnLike": {"aws:SourceArn": source_arn},
+                },
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=sid,
+                principals=[principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions=dict(key_conditions) if key_conditions else None,
+            )
+        )
+
+
+class EventsTopic(EncryptedTopic):
+    """The topic every event is published to; X-Ray-traced; SNS may use the key to deliver."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            display_name="Telegram and CRM events",
+            key_description="Encrypts the pipeline's events topic at rest",
+            removal_policy=removal_policy,
+            tracing=True,
+        )
+        # SNS itself uses the key when delivering to subscriptions and when AWS services publish
+        # on a principal's behalf; scoped to this account so no other account's topic can use it.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowSnsDeliveryFromThisAccount",
+                principals=[iam.ServicePrincipal("sns.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )
+
+    def grant_publish(self, grantee: iam.IGrantable) -> None:
+        """sns:Publish on the topic and exactly the two KMS actions publishing to it needs.
+
+        (`Topic.grant_publish` would grant `kms:GenerateDataKey*`, a wildcard action.)
+        """
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sns:Publish"], resource_arns=[self.topic.topic_arn]
+        )
+        self.key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")

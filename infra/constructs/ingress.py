@@ -1,0 +1,170 @@
+"""HTTP API -> webhook function: the only public entry point of the pipeline."""
+
+from __future__ import annotations
+
+import json
+
+import jsii
+from aws_cdk import Acknowledgment as Ack
+from aws_cdk import Duration, Validations
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
+from constructs import Construct
+
+from infra.constructs.events_topic import EventsTopic
+from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
+from infra.settings import TELEGRAM_CIDRS, PipelineSettings
+
+TELEGRAM_PATH = "/telegram/webhook"
+CRM_PATH = "/crm/events"
+WEBHOOK_HANDLER = "webhook.app.lambda_handler"
+# The webhook validates and publishes once, then answers; Telegram waits up to 60 s but retries
+# slow answers, so a short timeout keeps a stuck call from piling up duplicates.
+WEBHOOK_TIMEOUT_SECONDS = 10
+WEBHOOK_MEMORY_MB = 512
+# The webhook's rejection metric: EventsRejected{service=webhook, source, reason} (webhook.ingest).
+REJECTED_METRIC = "EventsRejected"
+UNAUTHORIZED_REASON = "unauthorized"
+AUTHENTICATED_SOURCES = ("telegram", "crm")
+
+# HTTP API access log fields ($context variables of HTTP APIs). No headers and no body: the
+# Telegram secret travels in a header and updates carry personal data.
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "requestTime": "$context.requestTime",
+    "ip": "$context.identity.sourceIp",
+    "userAgent": "$context.identity.userAgent",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "path": "$context.path",
+    "status": "$context.status",
+    "protocol": "$context.protocol",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationStatus": "$context.integrationStatus",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationError": "$context.integrationErrorMessage",
+    "error": "$context.error.message",
+}
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogSettings:
+    """IAccessLogSettings is a jsii interface (not a struct), so Python implements it as a class."""
+
+    def __init__(self, destination: apigwv2.IAccessLogDestination, log_format: apigw.AccessLogFormat) -> None:
+        self._destination = destination
+        self._format = log_format
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat:
+        return self._format
+
+
+class Ingress(Construct):
+    """`POST /telegram/webhook` and `POST /crm/events` on a throttled, access-logged HTTP API."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        defaults: FunctionDefaults,
+        events: EventsTopic,
+        telegram_secret: secretsmanager.ISecret,
+        crm_secret: secretsmanager.ISecret,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.webhook = PipelineFunction(
+            self,
+            "Webhook",
+            defaults=defaults,
+            handler=WEBHOOK_HANDLER,
+            service_name="webhook",
+            description="Verifies Telegram/CRM webhook calls and publishes them to the events topic",
+            timeout_seconds=WEBHOOK_TIMEOUT_SECONDS,
+            memory_mb=WEBHOOK_MEMORY_MB,
+            environment={
+                "EVENTS_TOPIC_ARN": events.topic.topic_arn,
+                "TELEGRAM_SECRET_ID": telegram_secret.secret_arn,
+                "CRM_SECRET_ID": crm_secret.secret_arn,
+                "TELEGRAM_BOT_ID": settings.telegram_bot_id,
+                "SECRET_ROTATION_GRACE_SECONDS": str(settings.secret_rotation_grace_seconds),
+                # HTTP APIs have no resource policy: the webhook itself refuses Telegram-route
+                # calls from outside these CIDRs (comma-separated; empty = no IP check).
+                "TELEGRAM_IP_ALLOWLIST": ",".join(TELEGRAM_CIDRS) if settings.telegram_ip_allowlist else "",
+            },
+        )
+        webhook_fn = self.webhook.function
+        events.grant_publish(webhook_fn)
+        telegram_secret.grant_read(webhook_fn)
+        crm_secret.grant_read(webhook_fn)
+
+        self.api = apigwv2.HttpApi(
+            self,
+            "Api",
+            description="Telegram webhook and CRM notifications",
+            create_default_stage=False,
+        )
+        self.access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=settings.log_retention, removal_policy=settings.cdk_removal_policy
+        )
+        self.stage = self.api.add_stage(
+            "DefaultStage",
+            stage_name="$default",
+            auto_deploy=True,
+            throttle=apigwv2.ThrottleSettings(
+                rate_limit=settings.api_rate_limit, burst_limit=settings.api_burst_limit
+            ),
+            access_log_settings=_AccessLogSettings(
+                apigwv2.LogGroupLogDestination(self.access_logs),
+                apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
+            ),
+        )
+        integration = HttpLambdaIntegration(
+            "Webhook", webhook_fn, payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0
+        )
+        for path in (TELEGRAM_PATH, CRM_PATH):
+            self.api.add_routes(path=path, methods=[apigwv2.HttpMethod.POST], integration=integration)
+        Validations.of(self.api).acknowledge(
+            Ack(
+                id="AwsSolutions-APIG4",
+                reason="Telegram and the CRM cannot sign requests for an API Gateway authorizer; "
+                "the webhook authenticates each call itself (Telegram secret_token header, CRM "
+                "HMAC signature, constant-time comparison) before anything is published.",
+            )
+        )
+
+    def rejected_metric(self, source: str, reason: str) -> cloudwatch.Metric:
+        return self.webhook.emitted_metric(REJECTED_METRIC, dimensions={"source": source, "reason": reason})
+
+    def unauthorized_requests(self) -> cloudwatch.MathExpression:
+        """Requests refused for a missing or wrong secret/signature, on both routes together.
+
+        HTTP APIs publish no per-status metric, so this is the webhook's own count."""
+        metrics = {
+            source: self.rejected_metric(source, UNAUTHORIZED_REASON) for source in AUTHENTICATED_SOURCES
+        }
+        return cloudwatch.MathExpression(
+            expression=" + ".join(f"FILL({name}, 0)" for name in metrics),
+            using_metrics=dict(metrics),
+            label="Unauthorized requests",
+            period=Duration.minutes(5),
+        )
+
+    @property
+    def webhook_url(self) -> str:
+        return f"{self.api.api_endpoint}{TELEGRAM_PATH}"
+
+    @property
+    def crm_url(self) -> str:
+        return f"{self.api.api_endpoint}{CRM_PATH}"

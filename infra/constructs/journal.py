@@ -1,0 +1,121 @@
+"""DynamoDB tables named in the registry: the idempotency journal and the conversations store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.naming import pascal_case
+from pipeline.sms.journal import BY_STATE_INDEX
+
+JOURNAL = "journal"
+TTL_ATTRIBUTE = "expiration"
+# What a consumer worker may do with the items of its tables: CDK's read-write data set without
+# the stream actions (no table has a stream). Granted on tables, never on their indexes.
+ITEM_READ_WRITE_ACTIONS = (
+    "dynamodb:BatchGetItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:DescribeTable",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:UpdateItem",
+)
+
+
+@dataclass(frozen=True)
+class GlobalIndex:
+    """A string-keyed GSI projecting only the keys (its readers fetch whole items by key)."""
+
+    name: str
+    partition: str
+    sort: str | None = None
+
+
+@dataclass(frozen=True)
+class TableKeys:
+    partition: str
+    sort: str | None = None
+    indexes: tuple[GlobalIndex, ...] = ()
+
+
+# Key schema per logical table name used in `Consumer.tables`.
+TABLE_KEYS: dict[str, TableKeys] = {
+    # Powertools idempotency's default schema: partition key "id", TTL attribute "expiration".
+    # The SMS journal shares the table; its sparse `by_state` index (only records someone may
+    # have to act on carry `sms_state`) lets the reconciler find `unknown` ones without a scan.
+    JOURNAL: TableKeys(
+        partition="id",
+        indexes=(GlobalIndex(name=BY_STATE_INDEX, partition="sms_state", sort="state_since"),),
+    ),
+    # pk = "chat#<chat_id>", sk = "update#<update_id zero-padded to 12 digits>".
+    "conversations": TableKeys(partition="pk", sort="sk"),
+}
+
+
+class DataTables(Construct):
+    """On-demand, point-in-time-recoverable, encrypted tables with TTL on `expiration`.
+
+    The journal always exists (every worker's idempotency store); other tables only when an
+    enabled consumer names them.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, names: Iterable[str], removal_policy: RemovalPolicy
+    ) -> None:
+        super().__init__(scope, construct_id)
+        wanted = sorted({JOURNAL, *names})
+        unknown = [name for name in wanted if name not in TABLE_KEYS]
+        if unknown:
+            raise ValueError(f"registry names unknown tables {unknown}; declare their keys in TABLE_KEYS")
+        self.by_name: dict[str, dynamodb.Table] = {
+            name: self._table(name, TABLE_KEYS[name], removal_policy) for name in wanted
+        }
+
+    def _table(self, name: str, keys: TableKeys, removal_policy: RemovalPolicy) -> dynamodb.Table:
+        string = dynamodb.AttributeType.STRING
+        table = dynamodb.Table(
+            self,
+            pascal_case(name),
+            partition_key=dynamodb.Attribute(name=keys.partition, type=string),
+            sort_key=dynamodb.Attribute(name=keys.sort, type=string) if keys.sort else None,
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            removal_policy=removal_policy,
+        )
+        for index in keys.indexes:
+            table.add_global_secondary_index(
+                index_name=index.name,
+                partition_key=dynamodb.Attribute(name=index.partition, type=string),
+                sort_key=dynamodb.Attribute(name=index.sort, type=string) if index.sort else None,
+                projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+            )
+        return table
+
+    @property
+    def journal(self) -> dynamodb.Table:
+        return self.by_name[JOURNAL]
+
+
+def grant_items(table: dynamodb.ITable, grantee: iam.IGrantable, *actions: str) -> None:
+    """Exactly these item actions on the table itself (no index)."""
+    iam.Grant.add_to_principal(grantee=grantee, actions=list(actions), resource_arns=[table.table_arn])
+
+
+def grant_index_query(table: dynamodb.ITable, grantee: iam.IGrantable, index: str) -> None:
+    """dynamodb:Query on one named index of the table."""
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=["dynamodb:Query"], resource_arns=[f"{table.table_arn}/index/{index}"]
+    )

@@ -1,0 +1,141 @@
+"""The one way this app builds a Lambda function: the webhook and every consumer worker use it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment as Ack
+from aws_cdk import Duration, RemovalPolicy, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.constructs.layers import ARCHITECTURE, RUNTIME
+from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR
+from infra.settings import METRICS_NAMESPACE, PipelineSettings
+
+# The period alarms and the dashboard look at metrics over, unless they say otherwise.
+METRIC_PERIOD = Duration.minutes(5)
+
+
+@dataclass(frozen=True)
+class FunctionDefaults:
+    """What every function shares: code asset, layers, logging and retention."""
+
+    code: lambda_.Code
+    layers: Sequence[lambda_.ILayerVersion]
+    log_retention: logs.RetentionDays
+    removal_policy: RemovalPolicy
+    log_level: str
+    lambda_log_level: lambda_.ApplicationLogLevel
+
+    @classmethod
+    def create(cls, settings: PipelineSettings, layers: Sequence[lambda_.ILayerVersion]) -> FunctionDefaults:
+        return cls(
+            # One asset for all functions: the handler string picks the package inside it.
+            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDES),
+            layers=tuple(layers),
+            log_retention=settings.log_retention,
+            removal_policy=settings.cdk_removal_policy,
+            log_level=settings.log_level,
+            lambda_log_level=settings.lambda_log_level,
+        )
+
+
+class PipelineFunction(Construct):
+    """A python3.13/arm64 function with JSON logs in its own log group, X-Ray tracing and a
+    dedicated role that starts with nothing but writing to that log group.
+
+    Callers add only the grants the function needs, so every role stays least-privilege.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        defaults: FunctionDefaults,
+        handler: str,
+        service_name: str,
+        description: str,
+        environment: Mapping[str, str],
+        timeout_seconds: int,
+        memory_mb: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.service_name = service_name
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=defaults.log_retention, removal_policy=defaults.removal_policy
+        )
+        # Our own role instead of the default one: the default attaches the AWS-managed
+        # AWSLambdaBasicExecutionRole, which may write to every log group in the account.
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Execution role of the {service_name} function",
+        )
+        self.log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=defaults.code,
+            handler=handler,
+            layers=list(defaults.layers),
+            role=self.role,
+            description=description[:256],
+            timeout=Duration.seconds(timeout_seconds),
+            memory_size=memory_mb,
+            log_group=self.log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=defaults.lambda_log_level,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": service_name,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_LOG_LEVEL": defaults.log_level,
+                **environment,
+            },
+        )
+        Validations.of(self.role).acknowledge(
+            Ack(
+                id="AwsSolutions-IAM5[Resource::*]",
+                reason="Only xray:PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no "
+                "resource-level permissions (asserted in tests/infra).",
+            )
+        )
+        Validations.of(self.function).acknowledge(
+            Ack(
+                id="AwsSolutions-L1",
+                reason="python3.13 is the runtime the code, the tests and the pinned Powertools "
+                "layer parameter target; moving on is a deliberate, tested upgrade.",
+            )
+        )
+
+    def emitted_metric(
+        self,
+        name: str,
+        *,
+        statistic: str = "Sum",
+        period: Duration = METRIC_PERIOD,
+        dimensions: Mapping[str, str] | None = None,
+    ) -> cloudwatch.Metric:
+        """A metric this function's code emits with Powertools Metrics.
+
+        Powertools adds the `service` dimension (POWERTOOLS_SERVICE_NAME) to every metric; CloudWatch
+        matches a metric only on its exact dimension set, so `dimensions` must name every other one
+        the code adds (e.g. the worker's `consumer`).
+        """
+        return cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=name,
+            dimensions_map={**(dimensions or {}), "service": self.service_name},
+            statistic=statistic,
+            period=period,
+        )

@@ -1,0 +1,429 @@
+"""Alarms and one dashboard over everything the stack runs.
+
+Alarms (each notifies the alarm topic on ALARM and on OK):
+- every DLQ (consumer redrive DLQs, SNS delivery DLQs, the SMS delivery-event DLQs) holds a message;
+- every consumer queue's oldest message is older than its retry policy allows (`max_message_age`);
+- every function reports an error or a throttle;
+- the API answers 5xx, or refuses unauthenticated requests in a burst (the webhook's own metric:
+  HTTP APIs have no per-status metric);
+- SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, and the
+  share of failed sends is high.
+
+Which resources exist comes from the stack (so from the registry): a new consumer gets its
+alarms and dashboard row without a change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.consumers import ConsumerPipeline
+from infra.constructs.events_topic import EncryptedTopic
+from infra.constructs.ingress import Ingress
+from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
+from infra.constructs.sms import SmsSupport
+from infra.settings import METRICS_NAMESPACE, PipelineSettings
+from pipeline.registry import Consumer
+
+PERIOD = METRIC_PERIOD
+# A message may sit out every backoff and one run per delivery; beyond that (plus this slack)
+# the worker is not keeping up or not running.
+QUEUE_AGE_SLACK_SECONDS = 300
+# Unauthorized requests per 5 minutes that are more than a stray scanner or one bad retry.
+UNAUTHORIZED_SPIKE = 10
+# Failed SMS (refused for good, or attempts used up) as a share of finished sends, over 15 minutes.
+SMS_FAILED_RATE_PERCENT = 20
+SMS_FAILED_RATE_PERIOD = Duration.minutes(15)
+SMS_OUTCOMES = ("SmsAccepted", "SmsRefused", "SmsFailed", "SmsUnknown")
+
+
+def max_message_age_seconds(consumer: Consumer) -> int:
+    """The oldest a healthy consumer's message can get: the longest backoff before each retry
+    (`pipeline.worker.backoff_seconds` caps), one full run per delivery, and some slack."""
+    retry = consumer.retry
+    backoffs = sum(
+        min(retry.max_delay_seconds, retry.base_delay_seconds * 2 ** (attempt - 1))
+        for attempt in range(1, retry.max_receive_count)
+    )
+    return backoffs + retry.max_receive_count * consumer.timeout_seconds + QUEUE_AGE_SLACK_SECONDS
+
+
+def _graph(
+    title: str, left: list[cloudwatch.IMetric], right: list[cloudwatch.IMetric] | None = None
+) -> cloudwatch.GraphWidget:
+    return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=8, height=6)
+
+
+class AlarmKind(StrEnum):
+    DLQ_NOT_EMPTY = "dlq_not_empty"
+    QUEUE_AGE = "queue_age"
+    FUNCTION_ERRORS = "function_errors"
+    FUNCTION_THROTTLES = "function_throttles"
+    API_5XX = "api_5xx"
+    UNAUTHORIZED_SPIKE = "unauthorized_spike"
+    SMS_UNKNOWN_AGE = "sms_unknown_age"
+    SMS_UNKNOWN_PAST_DEADLINE = "sms_unknown_past_deadline"
+    SMS_FAILED_RATE = "sms_failed_rate"
+
+
+@dataclass(frozen=True)
+class WatchedAlarm:
+    kind: AlarmKind
+    subject: str  # what it watches: a queue, function or feature name
+    alarm: cloudwatch.Alarm
+
+
+class Monitoring(Construct):
+    """The alarm topic (KMS, TLS-only; e-mail when `alarm_email` is set), alarms and dashboard."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        ingress: Ingress,
+        pipelines: Mapping[str, ConsumerPipeline],
+        sms: SmsSupport | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.alarm_topic = EncryptedTopic(
+            self,
+            "Alarms",
+            display_name="Telegram/CRM pipeline alarms",
+            key_description="Encrypts the pipeline's alarm notifications at rest",
+            removal_policy=settings.cdk_removal_policy,
+        )
+        # This account's alarms only. The key statement has no condition: it encrypts only this
+        # topic, and AWS documents CloudWatch's use of it by principal alone.
+        self.alarm_topic.allow_service_publish(
+            sid="AllowCloudWatchAlarms",
+            service="cloudwatch.amazonaws.com",
+            source_arn=Stack.of(self).format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name="*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+        )
+        if settings.alarm_email:
+            self.alarm_topic.topic.add_subscription(subscriptions.EmailSubscription(settings.alarm_email))
+        self._action = cloudwatch_actions.SnsAction(self.alarm_topic.topic)
+        self.alarms: list[WatchedAlarm] = []
+
+        self.functions: dict[str, PipelineFunction] = {
+            "webhook": ingress.webhook,
+            **{name: pipeline.worker for name, pipeline in pipelines.items()},
+            **({function.service_name: function for function in sms.functions} if sms else {}),
+        }
+        self.dlqs: dict[str, sqs.IQueue] = {}
+        for name, pipeline in pipelines.items():
+            self.dlqs[f"{name}-dlq"] = pipeline.dlq
+            self.dlqs[f"{name}-delivery-dlq"] = pipeline.delivery_dlq
+        if sms:
+            for role, queue in sms.delivery_events_dlqs.items():
+                self.dlqs[f"sms-events-{role}-dlq"] = queue
+
+        for dlq_name, dlq in self.dlqs.items():
+            self._dlq_alarm(dlq_name, dlq)
+        for name, pipeline in pipelines.items():
+            self._queue_age_alarm(name, pipeline)
+        for name, function in self.functions.items():
+            self._function_alarms(name, function)
+        self._api_alarms(ingress)
+        if sms:
+            self._sms_alarms(settings, sms)
+
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            default_interval=Duration.hours(3),
+            period_override=cloudwatch.PeriodOverride.AUTO,
+        )
+        self._dashboard(ingress, pipelines, sms)
+
+    # -- alarms -----------------------------------------------------------------------------------
+    def _alarm(
+        self,
+        kind: AlarmKind,
+        subject: str,
+        construct_id: str,
+        metric: cloudwatch.IMetric,
+        *,
+        threshold: float,
+        comparison: cloudwatch.ComparisonOperator,
+        description: str,
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=1,
+            treat_missing_data=missing,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(self._action)
+        alarm.add_ok_action(self._action)
+        self.alarms.append(WatchedAlarm(kind, subject, alarm))
+        return alarm
+
+    def _dlq_alarm(self, name: str, queue: sqs.IQueue) -> None:
+        self._alarm(
+            AlarmKind.DLQ_NOT_EMPTY,
+            name,
+            f"DlqNotEmpty-{name}",
+            queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=PERIOD),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{name} holds messages that were given up on: inspect them, fix the cause, "
+            "then redrive or discard them (consumer DLQs: python -m ops dlq).",
+            # SQS stops publishing metrics for a queue idle for 6 hours, while the message is
+            # still there: missing data keeps the alarm as it is instead of clearing it.
+            missing=cloudwatch.TreatMissingData.IGNORE,
+        )
+
+    def _queue_age_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:
+        limit = max_message_age_seconds(pipeline.consumer)
+        self._alarm(
+            AlarmKind.QUEUE_AGE,
+            name,
+            f"QueueAge-{name}",
+            pipeline.queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=PERIOD),
+            threshold=limit,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description=f"The {name} queue's oldest message is older than its retries allow "
+            f"({limit} s): the {name} worker is failing, throttled or too slow.",
+        )
+
+    def _function_alarms(self, name: str, function: PipelineFunction) -> None:
+        for kind, metric, what in (
+            (AlarmKind.FUNCTION_ERRORS, function.function.metric_errors(period=PERIOD), "errors"),
+            (AlarmKind.FUNCTION_THROTTLES, function.function.metric_throttles(period=PERIOD), "throttles"),
+        ):
+            self._alarm(
+                kind,
+                name,
+                f"{what.title()}-{name}",
+                metric,
+                threshold=0,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                description=f"The {name} function reports {what} (see its log group).",
+            )
+
+    def _api_alarms(self, ingress: Ingress) -> None:
+        self._alarm(
+            AlarmKind.API_5XX,
+            "api",
+            "Api5xx",
+            ingress.stage.metric_server_error(period=PERIOD, statistic="Sum"),
+            threshold=0,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description="The API answered 5xx: Telegram and the CRM retry, but something is broken "
+            "(webhook errors, SNS publish failures, throttling).",
+        )
+        self._alarm(
+            AlarmKind.UNAUTHORIZED_SPIKE,
+            "api",
+            "UnauthorizedSpike",
+            ingress.unauthorized_requests(),
+            threshold=UNAUTHORIZED_SPIKE,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{UNAUTHORIZED_SPIKE}+ requests in 5 minutes without a valid Telegram "
+            "secret token or CRM signature: a rotated secret not registered, or probing.",
+        )
+
+    def _sms_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:
+        minutes = settings.sms_unknown_alarm_minutes
+        self._alarm(
+            AlarmKind.SMS_UNKNOWN_AGE,
+            "sms",
+            "SmsUnknownAge",
+            sms.reconciler_metric("SmsUnknownOldestAgeSeconds", statistic="Maximum"),
+            threshold=minutes * 60,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"An SMS outcome has been unknown for {minutes}+ minutes: no delivery event "
+            "or lookup settled it (python -m pipeline.sms.reconcile list).",
+        )
+        self._alarm(
+            AlarmKind.SMS_UNKNOWN_PAST_DEADLINE,
+            "sms",
+            "SmsUnknownPastDeadline",
+            sms.reconciler_metric("SmsUnknownPastDeadline", statistic="Maximum"),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description="SMS outcomes are unknown past the reconcile deadline: a person must mark "
+            "them accepted or resend (python -m pipeline.sms.reconcile).",
+        )
+        self._alarm(
+            AlarmKind.SMS_FAILED_RATE,
+            "sms",
+            "SmsFailedRate",
+            self._sms_failed_rate(sms),
+            threshold=SMS_FAILED_RATE_PERCENT,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description=f"Over {SMS_FAILED_RATE_PERCENT}% of finished SMS sends failed in 15 minutes "
+            "(refused for good or attempts used up): check the gateway and the sms DLQ.",
+        )
+
+    @staticmethod
+    def _sms_failed_rate(sms: SmsSupport) -> cloudwatch.MathExpression:
+        period = SMS_FAILED_RATE_PERIOD
+        total = "(failed + accepted + unknown)"
+        return cloudwatch.MathExpression(
+            expression=f"IF({total} > 0, 100 * failed / {total}, 0)",
+            using_metrics={
+                "failed": cloudwatch.MathExpression(
+                    expression="FILL(f, 0)", using_metrics={"f": sms.send_outcome_metric("SmsFailed", period)}
+                ),
+                "accepted": cloudwatch.MathExpression(
+                    expression="FILL(a, 0)",
+                    using_metrics={"a": sms.send_outcome_metric("SmsAccepted", period)},
+                ),
+                "unknown": cloudwatch.MathExpression(
+                    expression="FILL(u, 0)",
+                    using_metrics={"u": sms.send_outcome_metric("SmsUnknown", period)},
+                ),
+            },
+            label="Failed SMS (% of finished sends)",
+            period=period,
+        )
+
+    # -- dashboard --------------------------------------------------------------------------------
+    def _dashboard(
+        self, ingress: Ingress, pipelines: Mapping[str, ConsumerPipeline], sms: SmsSupport | None
+    ) -> None:
+        stage = ingress.stage
+        webhook = ingress.webhook.function
+        self.dashboard.add_widgets(cloudwatch.TextWidget(markdown="# Ingress", width=24, height=1))
+        self.dashboard.add_widgets(
+            _graph(
+                "API requests and errors",
+                [
+                    stage.metric_count(statistic="Sum", period=PERIOD),
+                    stage.metric_client_error(period=PERIOD),
+                    stage.metric_server_error(period=PERIOD),
+                ],
+                [stage.metric_latency(statistic="p99", period=PERIOD)],
+            ),
+            _graph(
+                "Webhook: accepted and rejected events",
+                [
+                    self._search("EventsAccepted", "source,type"),
+                    self._search("EventsRejected", "source,reason"),
+                ],
+            ),
+            _graph(
+                "Webhook function",
+                [webhook.metric_errors(period=PERIOD), webhook.metric_throttles(period=PERIOD)],
+                [webhook.metric_duration(statistic="p99", period=PERIOD)],
+            ),
+        )
+        for name, pipeline in pipelines.items():
+            worker = pipeline.worker.function
+            self.dashboard.add_widgets(
+                cloudwatch.TextWidget(markdown=f"## Consumer `{name}`", width=24, height=1)
+            )
+            self.dashboard.add_widgets(
+                _graph(
+                    f"{name}: queue depth and oldest message age",
+                    [
+                        pipeline.queue.metric_approximate_number_of_messages_visible(
+                            statistic="Maximum", period=PERIOD
+                        )
+                    ],
+                    [
+                        pipeline.queue.metric_approximate_age_of_oldest_message(
+                            statistic="Maximum", period=PERIOD
+                        )
+                    ],
+                ),
+                _graph(
+                    f"{name}: dead-letter queues",
+                    [
+                        pipeline.dlq.metric_approximate_number_of_messages_visible(
+                            statistic="Maximum", period=PERIOD, label="DLQ"
+                        ),
+                        pipeline.delivery_dlq.metric_approximate_number_of_messages_visible(
+                            statistic="Maximum", period=PERIOD, label="SNS delivery DLQ"
+                        ),
+                    ],
+                ),
+                _graph(
+                    f"{name}: worker duration and errors",
+                    [worker.metric_errors(period=PERIOD), worker.metric_throttles(period=PERIOD)],
+                    [
+                        worker.metric_duration(statistic="p99", period=PERIOD),
+                        worker.metric_duration(statistic="Average", period=PERIOD),
+                    ],
+                ),
+            )
+        if sms:
+            self._sms_dashboard(sms)
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms", alarms=[watched.alarm for watched in self.alarms], width=24, height=8
+            )
+        )
+
+    def _sms_dashboard(self, sms: SmsSupport) -> None:
+        self.dashboard.add_widgets(cloudwatch.TextWidget(markdown="## SMS", width=24, height=1))
+        widgets: list[cloudwatch.IWidget] = [
+            _graph("SMS send outcomes", [sms.send_outcome_metric(name) for name in SMS_OUTCOMES]),
+            _graph(
+                "SMS unknown outcomes",
+                [sms.reconciler_metric("SmsUnknownCount"), sms.reconciler_metric("SmsUnknownPastDeadline")],
+                [sms.reconciler_metric("SmsUnknownOldestAgeSeconds")],
+            ),
+        ]
+        for function in sms.functions:
+            widgets.append(
+                _graph(
+                    f"{function.service_name}: duration and errors",
+                    [
+                        function.function.metric_errors(period=PERIOD),
+                        function.function.metric_throttles(period=PERIOD),
+                    ],
+                    [function.function.metric_duration(statistic="p99", period=PERIOD)],
+                )
+            )
+        if sms.delivery_events_handler:
+            handler = sms.delivery_events_handler
+            widgets.append(
+                _graph(
+                    "SMS delivery events",
+                    [
+                        handler.emitted_metric("SmsDeliveryEvents"),
+                        handler.emitted_metric("SmsUnknownClosedByDeliveryEvent"),
+                    ],
+                    [
+                        queue.metric_approximate_number_of_messages_visible(
+                            statistic="Maximum", period=PERIOD, label=f"{role} DLQ"
+                        )
+                        for role, queue in sms.delivery_events_dlqs.items()
+                    ],
+                )
+            )
+        self.dashboard.add_widgets(*widgets)
+
+    @staticmethod
+    def _search(metric_name: str, dimensions: str) -> cloudwatch.MathExpression:
+        """Every dimension combination of a webhook metric (one line per source/type or reason)."""
+        search = f'{{{METRICS_NAMESPACE},service,{dimensions}}} MetricName="{metric_name}" service="webhook"'
+        return cloudwatch.MathExpression(
+            expression=f"SEARCH('{search}', 'Sum', 300)",
+            using_metrics={},
+            label=metric_name,
+            period=PERIOD,
+        )

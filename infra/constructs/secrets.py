@@ -1,0 +1,126 @@
+"""Secrets Manager secrets: the two the webhook verifies requests with, and the consumers' ones.
+
+The webhook's secrets are generated here (the operator reads them and gives them to Telegram's
+setWebhook and to the CRM). Consumer secrets hold credentials only the operator has (a bot
+token, a CRM URL), so the stack creates them with a placeholder the operator replaces.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from aws_cdk import Acknowledgment as Ack
+from aws_cdk import SecretValue, Validations
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.naming import pascal_case
+
+# Telegram's secret_token allows 1-256 of A-Z a-z 0-9 _ -; without punctuation Secrets Manager
+# draws from A-Z a-z 0-9 only, which fits.
+GENERATED_SECRET_LENGTH = 64
+
+
+@dataclass(frozen=True)
+class ConsumerSecretSpec:
+    """What the operator must put into a consumer secret, and the placeholder it starts with."""
+
+    description: str
+    placeholder: str
+
+
+CONSUMER_SECRET_SPECS: dict[str, ConsumerSecretSpec] = {
+    "crm_api": ConsumerSecretSpec(
+        description=(
+            'CRM API for the crm consumer. JSON: {"kind": "webhook" | "bitrix24", '
+            '"url": "<https endpoint or Bitrix24 inbound webhook URL>", '
+            '"auth_header": "<Authorization header value, empty if the URL carries the credential>"}'
+        ),
+        placeholder=json.dumps({"kind": "webhook", "url": "", "auth_header": ""}),
+    ),
+    "telegram_bot_token": ConsumerSecretSpec(
+        description="Telegram bot token from @BotFather (plain string, e.g. 123456:ABC-DEF...).",
+        placeholder="REPLACE_WITH_BOT_TOKEN",
+    ),
+    "sms_gateway": ConsumerSecretSpec(
+        description=(
+            'Bearer token of the HTTP SMS gateway (SMS_GATEWAY=http): the token, or {"token": "..."}. '
+            "Unused with AWS End User Messaging."
+        ),
+        # An empty token makes the http gateway fail loudly instead of sending a fake credential.
+        placeholder=json.dumps({"token": ""}),
+    ),
+}
+
+
+def consumer_secret_spec(name: str) -> ConsumerSecretSpec:
+    """The spec for a registry secret name; a new name gets a generic one rather than failing."""
+    return CONSUMER_SECRET_SPECS.get(
+        name,
+        ConsumerSecretSpec(
+            description=f"Secret '{name}' read by the pipeline's consumers; replace the placeholder.",
+            placeholder="REPLACE_ME",
+        ),
+    )
+
+
+def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> None:
+    Validations.of(secret).acknowledge(Ack(id="AwsSolutions-SMG4", reason=why))
+
+
+class WebhookSecrets(Construct):
+    """Telegram's webhook secret_token and the CRM's HMAC signing key, both generated."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.telegram = self._generated(
+            "TelegramSecretToken",
+            "Telegram webhook secret_token: pass it to setWebhook; checked on every request.",
+        )
+        self.crm = self._generated(
+            "CrmSigningKey",
+            "HMAC-SHA256 key the CRM signs its notifications with; checked on every request.",
+        )
+        rotation = (
+            "Rotated by the operator: the new value must also be registered with {} at the same "
+            "time, and the webhook accepts AWSPREVIOUS for SECRET_ROTATION_GRACE_SECONDS meanwhile."
+        )
+        _acknowledge_manual_rotation(self.telegram, rotation.format("Telegram setWebhook"))
+        _acknowledge_manual_rotation(self.crm, rotation.format("the CRM"))
+
+    def _generated(self, construct_id: str, description: str) -> secretsmanager.Secret:
+        return secretsmanager.Secret(
+            self,
+            construct_id,
+            description=description,
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=GENERATED_SECRET_LENGTH,
+                exclude_punctuation=True,
+                include_space=False,
+            ),
+        )
+
+
+class ConsumerSecrets(Construct):
+    """One secret per logical name used by an enabled consumer (shared if several use it)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, names: Iterable[str]) -> None:
+        super().__init__(scope, construct_id)
+        self.by_name: dict[str, secretsmanager.Secret] = {}
+        for name in sorted(set(names)):
+            spec = consumer_secret_spec(name)
+            secret = secretsmanager.Secret(
+                self,
+                pascal_case(name),
+                description=spec.description,
+                # Not a credential: a visible placeholder the operator overwrites after deploy.
+                secret_string_value=SecretValue.unsafe_plain_text(spec.placeholder),
+            )
+            _acknowledge_manual_rotation(
+                secret,
+                f"'{name}' is issued by a third party (Telegram/CRM) that has no rotation API we "
+                "can call; the operator replaces the value when the issuer re-issues it.",
+            )
+            self.by_name[name] = secret

@@ -1,0 +1,350 @@
+"""What the `sms` consumer needs beyond its queue and worker (see `pipeline.sms`):
+
+- its gateway: `sms-voice:SendTextMessage` for AWS End User Messaging (the default), or the
+  `sms_gateway` secret for an HTTP gateway;
+- the reconciler, on an EventBridge schedule, which settles `unknown` outcomes from the journal's
+  `by_state` index;
+- with End User Messaging, delivery events: a configuration set (created here unless one is
+  given) whose event destination is an encrypted SNS topic, drained by `sms_events` into the
+  journal, with DLQs for what SNS or the function could not handle.
+
+All three functions read the same SMS settings (`pipeline.sms.settings`), built once here from
+the registry entry and the deployment settings, and validated at synth time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Acknowledgment as Ack
+from aws_cdk import ArnFormat, Duration, Stack, Validations
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_smsvoice as smsvoice
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.consumers import ConsumerPipeline, secure_queue
+from infra.constructs.events_topic import EncryptedTopic
+from infra.constructs.journal import grant_index_query, grant_items
+from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction
+from infra.settings import PipelineSettings
+from pipeline.registry import Consumer, secret_env_var
+from pipeline.sms.gateways import HTTP_SECRET
+from pipeline.sms.journal import BY_STATE_INDEX
+from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
+
+SMS_CONSUMER = "sms"
+RECONCILER_HANDLER = "reconciler.app.lambda_handler"
+DELIVERY_EVENTS_HANDLER = "sms_events.app.lambda_handler"
+# A run handles up to SMS_RECONCILE_BATCH_SIZE (100) records, each lookup bounded by the HTTP
+# gateway's timeout; overlapping runs are harmless (every journal write is conditional).
+RECONCILER_TIMEOUT_SECONDS = 300
+DELIVERY_EVENTS_TIMEOUT_SECONDS = 30
+# Every SMS event type; `pipeline.sms.delivery` keeps what it understands.
+DELIVERY_EVENT_TYPES = ["TEXT_ALL"]
+# The journal calls both make (pipeline.sms.journal: get, conditional updates), and nothing else;
+# the reconciler also queries the `by_state` index.
+JOURNAL_ITEM_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+
+
+def sms_environment(
+    settings: PipelineSettings, consumer: Consumer, configuration_set: str | None
+) -> dict[str, str]:
+    """SMS settings for the worker, the reconciler and `sms_events`, identical for all three.
+
+    Retry delays follow the consumer's retry policy; the registry's `environment` (attempts,
+    lease) comes next; the deployment settings (gateway, sender, deadline) win over both.
+    """
+    environment = {
+        "SMS_RETRY_BASE_SECONDS": str(consumer.retry.base_delay_seconds),
+        "SMS_RETRY_MAX_SECONDS": str(consumer.retry.max_delay_seconds),
+        **consumer.environment,
+        "SMS_GATEWAY": settings.sms_gateway,
+        "SMS_MESSAGE_TYPE": settings.sms_message_type,
+        "SMS_RECONCILE_DEADLINE_HOURS": f"{settings.sms_reconcile_deadline_hours:g}",
+    }
+    optional = {
+        "SMS_ORIGINATION_IDENTITY": settings.sms_origination_identity,
+        "SMS_CONFIGURATION_SET": configuration_set,
+        "SMS_HTTP_BASE_URL": settings.sms_http_base_url if settings.sms_gateway == "http" else None,
+    }
+    environment.update({name: value for name, value in optional.items() if value})
+    check_sms_environment(environment, consumer)
+    return environment
+
+
+def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) -> SmsSettings:
+    """Fail the synth, not the first SMS, on settings `pipeline.sms.settings` would refuse.
+
+    Also keeps the journal in charge of retries: it must give up (SMS_MAX_ATTEMPTS) before SQS
+    does (max_receive_count), and a claim's lease must outlive the worker's timeout.
+    """
+    fields = {
+        field: environment[name] for field, name in ENVIRONMENT_VARIABLES.items() if name in environment
+    }
+    settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
+    if settings.max_attempts >= consumer.retry.max_receive_count:
+        raise ValueError(
+            f"{consumer.name}: SMS_MAX_ATTEMPTS ({settings.max_attempts}) must be below the "
+            f"queue's max_receive_count ({consumer.retry.max_receive_count})"
+        )
+    if settings.lease_seconds <= consumer.timeout_seconds:
+        raise ValueError(f"{consumer.name}: SMS_LEASE_SECONDS must exceed the worker timeout")
+    return settings
+
+
+def _sms_voice_arn(scope: Construct, resource: str, name: str) -> str:
+    return Stack.of(scope).format_arn(service="sms-voice", resource=resource, resource_name=name)
+
+
+def configuration_set_arn(scope: Construct, name_or_arn: str) -> str:
+    if name_or_arn.startswith("arn:"):
+        return name_or_arn
+    return _sms_voice_arn(scope, "configuration-set", name_or_arn)
+
+
+def origination_identity_arns(scope: Construct, identity: str | None) -> list[str]:
+    """What SendTextMessage may send from: exactly the configured identity, or, when none is
+    configured (End User Messaging then picks one), the account's identities in this region."""
+    if identity is None:
+        return [_sms_voice_arn(scope, kind, "*") for kind in ("phone-number", "pool", "sender-id")]
+    if identity.startswith("arn:"):
+        return [identity]
+    for kind in ("phone-number", "pool"):
+        if identity.startswith(f"{kind}-"):
+            return [_sms_voice_arn(scope, kind, identity)]
+    # A sender id's ARN ends in the destination's ISO country code, which varies per message.
+    return [_sms_voice_arn(scope, "sender-id", f"{identity}/*")]
+
+
+def send_text_message_resources(
+    scope: Construct, identity: str | None, configuration_set_arn: str
+) -> list[str]:
+    """Resources SendTextMessage is authorized against: the origination identity, the
+    configuration set, and the identity's opt-out list (any of this account's: which one is
+    attached to an identity is configured outside this stack)."""
+    return [
+        *origination_identity_arns(scope, identity),
+        configuration_set_arn,
+        _sms_voice_arn(scope, "opt-out-list", "*"),
+    ]
+
+
+class SmsSupport(Construct):
+    """Gateway access, reconciler and (End User Messaging) delivery events of the sms consumer."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        defaults: FunctionDefaults,
+        pipeline: ConsumerPipeline,
+        journal: dynamodb.Table,
+        secrets: Mapping[str, secretsmanager.ISecret],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.settings = settings
+        self.pipeline = pipeline
+        self.uses_end_user_messaging = settings.sms_gateway == "end_user_messaging"
+        self.configuration_set: smsvoice.CfnConfigurationSet | None = None
+        self.delivery_events: EncryptedTopic | None = None
+        self.delivery_events_handler: PipelineFunction | None = None
+        self.delivery_events_dlqs: dict[str, sqs.Queue] = {}
+
+        configuration_set_name = (
+            settings.sms_configuration_set or self._default_configuration_set_name()
+            if self.uses_end_user_messaging
+            else None
+        )
+        self.environment = sms_environment(settings, pipeline.consumer, configuration_set_name)
+        for name, value in self.environment.items():
+            pipeline.worker.function.add_environment(name, value)
+
+        self.reconciler = self._reconciler(defaults, journal, secrets)
+        if configuration_set_name is not None:
+            set_arn = configuration_set_arn(self, configuration_set_name)
+            self._grant_send_text_message(pipeline.worker, set_arn)
+            self._delivery_events(defaults, journal, configuration_set_name, set_arn)
+
+    def _default_configuration_set_name(self) -> str:
+        # Named (not generated) so its ARN is known without a reference: the topic's policy names
+        # it, and the configuration set is created only after that policy exists.
+        return f"{Stack.of(self).stack_name[:60]}-sms"
+
+    def _function_environment(self, journal: dynamodb.ITable) -> dict[str, str]:
+        return {**self.environment, "JOURNAL_TABLE": journal.table_name}
+
+    # -- gateway -----------------------------------------------------------------------------------
+    def _grant_send_text_message(self, function: PipelineFunction, set_arn: str) -> None:
+        resources = send_text_message_resources(self, self.settings.sms_origination_identity, set_arn)
+        function.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["sms-voice:SendTextMessage"], resources=resources)
+        )
+        for resource in resources:
+            if resource.endswith("*"):
+                Validations.of(function.role).acknowledge(
+                    Ack(
+                        id=f"AwsSolutions-IAM5[Resource::{_nag_arn(self, resource)}]",
+                        reason="SendTextMessage is authorized against every resource a send "
+                        "involves; this one is chosen by End User Messaging (no origination "
+                        "identity configured, a sender id's country, the identity's opt-out "
+                        "list), so it is limited to this account and region, not named.",
+                    )
+                )
+
+    # -- reconciler -------------------------------------------------------------------------------
+    def _reconciler(
+        self,
+        defaults: FunctionDefaults,
+        journal: dynamodb.Table,
+        secrets: Mapping[str, secretsmanager.ISecret],
+    ) -> PipelineFunction:
+        environment = self._function_environment(journal)
+        if not self.uses_end_user_messaging:
+            # The HTTP gateway can look a send up and take a resend, with its bearer token.
+            environment[secret_env_var(HTTP_SECRET)] = secrets[HTTP_SECRET].secret_arn
+        reconciler = PipelineFunction(
+            self,
+            "Reconciler",
+            defaults=defaults,
+            handler=RECONCILER_HANDLER,
+            service_name="reconciler",
+            description="Settles unknown SMS outcomes from the journal: asks the gateway, never guesses",
+            environment=environment,
+            timeout_seconds=RECONCILER_TIMEOUT_SECONDS,
+            memory_mb=256,
+        )
+        grant_items(journal, reconciler.function, *JOURNAL_ITEM_ACTIONS)
+        grant_index_query(journal, reconciler.function, BY_STATE_INDEX)
+        if not self.uses_end_user_messaging:
+            secrets[HTTP_SECRET].grant_read(reconciler.function)
+        # A failed run is not retried: the next scheduled run does the same work (Errors alarm).
+        reconciler.function.configure_async_invoke(retry_attempts=0)
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Runs the SMS reconciler",
+            schedule=events.Schedule.rate(Duration.minutes(self.settings.sms_reconcile_minutes)),
+            targets=[targets.LambdaFunction(reconciler.function, retry_attempts=0)],
+        )
+        return reconciler
+
+    # -- delivery events --------------------------------------------------------------------------
+    def _delivery_events(
+        self,
+        defaults: FunctionDefaults,
+        journal: dynamodb.Table,
+        configuration_set_name: str,
+        set_arn: str,
+    ) -> None:
+        stack = Stack.of(self)
+        topic = EncryptedTopic(
+            self,
+            "DeliveryEvents",
+            display_name="SMS delivery events",
+            key_description="Encrypts End User Messaging SMS delivery events at rest",
+            removal_policy=defaults.removal_policy,
+        )
+        # The topic only for this configuration set; the key as AWS documents it for sms-voice.
+        topic.allow_service_publish(
+            sid="AllowEndUserMessagingEvents",
+            service="sms-voice.amazonaws.com",
+            source_arn=set_arn,
+            key_conditions={
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {
+                    "aws:SourceArn": stack.format_arn(
+                        service="sms-voice", resource="*", arn_format=ArnFormat.NO_RESOURCE_NAME
+                    )
+                },
+            },
+        )
+        self.delivery_events = topic
+
+        handler = PipelineFunction(
+            self,
+            "DeliveryEventsHandler",
+            defaults=defaults,
+            handler=DELIVERY_EVENTS_HANDLER,
+            service_name="sms_events",
+            description="Records End User Messaging SMS delivery events in the journal; closes unknowns",
+            environment=self._function_environment(journal),
+            timeout_seconds=DELIVERY_EVENTS_TIMEOUT_SECONDS,
+            memory_mb=256,
+        )
+        grant_items(journal, handler.function, *JOURNAL_ITEM_ACTIONS)
+        self.delivery_events_handler = handler
+        # Invocations that failed after Lambda's two retries (e.g. an unreadable event)...
+        failed = secure_queue(self, "FailedEventsDlq", dead_letter=True)
+        handler.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(failed), retry_attempts=2
+        )
+        # ...and events SNS could not hand to the function at all.
+        undelivered = secure_queue(self, "UndeliveredEventsDlq", dead_letter=True)
+        topic.topic.add_subscription(
+            subscriptions.LambdaSubscription(handler.function, dead_letter_queue=undelivered)
+        )
+        self.delivery_events_dlqs = {"failed": failed, "undelivered": undelivered}
+        for queue, role in (
+            (failed, "the function's on-failure destination"),
+            (undelivered, "the SNS subscription's RedrivePolicy"),
+        ):
+            Validations.of(queue).acknowledge(
+                Ack(
+                    id="AwsSolutions-SQS3",
+                    reason=f"This queue is itself a dead-letter queue: {role}, which cdk-nag does "
+                    "not recognise as DLQ use.",
+                )
+            )
+
+        if self.settings.sms_configuration_set is None:
+            self.configuration_set = smsvoice.CfnConfigurationSet(
+                self,
+                "ConfigurationSet",
+                configuration_set_name=configuration_set_name,
+                event_destinations=[
+                    smsvoice.CfnConfigurationSet.EventDestinationProperty(
+                        enabled=True,
+                        event_destination_name="pipeline-delivery-events",
+                        matching_event_types=DELIVERY_EVENT_TYPES,
+                        sns_destination=smsvoice.CfnConfigurationSet.SnsDestinationProperty(
+                            topic_arn=topic.topic.topic_arn
+                        ),
+                    )
+                ],
+            )
+            # The topic's policy and key policy must admit End User Messaging before it is wired,
+            # and the worker must not send with the set before it exists.
+            self.configuration_set.node.add_dependency(topic.key, topic.topic.node.find_child("Policy"))
+            self.pipeline.worker.function.node.add_dependency(self.configuration_set)
+
+    # -- metrics ----------------------------------------------------------------------------------
+    def send_outcome_metric(self, name: str, period: Duration = METRIC_PERIOD) -> cloudwatch.Metric:
+        """SmsAccepted / SmsRefused / SmsFailed / SmsUnknown of the worker (`pipeline.sms.service`)."""
+        return self.pipeline.emitted_metric(name, period=period)
+
+    def reconciler_metric(self, name: str, statistic: str = "Maximum") -> cloudwatch.Metric:
+        """The reconciler's per-run gauges and counts (`pipeline.sms.reconcile`)."""
+        return self.reconciler.emitted_metric(name, statistic=statistic)
+
+    @property
+    def functions(self) -> list[PipelineFunction]:
+        return [self.reconciler, *([self.delivery_events_handler] if self.delivery_events_handler else [])]
+
+
+def _nag_arn(scope: Construct, arn: str) -> str:
+    """An ARN as cdk-nag names it in a finding id: references to pseudo parameters as <AWS::Name>."""
+    resolved = Stack.of(scope).resolve(arn)
+    if isinstance(resolved, str):
+        return resolved
+    _, parts = resolved["Fn::Join"]
+    return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in parts)

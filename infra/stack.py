@@ -1,0 +1,153 @@
+"""The pipeline stack: composes the per-concern constructs and exports what operators need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.constructs.consumers import ConsumerPipeline
+from infra.constructs.events_topic import EventsTopic
+from infra.constructs.ingress import Ingress
+from infra.constructs.journal import DataTables
+from infra.constructs.lambda_function import FunctionDefaults
+from infra.constructs.layers import PipelineLayers
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.secrets import ConsumerSecrets, WebhookSecrets
+from infra.constructs.sms import SMS_CONSUMER, SmsSupport
+from infra.naming import pascal_case
+from infra.settings import PipelineSettings
+from pipeline.registry import Consumer, enabled
+
+
+class PipelineStack(Stack):
+    """API -> webhook -> SNS -> one queue + worker per enabled consumer of `pipeline.registry`."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: PipelineSettings, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="Telegram bot and CRM event pipeline (API Gateway, SNS, SQS, Lambda)",
+            **kwargs,
+        )
+        self.settings = settings
+        self.consumers: tuple[Consumer, ...] = enabled(settings.registry_settings())
+
+        layers = PipelineLayers(self, "Layers", powertools_version=settings.powertools_version)
+        defaults = FunctionDefaults.create(settings, layers.all)
+        self.events = EventsTopic(self, "Events", removal_policy=settings.cdk_removal_policy)
+        self.webhook_secrets = WebhookSecrets(self, "WebhookSecrets")
+        self.ingress = Ingress(
+            self,
+            "Ingress",
+            settings=settings,
+            defaults=defaults,
+            events=self.events,
+            telegram_secret=self.webhook_secrets.telegram,
+            crm_secret=self.webhook_secrets.crm,
+        )
+        self.tables = DataTables(
+            self,
+            "Tables",
+            names=[table for consumer in self.consumers for table in consumer.tables],
+            removal_policy=settings.cdk_removal_policy,
+        )
+        self.consumer_secrets = ConsumerSecrets(
+            self,
+            "ConsumerSecrets",
+            names=[secret for consumer in self.consumers for secret in consumer.secrets],
+        )
+        self.pipelines: dict[str, ConsumerPipeline] = {
+            consumer.name: ConsumerPipeline(
+                self,
+                f"Consumer{pascal_case(consumer.name)}",
+                consumer=consumer,
+                settings=settings,
+                defaults=defaults,
+                topic=self.events.topic,
+                tables=self.tables.by_name,
+                secrets=self.consumer_secrets.by_name,
+            )
+            for consumer in self.consumers
+        }
+        self.sms: SmsSupport | None = None
+        if SMS_CONSUMER in self.pipelines:
+            self.sms = SmsSupport(
+                self,
+                "Sms",
+                settings=settings,
+                defaults=defaults,
+                pipeline=self.pipelines[SMS_CONSUMER],
+                journal=self.tables.journal,
+                secrets=self.consumer_secrets.by_name,
+            )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            settings=settings,
+            ingress=self.ingress,
+            pipelines=self.pipelines,
+            sms=self.sms,
+        )
+        self._outputs()
+
+    def _outputs(self) -> None:
+        def output(name: str, value: str, description: str) -> None:
+            CfnOutput(self, name, value=value, description=description)
+
+        output("WebhookUrl", self.ingress.webhook_url, "Pass to Telegram setWebhook as `url`")
+        output("CrmUrl", self.ingress.crm_url, "Where the CRM posts signed notifications")
+        output("EventsTopicArn", self.events.topic.topic_arn, "SNS topic every event is published to")
+        output(
+            "TelegramSecretId",
+            self.webhook_secrets.telegram.secret_arn,
+            "Secret holding the setWebhook `secret_token`",
+        )
+        output("CrmSecretId", self.webhook_secrets.crm.secret_arn, "Secret holding the CRM HMAC signing key")
+        for name, table in self.tables.by_name.items():
+            output(f"{pascal_case(name)}TableName", table.table_name, f"DynamoDB table '{name}'")
+        for name, secret in self.consumer_secrets.by_name.items():
+            output(
+                f"{pascal_case(name)}SecretId", secret.secret_arn, f"Fill in: {name} (see its description)"
+            )
+        for name, pipeline in self.pipelines.items():
+            prefix = pascal_case(name)
+            output(f"{prefix}QueueUrl", pipeline.queue.queue_url, f"Queue of the {name} consumer")
+            output(f"{prefix}DlqUrl", pipeline.dlq.queue_url, f"Dead-letter queue of the {name} consumer")
+            output(
+                f"{prefix}DeliveryDlqUrl",
+                pipeline.delivery_dlq.queue_url,
+                f"Messages SNS failed to deliver to the {name} queue",
+            )
+        output(
+            "AlarmTopicArn",
+            self.monitoring.alarm_topic.topic.topic_arn,
+            "Alarm notifications (subscribe here)",
+        )
+        output(
+            "DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard of the pipeline"
+        )
+        if self.sms:
+            output(
+                "SmsReconcilerName", self.sms.reconciler.function.function_name, "Scheduled SMS reconciler"
+            )
+        if self.sms and self.sms.delivery_events:
+            output(
+                "SmsEventsTopicArn",
+                self.sms.delivery_events.topic.topic_arn,
+                "SNS destination for End User Messaging SMS delivery events (of the configuration set)",
+            )
+            output(
+                "SmsConfigurationSet",
+                self.sms.environment["SMS_CONFIGURATION_SET"],
+                "Configuration set every SMS is sent with; its event destination must be SmsEventsTopicArn",
+            )
+            for role, queue in self.sms.delivery_events_dlqs.items():
+                output(
+                    f"SmsEvents{role.title()}DlqUrl",
+                    queue.queue_url,
+                    f"SMS delivery events {role}: inspect and redrive",
+                )

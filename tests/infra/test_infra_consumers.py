@@ -1,0 +1,255 @@
+"""Per consumer of the registry: queue, DLQs, subscription, worker, event source and its role.
+
+Parametrized over every registry entry against the `full` synth (all consumers switched on), so
+a new registry entry is covered without touching these tests.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from synthesized import BEDROCK_MODEL_ID, Synthesized
+from template_queries import function_env, of_type, props, ref_name, role_permissions
+
+from infra.constructs.consumers import ConsumerPipeline
+from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL
+from infra.constructs.sms import SMS_CONSUMER
+from infra.naming import pascal_case
+from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
+from pipeline.sms.journal import BY_STATE_INDEX
+
+FOURTEEN_DAYS = 14 * 24 * 3600
+XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+CONSUMER_NAMES = [c.name for c in CONSUMERS]
+
+
+@pytest.fixture(scope="module")
+def synth(full_synth: Synthesized) -> Synthesized:
+    return full_synth
+
+
+@pytest.fixture(params=CONSUMER_NAMES)
+def consumer(request: pytest.FixtureRequest) -> Consumer:
+    by_name: dict[str, Consumer] = {c.name: c for c in CONSUMERS}
+    return by_name[request.param]
+
+
+@pytest.fixture
+def pipeline(synth: Synthesized, consumer: Consumer) -> ConsumerPipeline:
+    return synth.stack.pipelines[consumer.name]
+
+
+def _id(synth: Synthesized, construct: Any) -> str:
+    return synth.logical_id(construct)
+
+
+def test_full_context_enables_every_registry_consumer(synth: Synthesized) -> None:
+    assert [c.name for c in synth.stack.consumers] == CONSUMER_NAMES
+
+
+def test_queue_hides_messages_for_six_worker_timeouts_and_redrives_to_its_dlq(
+    synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
+) -> None:
+    queue = props(synth.resources, _id(synth, pipeline.queue))
+    assert queue["VisibilityTimeout"] == 6 * consumer.timeout_seconds
+    assert queue["SqsManagedSseEnabled"] is True
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == consumer.retry.max_receive_count
+    assert ref_name(queue["RedrivePolicy"]["deadLetterTargetArn"]) == _id(synth, pipeline.dlq)
+
+
+def test_both_dead_letter_queues_keep_messages_fourteen_days_encrypted(
+    synth: Synthesized, pipeline: ConsumerPipeline
+) -> None:
+    for dlq in (pipeline.dlq, pipeline.delivery_dlq):
+        properties = props(synth.resources, _id(synth, dlq))
+        assert properties["MessageRetentionPeriod"] == FOURTEEN_DAYS
+        assert properties["SqsManagedSseEnabled"] is True
+        assert "RedrivePolicy" not in properties
+
+
+def test_every_queue_of_the_consumer_refuses_requests_without_tls(
+    synth: Synthesized, pipeline: ConsumerPipeline
+) -> None:
+    policies = of_type(synth.resources, "AWS::SQS::QueuePolicy").values()
+    for queue in (pipeline.queue, pipeline.dlq, pipeline.delivery_dlq):
+        queue_id = _id(synth, queue)
+        (policy,) = [p for p in policies if {"Ref": queue_id} in p["Properties"]["Queues"]]
+        denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        assert [d["Condition"] for d in denies] == [{"Bool": {"aws:SecureTransport": "false"}}]
+
+
+def test_subscription_delivers_raw_filtered_messages_with_its_own_delivery_dlq(
+    synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
+) -> None:
+    subscriptions = [
+        s["Properties"]
+        for s in of_type(synth.resources, "AWS::SNS::Subscription").values()
+        if ref_name(s["Properties"]["Endpoint"]) == _id(synth, pipeline.queue)
+    ]
+    (subscription,) = subscriptions
+    assert ref_name(subscription["TopicArn"]) == _id(synth, synth.stack.events.topic)
+    assert subscription["Protocol"] == "sqs"
+    assert subscription["RawMessageDelivery"] is True
+    assert subscription["FilterPolicy"] == consumer.filter_policy
+    assert ref_name(subscription["RedrivePolicy"]["deadLetterTargetArn"]) == _id(synth, pipeline.delivery_dlq)
+
+
+def test_worker_runs_the_registry_handler_with_its_limits(
+    synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
+) -> None:
+    function = props(synth.resources, _id(synth, pipeline.worker.function))
+    assert function["Handler"] == consumer.handler
+    assert function["Timeout"] == consumer.timeout_seconds
+    assert function["MemorySize"] == consumer.memory_mb
+
+
+def test_event_source_reports_partial_batch_failures_within_concurrency_cap(
+    synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
+) -> None:
+    mappings = [
+        m["Properties"]
+        for m in of_type(synth.resources, "AWS::Lambda::EventSourceMapping").values()
+        if ref_name(m["Properties"]["FunctionName"]) == _id(synth, pipeline.worker.function)
+    ]
+    (mapping,) = mappings
+    assert ref_name(mapping["EventSourceArn"]) == _id(synth, pipeline.queue)
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": consumer.max_concurrency}
+    assert mapping["BatchSize"] == consumer.batch_size
+    assert mapping.get("MaximumBatchingWindowInSeconds", 0) == consumer.batching_window_seconds
+
+
+def test_worker_environment_follows_the_contract(
+    synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
+) -> None:
+    env = function_env(synth.resources, _id(synth, pipeline.worker.function))
+    tables = synth.stack.tables.by_name
+    secrets = synth.stack.consumer_secrets.by_name
+    expected: dict[str, Any] = {
+        "CONSUMER_NAME": consumer.name,
+        "QUEUE_URL": _id(synth, pipeline.queue),
+        "DLQ_URL": _id(synth, pipeline.dlq),
+        "JOURNAL_TABLE": _id(synth, tables[JOURNAL]),
+        "IDEMPOTENCY_TTL_SECONDS": "259200",
+        **{table_env_var(t): _id(synth, tables[t]) for t in consumer.tables},
+        **{secret_env_var(s): _id(synth, secrets[s]) for s in consumer.secrets},
+        **consumer.environment,
+    }
+    if consumer.requires_setting:
+        expected[consumer.requires_setting.upper()] = synth.stack.settings.registry_settings()[
+            consumer.requires_setting
+        ]
+    if consumer.name == SMS_CONSUMER:
+        # The SMS settings the stack adds (their values: test_infra_sms).
+        assert synth.stack.sms is not None
+        expected.update(synth.stack.sms.environment)
+    actual = {key: ref_name(value) for key, value in env.items() if not key.startswith("POWERTOOLS_")}
+    assert actual == expected
+
+
+def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
+    synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
+) -> None:
+    permissions = role_permissions(synth.resources, _id(synth, pipeline.worker.role))
+    own_tables = {_id(synth, synth.stack.tables.by_name[t]) for t in {JOURNAL, *consumer.tables}}
+    own_secrets = {_id(synth, synth.stack.consumer_secrets.by_name[s]) for s in consumer.secrets}
+    queue_id, dlq_id = _id(synth, pipeline.queue), _id(synth, pipeline.dlq)
+    bedrock = {r for r in permissions if ":bedrock:" in r}
+    sms_voice = {r for r in permissions if ":sms-voice:" in r}  # exactly which: test_infra_sms
+    expected = {queue_id, dlq_id, *own_tables, *own_secrets, _id(synth, pipeline.worker.log_group), "*"}
+    assert set(permissions) == expected | bedrock | sms_voice
+    assert not sms_voice or consumer.name == SMS_CONSUMER, "only the sms worker may send SMS"
+    assert not [r for r in permissions if "/index/" in r], "no worker queries an index"
+    assert permissions["*"] == XRAY_ACTIONS
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= permissions[queue_id]
+    assert "sqs:SendMessage" in permissions[dlq_id]
+    assert not permissions[dlq_id] & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
+    for table_id in own_tables:
+        assert permissions[table_id] == set(ITEM_READ_WRITE_ACTIONS)
+        assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= permissions[table_id]
+    for secret_id in own_secrets:
+        assert permissions[secret_id] == SECRET_READ
+    others = [p for name, p in synth.stack.pipelines.items() if name != consumer.name]
+    foreign = {_id(synth, q) for p in others for q in (p.queue, p.dlq, p.delivery_dlq)}
+    assert not foreign & set(permissions), "a worker must not reach another consumer's queues"
+
+
+def test_only_the_bedrock_consumer_may_invoke_exactly_its_configured_model(synth: Synthesized) -> None:
+    for consumer in synth.stack.consumers:
+        role_id = _id(synth, synth.stack.pipelines[consumer.name].worker.role)
+        bedrock = {r: a for r, a in role_permissions(synth.resources, role_id).items() if ":bedrock:" in r}
+        if consumer.requires_setting == "bedrock_model_id":
+            assert bedrock == {
+                "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/" + BEDROCK_MODEL_ID: {
+                    "bedrock:InvokeModel"
+                }
+            }
+        else:
+            assert bedrock == {}
+
+
+@pytest.mark.parametrize("table", ["journal", "conversations"])
+def test_tables_are_on_demand_recoverable_encrypted_with_ttl_and_retained(
+    synth: Synthesized, table: str
+) -> None:
+    resource = synth.resources[_id(synth, synth.stack.tables.by_name[table])]
+    properties = resource["Properties"]
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+    assert properties["SSESpecification"]["SSEEnabled"] is True
+    assert resource["DeletionPolicy"] == "Retain"
+    assert resource["UpdateReplacePolicy"] == "Retain"
+
+
+def test_table_keys_match_the_environment_contract(synth: Synthesized) -> None:
+    def key_schema(table: str) -> list[tuple[str, str, str]]:
+        properties = props(synth.resources, _id(synth, synth.stack.tables.by_name[table]))
+        types = {a["AttributeName"]: a["AttributeType"] for a in properties["AttributeDefinitions"]}
+        return [
+            (k["AttributeName"], k["KeyType"], types[k["AttributeName"]]) for k in properties["KeySchema"]
+        ]
+
+    assert key_schema("journal") == [("id", "HASH", "S")]
+    assert key_schema("conversations") == [("pk", "HASH", "S"), ("sk", "RANGE", "S")]
+
+
+def test_journal_has_the_sparse_by_state_index_the_sms_journal_queries(synth: Synthesized) -> None:
+    properties = props(synth.resources, _id(synth, synth.stack.tables.journal))
+    types = {a["AttributeName"]: a["AttributeType"] for a in properties["AttributeDefinitions"]}
+    (index,) = properties["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == BY_STATE_INDEX
+    assert [(k["AttributeName"], k["KeyType"], types[k["AttributeName"]]) for k in index["KeySchema"]] == [
+        ("sms_state", "HASH", "S"),
+        ("state_since", "RANGE", "S"),
+    ]
+    # Readers take the key from the index and read the record itself (consistently).
+    assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    conversations = props(synth.resources, _id(synth, synth.stack.tables.by_name["conversations"]))
+    assert "GlobalSecondaryIndexes" not in conversations
+
+
+def test_without_settings_only_unconditional_consumers_exist(default_synth: Synthesized) -> None:
+    expected = enabled({})
+    assert [c.name for c in default_synth.stack.consumers] == [c.name for c in expected]
+    optional = [c for c in CONSUMERS if c.requires_setting]
+    assert optional, "the registry is expected to hold at least one optional consumer (ai)"
+    handlers = {
+        p["Properties"]["Handler"] for p in of_type(default_synth.resources, "AWS::Lambda::Function").values()
+    }
+    outputs = default_synth.template.to_json()["Outputs"]
+    for consumer in optional:
+        assert consumer.handler not in handlers
+        assert f"{pascal_case(consumer.name)}QueueUrl" not in outputs
+    policies = json.dumps(of_type(default_synth.resources, "AWS::IAM::Policy"))
+    assert "bedrock:" not in policies
+
+
+def test_with_a_bedrock_model_the_ai_consumer_exists(synth: Synthesized) -> None:
+    ai = synth.stack.pipelines["ai"]
+    env = function_env(synth.resources, _id(synth, ai.worker.function))
+    assert env["BEDROCK_MODEL_ID"] == BEDROCK_MODEL_ID
+    assert "AiQueueUrl" in synth.template.to_json()["Outputs"]

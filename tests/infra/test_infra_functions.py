@@ -1,0 +1,106 @@
+"""Every Lambda function: runtime, architecture, layers, logging, tracing and code asset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from synthesized import Synthesized
+from template_queries import function_env, of_type, props, ref_name
+
+from infra.constructs.ingress import WEBHOOK_HANDLER
+from infra.constructs.sms import DELIVERY_EVENTS_HANDLER, RECONCILER_HANDLER
+from infra.paths import FUNCTIONS_DIR
+from pipeline.registry import enabled
+
+
+@pytest.fixture(scope="module")
+def synth(full_synth: Synthesized) -> Synthesized:
+    return full_synth
+
+
+def _functions(synth: Synthesized) -> dict[str, dict]:
+    return of_type(synth.resources, "AWS::Lambda::Function")
+
+
+def test_there_is_one_function_per_enabled_consumer_plus_the_webhook_and_the_sms_helpers(
+    synth: Synthesized,
+) -> None:
+    handlers = sorted(props(synth.resources, fid)["Handler"] for fid in _functions(synth))
+    sms_helpers = [RECONCILER_HANDLER, DELIVERY_EVENTS_HANDLER]
+    expected = sorted([WEBHOOK_HANDLER, *(c.handler for c in synth.stack.consumers), *sms_helpers])
+    assert handlers == expected
+    assert len(synth.stack.consumers) == len(enabled(synth.stack.settings.registry_settings()))
+
+
+def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(synth: Synthesized) -> None:
+    parameters = synth.template.to_json()["Parameters"]
+    shared_layer_id = synth.logical_id(synth.stack.node.find_child("Layers").node.find_child("Shared"))
+    for function_id in _functions(synth):
+        function = props(synth.resources, function_id)
+        assert function["Runtime"] == "python3.13"
+        assert function["Architectures"] == ["arm64"]
+        layer_refs = [ref_name(layer) for layer in function["Layers"]]
+        assert len(layer_refs) == 2 and shared_layer_id in layer_refs
+        (powertools_param,) = (ref for ref in layer_refs if ref != shared_layer_id)
+        # The Powertools layer ARN is resolved by CloudFormation from AWS's public parameter.
+        assert parameters[powertools_param]["Type"] == "AWS::SSM::Parameter::Value<String>"
+        assert (
+            parameters[powertools_param]["Default"]
+            == "/aws/service/powertools/python/arm64/python3.13/3.37.0"
+        )
+
+
+def test_shared_layer_targets_the_same_runtime_and_architecture(synth: Synthesized) -> None:
+    (layer,) = of_type(synth.resources, "AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+def test_every_function_logs_json_to_its_own_log_group_with_retention(synth: Synthesized) -> None:
+    log_groups = of_type(synth.resources, "AWS::Logs::LogGroup")
+    used: list[str] = []
+    for function_id in _functions(synth):
+        logging = props(synth.resources, function_id)["LoggingConfig"]
+        assert logging["LogFormat"] == "JSON"
+        assert logging["ApplicationLogLevel"] == "INFO"
+        group_id = ref_name(logging["LogGroup"])
+        assert log_groups[group_id]["Properties"]["RetentionInDays"] == 30
+        used.append(group_id)
+    assert len(set(used)) == len(used), "functions must not share a log group"
+
+
+def test_every_function_traces_and_names_its_powertools_service(synth: Synthesized) -> None:
+    services = set()
+    for function_id in _functions(synth):
+        function = props(synth.resources, function_id)
+        assert function["TracingConfig"] == {"Mode": "Active"}
+        env = function_env(synth.resources, function_id)
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "TelegramCrmPipeline"
+        assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
+        services.add(env["POWERTOOLS_SERVICE_NAME"])
+    assert services == {"webhook", *(c.name for c in synth.stack.consumers), "reconciler", "sms_events"}
+
+
+def _asset_dir(synth: Synthesized, s3_key: dict | str) -> Path:
+    asset_hash = ref_name(s3_key).removesuffix(".zip")
+    path = synth.outdir / f"asset.{asset_hash}"
+    assert path.is_dir(), f"asset {asset_hash} was not staged"
+    return path
+
+
+def test_code_asset_is_the_functions_directory_without_caches(synth: Synthesized) -> None:
+    keys = {ref_name(props(synth.resources, fid)["Code"]["S3Key"]) for fid in _functions(synth)}
+    assert len(keys) == 1, "all functions share one code asset"
+    asset = _asset_dir(synth, keys.pop())
+    packages = {p.name for p in FUNCTIONS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert {p.name for p in asset.iterdir() if p.is_dir()} == packages
+    assert (asset / "webhook" / "__init__.py").is_file()
+    assert not [p for p in asset.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+
+
+def test_shared_layer_asset_holds_the_pipeline_package_under_python(synth: Synthesized) -> None:
+    (layer,) = of_type(synth.resources, "AWS::Lambda::LayerVersion").values()
+    asset = _asset_dir(synth, layer["Properties"]["Content"]["S3Key"])
+    assert (asset / "python" / "pipeline" / "registry.py").is_file()
+    assert not list(asset.rglob("__pycache__"))

@@ -1,0 +1,184 @@
+"""HTTP API, webhook function, events topic, webhook secrets and stack outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from synthesized import Synthesized
+from template_queries import function_env, of_type, props, ref_name, role_permissions
+
+from infra.constructs.ingress import CRM_PATH, TELEGRAM_PATH
+from infra.naming import pascal_case
+
+XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+
+
+@pytest.fixture(scope="module")
+def synth(default_synth: Synthesized) -> Synthesized:
+    return default_synth
+
+
+@pytest.fixture(scope="module")
+def ids(synth: Synthesized) -> dict[str, str]:
+    """Logical ids of the resources these tests look at."""
+    stack = synth.stack
+    return {
+        "api": synth.logical_id(stack.ingress.api),
+        "webhook": synth.logical_id(stack.ingress.webhook.function),
+        "webhook_role": synth.logical_id(stack.ingress.webhook.role),
+        "webhook_logs": synth.logical_id(stack.ingress.webhook.log_group),
+        "access_logs": synth.logical_id(stack.ingress.access_logs),
+        "topic": synth.logical_id(stack.events.topic),
+        "key": synth.logical_id(stack.events.key),
+        "telegram_secret": synth.logical_id(stack.webhook_secrets.telegram),
+        "crm_secret": synth.logical_id(stack.webhook_secrets.crm),
+    }
+
+
+def test_api_routes_post_telegram_and_crm_to_the_webhook_with_payload_v2(
+    synth: Synthesized, ids: dict[str, str]
+) -> None:
+    (api,) = of_type(synth.resources, "AWS::ApiGatewayV2::Api").values()
+    assert api["Properties"]["ProtocolType"] == "HTTP"
+    ((integration_id, integration),) = of_type(synth.resources, "AWS::ApiGatewayV2::Integration").items()
+    assert integration["Properties"]["IntegrationType"] == "AWS_PROXY"
+    assert integration["Properties"]["PayloadFormatVersion"] == "2.0"
+    assert ref_name(integration["Properties"]["IntegrationUri"]) == ids["webhook"]
+    routes = of_type(synth.resources, "AWS::ApiGatewayV2::Route").values()
+    assert sorted(r["Properties"]["RouteKey"] for r in routes) == sorted(
+        [f"POST {TELEGRAM_PATH}", f"POST {CRM_PATH}"]
+    )
+    for route in routes:
+        assert ref_name(route["Properties"]["ApiId"]) == ids["api"]
+        assert route["Properties"]["Target"] == {"Fn::Join": ["", ["integrations/", {"Ref": integration_id}]]}
+
+
+def test_api_gateway_may_invoke_the_webhook_only_from_those_routes(
+    synth: Synthesized, ids: dict[str, str]
+) -> None:
+    every_permission = of_type(synth.resources, "AWS::Lambda::Permission").values()
+    permissions = [p for p in every_permission if ref_name(p["Properties"]["FunctionName"]) == ids["webhook"]]
+    source_arns = sorted(ref_name(p["Properties"]["SourceArn"]) for p in permissions)
+    assert all(p["Properties"]["Principal"] == "apigateway.amazonaws.com" for p in permissions)
+    others = [p for p in every_permission if p not in permissions]
+    assert all(p["Properties"]["Principal"] != "apigateway.amazonaws.com" for p in others)
+    assert [arn.rsplit(":", 1)[1] for arn in source_arns] == sorted(
+        [f"${{{ids['api']}}}/*/*{CRM_PATH}", f"${{{ids['api']}}}/*/*{TELEGRAM_PATH}"]
+    )
+
+
+def test_default_stage_is_throttled_and_writes_json_access_logs(
+    synth: Synthesized, ids: dict[str, str]
+) -> None:
+    (stage,) = of_type(synth.resources, "AWS::ApiGatewayV2::Stage").values()
+    properties = stage["Properties"]
+    assert properties["StageName"] == "$default"
+    assert properties["AutoDeploy"] is True
+    assert properties["DefaultRouteSettings"] == {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100}
+    access = properties["AccessLogSettings"]
+    assert ref_name(access["DestinationArn"]) == ids["access_logs"]
+    log_format = json.loads(access["Format"])
+    assert log_format["requestId"] == "$context.requestId"
+    assert log_format["status"] == "$context.status"
+    assert not any("header" in value.lower() for value in log_format.values()), "headers carry the secret"
+    assert props(synth.resources, ids["access_logs"])["RetentionInDays"] == 30
+
+
+def test_webhook_environment_names_topic_secrets_and_bot(synth: Synthesized, ids: dict[str, str]) -> None:
+    env = function_env(synth.resources, ids["webhook"])
+    assert ref_name(env["EVENTS_TOPIC_ARN"]) == ids["topic"]
+    assert ref_name(env["TELEGRAM_SECRET_ID"]) == ids["telegram_secret"]
+    assert ref_name(env["CRM_SECRET_ID"]) == ids["crm_secret"]
+    assert env["TELEGRAM_BOT_ID"] == "default"
+    assert env["SECRET_ROTATION_GRACE_SECONDS"] == "3600"
+    assert env["TELEGRAM_IP_ALLOWLIST"] == "", "the IP allow-list is off unless asked for"
+    assert props(synth.resources, ids["webhook"])["Handler"] == "webhook.app.lambda_handler"
+
+
+def test_the_ip_allow_list_setting_gives_the_webhook_telegrams_ranges(full_synth: Synthesized) -> None:
+    webhook_id = full_synth.logical_id(full_synth.stack.ingress.webhook.function)
+    env = function_env(full_synth.resources, webhook_id)
+    assert env["TELEGRAM_IP_ALLOWLIST"] == "149.154.160.0/20,91.108.4.0/22"
+
+
+def test_webhook_role_may_only_publish_to_the_topic_and_read_its_two_secrets(
+    synth: Synthesized, ids: dict[str, str]
+) -> None:
+    assert role_permissions(synth.resources, ids["webhook_role"]) == {
+        ids["topic"]: {"sns:Publish"},
+        ids["key"]: {"kms:Decrypt", "kms:GenerateDataKey"},
+        ids["telegram_secret"]: SECRET_READ,
+        ids["crm_secret"]: SECRET_READ,
+        ids["webhook_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
+        "*": XRAY_ACTIONS,
+    }
+
+
+def test_topic_is_encrypted_with_a_rotating_customer_key_that_sns_may_use(
+    synth: Synthesized, ids: dict[str, str]
+) -> None:
+    assert ref_name(props(synth.resources, ids["topic"])["KmsMasterKeyId"]) == ids["key"]
+    key = props(synth.resources, ids["key"])
+    assert key["EnableKeyRotation"] is True
+    sns_statements = [
+        s for s in key["KeyPolicy"]["Statement"] if s["Principal"] == {"Service": "sns.amazonaws.com"}
+    ]
+    assert len(sns_statements) == 1
+    assert set(sns_statements[0]["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert "aws:SourceAccount" in sns_statements[0]["Condition"]["StringEquals"]
+
+
+def test_topic_policy_denies_publishing_without_tls(synth: Synthesized, ids: dict[str, str]) -> None:
+    (policy,) = [
+        p
+        for p in of_type(synth.resources, "AWS::SNS::TopicPolicy").values()
+        if [ref_name(t) for t in p["Properties"]["Topics"]] == [ids["topic"]]
+    ]
+    (deny,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Action"] == "sns:Publish"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+@pytest.mark.parametrize("secret", ["telegram_secret", "crm_secret"])
+def test_webhook_secrets_are_generated_from_telegram_safe_characters(
+    synth: Synthesized, ids: dict[str, str], secret: str
+) -> None:
+    properties = props(synth.resources, ids[secret])
+    assert "SecretString" not in properties, (
+        "webhook secrets must be generated, never written in the template"
+    )
+    generator = properties["GenerateSecretString"]
+    assert generator["ExcludePunctuation"] is True
+    assert generator["IncludeSpace"] is False
+    assert 16 <= generator["PasswordLength"] <= 256
+
+
+def test_consumer_secrets_start_as_placeholders_the_operator_replaces(synth: Synthesized) -> None:
+    names = sorted({s for c in synth.stack.consumers for s in c.secrets})
+    assert sorted(synth.stack.consumer_secrets.by_name) == names
+    for name, secret in synth.stack.consumer_secrets.by_name.items():
+        properties = props(synth.resources, synth.logical_id(secret))
+        assert properties["Description"]
+        assert "GenerateSecretString" not in properties
+        if name == "crm_api":
+            assert json.loads(properties["SecretString"]).keys() == {"kind", "url", "auth_header"}
+
+
+def test_outputs_give_operators_every_endpoint_and_id(synth: Synthesized, ids: dict[str, str]) -> None:
+    outputs = synth.template.to_json()["Outputs"]
+    assert ref_name(outputs["WebhookUrl"]["Value"]).endswith(TELEGRAM_PATH)
+    assert ref_name(outputs["CrmUrl"]["Value"]).endswith(CRM_PATH)
+    assert ref_name(outputs["EventsTopicArn"]["Value"]) == ids["topic"]
+    assert ref_name(outputs["TelegramSecretId"]["Value"]) == ids["telegram_secret"]
+    assert ref_name(outputs["CrmSecretId"]["Value"]) == ids["crm_secret"]
+    for name, table in synth.stack.tables.by_name.items():
+        assert ref_name(outputs[f"{pascal_case(name)}TableName"]["Value"]) == synth.logical_id(table)
+    for name, secret in synth.stack.consumer_secrets.by_name.items():
+        assert ref_name(outputs[f"{pascal_case(name)}SecretId"]["Value"]) == synth.logical_id(secret)
+    for consumer in synth.stack.consumers:
+        pipeline = synth.stack.pipelines[consumer.name]
+        prefix = pascal_case(consumer.name)
+        assert ref_name(outputs[f"{prefix}QueueUrl"]["Value"]) == synth.logical_id(pipeline.queue)
+        assert ref_name(outputs[f"{prefix}DlqUrl"]["Value"]) == synth.logical_id(pipeline.dlq)

@@ -1,0 +1,181 @@
+"""Settings come from CDK context (with defaults), drive the template, and app.py synthesizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from pydantic import ValidationError
+from synthesized import SMS_HTTP_BASE_URL, Synthesized
+from template_queries import function_env, of_type, props, ref_name
+
+import infra.settings
+from infra.application import project_context
+from infra.constructs.consumers import subscription_filters
+from infra.paths import CDK_JSON, PROJECT_ROOT
+from infra.settings import PipelineSettings
+from pipeline.registry import Consumer, enabled
+
+
+def _settings(context: dict[str, object]) -> PipelineSettings:
+    return PipelineSettings.from_node(cdk.App(context=context).node)
+
+
+def test_defaults_apply_without_context() -> None:
+    settings = _settings({})
+    assert (settings.log_retention_days, settings.api_rate_limit, settings.api_burst_limit) == (30, 50, 100)
+    assert settings.powertools_version == "3.37.0"
+    assert settings.idempotency_ttl_seconds == 259_200
+    assert settings.cdk_removal_policy == cdk.RemovalPolicy.RETAIN
+    assert settings.bedrock_model_id is None
+    # pipeline.sms.settings' default gateway; the stack makes the configuration set.
+    assert (settings.sms_gateway, settings.sms_origination_identity, settings.sms_configuration_set) == (
+        "end_user_messaging",
+        None,
+        None,
+    )
+    assert (settings.sms_reconcile_minutes, settings.sms_unknown_alarm_minutes) == (5, 60)
+    assert settings.alarm_email is None
+    assert settings.telegram_ip_allowlist is False
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("log_retention_days", "31"),
+        ("api_rate_limit", "0"),
+        ("removal_policy", "snapshot"),
+        ("powertools_version", "3.37"),
+        ("log_level", "VERBOSE"),
+        ("sms_gateway", "fake"),  # in-memory: a deployed fake would drop every SMS
+        ("sms_origination_identity", "+4915112345678"),  # a bare number: IAM cannot name it
+        ("sms_reconcile_minutes", "0"),
+        ("sms_http_base_url", "ftp://sms.example.org"),
+        ("alarm_email", "ops-at-example.org"),
+        ("telegram_ip_allowlist", "sometimes"),
+    ],
+)
+def test_invalid_context_is_rejected_naming_the_key(key: str, value: str) -> None:
+    with pytest.raises(ValidationError, match=key):
+        _settings({key: value})
+
+
+def test_the_http_sms_gateway_needs_its_url() -> None:
+    with pytest.raises(ValidationError, match="sms_gateway=http needs sms_http_base_url"):
+        _settings({"sms_gateway": "http"})
+    assert _settings({"sms_gateway": "http", "sms_http_base_url": SMS_HTTP_BASE_URL}).sms_gateway == "http"
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [
+        "arn:aws:sms-voice:eu-central-1:123456789012:phone-number/phone-number-0123abcd",
+        "phone-number-0123456789abcdef0123456789abcdef",
+        "pool-0123456789abcdef0123456789abcdef",
+        "MyShop",
+    ],
+)
+def test_origination_identities_iam_can_name_are_accepted(identity: str) -> None:
+    assert _settings({"sms_origination_identity": f" {identity} "}).sms_origination_identity == identity
+
+
+def test_blank_optional_texts_are_unset() -> None:
+    settings = _settings({"alarm_email": " ", "sms_configuration_set": "", "sms_origination_identity": " "})
+    assert (settings.alarm_email, settings.sms_configuration_set, settings.sms_origination_identity) == (
+        None,
+        None,
+        None,
+    )
+
+
+def test_a_blank_bedrock_model_keeps_the_ai_consumer_off() -> None:
+    settings = _settings({"bedrock_model_id": "  "})
+    assert settings.bedrock_model_id is None
+    assert "ai" not in [c.name for c in enabled(settings.registry_settings())]
+
+
+def test_a_consumer_gated_on_an_undeclared_setting_is_enabled_by_its_context_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gated = Consumer(name="mailer", description="test", filter_policy={}, requires_setting="smtp_host")
+    monkeypatch.setattr(infra.settings, "CONSUMERS", (gated,))
+    assert enabled(_settings({}).registry_settings(), [gated]) == ()
+    settings = _settings({"smtp_host": "mail.example.org"})
+    assert enabled(settings.registry_settings(), [gated]) == (gated,)
+
+
+def test_filter_rules_pass_through_unchanged_including_exists() -> None:
+    policy: dict[str, list[Any]] = {
+        "source": ["telegram"],
+        "command": [{"exists": True}],
+        "chat_type": ["private", "group"],
+    }
+    filters = subscription_filters(policy)
+    assert {key: f.conditions for key, f in filters.items()} == policy
+
+
+def test_context_values_reach_the_template(custom_synth: Synthesized) -> None:
+    resources = custom_synth.resources
+    stack = custom_synth.stack
+    assert {
+        g["Properties"]["RetentionInDays"] for g in of_type(resources, "AWS::Logs::LogGroup").values()
+    } == {90}
+    (stage,) = of_type(resources, "AWS::ApiGatewayV2::Stage").values()
+    assert stage["Properties"]["DefaultRouteSettings"] == {
+        "ThrottlingRateLimit": 10,
+        "ThrottlingBurstLimit": 20,
+    }
+    parameters = custom_synth.template.to_json()["Parameters"]
+    assert any(p.get("Default", "").endswith("/python3.13/3.38.0") for p in parameters.values())
+    for table in of_type(resources, "AWS::DynamoDB::Table").values():
+        assert table["DeletionPolicy"] == "Delete"
+    webhook_env = function_env(resources, custom_synth.logical_id(stack.ingress.webhook.function))
+    assert webhook_env["TELEGRAM_BOT_ID"] == "shopbot"
+    assert webhook_env["SECRET_ROTATION_GRACE_SECONDS"] == "600"
+    for pipeline in stack.pipelines.values():
+        function_id = custom_synth.logical_id(pipeline.worker.function)
+        assert function_env(resources, function_id)["IDEMPOTENCY_TTL_SECONDS"] == "100000"
+        assert props(resources, function_id)["LoggingConfig"]["ApplicationLogLevel"] == "DEBUG"
+        assert function_env(resources, function_id)["POWERTOOLS_LOG_LEVEL"] == "DEBUG"
+    assert "ai" not in stack.pipelines
+
+
+def test_apps_built_in_code_carry_the_cdk_json_feature_flags(default_synth: Synthesized) -> None:
+    flags = {k: v for k, v in project_context().items() if k.startswith("@aws-cdk")}
+    assert flags, "cdk.json must pin the feature flags"
+    node = default_synth.stack.node
+    assert {k: node.try_get_context(k) for k in flags} == flags
+
+
+def test_cdk_json_runs_app_py_with_the_project_venv() -> None:
+    command = json.loads(CDK_JSON.read_text())["app"].split()
+    assert command[-1] == "app.py"
+    assert (PROJECT_ROOT / command[-1]).is_file()
+    assert command[0] == ".venv/bin/python"
+
+
+@pytest.mark.slow
+def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
+    # Run from another directory: app.py must find the registry and assets on its own.
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "app.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    template = json.loads((tmp_path / "TelegramCrmPipeline.template.json").read_text())
+    assert json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"] == []
+    handlers = {r["Properties"].get("Handler") for r in template["Resources"].values()}
+    assert "webhook.app.lambda_handler" in handlers
+    assert ref_name(template["Outputs"]["WebhookUrl"]["Value"]).endswith("/telegram/webhook")
