@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         journal_commands,
         "resolve",
         journal.resolve,
-        "Decide an 'unknown' SMS record: --accepted closes it, --not-sent lets it be sent once more.",
+        "Decide an 'unknown' SMS record: --accepted closes it, --not-sent has it sent once more.",
     )
     resolve.add_argument("key", help="the SMS idempotency key")
     outcome = resolve.add_mutually_exclusive_group(required=True)
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     outcome.add_argument(
         "--not-sent",
         action="store_true",
-        help="the provider never got it: back to pending, sent once with the same key",
+        help="the provider never got it: the reconciler's next run sends it once, with the same key",
     )
     return parser
 

@@ -53,7 +53,7 @@ class Context:
         try:
             response = aws.client("secretsmanager").get_secret_value(SecretId=secret_id)
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if aws.error_code(error) == "ResourceNotFoundException":
                 raise OpsError(f"secret {secret_id!r} not found") from error
             raise
         if "SecretString" not in response:

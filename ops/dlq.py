@@ -220,7 +220,7 @@ def _move_task_unsupported(error: Exception) -> bool:
         return True
     if not isinstance(error, ClientError):
         return False
-    code = str(error.response.get("Error", {}).get("Code", ""))
+    code = aws.error_code(error)
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     # moto's server answers an unimplemented action with an HTML 500 (code "500", no AWS code).
     return code in _UNSUPPORTED_CODES or status == 501 or code in ("500", "501")

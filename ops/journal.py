@@ -1,8 +1,11 @@
 """SMS journal records (`id = "sms#<key>"` in the journal table): show, list unknown, resolve.
 
 An SMS whose send outcome is `unknown` (the gateway call ended without an answer; it may have
-been taken) is never resent blindly: an operator checks with the provider and resolves it.
-Reads and state changes go through `pipeline.sms.journal`, the same code the workers use.
+been taken) is never resent blindly: an operator checks with the provider and resolves it,
+`--accepted` (it arrived: closed) or `--not-sent` (it never did: the scheduled reconciler sends
+it once more with the same key on its next run). This is the product's one operator entry point
+for SMS records. Reads and state changes go through `pipeline.sms.journal`, the same code the
+workers and the reconciler use.
 Phone numbers are masked in everything printed unless --show-phone.
 """
 
@@ -10,14 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ops.context import Context
 from ops.errors import OpsError
 from ops.stack import OutputKey
 from ops.text import format_age
 from pipeline.observability import mask_phone, mask_phones
-from pipeline.sms.journal import KEY_PREFIX, Journal, Notification, State, iso
+from pipeline.sms.journal import KEY_PREFIX, Journal, State, iso
 
 RESOLVED_BY = "operator"
 # Attributes that hold identifiers, never a phone number: printed as they are (an order id of
@@ -26,15 +27,6 @@ _IDENTIFIERS = frozenset(
     {"correlation_id", "message_id", "delivery_message_id", "order_id", "transition_id", "lease_owner"}
 )
 _NOT_SHOWN = frozenset({"id"})
-_RETURN_TO_PENDING_ATTRIBUTES = (
-    "state",
-    "sms_state",
-    "state_since",
-    "resolved_by",
-    "resolved_at",
-    "next_attempt_at",
-    "lease_expires_at",
-)
 
 
 def _journal(ctx: Context) -> Journal:
@@ -59,54 +51,21 @@ def show(ctx: Context) -> None:
 
 
 def list_unknown(ctx: Context) -> None:
-    """From the `by_state` index (oldest first), so a large table is not scanned."""
+    """From the `by_state` index (oldest first), so a large table is not scanned; the same query
+    the reconciler runs."""
     journal = _journal(ctx)
     now = journal.clock.now()
     count = 0
-    for key, since in journal.keys_in_state(State.UNKNOWN):
-        record = journal.get(key)
-        if record is None or record.state is not State.UNKNOWN:
-            continue  # resolved between the index read and now
+    for record in journal.records_in_state(State.UNKNOWN):
         count += 1
+        since = record.state_since
         last = record.attempts[-1].get("outcome", "-") if record.attempts else "-"
         ctx.line(
-            f"{key}  unknown_since={iso(since)} ({format_age((now - since).total_seconds())})"
+            f"{record.key}  unknown_since={iso(since)} ({format_age((now - since).total_seconds())})"
             f"  recipient={_shown(ctx, 'recipient', record.recipient)}  attempts={record.attempt_count}"
             f"  resends={record.reconcile_resends}  last={last}"
         )
     ctx.line(f"{count} SMS record(s) in state unknown")
-
-
-def return_to_pending(journal: Journal, key: str, *, via: str) -> Notification | None:
-    """`unknown` -> `pending`, due now: the provider never got it, so it may be sent once more
-    under the same key (the gateway's client reference). None when the record is not unknown.
-
-    The counterpart of `Journal.resolve_accepted`, written to the same attribute conventions;
-    it belongs next to it in `pipeline.sms.journal` once that module offers it.
-    """
-    now = iso(journal.clock.now())
-    try:
-        response = journal.table.update_item(
-            Key={"id": KEY_PREFIX + key},
-            UpdateExpression=(
-                "SET #state = :pending, #sms_state = :pending, #state_since = :now,"
-                " #resolved_by = :via, #resolved_at = :now REMOVE #next_attempt_at, #lease_expires_at"
-            ),
-            ConditionExpression="#state = :unknown",
-            ExpressionAttributeNames={f"#{name}": name for name in _RETURN_TO_PENDING_ATTRIBUTES},
-            ExpressionAttributeValues={
-                ":pending": State.PENDING.value,
-                ":unknown": State.UNKNOWN.value,
-                ":now": now,
-                ":via": via,
-            },
-            ReturnValues="ALL_NEW",
-        )
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            return None
-        raise
-    return Notification.from_item(response["Attributes"])
 
 
 def resolve(ctx: Context) -> None:
@@ -116,8 +75,8 @@ def resolve(ctx: Context) -> None:
         resolved = journal.resolve_accepted(key, via=RESOLVED_BY)
         meaning = "closed; it will not be sent again"
     else:
-        resolved = return_to_pending(journal, key, via=RESOLVED_BY)
-        meaning = "due now; the next send attempt reuses the same key"
+        resolved = journal.request_resend(key, by=RESOLVED_BY)
+        meaning = "resend requested: the reconciler's next scheduled run sends it once, with the same key"
     if resolved is None:
         current = journal.get(key)
         if current is None:

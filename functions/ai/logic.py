@@ -29,7 +29,7 @@ from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.registry import MESSAGE_KINDS
-from pipeline.telegram_paths import chat_of, integer_id
+from pipeline.telegram import chat_of, integer_id
 
 logger = Logger(child=True)
 metrics = Metrics()

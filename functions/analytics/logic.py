@@ -21,8 +21,7 @@ from pydantic import ValidationError
 
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
-from pipeline.telegram import TelegramUpdate, chat_type, command
-from pipeline.telegram_paths import integer_id, user_of
+from pipeline.telegram import TelegramUpdate, chat_type, command, integer_id, user_of
 
 logger = Logger(child=True)
 

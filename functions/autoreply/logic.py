@@ -34,12 +34,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from autoreply.bot_api import BotApi, BotBlockedError
 from pipeline import aws
-from pipeline.credentials import secret_string
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
-from pipeline.telegram import TelegramUpdate, command
-from pipeline.telegram_paths import chat_of, integer_id, user_of
+from pipeline.secrets import secret_string
+from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, user_of
 
 logger = Logger(child=True)
 metrics = Metrics()

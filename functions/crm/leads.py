@@ -1,21 +1,16 @@
-"""What a lead is, how it is read from a Telegram message, and how a phone number is masked in logs."""
+"""What a lead is and how it is read from a Telegram message."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.envelope import Envelope
-from pipeline.telegram import TelegramUpdate, command
-from pipeline.telegram_paths import chat_of, integer_id, user_of
+from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, user_of
 
 Trigger = Literal["start", "contact", "first_message"]
-
-# A phone-looking run: optional "+", then 7 or more digits, possibly with separators.
-_PHONE_RUN = re.compile(r"\+?\d(?:[\d\s().-]{5,}\d)")
 
 
 class Lead(BaseModel):
@@ -41,27 +36,6 @@ class Lead(BaseModel):
         if name and self.username:
             return f"{name} (@{self.username})"
         return name or (f"@{self.username}" if self.username else f"Telegram user {self.telegram_user_id}")
-
-
-def mask_phone(phone: str | None) -> str | None:
-    """'+491701234567' -> '+**********67': enough to tell numbers apart in a log, not to call one."""
-    if not phone:
-        return phone
-    digits = sum(ch.isdigit() for ch in phone)
-    seen = 0
-    masked = []
-    for ch in phone:
-        if ch.isdigit():
-            seen += 1
-            masked.append(ch if seen > digits - 2 else "*")
-        else:
-            masked.append(ch)
-    return "".join(masked)
-
-
-def mask_phones(text: str) -> str:
-    """Mask every phone-looking run in free text (a remote's error message may quote the lead)."""
-    return _PHONE_RUN.sub(lambda match: mask_phone(match.group(0)) or "", text)
 
 
 def _text(value: Any) -> str | None:

@@ -28,11 +28,12 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
-from crm.leads import Lead, lead_from_envelope, mask_phone
+from crm.leads import Lead, lead_from_envelope
 from crm.sinks import sink_from_config
 from pipeline import aws
-from pipeline.credentials import secret_json
 from pipeline.envelope import Envelope
+from pipeline.observability import mask_phone
+from pipeline.secrets import secret_json
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -73,7 +74,7 @@ class ContactBook:
                 ExpressionAttributeValues={":pending": PENDING, ":event_id": lead.event_id},
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if aws.error_code(error) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
@@ -113,7 +114,7 @@ def push_lead(envelope: Envelope) -> dict[str, Any]:
             "telegram_user_id": lead.telegram_user_id,
             "trigger": lead.trigger,
             "lead_id": lead_id,
-            "phone": mask_phone(lead.phone),
+            "phone": mask_phone(lead.phone) if lead.phone else None,
         },
     )
     return {"lead": "created", "lead_id": lead_id, "trigger": lead.trigger}

@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from crm.leads import Lead, mask_phones
+from crm.leads import Lead
 from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient, JsonResponse
+from pipeline.observability import mask_phones
 
 # Bitrix24 system errors that go away by themselves (REST docs, "Statuses and System Error Codes").
 BITRIX_TRANSIENT_ERRORS = frozenset(

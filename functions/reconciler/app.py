@@ -1,4 +1,7 @@
-"""Scheduled reconciler of `unknown` SMS outcomes (see `pipeline.sms.reconcile`)."""
+"""Scheduled SMS reconciler: `unknown` outcomes, and `pending` records no SQS message will send.
+
+See `pipeline.sms.reconcile`.
+"""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from botocore.exceptions import (
 from pipeline import aws
 from pipeline.envelope import Envelope, dumps
 from pipeline.errors import ConsumerError, PermanentError, TransientError
-from pipeline.telegram_paths import chat_of, integer_id, user_of
+from pipeline.telegram import chat_of, integer_id, user_of
 
 # DynamoDB error codes worth retrying: capacity, throttling and server-side faults.
 TRANSIENT_CODES = frozenset(
@@ -85,7 +85,7 @@ def conversation_item(envelope: Envelope) -> dict[str, Any]:
 
 def classify(error: ClientError) -> ConsumerError | None:
     """The worker's view of a DynamoDB error; None for unknown codes (retried, then DLQ as is)."""
-    code = error.response.get("Error", {}).get("Code", "")
+    code = aws.error_code(error)
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     if code in TRANSIENT_CODES or status >= 500:
         return TransientError(f"DynamoDB {code or status}, retry later")

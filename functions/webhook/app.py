@@ -29,6 +29,7 @@ def _request() -> ingest.Request:
         body=event.body,
         is_base64_encoded=bool(event.is_base64_encoded),
         correlation_id=logger.get_correlation_id() or http_correlation_id(event.raw_event),
+        source_ip=event.request_context.http.source_ip,
     )
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import hmac
+import ipaddress
 import json
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, NoReturn
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -32,7 +34,6 @@ from pipeline.envelope import (
     crm_event_id,
     message_size,
     sns_attributes,
-    telegram_event_id,
     utc_now,
 )
 
@@ -44,12 +45,17 @@ metrics = Metrics()
 TELEGRAM_AUTH_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 @dataclass(frozen=True)
 class Settings:
     topic_arn: str
     telegram_secret_id: str
     crm_secret_id: str
     bot_id: str
+    # Networks Telegram webhook calls may come from; empty: any (the secret token still applies).
+    telegram_ip_allowlist: tuple[IpNetwork, ...] = ()
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -58,7 +64,24 @@ class Settings:
             telegram_secret_id=os.environ["TELEGRAM_SECRET_ID"],
             crm_secret_id=os.environ["CRM_SECRET_ID"],
             bot_id=os.environ["TELEGRAM_BOT_ID"],
+            telegram_ip_allowlist=ip_allowlist(os.environ.get("TELEGRAM_IP_ALLOWLIST", "")),
         )
+
+
+@cache
+def ip_allowlist(text: str) -> tuple[IpNetwork, ...]:
+    """TELEGRAM_IP_ALLOWLIST: comma-separated CIDRs ("" = no IP check); a bad entry raises."""
+    return tuple(ipaddress.ip_network(part.strip()) for part in text.split(",") if part.strip())
+
+
+def ip_allowed(source_ip: str | None, allowlist: tuple[IpNetwork, ...]) -> bool:
+    if not allowlist:
+        return True
+    try:
+        address = ipaddress.ip_address(source_ip or "")
+    except ValueError:
+        return False
+    return any(address in network for network in allowlist)
 
 
 @dataclass(frozen=True)
@@ -69,6 +92,8 @@ class Request:
     body: str | None
     is_base64_encoded: bool
     correlation_id: str
+    # requestContext.http.sourceIp: the caller as API Gateway saw it.
+    source_ip: str | None = None
 
     def header(self, name: str) -> str | None:
         value = self.headers.get(name.lower())
@@ -229,6 +254,8 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
     """A Telegram webhook call: one update, authenticated by the secret token set with setWebhook."""
 
     def work() -> Outcome:
+        if not ip_allowed(request.source_ip, settings.telegram_ip_allowlist):
+            _reject(403, "forbidden_ip", "caller is outside Telegram's networks", detail=request.source_ip)
         token = request.header(TELEGRAM_AUTH_HEADER)
         if not token:
             _reject(401, "unauthorized", "missing secret token", detail="missing")
@@ -242,21 +269,9 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
         if not isinstance(payload, dict):
             _reject(400, "invalid", "body must be a JSON object (a Telegram Update)")
         update: telegram.TelegramUpdate = _validate(telegram.TelegramUpdate, payload, 400)
-        kind = telegram.update_type(update)
-        envelope = Envelope(
-            event_id=telegram_event_id(settings.bot_id, update.update_id),
-            source="telegram",
-            type=kind,
-            correlation_id=request.correlation_id,
-            received_at=utc_now(),
-            payload=payload,
+        envelope, attributes = telegram.publication(
+            update, payload, bot_id=settings.bot_id, correlation_id=request.correlation_id
         )
-        attributes = {
-            "source": "telegram",
-            "type": kind,
-            "chat_type": telegram.chat_type(update),
-            "command": telegram.command(update),
-        }
         return publish(envelope, attributes, settings.topic_arn)
 
     return _handle("telegram", work)

@@ -254,7 +254,7 @@ class Monitoring(Construct):
             threshold=minutes * 60,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description=f"An SMS outcome has been unknown for {minutes}+ minutes: no delivery event "
-            "or lookup settled it (python -m pipeline.sms.reconcile list).",
+            "or lookup settled it (python -m ops journal unknown).",
         )
         self._alarm(
             AlarmKind.SMS_UNKNOWN_PAST_DEADLINE,
@@ -264,7 +264,7 @@ class Monitoring(Construct):
             threshold=1,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description="SMS outcomes are unknown past the reconcile deadline: a person must mark "
-            "them accepted or resend (python -m pipeline.sms.reconcile).",
+            "them accepted or resend (python -m ops journal resolve <key> --accepted|--not-sent).",
         )
         self._alarm(
             AlarmKind.SMS_FAILED_RATE,

@@ -22,9 +22,9 @@ from aiogram.dispatcher.middlewares.user_context import UserContextMiddleware
 from aiogram.types import Update
 
 from pipeline import aws
-from pipeline.envelope import Envelope, crm_event_id, telegram_event_id, utc_now
+from pipeline.envelope import Envelope, crm_event_id, utc_now
 from pipeline.registry import Consumer, secret_env_var, table_env_var
-from pipeline.telegram import TelegramUpdate, chat_type, command, update_type
+from pipeline.telegram import TelegramUpdate, publication
 from pipeline.worker import ConsumerWorker
 
 REGION = "eu-central-1"
@@ -70,21 +70,7 @@ class Published:
 def telegram_envelope(update: dict[str, Any]) -> Published:
     """What the webhook publishes for this update (same id, type and routing attributes)."""
     parsed = TelegramUpdate.model_validate(update)
-    kind = update_type(parsed)
-    envelope = Envelope(
-        event_id=telegram_event_id(BOT_ID, parsed.update_id),
-        source="telegram",
-        type=kind,
-        correlation_id=str(uuid.uuid4()),
-        received_at=utc_now(),
-        payload=update,
-    )
-    attributes = {
-        "source": "telegram",
-        "type": kind,
-        "chat_type": chat_type(parsed),
-        "command": command(parsed),
-    }
+    envelope, attributes = publication(parsed, update, bot_id=BOT_ID, correlation_id=str(uuid.uuid4()))
     return Published(envelope, {name: value for name, value in attributes.items() if value})
 
 
@@ -102,13 +88,21 @@ def crm_envelope(event: dict[str, Any]) -> Published:
 
 @dataclass
 class FakeLambdaContext:
+    """The `context` Lambda hands a function (what Powertools reads of it)."""
+
     function_name: str = "consumer"
     function_version: str = "$LATEST"
     memory_limit_in_mb: int = 256
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:consumer"
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    log_group_name: str = "/aws/lambda/consumer"
     log_stream_name: str = "2026/01/15/[$LATEST]0123456789abcdef"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
         return 29_000

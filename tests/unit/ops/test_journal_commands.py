@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from aws_lambda_powertools import Metrics
 
 from pipeline.observability import mask_phone
-from pipeline.sms.journal import Draft, Finish, Journal, State, notification_key
+from pipeline.sms.gateways import FakeGateway
+from pipeline.sms.journal import KEY_PREFIX, Draft, Finish, Journal, State, notification_key
+from pipeline.sms.rules import load_rules
+from pipeline.sms.settings import SmsSettings
 from tests.unit.ops.support import Deployed
 
 PHONE = "+375291234567"
@@ -108,18 +115,74 @@ def test_resolve_accepted_closes_the_record(journal: Journal, run) -> None:
     assert journal.claim(key, "worker-2", from_states=(State.PENDING, State.UNKNOWN)) is None
 
 
-def test_resolve_not_sent_lets_it_be_sent_once_more_with_the_same_key(journal: Journal, run) -> None:
+@dataclass
+class Reconciler:
+    """The scheduled reconciler on the deployed journal, sending through a fake gateway."""
+
+    runtime: Any
+    gateway: FakeGateway
+
+    def run(self) -> Any:
+        reconcile = importlib.import_module("pipeline.sms.reconcile")
+        try:
+            return reconcile.reconcile(self.runtime)
+        finally:
+            Metrics().clear_metrics()  # nobody flushes them here, as Lambda would
+
+
+@pytest.fixture
+def reconciler(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> Reconciler:
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "TelegramCrmPipeline")
+    service = importlib.import_module("pipeline.sms.service")
+    gateway = FakeGateway(lookup_unknown=True)  # like End User Messaging: no lookup API
+    settings = SmsSettings(journal_table=journal.table_name, gateway="fake")
+    runtime = service.SmsRuntime(settings, load_rules(""), journal, gateway, journal.clock)
+    return Reconciler(runtime, gateway)
+
+
+def test_resolve_not_sent_has_the_next_reconciler_run_send_it_once_with_the_same_key(
+    journal: Journal, run, reconciler: Reconciler
+) -> None:
     key = record(journal, ORDER_ID, State.UNKNOWN)
+    undecided = record(journal, "15", State.UNKNOWN)
 
     result = run("journal", "resolve", key, "--not-sent")
 
     assert result.code == 0, result.err
-    assert "unknown -> pending" in result.out
+    assert result.out == (
+        f"SMS record {key!r}: unknown -> pending (resend requested: "
+        "the reconciler's next scheduled run sends it once, with the same key)\n"
+    )
+    item = journal.table.get_item(Key={"id": KEY_PREFIX + key})["Item"]
+    assert (item["state"], item["resend_requested_by"]) == ("pending", "operator")
     assert [k for k, _ in journal.keys_in_state(State.PENDING)] == [key]
-    assert list(journal.keys_in_state(State.UNKNOWN)) == []
-    # A worker can claim it at once, exactly once.
+    assert reconciler.gateway.calls == []  # the decision itself sends nothing
+
+    first = reconciler.run()
+    assert (first.requested, first.orphaned) == (1, 0)
+    assert [sms.key for sms in reconciler.gateway.calls] == [key]
+    sent = journal.get(key)
+    assert sent is not None and sent.state is State.ACCEPTED
+    assert sent.attempts[-1]["by"] == "reconciler"
+
+    second = reconciler.run()
+    assert second.requested == 0 and len(reconciler.gateway.calls) == 1
+    undecided_record = journal.get(undecided)
+    assert undecided_record is not None and undecided_record.state is State.UNKNOWN
+
+
+def test_resolve_not_sent_then_a_live_redelivery_claims_first_and_the_reconciler_sends_nothing(
+    journal: Journal, run, reconciler: Reconciler
+) -> None:
+    key = record(journal, ORDER_ID, State.UNKNOWN)
+    assert run("journal", "resolve", key, "--not-sent").code == 0
+
+    # A CRM retry reached a worker first: one claim wins, exactly once.
     assert journal.claim(key, "worker-2", from_states=(State.PENDING,)) is not None
     assert journal.claim(key, "worker-3", from_states=(State.PENDING,)) is None
+
+    report = reconciler.run()
+    assert report.requested == 0 and reconciler.gateway.calls == []
 
 
 @pytest.mark.parametrize("state", [State.ACCEPTED, None], ids=["accepted", "pending"])

@@ -100,6 +100,21 @@ def test_phone_masking_keeps_the_prefix_and_the_last_two_digits() -> None:
     assert mask_phones(f"cannot deliver to {PHONE} (id 42)") == f"cannot deliver to {MASKED_PHONE} (id 42)"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("+49 170 123-45-67", "+49 170 ***-**-67"),
+        ("call 8 (999) 123-45-67 now", "call 8 (999) 12*-**-67 now"),
+        ("short +12345678 number", "short *******78 number"),
+        ("at 2026-01-15T10:00:00Z, id 42, 5pm", "at 2026-01-15T10:00:00Z, id 42, 5pm"),
+        ("order 1234567", "order 1234567"),
+    ],
+    ids=["separators", "national-format", "short", "date-and-small-numbers", "seven-digits"],
+)
+def test_phones_in_free_text_are_masked_whatever_their_separators(text: str, expected: str) -> None:
+    assert mask_phones(text) == expected
+
+
 def test_keys_are_kept_longer_than_any_sqs_redelivery() -> None:
     settings = SmsSettings(journal_table="journal")
     assert settings.retention_days == 30

@@ -8,16 +8,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from moto.core.base_backend import BackendDict
-from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import make_server
 
 from pipeline import aws
 from pipeline.errors import TransientError
 from pipeline.registry import by_name, matches
 from pipeline.sms import gateways
 from pipeline.sms.journal import State
+from tests.support.moto_server import serialized_moto_server
 from tests.unit.consumer_support import create_tables, crm_envelope
 from tests.unit.sms.conftest import (
     PHONE,
@@ -48,44 +45,16 @@ def test_the_same_event_twice_sends_one_sms(sms: SmsHarness) -> None:
     assert sms.queues.approximate_counts() == (0, 0)
 
 
-class AtomicThreadedMotoServer(ThreadedMotoServer):
-    """moto's ThreadedMotoServer, one request at a time.
-
-    DynamoDB applies each conditional write atomically; moto's threaded server checks and
-    writes without a lock, so two racing `attribute_not_exists` / `#state = :pending` writes
-    could both pass in moto where they cannot in DynamoDB. Serializing requests restores the
-    guarantee; the two workers still run in parallel and race between their requests.
-    """
-
-    def _server_entry(self) -> None:
-        backend = DomainDispatcherApplication(create_backend_app)
-        lock = threading.Lock()
-
-        def one_at_a_time(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-            with lock:
-                return list(backend(environ, start_response))
-
-        self._server = make_server(
-            self._ip_address, self._port, one_at_a_time, threaded=True, request_handler=MotoRequestHandler
-        )
-        self._server_ready_event.set()
-        self._server.serve_forever()
-
-
 @pytest.fixture
 def moto_server(aws_env: None, monkeypatch: pytest.MonkeyPatch, sms_reset: None) -> Iterator[None]:
-    server = AtomicThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-    aws.reset_clients()
-    create_tables()
-    add_by_state_index(aws.client("dynamodb"))
-    monkeypatch.setenv("JOURNAL_TABLE", "journal")
-    set_sms_environment(monkeypatch)
-    yield
-    server.stop()
-    BackendDict.reset()
+    with serialized_moto_server() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        aws.reset_clients()
+        create_tables()
+        add_by_state_index(aws.client("dynamodb"))
+        monkeypatch.setenv("JOURNAL_TABLE", "journal")
+        set_sms_environment(monkeypatch)
+        yield
 
 
 def _racing(target: Any, name: str, results: list[Any]) -> Callable[..., Any]:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
 
+from pipeline.registry import by_name
 from pipeline.sms.gateways import FakeBehaviour, SimulatedCrash
 from pipeline.sms.journal import State
 from tests.unit.consumer_support import Output
 from tests.unit.sms.conftest import MASKED_PHONE, PHONE, SmsHarness, key_of, order_event
+
+
+def reconcile_module() -> ModuleType:
+    """`pipeline.sms.reconcile`, imported by the `sms` fixture once the Powertools environment is set."""
+    return importlib.import_module("pipeline.sms.reconcile")
+
+
+def horizon_seconds() -> float:
+    """How long the reconciler leaves a due `pending` record to its SQS message."""
+    seconds: float = reconcile_module().redelivery_horizon(by_name("sms")).total_seconds()
+    return seconds
 
 
 def test_a_lost_gateway_answer_gives_unknown_and_no_second_send(sms: SmsHarness) -> None:
@@ -83,6 +97,8 @@ def test_a_resend_that_ends_unknown_again_is_not_resent_and_waits_for_a_person(
         "resent": 0,  # proven not received twice, resent once: the rest is a person's call
         "unresolved": 1,
         "past_deadline": 0,
+        "requested": 0,
+        "orphaned": 0,
         "unknown_count": 1,
         "oldest_unknown_age_seconds": 0,
     }
@@ -143,11 +159,8 @@ def test_the_reconciler_settles_a_dead_workers_send_without_any_redelivery(sms: 
     assert sms.record(event).state is State.ACCEPTED and len(sms.fake.calls) == 1
 
 
-def test_an_operator_resolves_what_the_reconciler_cannot(
-    sms: SmsHarness, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from pipeline.sms.reconcile import main, resolve_by_operator
-
+def test_an_operators_decisions_are_carried_out_by_the_next_reconciler_run(sms: SmsHarness) -> None:
+    """What `python -m ops journal resolve` records (`--accepted`, `--not-sent`), then reconciled."""
     sms.fake.lookup_unknown = True  # like End User Messaging: no lookup API
     sms.fake.then(FakeBehaviour.TIMEOUT_BEFORE_ACCEPT, FakeBehaviour.TIMEOUT_AFTER_ACCEPT)
     delivered, lost = order_event(order_id="ORD-1"), order_event(order_id="ORD-2")
@@ -155,20 +168,106 @@ def test_an_operator_resolves_what_the_reconciler_cannot(
         sms.publish(event)
         sms.deliver()
     assert sms.reconcile()["unresolved"] == 2 and len(sms.fake.calls) == 2
+    journal = sms.service.runtime().journal
+    # What `ops journal unknown` lists: the query the reconciler runs.
+    assert {r.key for r in journal.records_in_state(State.UNKNOWN)} == {key_of(lost), key_of(delivered)}
 
-    capsys.readouterr()
-    main(["list"])  # what a person sees: key, masked phone, age
-    listed = capsys.readouterr().out.splitlines()
-    assert sorted(line.split()[:3] for line in listed) == sorted(
-        ["unknown", key_of(event), MASKED_PHONE] for event in (lost, delivered)
-    )
-    runtime = sms.service.runtime()
-    assert resolve_by_operator(runtime, key_of(delivered), "accepted") == "accepted"
-    assert resolve_by_operator(runtime, key_of(lost), "resend") == "accepted"
+    assert journal.resolve_accepted(key_of(delivered), via="operator") is not None
+    requested = journal.request_resend(key_of(lost), by="operator")
+    assert requested is not None and requested.state is State.PENDING
+    assert len(sms.fake.calls) == 2  # a decision sends nothing by itself
+
+    report = sms.reconcile()
+    assert (report["requested"], report["checked"], report["orphaned"]) == (1, 0, 0)
     assert [call.key for call in sms.fake.calls] == [key_of(lost), key_of(delivered), key_of(lost)]
-    assert sms.record(lost).attempts[-1]["by"] == "reconciler"
-    with pytest.raises(ValueError, match="only an unknown"):
-        resolve_by_operator(runtime, key_of(lost), "resend")
+    record = sms.record(lost)
+    assert record.state is State.ACCEPTED and record.reconcile_resends == 1
+    assert [a["by"] for a in record.attempts] == ["worker", "reconciler"]
+
+    assert sms.reconcile()["requested"] == 0
+    assert len(sms.fake.calls) == 3 and len(sms.fake.texts_to(PHONE)) == 2
+    assert journal.request_resend(key_of(lost), by="operator") is None  # only an unknown
+
+
+def test_an_operators_resend_that_ends_unknown_again_is_not_resent_automatically(sms: SmsHarness) -> None:
+    sms.fake.then(FakeBehaviour.TIMEOUT_BEFORE_ACCEPT, FakeBehaviour.TIMEOUT_BEFORE_ACCEPT)
+    event = order_event()
+    sms.publish(event)
+    sms.deliver()
+    journal = sms.service.runtime().journal
+    assert journal.request_resend(key_of(event), by="operator") is not None
+
+    assert sms.reconcile()["requested"] == 1
+    assert sms.record(event).state is State.UNKNOWN and sms.record(event).reconcile_resends == 1
+    # The gateway proves it never got it, but the one resend is spent: a person decides again.
+    report = sms.reconcile()
+    assert (report["resent"], report["unresolved"]) == (0, 1)
+    assert len(sms.fake.calls) == 2
+
+
+def test_a_pending_record_whose_sqs_retry_is_still_due_is_left_to_it(sms: SmsHarness) -> None:
+    sms.fake.then(FakeBehaviour.REFUSE)
+    event = order_event()
+    sms.publish(event)
+    assert len(sms.deliver()["batchItemFailures"]) == 1
+    pending = sms.record(event)
+    assert pending.state is State.PENDING and pending.next_attempt_at is not None
+
+    assert sms.reconcile()["orphaned"] == 0  # not due yet
+    sms.wait_for_retry()  # due now, and its message is visible again
+    sms.clock.advance(horizon_seconds() - 2)
+    assert sms.reconcile()["orphaned"] == 0  # a live message could still come: hands off
+    assert len(sms.fake.calls) == 1 and sms.record(event) == pending
+
+    assert sms.deliver() == {"batchItemFailures": []}  # the SQS retry sends it
+    assert sms.record(event).state is State.ACCEPTED and len(sms.fake.calls) == 2
+    assert sms.reconcile()["orphaned"] == 0 and len(sms.fake.calls) == 2
+
+
+def test_a_pending_record_whose_sqs_message_is_gone_is_sent_once_by_the_reconciler(
+    sms: SmsHarness, output: Callable[[Any], Output]
+) -> None:
+    captured = output(sms.worker)
+    sms.fake.then(FakeBehaviour.REFUSE)
+    event = order_event()
+    sms.publish(event)
+    sms.deliver()
+    sms.queues.sqs.purge_queue(QueueUrl=sms.queues.queue_url)  # e.g. redriven away, or deleted by hand
+    pending = sms.record(event)
+    assert pending.state is State.PENDING and pending.next_attempt_at is not None
+    due_for = (pending.next_attempt_at - sms.clock.now()).total_seconds()
+
+    sms.clock.advance(due_for + horizon_seconds())
+    report = sms.reconcile()
+
+    assert (report["orphaned"], report["requested"]) == (1, 0)
+    assert [call.key for call in sms.fake.calls] == [key_of(event), key_of(event)]
+    record = sms.record(event)
+    assert record.state is State.ACCEPTED and record.reconcile_resends == 0
+    assert [(a["by"], a["outcome"]) for a in record.attempts] == [
+        ("worker", "refused"),
+        ("reconciler", "accepted"),
+    ]
+    assert captured.logs("SMS pending with no SQS message left to send it: sending once with the same key")
+    assert sms.reconcile()["orphaned"] == 0 and len(sms.fake.calls) == 2
+
+
+def test_the_reconcilers_claim_of_a_pending_record_loses_to_a_worker_that_took_it(sms: SmsHarness) -> None:
+    sms.fake.then(FakeBehaviour.TIMEOUT_BEFORE_ACCEPT)
+    event = order_event()
+    sms.publish(event)
+    sms.deliver()
+    journal = sms.service.runtime().journal
+    requested = journal.request_resend(key_of(event), by="operator")
+    assert requested is not None
+    # A CRM retry reaches a worker first: it claims the record (and is still sending).
+    assert journal.claim(key_of(event), "worker-live", from_states=(State.PENDING,)) is not None
+
+    reconcile = reconcile_module()
+    horizon = reconcile.redelivery_horizon(by_name("sms"))
+    assert reconcile.send_pending(sms.service.runtime(), requested, horizon) is None
+    assert sms.reconcile()["requested"] == 0
+    assert len(sms.fake.calls) == 1
 
 
 def test_an_unforeseen_gateway_failure_is_unknown_not_a_retry(

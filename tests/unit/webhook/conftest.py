@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,12 +15,12 @@ from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 from moto import mock_aws
 
 from pipeline import aws
+from tests.unit.consumer_support import CurrentStdout, FakeLambdaContext
 from tests.unit.webhook.support import (
     BOT_ID,
     CRM_KEY,
     TELEGRAM_TOKEN,
     CapturedOutput,
-    FakeLambdaContext,
     Invoke,
     Pipeline,
 )
@@ -117,20 +116,10 @@ def webhook(env: None) -> ModuleType:
 @pytest.fixture
 def invoke(pipeline: Pipeline, webhook: ModuleType) -> Invoke:
     def call(event: dict[str, Any]) -> dict[str, Any]:
-        response: dict[str, Any] = webhook.lambda_handler(event, FakeLambdaContext())
+        response: dict[str, Any] = webhook.lambda_handler(event, FakeLambdaContext("webhook"))
         return response
 
     return call
-
-
-class _CurrentStdout:
-    """Writes to whatever `sys.stdout` is at the time of the write (capsys swaps it per test phase)."""
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
 
 
 @pytest.fixture
@@ -142,5 +131,5 @@ def output(
     Powertools' Logger binds its stream handler to the `sys.stdout` of import time; make it
     follow the current one so capsys sees the logs.
     """
-    monkeypatch.setattr(webhook.logger.registered_handler, "stream", _CurrentStdout())
+    monkeypatch.setattr(webhook.logger.registered_handler, "stream", CurrentStdout())
     return CapturedOutput(capsys)

@@ -10,7 +10,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,20 +38,6 @@ Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 def load_fixture(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "webhook"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:eu-central-1:123456789012:function:webhook"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    log_group_name: str = "/aws/lambda/webhook"
-    log_stream_name: str = "2026/01/15/[$LATEST]0123456789abcdef"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 29_000
 
 
 def http_event(

@@ -1,4 +1,8 @@
-"""`pipeline.secrets`: current and previous values, the rotation window, caching, bounded refresh."""
+"""`pipeline.secrets`: current and previous values, the rotation window, caching, bounded refresh.
+
+The consumers' plain reader (`secret_string`) is exercised through the consumers' tests; here
+only what it shares with the rotation-aware one.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from pipeline import aws, secrets
+from pipeline.registry import secret_env_var
 from tests.unit.webhook.support import TELEGRAM_TOKEN, Pipeline
 
 NEW = "rotated-value-0123456789"
@@ -140,3 +145,23 @@ def test_client_is_created_at_first_use(pipeline: Pipeline) -> None:
     secrets.secret_candidates(pipeline.telegram_secret_id)
 
     assert aws.client.cache_info().currsize == 1
+
+
+def test_both_readers_share_the_client_and_powertools_caching(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(secret_env_var("telegram_bot_token"), pipeline.telegram_secret_id)
+
+    assert secrets.secret_string("telegram_bot_token") == TELEGRAM_TOKEN
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (TELEGRAM_TOKEN,)
+    plain, rotating = DEFAULT_PROVIDERS["secrets"], DEFAULT_PROVIDERS["pipeline_rotating_secrets"]
+    assert plain.client is rotating.client is aws.client("secretsmanager")
+    reads = pipeline.calls["GetSecretValue"]
+
+    secrets.secret_string("telegram_bot_token")
+    secrets.secret_candidates(pipeline.telegram_secret_id)
+    assert pipeline.calls["GetSecretValue"] == reads
+
+    parameters.clear_caches()
+    secrets.secret_string("telegram_bot_token")
+    assert pipeline.calls["GetSecretValue"] == reads + 1

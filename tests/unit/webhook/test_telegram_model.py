@@ -1,4 +1,8 @@
-"""`pipeline.telegram`: the Update model and the routing attributes, checked against aiogram."""
+"""`pipeline.telegram`: the kinds table, Update model and routing attributes, checked against aiogram.
+
+The kinds table says where each kind keeps its chat and user; every path is checked against
+aiogram's models, and `chat_of`/`user_of` against aiogram's own reading of each fixture.
+"""
 
 from __future__ import annotations
 
@@ -8,39 +12,58 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiogram.types import Update
+from aiogram.types import Chat, Message, Update, User
 from pydantic import BaseModel, ValidationError
 
 from pipeline import telegram
-from pipeline.telegram import TelegramUpdate, chat_type, command, update_type
+from pipeline.telegram import (
+    KINDS,
+    TelegramUpdate,
+    chat_of,
+    chat_type,
+    command,
+    dig,
+    integer_id,
+    update_type,
+    user_of,
+)
+from tests.unit.consumer_support import aiogram_context
 from tests.unit.webhook.support import TELEGRAM_FIXTURES, load_fixture
 
-
-def _models(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models an annotation allows (unwrapping Optional, unions and Annotated)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        return _models(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        return [model for arg in typing.get_args(annotation) for model in _models(arg)]
-    return []
+KINDS_WITH_CHAT = sorted(kind for kind, layout in KINDS.items() if layout.chat is not None)
+KINDS_WITH_USER = sorted(kind for kind, layout in KINDS.items() if layout.user is not None)
+KINDS_WITH_CHAT_TYPE = sorted(kind for kind, layout in KINDS.items() if layout.chat_type is not None)
 
 
-def _aiogram_has_path(kind: str, path: tuple[str, ...]) -> bool:
-    """Whether every variant of the kind's aiogram type has `path` (ending in a str field)."""
-    models = _models(Update.model_fields[kind].annotation)
-    for key in path[:-1]:
-        if not models or not all(key in model.model_fields for model in models):
-            return False
-        models = [inner for model in models for inner in _models(model.model_fields[key].annotation)]
-    return bool(models) and all(path[-1] in model.model_fields for model in models)
+def kind_model(kind: str) -> type[BaseModel]:
+    """aiogram's model of the kind's object (each `Update` field is `Model | None`)."""
+    [model] = models_of(Update.model_fields[kind].annotation)
+    return typing.cast(type[BaseModel], model)
+
+
+def models_of(annotation: Any) -> list[Any]:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [t for t in typing.get_args(annotation) if t is not type(None)]
+    return [annotation]
+
+
+def types_at(model: type[BaseModel], path: tuple[str, ...]) -> set[Any]:
+    """The types aiogram allows at `path` (Bot API JSON names) from `model`; empty if absent."""
+    current: list[Any] = [model]
+    for key in path:
+        following: list[Any] = []
+        for candidate in current:
+            fields = getattr(candidate, "model_fields", {})
+            for name, info in fields.items():
+                if (info.alias or name) == key:
+                    following.extend(models_of(info.annotation))
+        current = following
+    return set(current)
 
 
 def test_update_kinds_are_exactly_aiograms() -> None:
     assert [name for name in Update.model_fields if name != "update_id"] == list(telegram.UPDATE_KINDS)
-    assert set(telegram.UPDATE_KINDS) <= set(TelegramUpdate.model_fields)
+    assert set(TelegramUpdate.model_fields) == {"update_id", *telegram.UPDATE_KINDS}
 
 
 @pytest.mark.parametrize("fixture", TELEGRAM_FIXTURES, ids=lambda path: path.stem)
@@ -50,23 +73,68 @@ def test_fixture_is_a_valid_bot_api_update(fixture: Path) -> None:
     assert TelegramUpdate.model_validate(data).update_id == data["update_id"]
 
 
-@pytest.mark.parametrize(("kind", "path"), sorted(telegram.CHAT_TYPE_PATHS.items()))
-def test_chat_type_paths_exist_in_the_bot_api(kind: str, path: tuple[str, ...]) -> None:
-    assert _aiogram_has_path(kind, path)
+@pytest.mark.parametrize("kind", KINDS_WITH_CHAT)
+def test_every_chat_path_leads_to_a_chat_in_the_bot_api(kind: str) -> None:
+    assert Chat in types_at(kind_model(kind), typing.cast(tuple[str, ...], KINDS[kind].chat))
 
 
-def test_every_kind_with_a_chat_has_a_chat_type_path() -> None:
-    with_chat = {kind for kind in telegram.UPDATE_KINDS if _aiogram_has_path(kind, ("chat", "type"))}
-    assert with_chat <= set(telegram.CHAT_TYPE_PATHS)
+@pytest.mark.parametrize("kind", KINDS_WITH_USER)
+def test_every_user_path_leads_to_a_user_in_the_bot_api(kind: str) -> None:
+    assert types_at(kind_model(kind), typing.cast(tuple[str, ...], KINDS[kind].user)) == {User}
+
+
+@pytest.mark.parametrize("kind", KINDS_WITH_CHAT_TYPE)
+def test_every_chat_type_path_leads_to_a_string_in_the_bot_api(kind: str) -> None:
+    assert types_at(kind_model(kind), typing.cast(tuple[str, ...], KINDS[kind].chat_type)) == {str}
+
+
+@pytest.mark.parametrize("kind", telegram.UPDATE_KINDS)
+def test_no_kind_with_a_direct_chat_or_user_is_missing(kind: str) -> None:
+    model, layout = kind_model(kind), KINDS[kind]
+    if Chat in types_at(model, ("chat",)):
+        assert layout.chat == ("chat",)
+    for key in ("from", "user"):
+        if types_at(model, (key,)) == {User}:
+            assert layout.user == (key,)
 
 
 def test_message_kinds_are_the_kinds_holding_a_message() -> None:
-    from aiogram.types import Message
-
-    holding_message = {
-        kind for kind in telegram.UPDATE_KINDS if _models(Update.model_fields[kind].annotation) == [Message]
-    }
+    holding_message = {kind for kind in telegram.UPDATE_KINDS if kind_model(kind) is Message}
     assert holding_message == set(telegram.MESSAGE_UPDATE_KINDS)
+
+
+@pytest.mark.parametrize("fixture", TELEGRAM_FIXTURES, ids=lambda path: path.stem)
+def test_chat_user_and_chat_type_match_aiogram_for_every_fixture(fixture: Path) -> None:
+    update = load_fixture(fixture)
+    kind = update_type(TelegramUpdate.model_validate(update))
+    context = aiogram_context(update)
+    assert integer_id(chat_of(update, kind)) == (context.chat.id if context.chat else None)
+    assert integer_id(user_of(update, kind)) == (context.user.id if context.user else None)
+    if context.chat:
+        assert chat_type(TelegramUpdate.model_validate(update)) == context.chat.type
+
+
+def test_an_anonymous_chats_poll_answer_is_in_that_chat() -> None:
+    voter = {"id": -1001234567890, "type": "channel", "title": "News"}
+    answer = {"poll_id": "5", "voter_chat": voter, "option_ids": [0], "option_persistent_ids": ["a"]}
+    update = {"update_id": 1, "poll_answer": answer}
+    context = aiogram_context(update)
+    assert context.chat is not None and context.user is None
+    assert chat_of(update, "poll_answer") == voter
+    assert user_of(update, "poll_answer") is None
+    assert chat_type(TelegramUpdate.model_validate(update)) == "channel"
+
+
+def test_missing_or_malformed_parts_give_none() -> None:
+    assert dig({"a": {"b": 1}}, ("a", "b")) == 1
+    assert dig({"a": "text"}, ("a", "b")) is None
+    assert chat_of({"update_id": 1, "poll": {"id": "1"}}, "poll") is None
+    assert chat_of({"update_id": 1, "callback_query": {"id": "1"}}, "callback_query") is None
+    assert chat_of({"update_id": 1, "message": {"chat": "private"}}, "message") is None
+    assert user_of({"update_id": 1, "future_kind": {"from": {"id": 1}}}, "future_kind") is None
+    assert integer_id({"id": True}) is None
+    assert integer_id({"id": "42"}) is None
+    assert integer_id(None) is None
 
 
 @pytest.mark.parametrize("kind", telegram.UPDATE_KINDS)

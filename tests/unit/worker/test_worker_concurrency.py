@@ -1,7 +1,7 @@
 """Two workers racing on one event: exactly one side effect, the loser retries and later skips.
 
-In-process moto (`mock_aws`) is not thread-safe, so the race runs against a moto server on
-loopback that boto3 reaches through `AWS_ENDPOINT_URL`, as the local runtime does.
+The race runs against a moto server on loopback that answers one request at a time
+(`tests.support.moto_server`), as DynamoDB's atomic conditional writes require.
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from moto.core.base_backend import BackendDict
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import make_server
 
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.registry import RetryPolicy, by_name
 from pipeline.worker import ConsumerWorker
+from tests.support.moto_server import serialized_moto_server
 from tests.unit.consumer_support import (
     Deploy,
     FakeLambdaContext,
@@ -34,51 +32,13 @@ from tests.unit.consumer_support import (
 PROCESS_SECONDS = 0.3
 
 
-class SerializedMotoServer:
-    """moto's server on a free loopback port, answering one request at a time.
-
-    DynamoDB applies each conditional write atomically. moto's threaded server runs requests in
-    parallel without a lock, so two racing `PutItem ... attribute_not_exists(id)` could both
-    pass the check; one request at a time restores DynamoDB's guarantee. The workers still run
-    in parallel: their `process` calls overlap.
-    """
-
-    def __init__(self) -> None:
-        backend = DomainDispatcherApplication(create_backend_app)
-        lock = threading.Lock()
-
-        def one_at_a_time(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-            with lock:
-                return list(backend(environ, start_response))
-
-        self._server = make_server(
-            "127.0.0.1", 0, one_at_a_time, threaded=True, request_handler=MotoRequestHandler
-        )
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._thread.join()
-        BackendDict.reset()
-
-
 @pytest.fixture
 def moto_server(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    server = SerializedMotoServer()
-    server.start()
-    monkeypatch.setenv("AWS_ENDPOINT_URL", server.url)
-    aws.reset_clients()
-    create_tables()
-    yield server.url
-    server.stop()
+    with serialized_moto_server() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        aws.reset_clients()
+        create_tables()
+        yield url
 
 
 class SlowSpy:

@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 # Short timeouts: a Lambda must fail fast and let SQS/Telegram retry rather than hang.
 _CONFIG = Config(
@@ -43,6 +44,11 @@ def non_retrying_client(service: str) -> Any:
 def resource(service: str) -> Any:
     """Return the process-wide resource for `service` (used for DynamoDB tables)."""
     return boto3.session.Session().resource(service, config=_CONFIG)  # type: ignore[call-overload]
+
+
+def error_code(error: ClientError) -> str:
+    """The AWS error code of a failed call ("ConditionalCheckFailedException"), "" when it has none."""
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def reset_clients() -> None:

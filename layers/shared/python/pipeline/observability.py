@@ -34,21 +34,24 @@ def http_correlation_id(event: Mapping[str, Any]) -> str:
 
 
 # Keep the country and operator code and the last two digits: enough to tell numbers apart and
-# route a complaint, not enough to call anyone.
+# route a complaint, not enough to call anyone. Counted in significant characters ("+" and
+# digits); separators ("+49 170 123-45-67") stay as they are and reveal nothing.
 _PHONE_KEEP_HEAD = 6
 _PHONE_KEEP_TAIL = 2
-# A phone-looking run in free text: an optional "+", then 8 to 15 digits not inside a longer run.
-_PHONE_IN_TEXT = re.compile(r"(?<![\d+])\+?\d{8,15}(?!\d)")
+# A phone-looking run in free text (a gateway's or CRM's error message may quote the number): an
+# optional "+", then 8 to 15 digits, possibly split by spaces, dots, dashes or brackets
+# ("8 (999) 123-45-67"), not inside a longer run. ISO dates ("2026-01-15") are not phones.
+_PHONE_IN_TEXT = re.compile(r"(?<![\d+])(?!\d{4}-\d{2}-\d{2}(?!\d))\+?\d(?:[\s().-]{0,2}\d){7,14}(?!\d)")
 
 
 def mask_phone(phone: str) -> str:
     """'+375291234567' -> '+37529*****67'. A short number keeps only its last two digits."""
-    if len(phone) <= _PHONE_KEEP_HEAD + _PHONE_KEEP_TAIL + 1:
-        return "*" * max(len(phone) - _PHONE_KEEP_TAIL, 0) + phone[-_PHONE_KEEP_TAIL:]
-    hidden = len(phone) - _PHONE_KEEP_HEAD - _PHONE_KEEP_TAIL
-    return phone[:_PHONE_KEEP_HEAD] + "*" * hidden + phone[-_PHONE_KEEP_TAIL:]
+    significant = [index for index, char in enumerate(phone) if char.isdigit() or char == "+"]
+    head = _PHONE_KEEP_HEAD if len(significant) > _PHONE_KEEP_HEAD + _PHONE_KEEP_TAIL + 1 else 0
+    hidden = set(significant[head:-_PHONE_KEEP_TAIL])
+    return "".join("*" if index in hidden else char for index, char in enumerate(phone))
 
 
 def mask_phones(text: str) -> str:
-    """Mask every phone-looking number in free text (a gateway's error message may quote it)."""
+    """Mask every phone-looking number in free text."""
     return _PHONE_IN_TEXT.sub(lambda match: mask_phone(match.group(0)), text)

@@ -1,30 +1,44 @@
-"""Rotation-aware secret reading, cached by Powertools Parameters.
+"""Secrets Manager reads, cached by Powertools Parameters: the one place secrets are read.
 
-A rotated secret (Telegram's webhook `secret_token`, a CRM signing key) is briefly known to both
-sides in two versions: the sender may still use the old value while we already read the new
-one. So a check accepts the current value (`AWSCURRENT`) and, only while the current version is
-younger than `SECRET_ROTATION_GRACE_SECONDS`, the previous one (`AWSPREVIOUS`).
+Two readers share one lazily registered provider setup (`_provider`: created at first use with
+the client from `pipeline.aws`, so tests and the local runtime decide where it points, and kept
+in Powertools' `DEFAULT_PROVIDERS`, so `parameters.clear_caches()` forgets it too):
+
+- `secret_string` / `secret_json`: what a consumer calls remote APIs with (a bot token, a CRM
+  webhook), named by its logical registry name ("crm_api"); the secret's id comes from the
+  environment variable the stack sets (`CRM_API_SECRET_ID`). Failures are classified for the
+  worker, and no reason quotes a value.
+- `secret_candidates` / `check_with_refresh`: what the webhook checks requests against. A rotated
+  secret (Telegram's webhook `secret_token`, a CRM signing key) is briefly known to both sides
+  in two versions: the sender may still use the old value while we already read the new one.
+  So a check accepts the current value (`AWSCURRENT`) and, only while the current version is
+  younger than `SECRET_ROTATION_GRACE_SECONDS`, the previous one (`AWSPREVIOUS`).
 
 Powertools' `SecretsProvider` caches by name only (ignoring `VersionStage`) and returns only the
-string, so a small provider fetches both stages and the current version's `CreatedDate` in one
-cached value. On the warm path nothing calls Secrets Manager until `max_age` expires.
+string, so `RotatingSecretProvider` fetches both stages and the current version's `CreatedDate`
+in one cached value. On the warm path nothing calls Secrets Manager until `max_age` expires.
 The window is measured from the version's creation (the rotation's `createSecret` step), a
 moment before it became current: the grace period is at most that much shorter.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.base import BaseProvider
 from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import ClientError
 
 from pipeline import aws
+from pipeline.errors import PermanentError, TransientError
+from pipeline.registry import secret_env_var
 
 CACHE_MAX_AGE_SECONDS = 300
 DEFAULT_ROTATION_GRACE_SECONDS = 3600
@@ -32,9 +46,12 @@ DEFAULT_ROTATION_GRACE_SECONDS = 3600
 # uses a newly rotated value is accepted within a minute instead of after `max_age`, and a flood
 # of bad requests costs at most one Secrets Manager call a minute.
 REFRESH_ON_MISMATCH_INTERVAL_SECONDS = 60
-_PROVIDER_KEY = "pipeline_rotating_secrets"
+# Keys in Powertools' DEFAULT_PROVIDERS: "secrets" is the one `parameters.get_secret` uses too.
+_PLAIN_PROVIDER_KEY = "secrets"
+_ROTATING_PROVIDER_KEY = "pipeline_rotating_secrets"
 
 Result = TypeVar("Result")
+Provider = TypeVar("Provider", bound=BaseProvider)
 
 
 def _now() -> datetime:
@@ -74,7 +91,7 @@ class RotatingSecretProvider(BaseProvider):
             return str(self._stage(name, "AWSPREVIOUS")["SecretString"])
         except ClientError as error:
             # A secret that was never rotated has no AWSPREVIOUS version.
-            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if aws.error_code(error) == "ResourceNotFoundException":
                 return None
             raise
 
@@ -91,19 +108,58 @@ class RotatingSecretProvider(BaseProvider):
         raise NotImplementedError("rotating secrets are read one by one")
 
 
-def _provider() -> RotatingSecretProvider:
-    # Registered with Powertools' providers so `parameters.clear_caches()` forgets it too.
-    if _PROVIDER_KEY not in DEFAULT_PROVIDERS:
-        DEFAULT_PROVIDERS[_PROVIDER_KEY] = RotatingSecretProvider(client=aws.client("secretsmanager"))
-    provider: RotatingSecretProvider = DEFAULT_PROVIDERS[_PROVIDER_KEY]
+def _provider(key: str, create: Callable[[Any], Provider]) -> Provider:
+    """The provider registered under `key`, created at first use with the shared client."""
+    if key not in DEFAULT_PROVIDERS:
+        DEFAULT_PROVIDERS[key] = create(aws.client("secretsmanager"))
+    provider: Provider = DEFAULT_PROVIDERS[key]
     return provider
+
+
+def _plain_provider(client: Any) -> SecretsProvider:
+    return SecretsProvider(boto3_client=client)
+
+
+def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS) -> str:
+    """The SecretString of the consumer secret `name` (logical name, e.g. "telegram_bot_token").
+
+    A missing environment variable or a binary secret is a deployment error (PermanentError: the
+    record waits in the DLQ with the reason until it is fixed and redriven); a failed read
+    (throttling, IAM still propagating) is transient.
+    """
+    variable = secret_env_var(name)
+    secret_id = os.environ.get(variable, "")
+    if not secret_id:
+        raise PermanentError(f"{variable} is not set")
+    try:
+        value = _provider(_PLAIN_PROVIDER_KEY, _plain_provider).get(secret_id, max_age=max_age)
+    except GetParameterError as error:
+        cause = error.__context__  # Powertools raises it while handling the SDK's exception
+        code = aws.error_code(cause) if isinstance(cause, ClientError) else None
+        raise TransientError(f"could not read secret {variable} ({code or type(cause).__name__})") from None
+    if not isinstance(value, str):
+        raise PermanentError(f"secret {variable} must be a SecretString")
+    return value
+
+
+def secret_json(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS) -> dict[str, Any]:
+    """`secret_string(name)` parsed as a JSON object (PermanentError when it is not one)."""
+    variable = secret_env_var(name)
+    try:
+        value = json.loads(secret_string(name, max_age=max_age))
+    except ValueError:
+        raise PermanentError(f"secret {variable} is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise PermanentError(f"secret {variable} must be a JSON object")
+    return value
 
 
 def get_rotating_secret(
     secret_id: str, *, max_age: int = CACHE_MAX_AGE_SECONDS, force_fetch: bool = False
 ) -> RotatingSecret:
     """Both stages of `secret_id`; raises Powertools' `GetParameterError` when it cannot be read."""
-    value = _provider().get(secret_id, max_age=max_age, force_fetch=force_fetch)
+    provider = _provider(_ROTATING_PROVIDER_KEY, RotatingSecretProvider)
+    value = provider.get(secret_id, max_age=max_age, force_fetch=force_fetch)
     if not isinstance(value, dict):
         raise TypeError(f"unexpected cached value for secret {secret_id!r}")
     return RotatingSecret(**value)

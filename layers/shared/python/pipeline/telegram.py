@@ -1,4 +1,9 @@
-"""The Telegram `Update` as the webhook ingests it, and the routing attributes derived from it.
+"""The Telegram `Update`: its kinds, where each keeps its chat and user, and routing attributes.
+
+One table (`KINDS`) says, per update kind, where its chat and the user who caused it live; the
+webhook's routing attributes (`update_type`, `chat_type`, `command`, together in `publication`)
+and the consumers' lookups (`chat_of`, `user_of`) are all read from it, so a kind is described
+once.
 
 The model checks only what routing needs (an integer `update_id`, each known kind an object) and
 keeps everything else: the envelope carries the body exactly as received, and consumers parse
@@ -10,75 +15,83 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from pipeline.envelope import Envelope, telegram_event_id, utc_now
+
 UNKNOWN_TYPE = "unknown"
 
+KeyPath = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KindLayout:
+    """Where one update kind keeps things, as paths of keys from the kind's object.
+
+    Paths use the Bot API's JSON names (`from`, not aiogram's `from_user`); tests check every
+    path against aiogram's models and its own reading of chat and user (`EventContext`).
+    """
+
+    chat: KeyPath | None = None
+    """The `Chat` the update happened in; None for kinds without one (inline, payments, polls)."""
+    user: KeyPath | None = None
+    """The `User` who caused the update; None for kinds without one (channel boosts, polls)."""
+    is_message: bool = False
+    """The kind's object is a `Message`, the only kind that can carry a bot command."""
+    chat_type_only: KeyPath | None = None
+    """Where the chat type is for a kind that names it without a `Chat` (inline queries)."""
+
+    @property
+    def chat_type(self) -> KeyPath | None:
+        """Where the type of the chat ("private", "group", ...) is, when the kind has one."""
+        return (*self.chat, "type") if self.chat is not None else self.chat_type_only
+
+
+_MESSAGE = KindLayout(chat=("chat",), user=("from",), is_message=True)
+_IN_CHAT = KindLayout(chat=("chat",))
+_BY_USER = KindLayout(user=("from",))
+_MEMBER = KindLayout(chat=("chat",), user=("from",))
+
 # Every update kind of the Bot API as of aiogram 3.31 (`aiogram.types.Update`), in its order;
-# tests/unit/webhook checks this tuple against aiogram so a new kind is noticed.
-UPDATE_KINDS: tuple[str, ...] = (
-    "message",
-    "edited_message",
-    "channel_post",
-    "edited_channel_post",
-    "business_connection",
-    "business_message",
-    "edited_business_message",
-    "deleted_business_messages",
-    "guest_message",
-    "message_reaction",
-    "message_reaction_count",
-    "inline_query",
-    "chosen_inline_result",
-    "callback_query",
-    "shipping_query",
-    "pre_checkout_query",
-    "purchased_paid_media",
-    "poll",
-    "poll_answer",
-    "my_chat_member",
-    "chat_member",
-    "chat_join_request",
-    "chat_boost",
-    "removed_chat_boost",
-    "managed_bot",
-    "subscription",
-    "stopped_message_generation",
-)
-
-# Kinds whose value is a `Message`: the ones that can carry a bot command.
-MESSAGE_UPDATE_KINDS: frozenset[str] = frozenset(
-    {
-        "message",
-        "edited_message",
-        "channel_post",
-        "edited_channel_post",
-        "business_message",
-        "edited_business_message",
-        "guest_message",
-    }
-)
-
-# Where each kind keeps the type of the chat it happened in ("private", "group", ...), as a
-# path of keys from the kind's object. Kinds absent here have no chat (inline results,
-# payments, polls, business connections, ...).
-CHAT_TYPE_PATHS: dict[str, tuple[str, ...]] = {
-    **{kind: ("chat", "type") for kind in MESSAGE_UPDATE_KINDS},
-    "deleted_business_messages": ("chat", "type"),
-    "message_reaction": ("chat", "type"),
-    "message_reaction_count": ("chat", "type"),
-    "callback_query": ("message", "chat", "type"),
+# tests/unit/webhook checks this table against aiogram so a new kind is noticed.
+KINDS: dict[str, KindLayout] = {
+    "message": _MESSAGE,
+    "edited_message": _MESSAGE,
+    # Channel posts have no `from` (a post is the channel's); the path is there when it is.
+    "channel_post": _MESSAGE,
+    "edited_channel_post": _MESSAGE,
+    "business_connection": KindLayout(user=("user",)),
+    "business_message": _MESSAGE,
+    "edited_business_message": _MESSAGE,
+    "deleted_business_messages": _IN_CHAT,
+    "guest_message": _MESSAGE,
+    "message_reaction": KindLayout(chat=("chat",), user=("user",)),
+    "message_reaction_count": _IN_CHAT,
     # Inline queries carry the chat type itself (absent when unknown, e.g. secret chats).
-    "inline_query": ("chat_type",),
-    "my_chat_member": ("chat", "type"),
-    "chat_member": ("chat", "type"),
-    "chat_join_request": ("chat", "type"),
-    "chat_boost": ("chat", "type"),
-    "removed_chat_boost": ("chat", "type"),
-    "stopped_message_generation": ("chat", "type"),
+    "inline_query": KindLayout(user=("from",), chat_type_only=("chat_type",)),
+    "chosen_inline_result": _BY_USER,
+    # The chat of the message the button was attached to (absent for inline-mode messages).
+    "callback_query": KindLayout(chat=("message", "chat"), user=("from",)),
+    "shipping_query": _BY_USER,
+    "pre_checkout_query": _BY_USER,
+    "purchased_paid_media": _BY_USER,
+    "poll": KindLayout(),
+    # `voter_chat` is set only when an anonymous chat voted.
+    "poll_answer": KindLayout(chat=("voter_chat",), user=("user",)),
+    "my_chat_member": _MEMBER,
+    "chat_member": _MEMBER,
+    "chat_join_request": _MEMBER,
+    "chat_boost": _IN_CHAT,
+    "removed_chat_boost": _IN_CHAT,
+    "managed_bot": KindLayout(user=("user",)),
+    "subscription": KindLayout(user=("user",)),
+    "stopped_message_generation": _IN_CHAT,
 }
+UPDATE_KINDS: tuple[str, ...] = tuple(KINDS)
+MESSAGE_UPDATE_KINDS: frozenset[str] = frozenset(kind for kind, layout in KINDS.items() if layout.is_message)
 
 # A kind name we would publish for an update key we do not know: Bot API kinds are snake_case.
 _FUTURE_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -143,7 +156,8 @@ def update_type(update: TelegramUpdate) -> str:
     return UNKNOWN_TYPE
 
 
-def _dig(value: Any, path: tuple[str, ...]) -> Any:
+def dig(value: Any, path: KeyPath) -> Any:
+    """The value at `path` in nested mappings, or None when any step is missing."""
     for key in path:
         if not isinstance(value, Mapping):
             return None
@@ -155,13 +169,35 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def integer_id(obj: Mapping[str, Any] | None) -> int | None:
+    """`obj["id"]` when it is a real integer (Telegram ids are 52-bit integers), else None."""
+    value = obj.get("id") if obj is not None else None
+    return value if _is_int(value) else None
+
+
+def _object_at(kind_object: Any, path: KeyPath | None) -> dict[str, Any] | None:
+    found = dig(kind_object, path) if path is not None else None
+    return found if isinstance(found, dict) else None
+
+
+def chat_of(update: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    """The `Chat` object the update (a Bot API JSON dict) of this kind happened in, or None."""
+    layout = KINDS.get(kind)
+    return _object_at(update.get(kind), layout.chat if layout else None)
+
+
+def user_of(update: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    """The `User` object who caused the update (a Bot API JSON dict) of this kind, or None."""
+    layout = KINDS.get(kind)
+    return _object_at(update.get(kind), layout.user if layout else None)
+
+
 def chat_type(update: TelegramUpdate) -> str | None:
     """Type of the chat the update happened in ("private", "group", ...), when it has one."""
     kind = update_type(update)
-    path = CHAT_TYPE_PATHS.get(kind)
-    if path is None:
-        return None
-    value = _dig(update.kind_object(kind), path)
+    layout = KINDS.get(kind)
+    path = layout.chat_type if layout else None
+    value = dig(update.kind_object(kind), path) if path is not None else None
     return value if isinstance(value, str) and _ATTRIBUTE_VALUE.fullmatch(value) else None
 
 
@@ -191,3 +227,27 @@ def command(update: TelegramUpdate) -> str | None:
             found = _COMMAND.match(units.decode("utf-16-le", errors="ignore"))
             return found.group(0).lower() if found else None
     return None
+
+
+def publication(
+    update: TelegramUpdate, payload: dict[str, Any], *, bot_id: str, correlation_id: str
+) -> tuple[Envelope, dict[str, str | None]]:
+    """What the webhook publishes for a validated update: the envelope around `payload` (the body
+    exactly as received) and the SNS routing attributes (None: the attribute is left out).
+    """
+    kind = update_type(update)
+    envelope = Envelope(
+        event_id=telegram_event_id(bot_id, update.update_id),
+        source="telegram",
+        type=kind,
+        correlation_id=correlation_id,
+        received_at=utc_now(),
+        payload=payload,
+    )
+    attributes = {
+        "source": "telegram",
+        "type": kind,
+        "chat_type": chat_type(update),
+        "command": command(update),
+    }
+    return envelope, attributes

@@ -5,5 +5,8 @@
   state (pending, sending, accepted, failed, unknown) says what may happen next.
 - `gateways`: AWS End User Messaging SMS, a generic HTTP gateway and an in-memory fake.
 - `service`: the `sms` consumer's `process`; `reconcile`: the scheduled reconciler of
-  `unknown` outcomes; `delivery`: delivery events from End User Messaging.
+  `unknown` outcomes and of `pending` records no SQS message will send (an operator's resend,
+  an orphan); `delivery`: delivery events from End User Messaging.
+
+Operators act on records with `python -m ops journal show|unknown|resolve`.
 """

@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from pipeline import aws, credentials
+from pipeline import aws, secrets
 from pipeline.errors import PermanentError, TransientError
 from pipeline.http import JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
@@ -149,7 +149,7 @@ class EndUserMessagingGateway:
         try:
             response = self.client.send_text_message(**self.request(sms))
         except ClientError as error:
-            kind = str(error.response.get("Error", {}).get("Code", "ClientError"))
+            kind = aws.error_code(error) or "ClientError"
             message = str(error.response.get("Error", {}).get("Message", ""))
             # e.g. "ConflictException:DESTINATION_PHONE_NUMBER_OPTED_OUT": what an operator needs.
             reason = error.response.get("Reason")
@@ -208,7 +208,7 @@ class HttpGateway:
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.secret and os.environ.get(secret_env_var(self.secret)):
-            value = credentials.secret_string(self.secret)
+            value = secrets.secret_string(self.secret)
             try:
                 parsed = json.loads(value)
             except ValueError:

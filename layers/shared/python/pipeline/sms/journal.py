@@ -10,11 +10,15 @@ write is conditional:
 - `claim` moves `pending` to `sending` with a lease (`lease_owner`, `lease_expires_at`): of two
   workers, one gets it; nobody else sends while the lease holds;
 - `finish` saves an attempt's outcome only for the lease owner; `expire_lease` turns a
-  `sending` whose owner died into `unknown` (never back to `pending`: it may have been sent).
+  `sending` whose owner died into `unknown` (never back to `pending`: it may have been sent);
+- only evidence or a person settles an `unknown`: `resolve_accepted` closes it, and
+  `request_resend` (a person's word that it never arrived) makes it `pending` again, for the
+  reconciler to claim and send once with the same key.
 
 States someone may have to act on (pending, sending, unknown, failed) are copied to `sms_state`,
 the partition key of the sparse GSI `by_state` (sort key `state_since`); an accepted record
-drops it. The reconciler queries `unknown` there without scanning the table.
+drops it. The reconciler and the operator's CLI query it (`records_in_state`) without scanning
+the table.
 Times are stored as fixed-width UTC ISO strings, so they compare and sort as strings.
 """
 
@@ -140,6 +144,7 @@ class Notification:
     delivery_status: str | None
     failure_reason: str | None
     received_at: datetime | None
+    resend_requested_at: datetime | None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Notification:
@@ -160,6 +165,7 @@ class Notification:
             delivery_status=item.get("delivery_status"),
             failure_reason=item.get("failure_reason"),
             received_at=_time(item, "received_at"),
+            resend_requested_at=_time(item, "resend_requested_at"),
         )
 
 
@@ -177,7 +183,7 @@ class Finish:
 
 
 def _is_conflict(error: ClientError) -> bool:
-    return bool(error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+    return aws.error_code(error) == "ConditionalCheckFailedException"
 
 
 def _placeholders(prefix: str, *expressions: str) -> set[str]:
@@ -227,6 +233,17 @@ class Journal:
             if "LastEvaluatedKey" not in page:
                 return
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def records_in_state(self, state: State, limit: int | None = None) -> Iterator[Notification]:
+        """Records in `state`, oldest first: the index's keys, each re-read consistently.
+
+        The index is eventually consistent and the keys are read before anything is done to
+        them, so a record that has left `state` in the meantime is skipped.
+        """
+        for key, _ in list(self.keys_in_state(state, limit)):
+            record = self.get(key)
+            if record is not None and record.state is state:
+                yield record
 
     def count_in_state(self, state: State) -> int:
         query: dict[str, Any] = {
@@ -310,12 +327,19 @@ class Journal:
         return Notification.from_item(response["Attributes"])
 
     def claim(
-        self, key: str, owner: str, *, from_states: tuple[State, ...], max_resends: int | None = None
+        self,
+        key: str,
+        owner: str,
+        *,
+        from_states: tuple[State, ...],
+        max_resends: int | None = None,
+        unchanged_since: datetime | None = None,
     ) -> Notification | None:
         """Atomically take a record for one send attempt; None when someone else has it (or it is not due).
 
         From `pending` only once `next_attempt_at` has come; with `max_resends`, only while the
-        reconciler's resends are below it.
+        reconciler's resends are below it; with `unchanged_since`, only if the record is still
+        in the state the caller decided on (its `state_since`).
         """
         now = self.clock.now()
         states = ", ".join(f":from{index}" for index in range(len(from_states)))
@@ -324,6 +348,8 @@ class Journal:
             condition += " AND (attribute_not_exists(#next_attempt_at) OR #next_attempt_at <= :now)"
         if max_resends is not None:
             condition += " AND #reconcile_resends < :max_resends"
+        if unchanged_since is not None:
+            condition += " AND #state_since = :seen_since"
         return self._update(
             key,
             "SET #state = :sending, #sms_state = :sending, #state_since = :now, #lease_owner = :owner,"
@@ -338,6 +364,7 @@ class Journal:
                 ":lease_end": iso(now + self.lease),
                 ":one": 1,
                 ":max_resends": max_resends,
+                ":seen_since": iso(unchanged_since) if unchanged_since else None,
             },
         )
 
@@ -432,6 +459,23 @@ class Journal:
                 ":via": via,
                 ":message_id": message_id,
             },
+        )
+
+    def request_resend(self, key: str, *, by: str) -> Notification | None:
+        """`unknown` -> `pending`, due now, on a person's word that it never arrived; None if not unknown.
+
+        Its SQS message was acknowledged long ago, so the reconciler's next run claims it like
+        any `pending` record (atomically: a worker with a live redelivery may claim it instead)
+        and sends it once, with the same key (the gateway's client reference).
+        """
+        now = iso(self.clock.now())
+        return self._update(
+            key,
+            "SET #state = :pending, #sms_state = :pending, #state_since = :now,"
+            " #resend_requested_at = :now, #resend_requested_by = :by"
+            " REMOVE #next_attempt_at, #lease_expires_at",
+            "#state = :unknown",
+            {":pending": State.PENDING.value, ":unknown": State.UNKNOWN.value, ":now": now, ":by": by},
         )
 
     def record_delivery(

@@ -11,26 +11,38 @@ Each run (EventBridge schedule, `reconciler.app.lambda_handler`):
      record atomically (the attempt is recorded like any other);
    - otherwise it stays `unknown`; past the deadline it is left for a person
      (metric `SmsUnknownPastDeadline`, a warning log) and never resent automatically;
-3. gauges on every run: `SmsUnknownCount` and `SmsUnknownOldestAgeSeconds`.
+3. `pending` records no SQS message will bring back, sent once with the same key through the
+   same atomic claim as a worker's (so a still-live redelivery and the reconciler never both
+   send): those an operator asked to resend (`python -m ops journal resolve <key> --not-sent`),
+   as soon as they are due, and orphans, whose attempt has been due for longer than a live SQS
+   message could take to come back (`redelivery_horizon`);
+4. gauges on every run: `SmsUnknownCount` and `SmsUnknownOldestAgeSeconds`.
 
-`python -m pipeline.sms.reconcile` is the operator's tool for what the reconciler leaves
-(see `main`).
+What the reconciler leaves to a person is decided with the ops CLI: `python -m ops journal
+unknown` lists it, `python -m ops journal resolve` records the decision.
 """
 
 from __future__ import annotations
 
-import argparse
 import uuid
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from typing import Literal
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from pipeline.observability import mask_phone
+from pipeline.registry import Consumer, by_name
 from pipeline.sms.gateways import LookupStatus
 from pipeline.sms.journal import Notification, State
-from pipeline.sms.service import SmsRuntime, after_reconciler_resend, runtime, send_once
+from pipeline.sms.service import (
+    SmsRuntime,
+    after_reconciler_resend,
+    after_reconciler_send,
+    runtime,
+    send_once,
+)
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -39,6 +51,7 @@ metrics = Metrics()
 MAX_RESENDS = 1
 
 Resolution = Literal["accepted", "resent", "unresolved", "past_deadline"]
+PendingReason = Literal["requested", "orphaned"]
 
 
 @dataclass
@@ -49,11 +62,22 @@ class ReconcileReport:
     resent: int = 0
     unresolved: int = 0
     past_deadline: int = 0
+    requested: int = 0
+    orphaned: int = 0
     unknown_count: int = 0
     oldest_unknown_age_seconds: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+def redelivery_horizon(consumer: Consumer) -> timedelta:
+    """How long after a `pending` record's attempt fell due its SQS message, if it still
+    exists, has come back: the worker delays a retry until the attempt is due, a retry delay is
+    at most `max_delay_seconds`, and a crashed invocation's message reappears after the
+    visibility timeout.
+    """
+    return timedelta(seconds=consumer.visibility_timeout_seconds + consumer.retry.max_delay_seconds)
 
 
 def _log_keys(record: Notification) -> dict[str, object]:
@@ -95,29 +119,66 @@ def reconcile_one(current: SmsRuntime, record: Notification) -> Resolution:
     return "unresolved"
 
 
+def pending_reason(record: Notification, now: datetime, horizon: timedelta) -> PendingReason | None:
+    """Why the reconciler must send this `pending` record now; None while it is its SQS message's."""
+    due_at = record.next_attempt_at or record.state_since
+    if due_at > now:
+        return None
+    if record.resend_requested_at is not None:
+        return "requested"
+    return "orphaned" if now - due_at >= horizon else None
+
+
+def send_pending(current: SmsRuntime, record: Notification, horizon: timedelta) -> PendingReason | None:
+    """Send one due `pending` record once, if the claim is ours; what it was, or None if left alone.
+
+    The claim holds only if the record has not changed since it was read: a worker that took it
+    meanwhile (a live redelivery) wins, and this run leaves it.
+    """
+    reason = pending_reason(record, current.clock.now(), horizon)
+    if reason is None:
+        return None
+    owner = f"reconciler-{uuid.uuid4()}"
+    claimed = current.journal.claim(
+        record.key, owner, from_states=(State.PENDING,), unchanged_since=record.state_since
+    )
+    if claimed is None:
+        return None
+    if reason == "requested":
+        logger.info(
+            "SMS resend requested by an operator: sending once with the same key", extra=_log_keys(record)
+        )
+    else:
+        logger.warning(
+            "SMS pending with no SQS message left to send it: sending once with the same key",
+            extra=_log_keys(record),
+        )
+    send_once(current, claimed, owner, after_reconciler_send)
+    return reason
+
+
 def reconcile(current: SmsRuntime | None = None) -> ReconcileReport:
     current = current or runtime()
     journal, limit = current.journal, current.settings.reconcile_batch_size
     report = ReconcileReport()
     now = current.clock.now()
-    for key, _ in list(journal.keys_in_state(State.SENDING, limit)):
-        record = journal.get(key)
+    for record in journal.records_in_state(State.SENDING, limit):
         if (
-            record is not None
-            and record.state is State.SENDING
-            and record.lease_expires_at is not None
+            record.lease_expires_at is not None
             and record.lease_expires_at <= now
-            and journal.expire_lease(key, record.lease_owner or "", note="reconciler")
+            and journal.expire_lease(record.key, record.lease_owner or "", note="reconciler")
         ):
             report.leases_expired += 1
             logger.warning("SMS worker died while sending: outcome unknown", extra=_log_keys(record))
-    for key, _ in list(journal.keys_in_state(State.UNKNOWN, limit)):
-        record = journal.get(key)
-        if record is None or record.state is not State.UNKNOWN:
-            continue
+    for record in journal.records_in_state(State.UNKNOWN, limit):
         report.checked += 1
         resolution = reconcile_one(current, record)
         setattr(report, resolution, getattr(report, resolution) + 1)
+    horizon = redelivery_horizon(by_name("sms"))
+    for record in journal.records_in_state(State.PENDING, limit):
+        sent = send_pending(current, record, horizon)
+        if sent is not None:
+            setattr(report, sent, getattr(report, sent) + 1)
     report.unknown_count = journal.count_in_state(State.UNKNOWN)
     oldest = next(journal.keys_in_state(State.UNKNOWN, limit=1), None)
     if oldest is not None:
@@ -129,49 +190,7 @@ def reconcile(current: SmsRuntime | None = None) -> ReconcileReport:
     metrics.add_metric(name="SmsUnknownPastDeadline", unit=MetricUnit.Count, value=report.past_deadline)
     metrics.add_metric(name="SmsReconciledAccepted", unit=MetricUnit.Count, value=report.accepted)
     metrics.add_metric(name="SmsReconcileResent", unit=MetricUnit.Count, value=report.resent)
+    metrics.add_metric(name="SmsReconcileRequestedSent", unit=MetricUnit.Count, value=report.requested)
+    metrics.add_metric(name="SmsReconcileOrphansSent", unit=MetricUnit.Count, value=report.orphaned)
     logger.info("SMS reconciliation finished", extra=report.as_dict())
     return report
-
-
-# -- the operator's tool ----------------------------------------------------------------------------
-def resolve_by_operator(current: SmsRuntime, key: str, action: Literal["accepted", "resend"]) -> str:
-    """A person's decision on an `unknown` (or `failed`) notification; returns the new state.
-
-    "accepted": the customer got it (checked on the gateway's console or with the customer).
-    "resend": it certainly did not arrive; send it once more with the same key, recorded.
-    """
-    if action == "accepted":
-        resolved = current.journal.resolve_accepted(key, via="operator")
-        if resolved is None:
-            raise ValueError("only an unknown notification can be marked accepted")
-        return resolved.state.value
-    owner = f"operator-{uuid.uuid4()}"
-    claimed = current.journal.claim(key, owner, from_states=(State.UNKNOWN, State.FAILED))
-    if claimed is None:
-        raise ValueError("only an unknown or failed notification can be resent")
-    _, finish, _ = send_once(current, claimed, owner, after_reconciler_resend)
-    return finish.state.value
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m pipeline.sms.reconcile list | accepted <key> | resend <key>` (JOURNAL_TABLE etc. set)."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.sms.reconcile", description=__doc__)
-    parser.add_argument("action", choices=["list", "accepted", "resend"])
-    parser.add_argument("key", nargs="?")
-    args = parser.parse_args(argv)
-    current = runtime()
-    if args.action == "list":
-        now = current.clock.now()
-        for state in (State.UNKNOWN, State.FAILED, State.SENDING, State.PENDING):
-            for key, since in current.journal.keys_in_state(state):
-                record = current.journal.get(key)
-                phone = mask_phone(record.recipient) if record else "?"
-                print(f"{state.value:8} {key} {phone} {int((now - since).total_seconds())}s")
-        return
-    if not args.key:
-        parser.error("a notification key is needed")
-    print(resolve_by_operator(current, args.key, args.action))
-
-
-if __name__ == "__main__":
-    main()

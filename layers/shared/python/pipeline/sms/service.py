@@ -4,7 +4,9 @@
    a rule or another event type sends nothing).
 2. The notification is recorded in the journal *before* any gateway call; a conflict means it
    is already known, and the record, not the event, decides what happens next.
-3. Only a `pending` record this worker claims (atomically, under a lease) is sent. A record
+3. Only a `pending` record this worker claims (atomically, under a lease) is sent (the
+   reconciler claims the same way a `pending` record an operator asked to resend, or whose SQS
+   message is gone). A record
    `sending` under someone else's lease is retried later; one whose lease expired (its worker
    died mid-call) becomes `unknown`. `accepted` and `unknown` are acknowledged without a send
    (`unknown` is the reconciler's); `failed` goes back to the DLQ.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -165,10 +167,11 @@ def call_gateway(gateway: SmsGateway, sms: OutgoingSms, clock: Clock) -> Attempt
 Decide = Callable[[SmsSettings, Notification, AttemptOutcome, datetime], Finish]
 
 
-def after_worker_attempt(
-    settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime
+def _after_attempt(
+    settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime, by: str
 ) -> Finish:
-    entry = outcome.entry("worker", record.lease_owner or "")
+    """A send of a `pending` record: done, unknown, failed, or pending again after a backoff."""
+    entry = outcome.entry(by, record.lease_owner or "")
     if outcome.kind == "accepted":
         return Finish(State.ACCEPTED, entry, outcome.answered_at, message_id=outcome.message_id)
     if outcome.kind == "unknown":
@@ -186,6 +189,25 @@ def after_worker_attempt(
     )
     delay = max(backoff_seconds(policy, record.attempt_count), math.ceil(outcome.retry_after or 0))
     return Finish(State.PENDING, entry, outcome.answered_at, next_attempt_at=now + timedelta(seconds=delay))
+
+
+def after_worker_attempt(
+    settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime
+) -> Finish:
+    return _after_attempt(settings, record, outcome, now, "worker")
+
+
+def after_reconciler_send(
+    settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime
+) -> Finish:
+    """A `pending` record the reconciler sent (an operator asked, or its SQS message is gone).
+
+    Otherwise a worker's attempt. An operator's resend that may have reached the gateway counts
+    as the one resend, so if it ends unknown again the reconciler does not resend it on its own.
+    """
+    finish = _after_attempt(settings, record, outcome, now, "reconciler")
+    requested = record.resend_requested_at is not None
+    return replace(finish, counts_as_resend=requested and outcome.kind in ("accepted", "unknown"))
 
 
 def after_reconciler_resend(
