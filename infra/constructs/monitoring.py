@@ -146,6 +146,7 @@ class Monitoring(Construct):
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
+            dashboard_name=Stack.of(self).stack_name,
             default_interval=Duration.hours(3),
             period_override=cloudwatch.PeriodOverride.AUTO,
         )
