@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
 
-.PHONY: install lint test test-unit test-infra synth local demo clean
+.PHONY: install lint test test-unit test-infra synth local demo bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ local: install
 
 demo: install
 	$(PY) -m local demo
+
+# Figures, not tests: latency, throughput and a cost model (see bench/README.md).
+bench: install
+	$(PY) -m bench
 
 clean:
 	rm -rf cdk.out .local .pytest_cache .ruff_cache .mypy_cache

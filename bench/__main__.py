@@ -1,0 +1,77 @@
+"""`python -m bench [NAME ...] [--quick]` (make bench): run benchmarks, save their figures, print a report.
+
+Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
+uses the figures the others measured, from this run or an earlier one). Figures are saved to
+.local/bench/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from bench import cost, pipeline, webhook, worker
+from bench.common import RESULTS_PATH, BenchError, machine, save_results
+
+BENCHMARKS: dict[str, ModuleType] = {
+    "webhook": webhook,
+    "worker": worker,
+    "pipeline": pipeline,
+    "cost": cost,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("names", nargs="*", metavar="NAME", help="any of: " + ", ".join(BENCHMARKS))
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer requests: a smoke run, not figures to quote"
+    )
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.names if name not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    return args
+
+
+def run_one(name: str, quick: bool) -> list[str]:
+    module = BENCHMARKS[name]
+    run: Callable[..., dict[str, Any]] = module.run
+    report: Callable[[dict[str, Any]], list[str]] = module.report
+    started = time.monotonic()
+    results = run(quick=quick)
+    if not quick:
+        save_results(name, results)
+    load = machine()["load_average_1min"]
+    return [*report(results), f"  ({name}: {time.monotonic() - started:.1f} s, load average after {load})"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    info = machine()
+    print(
+        f"bench on {info['cpus']} CPUs (load average {info['load_average_1min']}), Python {info['python']},"
+        f" {info['platform']}"
+        + (" (quick: smoke run, figures not saved)" if args.quick else f"; figures saved to {RESULTS_PATH}"),
+        flush=True,
+    )
+    failed = []
+    for name in names:
+        print(flush=True)
+        try:
+            lines = run_one(name, args.quick)
+        except BenchError as error:
+            failed.append(name)
+            print(f"{name}: FAILED: {error}", file=sys.stderr, flush=True)
+            continue
+        print("\n".join(lines), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

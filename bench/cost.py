@@ -1,0 +1,446 @@
+"""A cost model per 1 million Telegram updates on AWS, eu-central-1, on-demand list prices.
+
+Volumes come from the registry (which consumers each kind of update reaches, their memory) and
+an assumed mix of update kinds; durations and log volumes from the other benchmarks' figures in
+`.local/bench/results.json` where they exist, else from the assumptions below (the report says
+which). Free tiers are left out; fixed monthly costs and storage are listed apart, not per update.
+
+How a Lambda duration is estimated: the handler's own time measured here (one full core of this
+machine) times the CPU share Lambda gives its memory size (one vCPU at 1769 MB, proportionally
+less below: an upper bound, short bursts often run faster), plus the time waiting on AWS APIs and
+outside services (assumed latencies). Lambda bills every invocation rounded up to the next ms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.common import load_results, table
+from local.runtime import WEBHOOK_MEMORY_MB
+from pipeline.registry import Consumer, enabled, matches
+
+UPDATES = 1_000_000
+
+# -- prices ---------------------------------------------------------------------------------------------
+PRICES_AS_OF = "2025-06"
+PRICES_NOTE = (
+    f"eu-central-1 list prices in USD as known on {PRICES_AS_OF}, free tiers excluded: check them at "
+    "https://aws.amazon.com/<service>/pricing/ before relying on these figures"
+)
+
+
+@dataclass(frozen=True)
+class Prices:
+    lambda_arm_gb_second: float = 0.0000133334  # arm64, first 7.5 billion GB-s a month
+    lambda_request: float = 0.20 / 1e6
+    http_api_request: float = 1.20 / 1e6  # API Gateway HTTP API, first 300 M a month, per 512 KB
+    sns_publish: float = 0.50 / 1e6  # per 64 KB chunk; deliveries to SQS are free
+    sqs_request: float = 0.40 / 1e6  # standard queue, per 64 KB chunk
+    dynamodb_write_unit: float = 0.7625 / 1e6  # on-demand, after the November 2024 price cut
+    dynamodb_read_unit: float = 0.1525 / 1e6
+    logs_ingested_gb: float = 0.63  # CloudWatch Logs, standard class
+    xray_trace: float = 5.00 / 1e6  # traces recorded
+
+
+PRICES = Prices()
+
+# -- assumptions ------------------------------------------------------------------------------------------
+# Share of each kind of update in a bot's traffic: change it to your bot's.
+UPDATE_MIX: dict[str, float] = {
+    "message": 0.85,
+    "callback_query": 0.07,
+    "edited_message": 0.04,
+    "my_chat_member": 0.02,
+    "message_reaction": 0.02,
+}
+# Records per consumer invocation. Without a batching window Lambda invokes with what is in the
+# queue; at 1 M updates a month (0.4 a second) that is almost always one record.
+RECORDS_PER_INVOCATION = 1
+# Latencies of the calls a function waits on, in ms (in-region AWS APIs; outside services from Frankfurt).
+SNS_PUBLISH_MS = 20.0
+DYNAMODB_CALL_MS = 5.0
+TELEGRAM_CALL_MS = 60.0
+CRM_PUSH_MS = 300.0
+BEDROCK_CONVERSE_MS = 1500.0
+# Lambda gives one full vCPU at 1769 MB, proportionally less below.
+FULL_VCPU_MB = 1769
+# Share of invocations that start a new execution environment; the init phase is billed.
+COLD_START_SHARE = 0.01
+# Share of records delivered again (Telegram resends, SQS at-least-once): idempotency skips them.
+DUPLICATE_SHARE = 0.01
+# API Gateway access log line per request (the stack logs $context fields, no headers or body).
+ACCESS_LOG_BYTES = 350
+# X-Ray (every function has active tracing): the default sampling rule records the first
+# request each second and 5% of the rest, so at 0.4 updates a second nearly every request is
+# traced. An SQS-triggered invocation starts its own trace (linked, not continued).
+XRAY_SAMPLED_SHARE = 1.0
+# Journal items (idempotency records) stay under 1 KB: one write unit per write (a refused
+# conditional write too), one read unit per strongly consistent read.
+JOURNAL_WRITE_UNITS = 1.0
+
+
+@dataclass(frozen=True)
+class ConsumerWork:
+    """What a consumer does per record beyond the shared worker runtime (assumed averages)."""
+
+    outside_ms: float = 0.0  # waiting on Telegram, the CRM, Bedrock
+    table_calls: float = 0.0  # its own DynamoDB calls
+    write_units: float = 0.0  # the write units they consume
+    note: str = ""
+
+
+CONSUMER_WORK: dict[str, ConsumerWork] = {
+    "store": ConsumerWork(
+        table_calls=1.0, write_units=2.0, note="one UpdateItem of a ~1.5 KB conversation item (2 WRU)"
+    ),
+    "crm": ConsumerWork(
+        outside_ms=0.05 * CRM_PUSH_MS,
+        table_calls=1.05,
+        write_units=1.05,
+        note="claims the contact (conditional put: 1 WRU even when refused); 5% are new: lead push + confirm",
+    ),
+    "autoreply": ConsumerWork(
+        outside_ms=0.15 * TELEGRAM_CALL_MS, note="15% get a Bot API call (commands with a reply, buttons)"
+    ),
+    "analytics": ConsumerWork(note="EMF metrics in its log only"),
+    "ai": ConsumerWork(
+        outside_ms=0.9 * BEDROCK_CONVERSE_MS,
+        table_calls=0.9,
+        write_units=1.8,
+        note="90% carry text: a Converse call + UpdateItem of the item (2 WRU); Bedrock tokens not included",
+    ),
+}
+
+
+# -- inputs: measured where possible ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    source: str
+
+
+def _lookup(results: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = results
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _figure(results: Mapping[str, Any], default: float, *paths: tuple[str, ...]) -> Figure:
+    for path in paths:
+        value = _lookup(results, path)
+        if isinstance(value, int | float):
+            return Figure(float(value), "measured: " + ".".join(path))
+    return Figure(default, "assumed")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    webhook_cpu_ms: Figure
+    webhook_init_ms: Figure
+    webhook_log_bytes: Figure
+    worker_cpu_ms: Figure
+    worker_init_ms: Figure
+    journal_calls_new: dict[str, float]
+    journal_calls_duplicate: dict[str, float]
+    journal_source: str
+    consumer_log_bytes: dict[str, Figure] = field(default_factory=dict)
+
+    @classmethod
+    def from_results(cls, results: Mapping[str, Any]) -> Inputs:
+        new = _lookup(results, ("worker", "new_batch_1", "dynamodb_calls_per_record"))
+        duplicate = _lookup(results, ("worker", "duplicate_batch_10", "dynamodb_calls_per_record"))
+        measured = isinstance(new, Mapping) and isinstance(duplicate, Mapping)
+        generic_log = ("worker", "new_batch_1", "log_bytes_per_record")
+        return cls(
+            # The handler's own cost: SNS answered inside botocore, so no moto time is included.
+            # Medians: robust to other work on the machine preempting a few requests.
+            webhook_cpu_ms=_figure(
+                results, 1.0, ("webhook", "telegram_accepted_sns_stubbed", "latency", "p50")
+            ),
+            webhook_init_ms=_figure(results, 1000.0, ("webhook", "cold_import_ms")),
+            webhook_log_bytes=_figure(
+                results,
+                900.0,
+                ("pipeline", "log_bytes_per_unit", "webhook"),
+                ("webhook", "telegram_accepted", "log_bytes_per_request"),
+            ),
+            worker_cpu_ms=_figure(results, 1.0, ("worker", "new_batch_1", "invocation_outside_aws", "p50")),
+            worker_init_ms=_figure(results, 1000.0, ("worker", "cold_import_ms")),
+            journal_calls_new=_op_counts(new) if measured else {"PutItem": 1.0, "UpdateItem": 1.0},
+            journal_calls_duplicate=_op_counts(duplicate) if measured else {"PutItem": 1.0},
+            journal_source="measured: worker" if measured else "assumed",
+            consumer_log_bytes={
+                consumer.name: _figure(
+                    results, 1200.0, ("pipeline", "log_bytes_per_unit", consumer.name), generic_log
+                )
+                for consumer in telegram_consumers(with_ai=True)
+            },
+        )
+
+
+def _op_counts(calls: Mapping[str, Any]) -> dict[str, float]:
+    """{"dynamodb:PutItem": 1.0} -> {"PutItem": 1.0}"""
+    return {name.split(":", 1)[-1]: float(n) for name, n in calls.items()}
+
+
+# -- the model --------------------------------------------------------------------------------------------
+def cpu_factor(memory_mb: int) -> float:
+    return max(1.0, FULL_VCPU_MB / memory_mb)
+
+
+def telegram_consumers(with_ai: bool) -> tuple[Consumer, ...]:
+    settings = {"bedrock_model_id": "a-model" if with_ai else ""}
+    return tuple(c for c in enabled(settings) if c.filter_policy.get("source") == ["telegram"])
+
+
+def records_per_update(consumer: Consumer) -> float:
+    """Expected records this consumer gets per update: the share of kinds its filter policy takes."""
+    return sum(
+        share
+        for kind, share in UPDATE_MIX.items()
+        if matches(consumer.filter_policy, {"source": "telegram", "type": kind})
+    )
+
+
+@dataclass
+class Line:
+    item: str
+    unit: str
+    unit_price: float
+    quantity: float = 0.0
+
+    @property
+    def usd(self) -> float:
+        return self.quantity * self.unit_price
+
+
+@dataclass
+class Bill:
+    """Cost lines in report order (the order they are first added in)."""
+
+    lines: dict[str, Line] = field(default_factory=dict)
+    consumer_ms: dict[str, float] = field(default_factory=dict)
+    fanout: float = 0.0
+
+    def add(self, item: str, unit: str, unit_price: float, quantity: float) -> None:
+        line = self.lines.setdefault(item, Line(item, unit, unit_price))
+        line.quantity += quantity
+
+    @property
+    def total(self) -> float:
+        return sum(line.usd for line in self.lines.values())
+
+
+@dataclass(frozen=True)
+class FunctionLoad:
+    """One Lambda function's share of the work per UPDATES updates."""
+
+    name: str
+    memory_mb: int
+    invocations: float
+    ms_per_invocation: float
+    init_ms: float
+
+    @property
+    def gb(self) -> float:
+        return self.memory_mb / 1024
+
+
+@dataclass(frozen=True)
+class ConsumerLoad:
+    consumer: Consumer
+    records: float
+    function: FunctionLoad
+
+
+def billed_ms(ms: float) -> int:
+    return max(1, math.ceil(ms))
+
+
+def consumer_loads(inputs: Inputs, with_ai: bool) -> list[ConsumerLoad]:
+    loads = []
+    new_calls = sum(inputs.journal_calls_new.values())
+    for consumer in telegram_consumers(with_ai):
+        work = CONSUMER_WORK.get(consumer.name, ConsumerWork())
+        records = UPDATES * records_per_update(consumer)
+        per_invocation = min(RECORDS_PER_INVOCATION, consumer.batch_size)
+        record_ms = (
+            inputs.worker_cpu_ms.value * cpu_factor(consumer.memory_mb)
+            + (new_calls + work.table_calls) * DYNAMODB_CALL_MS
+            + work.outside_ms
+        )
+        function = FunctionLoad(
+            consumer.name,
+            consumer.memory_mb,
+            records / per_invocation,
+            record_ms * per_invocation,
+            inputs.worker_init_ms.value,
+        )
+        loads.append(ConsumerLoad(consumer, records, function))
+    return loads
+
+
+def estimate(inputs: Inputs, with_ai: bool) -> Bill:
+    """Cost lines per UPDATES Telegram updates."""
+    bill = Bill()
+    consumers = consumer_loads(inputs, with_ai)
+    webhook_ms = inputs.webhook_cpu_ms.value * cpu_factor(WEBHOOK_MEMORY_MB) + SNS_PUBLISH_MS
+    webhook = FunctionLoad("webhook", WEBHOOK_MEMORY_MB, UPDATES, webhook_ms, inputs.webhook_init_ms.value)
+    functions = [webhook, *(load.function for load in consumers)]
+    bill.fanout = sum(load.records for load in consumers) / UPDATES
+    bill.consumer_ms = {load.consumer.name: load.function.ms_per_invocation for load in consumers}
+
+    bill.add("API Gateway HTTP API", "request", PRICES.http_api_request, UPDATES)
+    for f in functions:
+        bill.add("Lambda requests", "request", PRICES.lambda_request, f.invocations)
+    for f in functions:
+        duration = f.invocations * billed_ms(f.ms_per_invocation) / 1000 * f.gb
+        bill.add(f"Lambda {f.name} ({f.memory_mb} MB)", "GB-s", PRICES.lambda_arm_gb_second, duration)
+    for f in functions:
+        # Not scaled by the CPU share: the init phase is not held to it the way invocations are.
+        cold = f.invocations * COLD_START_SHARE * f.init_ms / 1000 * f.gb
+        bill.add("Lambda init (cold starts)", "GB-s", PRICES.lambda_arm_gb_second, cold)
+    bill.add("SNS publishes", "request", PRICES.sns_publish, UPDATES)
+    for load in consumers:
+        # The SNS -> SQS delivery is a send; then per invocation one receive and one batch delete.
+        bill.add("SQS requests", "request", PRICES.sqs_request, load.records + 2 * load.function.invocations)
+    new, duplicate = inputs.journal_calls_new, inputs.journal_calls_duplicate
+    for load in consumers:
+        duplicates = load.records * DUPLICATE_SHARE
+        writes = load.records * _writes(new) + duplicates * _writes(duplicate)
+        reads = load.records * new.get("GetItem", 0.0) + duplicates * duplicate.get("GetItem", 0.0)
+        work = CONSUMER_WORK.get(load.consumer.name, ConsumerWork())
+        journal_units = writes * JOURNAL_WRITE_UNITS
+        bill.add("DynamoDB writes, journal (idempotency)", "WRU", PRICES.dynamodb_write_unit, journal_units)
+        bill.add("DynamoDB reads, journal (idempotency)", "RRU", PRICES.dynamodb_read_unit, reads)
+        bill.add(
+            "DynamoDB writes, consumers' own",
+            "WRU",
+            PRICES.dynamodb_write_unit,
+            load.records * work.write_units,
+        )
+    log_bytes = UPDATES * (inputs.webhook_log_bytes.value + ACCESS_LOG_BYTES) + sum(
+        load.records * inputs.consumer_log_bytes[load.consumer.name].value for load in consumers
+    )
+    bill.add("CloudWatch Logs ingestion", "GB", PRICES.logs_ingested_gb, log_bytes / 1e9)
+    traces = sum(f.invocations for f in functions) * XRAY_SAMPLED_SHARE
+    bill.add("X-Ray traces", "trace", PRICES.xray_trace, traces)
+    return bill
+
+
+def _writes(calls: Mapping[str, float]) -> float:
+    return sum(n for name, n in calls.items() if name in ("PutItem", "UpdateItem", "DeleteItem"))
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """`quick` changes nothing here: the model is arithmetic on the saved figures."""
+    inputs = Inputs.from_results(load_results())
+    bills = {"ai_off": estimate(inputs, with_ai=False), "ai_on": estimate(inputs, with_ai=True)}
+    return {
+        "updates": UPDATES,
+        "records_per_invocation": RECORDS_PER_INVOCATION,
+        "prices_as_of": PRICES_AS_OF,
+        "inputs": {
+            "webhook_cpu_ms": vars(inputs.webhook_cpu_ms),
+            "webhook_init_ms": vars(inputs.webhook_init_ms),
+            "webhook_log_bytes": vars(inputs.webhook_log_bytes),
+            "worker_cpu_ms": vars(inputs.worker_cpu_ms),
+            "worker_init_ms": vars(inputs.worker_init_ms),
+            "journal_calls_new": inputs.journal_calls_new,
+            "journal_calls_duplicate": inputs.journal_calls_duplicate,
+            "journal_source": inputs.journal_source,
+            "consumer_log_bytes": {name: vars(figure) for name, figure in inputs.consumer_log_bytes.items()},
+        },
+        "scenarios": {
+            name: {
+                "total_usd": round(bill.total, 4),
+                "records_per_update": round(bill.fanout, 3),
+                "consumer_ms_per_record": {k: round(v, 2) for k, v in bill.consumer_ms.items()},
+                "lines": {
+                    line.item: {
+                        "unit": line.unit,
+                        "unit_price": line.unit_price,
+                        "quantity": line.quantity,
+                        "usd": round(line.usd, 4),
+                    }
+                    for line in bill.lines.values()
+                },
+            }
+            for name, bill in bills.items()
+        },
+    }
+
+
+def _quantity(value: float, unit: str) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M {unit}"
+    if value >= 1e3:
+        return f"{value / 1e3:.1f} k {unit}"
+    return f"{value:.2f} {unit}"
+
+
+def _origin(source: str) -> str:
+    """ "measured: pipeline.log_bytes_per_unit.store" -> "pipeline"; "assumed" stays."""
+    return source.removeprefix("measured: ").split(".", 1)[0]
+
+
+def _price(price: float, unit: str) -> str:
+    """Small unit prices per million units, as AWS lists them."""
+    return f"{price * 1e6:.4g}/M {unit}" if price < 0.001 else f"{price:.4g}/{unit}"
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    off, on = results["scenarios"]["ai_off"], results["scenarios"]["ai_on"]
+    inputs = results["inputs"]
+    rows = []
+    for item, after in on["lines"].items():
+        before = off["lines"].get(item, {"quantity": 0.0, "usd": 0.0})
+        unit = after["unit"]
+        rows.append(
+            [
+                item,
+                _price(after["unit_price"], unit),
+                _quantity(before["quantity"], unit),
+                f"{before['usd']:.2f}",
+                _quantity(after["quantity"], unit),
+                f"{after['usd']:.2f}",
+            ]
+        )
+    rows.append(["total per 1 M updates", "", "", f"{off['total_usd']:.2f}", "", f"{on['total_usd']:.2f}"])
+    xray = on["lines"]["X-Ray traces"]["usd"] / on["total_usd"]
+    lines = [
+        f"cost per {results['updates'] / 1e6:g} M Telegram updates, USD ({PRICES_NOTE})",
+        f"  records per update: {off['records_per_update']:.2f} without ai,"
+        f" {on['records_per_update']:.2f} with ai; {results['records_per_invocation']} per invocation",
+        *("  " + line for line in table(["item", "USD/unit", "qty ai off", "USD", "qty ai on", "USD"], rows)),
+        "  inputs: "
+        + "; ".join(
+            f"{name} {inputs[name]['value']:.2f} ({inputs[name]['source']})"
+            for name in ("webhook_cpu_ms", "worker_cpu_ms", "webhook_init_ms", "worker_init_ms")
+        ),
+        "  log bytes per request/record: "
+        + ", ".join(
+            f"{name} {figure['value']:.0f} ({_origin(figure['source'])})"
+            for name, figure in {
+                "webhook": inputs["webhook_log_bytes"],
+                **inputs["consumer_log_bytes"],
+            }.items()
+        ),
+        f"  journal calls per new record {inputs['journal_calls_new']}, per duplicate"
+        f" {inputs['journal_calls_duplicate']} ({inputs['journal_source']})",
+        f"  X-Ray is {xray:.0%} of the total (ai on): every function traces actively, and at this rate"
+        " the default sampling rule records nearly every invocation",
+        "  estimated billed ms per record (ai on): "
+        + ", ".join(f"{name} {ms:.0f}" for name, ms in on["consumer_ms_per_record"].items()),
+        *(f"  {name}: {work.note}" for name, work in CONSUMER_WORK.items() if work.note),
+        "  not per update: Secrets Manager ($0.40/secret-month), alarms ($0.10 each), EMF custom metrics"
+        " ($0.30/metric-month), the SNS KMS key ($1/month), Lambda's idle long polling of each queue,"
+        " DynamoDB storage (~1.5 GB of conversations per 1 M updates) and Bedrock tokens.",
+    ]
+    return lines

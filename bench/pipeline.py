@@ -1,0 +1,286 @@
+"""The whole pipeline through the local runtime (`local.Runtime` on free ports): end-to-end figures.
+
+Every function runs in its own process as in `make local` (moto server, fakes of Telegram, the
+CRM and Bedrock). The updates are /start messages from new users, so each one reaches every
+Telegram consumer and each consumer acts. Phases:
+
+- latency: updates posted one at a time at a steady pace (no backlog); for each, the time from
+  the HTTP POST to each consumer's side effect: `store` (its item in the conversations table),
+  `ai` (the item's `ai` attribute), `autoreply` (`sendMessage` reached the Telegram fake), `crm`
+  (the lead reached the CRM fake). `analytics` has no side effect outside its logs: not timed.
+  Table items are polled every 20 ms; the fakes stamp each call on arrival.
+- ingress: several senders post as fast as the API answers; accepted requests per second.
+- drain: how long the consumers take to work off what the ingress phase queued.
+
+Also reported: start-up time, per-function counters, and log bytes each function wrote per
+request or record (what CloudWatch Logs would ingest).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.common import RESULTS_PATH, BenchError, Stats, compact, require, telegram_start
+from local.demo import TELEGRAM_TOKEN_HEADER, post
+from local.runtime import Ports, Runtime
+from pipeline.envelope import telegram_event_id
+
+FIRST_UPDATE_ID = 700_000_000
+FIRST_USER_ID = 9_000_000
+ITEM_POLL_SECONDS = 0.02
+EFFECT_TIMEOUT_SECONDS = 60.0
+WARMUP_UPDATES = 5
+# Consumers whose side effect is observed, in report order.
+OBSERVED = ("store", "ai", "autoreply", "crm")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    latency_updates: int = 100
+    latency_interval_seconds: float = 0.15
+    ingress_seconds: float = 8.0
+    ingress_senders: int = 4
+    drain_timeout_seconds: float = 75.0
+
+
+QUICK = Sizes(latency_updates=20, ingress_seconds=3.0, ingress_senders=2)
+
+
+@dataclass
+class Sent:
+    update_id: int
+    user_id: int
+    posted_at: float  # wall clock: the fakes stamp calls with time.time()
+    answered_at: float
+    status: int
+
+
+class Sender:
+    """Posts /start updates from new users to the local API; numbers are reserved across threads."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.url = runtime.webhook_url
+        self.headers = {TELEGRAM_TOKEN_HEADER: runtime.settings.telegram_secret}
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+
+    def reserve(self) -> tuple[int, int]:
+        """A fresh (update_id, user_id): every update comes from a new user."""
+        with self._lock:
+            n = next(self._numbers)
+        return FIRST_UPDATE_ID + n, FIRST_USER_ID + n
+
+    def send(self, ids: tuple[int, int] | None = None) -> Sent:
+        update_id, user_id = ids or self.reserve()
+        body = compact(telegram_start(update_id, user_id))
+        posted = time.time()
+        status = post(self.url, body, self.headers)
+        return Sent(update_id, user_id, posted, time.time(), status)
+
+
+class ItemWatcher(threading.Thread):
+    """Polls the conversations table: when each update's item was written by `store`, and by `ai`."""
+
+    def __init__(self, runtime: Runtime, ids: Iterable[tuple[int, int]]) -> None:
+        super().__init__(name="bench-item-watcher", daemon=True)
+        if runtime.resources is None:
+            raise BenchError("the runtime has not created its resources")
+        self.dynamodb = runtime.client("dynamodb")
+        self.table = runtime.resources.tables["conversations"]
+        self.pending: dict[tuple[str, str], int] = {
+            (f"chat#{user_id}", f"update#{update_id:012d}"): update_id for update_id, user_id in ids
+        }
+        self.seen: dict[str, dict[int, float]] = {"store": {}, "ai": {}}
+        self.stop = threading.Event()
+
+    def done(self) -> bool:
+        return all(len(seen) == len(self.pending) for seen in self.seen.values())
+
+    def run(self) -> None:
+        keys = list(self.pending)
+        while not self.stop.is_set() and not self.done():
+            waiting = [k for k in keys if any(self.pending[k] not in seen for seen in self.seen.values())]
+            for start in range(0, len(waiting), 100):
+                self._check(waiting[start : start + 100])
+            self.stop.wait(ITEM_POLL_SECONDS)
+
+    def _check(self, keys: list[tuple[str, str]]) -> None:
+        response = self.dynamodb.batch_get_item(
+            RequestItems={
+                self.table: {
+                    "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in keys],
+                    "ProjectionExpression": "pk, sk, event_id, #ai",
+                    "ExpressionAttributeNames": {"#ai": "ai"},
+                }
+            }
+        )
+        now = time.time()
+        for item in response["Responses"].get(self.table, []):
+            update_id = self.pending[(item["pk"]["S"], item["sk"]["S"])]
+            if "event_id" in item:
+                self.seen["store"].setdefault(update_id, now)
+            if "ai" in item:
+                self.seen["ai"].setdefault(update_id, now)
+
+
+def _fake_effects(runtime: Runtime, sent: list[Sent]) -> dict[str, dict[int, float]]:
+    """When each update's reply reached the Telegram fake and its lead the CRM fake."""
+    by_user = {s.user_id: s.update_id for s in sent}
+    by_event = {telegram_event_id(runtime.settings.telegram_bot_id, s.update_id): s.update_id for s in sent}
+    replies: dict[int, float] = {}
+    for call in runtime.fakes["telegram"].calls():
+        body = call.get("body")
+        if call["path"].endswith("/sendMessage") and isinstance(body, dict):
+            update_id = by_user.get(int(body.get("chat_id", 0)))
+            if update_id is not None:
+                replies.setdefault(update_id, call["time"])
+    leads: dict[int, float] = {}
+    for call in runtime.fakes["crm"].calls():
+        update_id = by_event.get(call["headers"].get("idempotency-key", ""))
+        if update_id is not None:
+            leads.setdefault(update_id, call["time"])
+    return {"autoreply": replies, "crm": leads}
+
+
+def measure_latency(runtime: Runtime, sender: Sender, sizes: Sizes) -> dict[str, Any]:
+    ids = [sender.reserve() for _ in range(sizes.latency_updates)]
+    watcher = ItemWatcher(runtime, ids)
+    watcher.start()
+    sent: list[Sent] = []
+    for update_ids in ids:
+        slot = time.monotonic() + sizes.latency_interval_seconds
+        sent.append(sender.send(update_ids))
+        time.sleep(max(0.0, slot - time.monotonic()))
+    require(all(s.status == 200 for s in sent), f"statuses {Counter(s.status for s in sent)}")
+    deadline = time.monotonic() + EFFECT_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        effects = {**watcher.seen, **_fake_effects(runtime, sent)}
+        if all(len(effects[name]) == len(sent) for name in OBSERVED):
+            break
+        time.sleep(0.25)
+    watcher.stop.set()
+    watcher.join()
+    missing = {name: len(sent) - len(effects[name]) for name in OBSERVED if len(effects[name]) < len(sent)}
+    require(not missing, f"side effects missing after {EFFECT_TIMEOUT_SECONDS:.0f}s: {missing}")
+    posted = {s.update_id: s.posted_at for s in sent}
+    figures: dict[str, Any] = {
+        "updates": len(sent),
+        "interval_seconds": sizes.latency_interval_seconds,
+        "http": asdict(Stats.of_seconds([s.answered_at - s.posted_at for s in sent])),
+    }
+    for name in OBSERVED:
+        figures[name] = asdict(Stats.of_seconds([at - posted[uid] for uid, at in effects[name].items()]))
+    return figures
+
+
+def measure_ingress(sender: Sender, sizes: Sizes) -> dict[str, Any]:
+    deadline = time.monotonic() + sizes.ingress_seconds
+    sent: list[Sent] = []
+
+    def keep_sending() -> None:
+        while time.monotonic() < deadline:
+            sent.append(sender.send())  # list.append is atomic
+
+    threads = [
+        threading.Thread(target=keep_sending, name=f"bench-sender-{i}") for i in range(sizes.ingress_senders)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = Counter(str(s.status) for s in sent)
+    elapsed = max(s.answered_at for s in sent) - min(s.posted_at for s in sent)
+    return {
+        "senders": sizes.ingress_senders,
+        "seconds": round(elapsed, 2),
+        "requests": len(sent),
+        "statuses": dict(statuses),
+        "accepted_per_second": round(statuses["200"] / elapsed, 1),
+        "http": asdict(Stats.of_seconds([s.answered_at - s.posted_at for s in sent])),
+    }
+
+
+def log_bytes(runtime: Runtime, status: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Bytes each function wrote to its log, per request (webhook) or per record handled (consumers)."""
+    per_unit: dict[str, float] = {}
+    for name, function in status.items():
+        path = runtime.log_dir / f"{name}.log"
+        units = function.get("requests") or (function.get("processed", 0) + function.get("duplicates", 0))
+        if path.is_file() and units:
+            per_unit[name] = round(path.stat().st_size / units, 1)
+    return per_unit
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    sizes = QUICK if quick else Sizes()
+    started = time.monotonic()
+    with Runtime(ports=Ports(), state_dir=RESULTS_PATH.parent / "runtime") as runtime:
+        startup = time.monotonic() - started
+        sender = Sender(runtime)
+        warmup = [sender.send() for _ in range(WARMUP_UPDATES)]
+        require(all(s.status == 200 for s in warmup), "warm-up updates refused")
+        require(runtime.wait_until_drained(timeout=60), "warm-up updates not processed within 60 s")
+        latency = measure_latency(runtime, sender, sizes)
+        require(runtime.wait_until_drained(timeout=60), "latency updates not processed within 60 s")
+        ingress = measure_ingress(sender, sizes)
+        drain_started = time.monotonic()
+        drained = runtime.wait_until_drained(timeout=sizes.drain_timeout_seconds, settle_seconds=0.5)
+        drain_seconds = time.monotonic() - drain_started
+        status = runtime.status()
+    keys = ("requests", "processed", "duplicates", "retried", "dead_lettered", "errors", "timeouts")
+    functions = {name: {k: f[k] for k in keys if k in f} for name, f in status.items()}
+    dead = {name: f["dead_lettered"] for name, f in functions.items() if f.get("dead_lettered")}
+    require(not dead, f"records dead-lettered: {dead}")
+    return {
+        "sizes": asdict(sizes),
+        "startup_seconds": round(startup, 1),
+        "latency": latency,
+        "ingress": ingress,
+        # Settling (0.5 s of empty queues) is part of the figure.
+        "drain": {"drained": drained, "seconds": round(drain_seconds, 1)},
+        "functions": functions,
+        "log_bytes_per_unit": log_bytes(runtime, status),
+    }
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    latency, ingress, drain = results["latency"], results["ingress"], results["drain"]
+    lines = [
+        f"local pipeline (every function its own process; moto server; fakes) started in"
+        f" {results['startup_seconds']:.1f} s",
+        f"  end-to-end latency, {latency['updates']} /start updates one every"
+        f" {latency['interval_seconds'] * 1000:.0f} ms, from the POST to:",
+        f"    {'HTTP answer':<22} {Stats.from_dict(latency['http']).line()}",
+    ]
+    effects = {
+        "store": "store: item written",
+        "ai": "ai: item analysed",
+        "autoreply": "autoreply: sendMessage",
+        "crm": "crm: lead at the CRM",
+    }
+    lines += [f"    {label:<22} {Stats.from_dict(latency[name]).line()}" for name, label in effects.items()]
+    lines.append(
+        f"  ingress: {ingress['senders']} senders, {ingress['requests']} requests"
+        f" in {ingress['seconds']:.1f} s:"
+        f" {ingress['accepted_per_second']:.1f} accepted/s (statuses {ingress['statuses']});"
+        f" HTTP p50 {ingress['http']['p50']:.0f} ms p95 {ingress['http']['p95']:.0f} ms"
+    )
+    state = "drained" if drain["drained"] else "NOT drained"
+    lines.append(f"  backlog of the ingress phase {state} after {drain['seconds']:.1f} s")
+    counters = ", ".join(
+        f"{name} {f.get('processed', f.get('requests'))}"
+        + (f" (retried {f['retried']})" if f.get("retried") else "")
+        for name, f in results["functions"].items()
+    )
+    lines.append(f"  handled: {counters}")
+    lines.append(
+        "  log bytes per request/record: "
+        + ", ".join(f"{name} {size:.0f}" for name, size in results["log_bytes_per_unit"].items())
+    )
+    return lines
