@@ -9,7 +9,15 @@ import pytest
 
 from pipeline.sms.gateways import FakeBehaviour
 from tests.unit.consumer_support import Output
-from tests.unit.sms.conftest import MASKED_PHONE, PHONE, SmsHarness, delivery_message, key_of, order_event
+from tests.unit.sms.conftest import (
+    LOOKUP_SETTLE_SECONDS,
+    MASKED_PHONE,
+    PHONE,
+    SmsHarness,
+    delivery_message,
+    key_of,
+    order_event,
+)
 
 
 def test_the_phone_is_masked_in_every_log_line(
@@ -32,6 +40,7 @@ def test_the_phone_is_masked_in_every_log_line(
     for event in (lost, refused):
         sms.publish(event)
         sms.deliver()
+    sms.clock.advance(LOOKUP_SETTLE_SECONDS)  # a lookup that misses proves nothing sooner
     sms.reconcile()
     sms.delivery_event(delivery_message(key_of(retried)))
     broken = order_event(order_id="ORD-4")

@@ -7,8 +7,9 @@ Each run (EventBridge schedule, `reconciler.app.lambda_handler`):
 2. each `unknown` record, oldest first (GSI `by_state`, no scan):
    - evidence already in the record (a delivery event, a late gateway answer) -> `accepted`;
    - the gateway, asked by client reference (the key) or message id, has it -> `accepted`;
-   - the gateway proves it never got it -> resent once, with the same key, after claiming the
-     record atomically (the attempt is recorded like any other);
+   - the gateway proves it never got it (not found, asked at least `lookup_settle_seconds` after
+     the record became unknown, so a request still in flight cannot land later) -> resent once,
+     with the same key, after claiming the record atomically (recorded like any other attempt);
    - otherwise it stays `unknown`; past the deadline it is left for a person
      (metric `SmsUnknownPastDeadline`, a warning log) and never resent automatically;
 3. `pending` records no SQS message will bring back, sent once with the same key through the
@@ -109,7 +110,8 @@ def reconcile_one(current: SmsRuntime, record: Notification) -> Resolution:
             },
         )
         return "past_deadline"
-    if lookup.status is LookupStatus.NOT_FOUND and record.reconcile_resends < MAX_RESENDS:
+    settled = now - unknown_since >= timedelta(seconds=current.settings.lookup_settle_seconds)
+    if lookup.status is LookupStatus.NOT_FOUND and settled and record.reconcile_resends < MAX_RESENDS:
         owner = f"reconciler-{uuid.uuid4()}"
         claimed = journal.claim(record.key, owner, from_states=(State.UNKNOWN,), max_resends=MAX_RESENDS)
         if claimed is not None:

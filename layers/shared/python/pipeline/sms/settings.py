@@ -25,6 +25,7 @@ ENVIRONMENT_VARIABLES = {
     "retention_days": "SMS_RETENTION_DAYS",
     "reconcile_deadline_hours": "SMS_RECONCILE_DEADLINE_HOURS",
     "reconcile_batch_size": "SMS_RECONCILE_BATCH_SIZE",
+    "lookup_settle_seconds": "SMS_LOOKUP_SETTLE_SECONDS",
     "origination_identity": "SMS_ORIGINATION_IDENTITY",
     "configuration_set": "SMS_CONFIGURATION_SET",
     "message_type": "SMS_MESSAGE_TYPE",
@@ -50,6 +51,9 @@ class SmsSettings(BaseModel):
     # An `unknown` older than this is left for a person (metric SmsUnknownPastDeadline).
     reconcile_deadline_hours: float = Field(default=24, gt=0, le=24 * 14)
     reconcile_batch_size: int = Field(default=100, ge=1, le=1_000)
+    # A gateway may still take a request its client gave up on: a lookup that does not find the
+    # message is proof it never arrived only once the record has been unknown this long.
+    lookup_settle_seconds: int = Field(default=120, ge=0, le=3_600)
     # End User Messaging: phone number / sender id / pool (id or ARN) and configuration set.
     origination_identity: str | None = None
     configuration_set: str | None = None
