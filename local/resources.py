@@ -118,7 +118,12 @@ LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
 # Environment a function gets locally on top of its own, per secret it reads: whoever holds the
 # SMS gateway's credentials talks to the SMS fake through the generic HTTP gateway.
 LOCAL_ENVIRONMENT_BY_SECRET: dict[str, Callable[[Mapping[str, str]], dict[str, str]]] = {
-    "sms_gateway": lambda fakes: {"SMS_GATEWAY": "http", "SMS_HTTP_BASE_URL": fakes["sms"]},
+    # A shorter settle time than AWS's default (120 s) so rehearsed gateway hangs resolve quickly.
+    "sms_gateway": lambda fakes: {
+        "SMS_GATEWAY": "http",
+        "SMS_HTTP_BASE_URL": fakes["sms"],
+        "SMS_LOOKUP_SETTLE_SECONDS": "10",
+    },
 }
 
 

@@ -34,6 +34,7 @@ from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
 from local.fakes.sms import SmsGatewayFake
+from local.fakes.sns import SnsFaultProxy
 from local.fakes.telegram import TelegramFake
 from local.lambda_host import EXIT_STOPPED, EXIT_TIMED_OUT
 from local.resources import LocalResources, create_resources
@@ -73,6 +74,7 @@ class Ports:
     crm: int = 0
     bedrock: int = 0
     sms: int = 0
+    sns: int = 0
 
 
 class LocalRuntimeError(RuntimeError):
@@ -167,12 +169,17 @@ class Runtime:
         self.settings = settings or LocalSettings.from_cdk_json()
         self.state_dir = state_dir or DEFAULT_STATE_DIR
         self.log_dir = self.state_dir / "logs"
+        # The runtime's own log (what it started, restarted and saw fail), beside the functions' logs.
+        self.runtime_log = self.log_dir / "runtime.log"
+        self._runtime_log_lock = threading.Lock()
         self._consumers = consumers
         self.fakes: dict[str, FakeService] = {
             "telegram": TelegramFake(port=self.ports.telegram, token=self.settings.telegram_bot_token),
             "crm": CrmFake(port=self.ports.crm, auth_header=self.settings.crm_auth_header),
             "bedrock": BedrockFake(port=self.ports.bedrock),
             "sms": SmsGatewayFake(port=self.ports.sms, token=self.settings.sms_gateway_token),
+            # The webhook's way to SNS (moto), where publishing can be made to fail.
+            "sns": SnsFaultProxy(upstream=lambda: self.aws_endpoint, port=self.ports.sns),
         }
         self.resources: LocalResources | None = None
         self.functions: dict[str, FunctionStatus] = {}
@@ -232,20 +239,31 @@ class Runtime:
 
     def start(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> Runtime:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.runtime_log.write_text("")
         try:
             self._start_moto(timeout)
+            self.log(f"moto listening at {self.aws_endpoint}")
             for fake in self.fakes.values():
                 fake.start()
+                self.log(f"fake {fake.name} listening at {fake.url}")
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
             self._start_functions(self.resources)
             self._supervisor = threading.Thread(target=self._supervise, name="local-supervisor", daemon=True)
             self._supervisor.start()
             self._wait_started(timeout)
-        except BaseException:
+        except BaseException as error:
+            self.log(f"start failed: {type(error).__name__}: {error}")
             self.stop()
             raise
+        self.log(f"started; API at {self.api_url}")
         self.write_state()
         return self
+
+    def log(self, message: str) -> None:
+        """One timestamped line in `logs/runtime.log` (never secrets: names, URLs, exit codes, counters)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with self._runtime_log_lock, self.runtime_log.open("a", encoding="utf-8") as log:
+            log.write(f"{stamp} {message}\n")
 
     def stop(self) -> None:
         """Stop functions first (they may still be calling moto and the fakes), then fakes, then moto."""
@@ -267,6 +285,8 @@ class Runtime:
             for status in self.functions.values():
                 status.state = STOPPED
                 status.busy = False
+        if self.runtime_log.parent.is_dir():
+            self.log("stopped; last status:\n" + "\n".join(self.status_lines()))
 
     def _start_moto(self, timeout: float) -> None:
         child = ChildProcess(
@@ -313,7 +333,11 @@ class Runtime:
                 "--memory",
                 str(WEBHOOK_MEMORY_MB),
             ],
-            env=self._function_environment("webhook", WEBHOOK_MEMORY_MB, resources.webhook_environment()),
+            env=self._function_environment(
+                "webhook",
+                WEBHOOK_MEMORY_MB,
+                {**resources.webhook_environment(), "AWS_ENDPOINT_URL_SNS": self.fakes["sns"].url},
+            ),
         )
         for consumer in resources.consumers:
             queue = resources.queues[consumer.name]
@@ -433,6 +457,7 @@ class Runtime:
             with self._changed:
                 if self.failure is None:
                     self.failure = f"the moto server exited (code {code}); see {child.log_path}"
+                    self.log(self.failure)
                 self._changed.notify_all()
             return
         now = time.monotonic()
@@ -445,6 +470,7 @@ class Runtime:
                 child.crashes_in_a_row += 1
                 delay = min(MAX_RESTART_DELAY_SECONDS, 0.5 * 2 ** (child.crashes_in_a_row - 1))
             child.restart_at = now + delay
+            self.log(f"{child.name} exited with code {code}; starting a new one in {delay:.1f}s")
             with self._changed:
                 status = self.functions[child.name]
                 status.restarts += 1

@@ -6,6 +6,7 @@ from local.fakes.base import FakeService
 from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
 from local.fakes.sms import SmsGatewayFake
+from local.fakes.sns import SnsFaultProxy
 from local.fakes.telegram import TelegramFake
 
-__all__ = ["BedrockFake", "CrmFake", "FakeService", "SmsGatewayFake", "TelegramFake"]
+__all__ = ["BedrockFake", "CrmFake", "FakeService", "SmsGatewayFake", "SnsFaultProxy", "TelegramFake"]

@@ -192,6 +192,10 @@ class FakeService:
         """The path as recorded; services with credentials in the URL mask them."""
         return path
 
+    def fault_target(self, request: FakeRequest) -> str:
+        """What a fault's `match` is compared with: the path, unless the API names calls otherwise."""
+        return request.path
+
     # -- lifecycle -------------------------------------------------------------------------------
     @property
     def url(self) -> str:
@@ -418,7 +422,7 @@ class _FakeRequestHandler(BaseHTTPRequestHandler):
         if request.path.startswith(CONTROL_PREFIX):
             self._send(fake.control(request))
             return
-        fault = fake.take_fault(request.path)
+        fault = fake.take_fault(fake.fault_target(request))
         fake.record(request, fault)
         if fault is not None and fault.kind == "fail":
             self._send(fake.error_response(fault.status))

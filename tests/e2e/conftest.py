@@ -1,0 +1,57 @@
+"""One local runtime for the whole end-to-end session, on free ports, with secrets of its own.
+
+The secrets are random per session (not the documented local values) so the log scan at the end
+looks for strings that can only have come from this run. The reconciler runs every 2 s instead of
+30 s so unknown SMS outcomes settle within a scenario.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local.runtime import Ports, Runtime
+from local.settings import LocalSettings
+from tests.e2e.support import Pipeline, is_refused
+
+RECONCILE_EVERY_SECONDS = 2.0
+DRAIN_TIMEOUT_SECONDS = 120.0
+
+
+def session_settings() -> LocalSettings:
+    return LocalSettings.from_cdk_json(
+        telegram_secret=f"tg-secret-{secrets.token_urlsafe(24)}",
+        crm_signing_key=f"crm-key-{secrets.token_urlsafe(24)}",
+        telegram_bot_token=f"{secrets.randbelow(9_000_000) + 1_000_000}:{secrets.token_urlsafe(30)}",
+        crm_auth_header=f"Bearer crm-{secrets.token_urlsafe(24)}",
+        sms_gateway_token=f"sms-{secrets.token_urlsafe(24)}",
+        reconcile_every_seconds=RECONCILE_EVERY_SECONDS,
+    )
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    state_dir: Path = tmp_path_factory.mktemp("local-runtime")
+    runtime = Runtime(ports=Ports(), settings=session_settings(), state_dir=state_dir)
+    runtime.start()
+    try:
+        yield Pipeline(runtime)
+    finally:
+        runtime.stop()
+
+
+@pytest.fixture(autouse=True)
+def isolated_scenario(pipeline: Pipeline) -> Iterator[None]:
+    """Each scenario starts with no pending fault and leaves every queue drained."""
+    yield
+    for name, fake in pipeline.runtime.fakes.items():
+        if is_refused(f"{fake.url}/_faults"):
+            # A fake that is down has no control endpoint: bring it back from Python.
+            fake.clear_faults()
+        else:
+            pipeline.fake(name).clear_faults()
+    assert pipeline.runtime.failure is None, pipeline.runtime.failure
+    assert pipeline.runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS), "queues not drained"

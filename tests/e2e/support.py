@@ -1,0 +1,360 @@
+"""What the end-to-end scenarios share: a client of the running pipeline, real-shaped events, polling.
+
+Everything goes through the local runtime's HTTP surfaces (the API, the fakes' `/_calls` and
+`/_faults`); AWS state (queues, journal, tables) is read with boto3 against the runtime's moto
+server, and function logs from the runtime's log directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from boto3.dynamodb.types import TypeDeserializer
+
+from local.runtime import LAYER_DIR, PROJECT_ROOT, Runtime
+from local.settings import LocalSettings
+from pipeline.crm import SIGNATURE_HEADER, sign
+
+TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+BOT_USERNAME = "local_pipeline_bot"
+POLL_SECONDS = 0.25
+T = TypeVar("T")
+
+
+# -- waiting ----------------------------------------------------------------------------------------
+def wait_for(
+    condition: Callable[[], T | None], timeout: float, what: str, interval: float = POLL_SECONDS
+) -> T:
+    """Poll `condition` until it returns something truthy (returned) or `timeout` passes (fails).
+
+    `what` names the awaited state in the failure; it must not quote secrets or phone numbers.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+# -- HTTP -----------------------------------------------------------------------------------------
+def http(
+    method: str,
+    url: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 30,
+) -> tuple[int, Any]:
+    """Status and parsed JSON body (None if not JSON); an error status is a result, not an exception."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})  # noqa: S310 - loopback http
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback http
+            status, raw = int(response.status), response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            status, raw = int(error.code), error.read()
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, None
+
+
+def is_refused(url: str) -> bool:
+    """True while nothing listens at `url` (a fake `down_for` a while)."""
+    try:
+        http("GET", url, timeout=2)
+    except urllib.error.URLError as error:
+        return isinstance(error.reason, ConnectionRefusedError)
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+@dataclass(frozen=True)
+class FakeClient:
+    """A fake's control endpoints, over HTTP as a user would use them."""
+
+    name: str
+    url: str
+
+    def calls(self, path_contains: str = "") -> list[dict[str, Any]]:
+        status, calls = http("GET", f"{self.url}/_calls")
+        assert status == 200, f"GET {self.name}/_calls answered {status}"
+        return [call for call in calls if path_contains in call["path"]]
+
+    def inject(self, **fault: Any) -> None:
+        status, body = http(
+            "POST", f"{self.url}/_faults", json.dumps(fault).encode(), {"Content-Type": "application/json"}
+        )
+        assert status == 200, f"{self.name} refused the fault {fault}: {body}"
+
+    def clear_faults(self) -> None:
+        status, _ = http("DELETE", f"{self.url}/_faults")
+        assert status == 200, f"DELETE {self.name}/_faults answered {status}"
+
+    def is_down(self) -> bool:
+        return is_refused(f"{self.url}/_faults")
+
+
+# -- the pipeline as its users see it ----------------------------------------------------------------
+@dataclass
+class Pipeline:
+    runtime: Runtime
+    ops_outputs: list[str] = field(default_factory=list)
+
+    @property
+    def settings(self) -> LocalSettings:
+        return self.runtime.settings
+
+    def fake(self, name: str) -> FakeClient:
+        return FakeClient(name, self.runtime.fakes[name].url)
+
+    def send_update(self, update: dict[str, Any]) -> int:
+        status, _ = http(
+            "POST",
+            self.runtime.webhook_url,
+            json.dumps(update).encode(),
+            {"Content-Type": "application/json", TELEGRAM_SECRET_HEADER: self.settings.telegram_secret},
+        )
+        return status
+
+    def send_crm_event(self, event: dict[str, Any]) -> int:
+        body = json.dumps(event).encode()
+        status, _ = http(
+            "POST",
+            self.runtime.crm_url,
+            body,
+            {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.settings.crm_signing_key, body)},
+        )
+        return status
+
+    def event_id(self, update: dict[str, Any]) -> str:
+        return f"telegram:{self.settings.telegram_bot_id}:{update['update_id']}"
+
+    # -- AWS state (moto) ----------------------------------------------------------------------
+    def status(self) -> dict[str, dict[str, Any]]:
+        return self.runtime.status()
+
+    def dlq_depth(self, consumer: str) -> int:
+        return int(self.status()[consumer]["dlq_depth"])
+
+    def dlq_messages(self, consumer: str) -> list[dict[str, Any]]:
+        """The DLQ's messages, read without consuming them (released at once)."""
+        assert self.runtime.resources is not None
+        sqs, url = self.runtime.client("sqs"), self.runtime.resources.queues[consumer].dlq_url
+        messages = sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=5, MessageAttributeNames=["All"]
+        ).get("Messages", [])
+        for message in messages:
+            sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+        return messages
+
+    def items(self, table: str, keys: list[dict[str, str]]) -> list[dict[str, Any]]:
+        """The items at `keys` (plain Python values) that exist."""
+        assert self.runtime.resources is not None
+        name = self.runtime.resources.tables[table]
+        dynamodb = self.runtime.client("dynamodb")
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            request = {
+                name: {
+                    "Keys": [{k: {"S": v} for k, v in key.items()} for key in keys[start : start + 100]],
+                    "ConsistentRead": True,
+                }
+            }
+            while request:
+                response = dynamodb.batch_get_item(RequestItems=request)
+                found.extend(plain(item) for item in response["Responses"].get(name, []))
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def item(self, table: str, key: dict[str, str]) -> dict[str, Any] | None:
+        items = self.items(table, [key])
+        return items[0] if items else None
+
+    # -- logs ----------------------------------------------------------------------------------
+    def log_records(self, function: str) -> list[dict[str, Any]]:
+        """The function's structured (JSON) log lines so far."""
+        path = self.runtime.log_dir / f"{function}.log"
+        records = []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue
+        return records
+
+    def all_logs(self) -> dict[str, str]:
+        """Every log of the run: each function's stdout/stderr, moto's, the runtime's, the ops CLI's."""
+        logs = {
+            path.name: path.read_text(encoding="utf-8", errors="replace")
+            for path in sorted(self.runtime.log_dir.iterdir())
+            if path.is_file()
+        }
+        logs["ops CLI output"] = "\n".join(self.ops_outputs)
+        logs["status JSON and lines"] = json.dumps(self.status()) + "\n".join(self.runtime.status_lines())
+        return logs
+
+    # -- the ops CLI -----------------------------------------------------------------------------
+    def ops(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        """`python -m ops <arguments> --local` against this runtime, as an operator runs it."""
+        self.runtime.write_state()
+        environment = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": os.pathsep.join(
+                str(p) for p in (PROJECT_ROOT / "functions", LAYER_DIR, PROJECT_ROOT)
+            ),
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
+        completed = subprocess.run(
+            [sys.executable, "-m", "ops", *arguments, "--local", "--local-file", str(self.state_file)],
+            env=environment,
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        self.ops_outputs.append(completed.stdout + completed.stderr)
+        return completed
+
+    @property
+    def state_file(self) -> Path:
+        return self.runtime.state_dir / "stack.json"
+
+
+_DESERIALIZER = TypeDeserializer()
+
+
+def plain(item: dict[str, Any]) -> dict[str, Any]:
+    return {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
+
+
+# -- Telegram updates, shaped as the Bot API sends them ------------------------------------------------
+class Ids:
+    """Ids of one scenario: `Ids(3)` hands out update, user, chat and message ids no other one uses."""
+
+    def __init__(self, scenario: int) -> None:
+        self.base = scenario * 1_000_000
+        self._update_ids: Iterator[int] = iter(
+            range(800_000_000 + self.base, 800_000_000 + self.base + 999_999)
+        )
+        self._next = iter(range(self.base + 1, self.base + 999_999))
+
+    def update_id(self) -> int:
+        return next(self._update_ids)
+
+    def number(self) -> int:
+        return next(self._next)
+
+
+def user(user_id: int, first_name: str = "Test") -> dict[str, Any]:
+    return {
+        "id": user_id,
+        "is_bot": False,
+        "first_name": first_name,
+        "last_name": f"User{user_id}",
+        "username": f"user_{user_id}",
+        "language_code": "en",
+    }
+
+
+def private_chat(sender: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": sender["id"],
+        "type": "private",
+        "first_name": sender["first_name"],
+        "last_name": sender["last_name"],
+        "username": sender["username"],
+    }
+
+
+def group_chat(chat_id: int) -> dict[str, Any]:
+    return {"id": -chat_id, "type": "group", "title": f"Group {chat_id}"}
+
+
+def message(
+    message_id: int, chat: dict[str, Any], sender: dict[str, Any], text: str, date: int | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "message_id": message_id,
+        "from": sender,
+        "chat": chat,
+        "date": date or int(time.time()),
+        "text": text,
+    }
+    if text.startswith("/"):
+        command = text.split()[0]
+        body["entities"] = [
+            {"offset": 0, "length": len(command.encode("utf-16-le")) // 2, "type": "bot_command"}
+        ]
+    return body
+
+
+def contact_message(message_id: int, sender: dict[str, Any], phone: str) -> dict[str, Any]:
+    """The sender shares their own number (the "share my phone" button)."""
+    return {
+        "message_id": message_id,
+        "from": sender,
+        "chat": private_chat(sender),
+        "date": int(time.time()),
+        "contact": {
+            "phone_number": phone,
+            "first_name": sender["first_name"],
+            "last_name": sender["last_name"],
+            "user_id": sender["id"],
+        },
+    }
+
+
+def callback_query(query_id: str, sender: dict[str, Any], message_id: int) -> dict[str, Any]:
+    bot = {"id": 123456, "is_bot": True, "first_name": "Local Pipeline Bot", "username": BOT_USERNAME}
+    return {
+        "id": query_id,
+        "from": sender,
+        "chat_instance": f"-{sender['id']}42",
+        "data": "prices",
+        "message": {
+            "message_id": message_id,
+            "from": bot,
+            "chat": private_chat(sender),
+            "date": int(time.time()) - 60,
+            "text": "Pick one:",
+            "reply_markup": {"inline_keyboard": [[{"text": "Prices", "callback_data": "prices"}]]},
+        },
+    }
+
+
+# -- CRM events ----------------------------------------------------------------------------------------
+def order_status_changed(
+    event_id: str, order_id: str, status: str, previous: str, phone: str, name: str = "Test Customer"
+) -> dict[str, Any]:
+    return {
+        "event_id": event_id,
+        "type": "order.status_changed",
+        "occurred_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        "order": {"id": order_id, "status": status, "previous_status": previous},
+        "customer": {"phone": phone, "name": name},
+    }
+
+
+def phone_number(scenario: int, index: int) -> str:
+    """A distinctive, valid E.164 mobile number (+49 1577 ...), unique per scenario and index."""
+    return f"+491577{scenario:02d}{index:05d}"

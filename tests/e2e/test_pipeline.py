@@ -1,0 +1,534 @@
+"""The whole pipeline, end to end, through its HTTP endpoint only (issues 5 and 6).
+
+One local runtime serves every scenario (tests/e2e/conftest.py); each scenario uses ids of its
+own (`Ids(n)`), leaves no fault behind and drains every queue. Assertions read what left the
+pipeline: the fakes' `/_calls`, the tables, queues and journal in moto, the runtime's status JSON
+and the functions' logs. The scenarios run in file order; the log scan comes last so that it
+covers everything the run wrote.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import pytest
+from aiogram.methods import AnswerCallbackQuery, SendMessage
+from aiogram.types import Update
+
+from pipeline.registry import by_name, matches
+from tests.e2e.support import (
+    BOT_USERNAME,
+    Ids,
+    Pipeline,
+    callback_query,
+    contact_message,
+    group_chat,
+    http,
+    message,
+    order_status_changed,
+    phone_number,
+    private_chat,
+    user,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+# Scenario numbers: each scenario's update, user, chat and order ids and phone numbers are its own.
+BURST = 1
+CRM_OUTAGE = 2
+CRM_REFUSAL = 3
+SNS_FAILURE = 4
+SNS_LOST_ANSWER = 5
+SMS_HANG = 6
+SMS_LOST_ANSWER = 7
+LOG_SCAN = 8
+TELEGRAM_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
+METRIC = "TelegramUpdates"  # the analytics consumer's EMF metric, one per update
+# Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
+SENT_PHONES: set[str] = set()
+
+
+# -- updates and the side effects each one is owed ----------------------------------------------------
+@dataclass(frozen=True)
+class Sent:
+    """One update and what the pipeline owes it (None: nothing of that kind)."""
+
+    update: dict[str, Any]
+    chat_id: int
+    lead_user: int | None = None  # a user's first message: one CRM lead for that user
+    reply_chat: int | None = None  # a command that has a reply: one sendMessage to this chat
+    callback_id: str | None = None  # a button press: one answerCallbackQuery
+    ai_text: str | None = None  # a message with text: one Bedrock converse call on this text
+
+    @property
+    def kind(self) -> str:
+        return next(key for key in self.update if key != "update_id")
+
+    @property
+    def conversation_key(self) -> dict[str, str]:
+        return {"pk": f"chat#{self.chat_id}", "sk": f"update#{self.update['update_id']:012d}"}
+
+
+def start(ids: Ids, sender: dict[str, Any]) -> Sent:
+    update_id = ids.update_id()
+    text = f"/start ref{update_id}"  # a deep link: every text is unique
+    update = {"update_id": update_id, "message": message(ids.number(), private_chat(sender), sender, text)}
+    return Sent(update, sender["id"], lead_user=sender["id"], reply_chat=sender["id"], ai_text=text)
+
+
+def text_message(ids: Ids, sender: dict[str, Any], first: bool = True, kind: str = "message") -> Sent:
+    update_id = ids.update_id()
+    text = f"Hello, how much is delivery for order {update_id}?"
+    body = message(ids.number(), private_chat(sender), sender, text)
+    if kind == "business_message":
+        body["business_connection_id"] = f"bc-{update_id}"
+    update = {"update_id": update_id, kind: body}
+    return Sent(update, sender["id"], lead_user=sender["id"] if first else None, ai_text=text)
+
+
+def help_command(ids: Ids, sender: dict[str, Any], chat: dict[str, Any]) -> Sent:
+    update_id = ids.update_id()
+    suffix = f"@{BOT_USERNAME}" if chat["type"] != "private" else ""
+    text = f"/help{suffix} shipping {update_id}"
+    update = {"update_id": update_id, "message": message(ids.number(), chat, sender, text)}
+    return Sent(update, chat["id"], lead_user=sender["id"], reply_chat=chat["id"], ai_text=text)
+
+
+def group_text(ids: Ids, sender: dict[str, Any]) -> Sent:
+    update_id, chat = ids.update_id(), group_chat(ids.number())
+    text = f"Hi all, question {update_id}"
+    update = {"update_id": update_id, "message": message(ids.number(), chat, sender, text)}
+    return Sent(update, chat["id"], lead_user=sender["id"], ai_text=text)
+
+
+def shared_contact(ids: Ids, sender: dict[str, Any], phone: str) -> Sent:
+    SENT_PHONES.add(phone)
+    update = {"update_id": ids.update_id(), "message": contact_message(ids.number(), sender, phone)}
+    return Sent(update, sender["id"], lead_user=sender["id"])
+
+
+def button_press(ids: Ids, sender: dict[str, Any]) -> Sent:
+    update_id = ids.update_id()
+    query_id = f"{update_id}{sender['id']}"
+    update = {"update_id": update_id, "callback_query": callback_query(query_id, sender, ids.number())}
+    return Sent(update, sender["id"], callback_id=query_id)
+
+
+def edited_text(ids: Ids, sender: dict[str, Any]) -> Sent:
+    update_id = ids.update_id()
+    edited = {
+        **message(ids.number(), private_chat(sender), sender, f"edited {update_id}"),
+        "edit_date": int(time.time()),
+    }
+    return Sent({"update_id": update_id, "edited_message": edited}, sender["id"])
+
+
+def mixed_updates(ids: Ids, cycles: int, scenario: int) -> list[Sent]:
+    """Ten kinds of update per cycle, from eight new users: what a busy bot receives."""
+    sent: list[Sent] = []
+    for cycle in range(cycles):
+        ann = user(ids.number(), "Ann")
+
+        def new_user() -> dict[str, Any]:
+            return user(ids.number(), "Ben")
+
+        sent += [
+            start(ids, ann),
+            help_command(ids, (ben := new_user()), private_chat(ben)),
+            text_message(ids, new_user()),
+            shared_contact(ids, new_user(), phone_number(scenario, cycle)),
+            group_text(ids, new_user()),
+            help_command(ids, new_user(), group_chat(ids.number())),
+            button_press(ids, new_user()),
+            edited_text(ids, new_user()),
+            text_message(ids, ann, first=False),  # a known user writes again: no second lead
+            text_message(ids, new_user(), kind="business_message"),
+        ]
+    return sent
+
+
+def routed(sent: list[Sent], consumer: str) -> int:
+    """How many of these updates the consumer's SNS filter policy (in the registry) lets through."""
+    policy = by_name(consumer).filter_policy
+    return sum(1 for item in sent if matches(policy, {"source": "telegram", "type": item.kind}))
+
+
+# -- observing side effects -------------------------------------------------------------------------
+@dataclass
+class Effects:
+    """Side effects per update identity, as counters (an exact-once check compares two of these)."""
+
+    stored: Counter[str] = field(default_factory=Counter)  # event ids at the updates' conversation keys
+    leads: Counter[int] = field(default_factory=Counter)  # CRM leads per Telegram user
+    replies: Counter[int] = field(default_factory=Counter)  # sendMessage per chat
+    callbacks: Counter[str] = field(default_factory=Counter)  # answerCallbackQuery per query id
+    analytics: Counter[str] = field(default_factory=Counter)  # analytics log lines per event id
+    ai: Counter[str] = field(default_factory=Counter)  # converse calls per message text
+
+    def differences(self, other: Effects) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+
+
+def expected(pipeline: Pipeline, sent: list[Sent]) -> Effects:
+    return Effects(
+        stored=Counter(pipeline.event_id(item.update) for item in sent),
+        leads=Counter(set(item.lead_user for item in sent if item.lead_user is not None)),
+        replies=Counter(item.reply_chat for item in sent if item.reply_chat is not None),
+        callbacks=Counter(item.callback_id for item in sent if item.callback_id is not None),
+        analytics=Counter(pipeline.event_id(item.update) for item in sent),
+        ai=Counter(item.ai_text for item in sent if item.ai_text is not None),
+    )
+
+
+def observed(pipeline: Pipeline, sent: list[Sent], *, leads: bool = True) -> Effects:
+    """What happened for these updates (other scenarios' calls filtered out); `leads=False`: CRM not asked."""
+    users = {item.update[item.kind]["from"]["id"] for item in sent}
+    chats = {item.chat_id for item in sent}
+    event_ids = {pipeline.event_id(item.update) for item in sent}
+    texts = {item.ai_text for item in sent}
+    telegram, bedrock = pipeline.fake("telegram"), pipeline.fake("bedrock")
+    items = pipeline.items("conversations", [item.conversation_key for item in sent])
+    created = [c["body"] for c in pipeline.fake("crm").calls("/leads") if c["fault"] is None] if leads else []
+    replies = [call["body"] for call in telegram.calls("/sendMessage") if call["fault"] is None]
+    answers = [call["body"] for call in telegram.calls("/answerCallbackQuery") if call["fault"] is None]
+    prompts = [call["body"]["messages"][-1]["content"][0]["text"] for call in bedrock.calls("/converse")]
+    return Effects(
+        stored=Counter(item["event_id"] for item in items),
+        leads=Counter(lead["telegram_user_id"] for lead in created if lead["telegram_user_id"] in users),
+        replies=Counter(reply["chat_id"] for reply in replies if reply["chat_id"] in chats),
+        callbacks=Counter(
+            answer["callback_query_id"]
+            for answer in answers
+            if answer["callback_query_id"] in {i.callback_id for i in sent}
+        ),
+        analytics=Counter(
+            record["event_id"]
+            for record in pipeline.log_records("analytics")
+            if record.get("message") == "analytics" and record.get("event_id") in event_ids
+        ),
+        ai=Counter(prompt for prompt in prompts if prompt in texts),
+    )
+
+
+def wait_for_effects(pipeline: Pipeline, sent: list[Sent], timeout: float, *, leads: bool = True) -> Effects:
+    """Until every owed side effect happened (leads optional: the CRM may be down)."""
+    owed = expected(pipeline, sent)
+    if not leads:
+        owed.leads = Counter()
+
+    def settled() -> Effects | None:
+        seen = observed(pipeline, sent, leads=leads)
+        return seen if not seen.differences(owed) else None
+
+    return wait_for(settled, timeout, f"side effects of {len(sent)} updates", interval=0.5)
+
+
+def assert_exactly_once(pipeline: Pipeline, sent: list[Sent]) -> None:
+    """After the queues drained: each owed side effect happened once, and nothing else for these updates."""
+    assert pipeline.runtime.wait_until_drained(timeout=60)
+    seen, owed = observed(pipeline, sent), expected(pipeline, sent)
+    assert not seen.differences(owed), f"side effects differ from once per update in {seen.differences(owed)}"
+
+
+def counters(pipeline: Pipeline) -> dict[str, dict[str, Any]]:
+    """The functions' counters as the runtime last heard them (no queue depths: cheap to poll)."""
+    return pipeline.runtime.status(refresh=False)
+
+
+def delta(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], function: str, counter: str
+) -> int:
+    return int(after[function][counter]) - int(before[function][counter])
+
+
+def send_all(pipeline: Pipeline, sent: list[Sent]) -> None:
+    statuses = [pipeline.send_update(item.update) for item in sent]
+    assert statuses == [200] * len(sent)
+
+
+# -- scenarios ----------------------------------------------------------------------------------------
+def test_two_hundred_updates_sent_three_times_each_have_every_side_effect_exactly_once(
+    pipeline: Pipeline,
+) -> None:
+    sent = mixed_updates(Ids(BURST), cycles=20, scenario=BURST)
+    assert len(sent) == 200
+    for item in sent:
+        Update.model_validate(item.update)  # real-shaped, by aiogram's reading of the Bot API
+    before = counters(pipeline)
+    copies = [item.update for item in sent for _ in range(3)]
+    random.Random(5).shuffle(copies)  # copies of one update often arrive at the same time
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = Counter(pool.map(pipeline.send_update, copies))
+
+    assert statuses == {200: 600}
+    owed = {consumer: routed(sent, consumer) for consumer in TELEGRAM_CONSUMERS}
+
+    def all_handled() -> bool:
+        now = counters(pipeline)
+        return all(
+            delta(before, now, name, "processed") == count
+            and delta(before, now, name, "duplicates") == 2 * count
+            for name, count in owed.items()
+        )
+
+    wait_for(all_handled, 240, "every copy of every update handled by each consumer", interval=1)
+    after = counters(pipeline)
+    assert {name: delta(before, after, name, "dead_lettered") for name in owed} == dict.fromkeys(owed, 0)
+    assert delta(before, after, "webhook", "requests") == 600
+    assert_exactly_once(pipeline, sent)
+    # The metric counts what the analytics lines count: one per unique update.
+    records = pipeline.log_records("analytics")
+    metric_total = sum(
+        sum(r[METRIC]) if isinstance(r[METRIC], list) else r[METRIC] for r in records if METRIC in r
+    )
+    assert metric_total == sum(1 for r in records if r.get("message") == "analytics")
+    for call in pipeline.fake("telegram").calls("/sendMessage"):
+        SendMessage.model_validate(call["body"])
+    for call in pipeline.fake("telegram").calls("/answerCallbackQuery"):
+        AnswerCallbackQuery.model_validate(call["body"])
+
+
+def test_crm_down_for_30_seconds_delays_only_the_leads_which_arrive_after_recovery(
+    pipeline: Pipeline,
+) -> None:
+    ids, crm = Ids(CRM_OUTAGE), pipeline.fake("crm")
+    sent = [start(ids, user(ids.number())) for _ in range(5)] + [
+        text_message(ids, user(ids.number())) for _ in range(5)
+    ]
+    before = counters(pipeline)
+    crm.inject(down_for=30)
+    down_since, down_since_wall = time.monotonic(), time.time()
+    wait_for(crm.is_down, 5, "the CRM to go down")
+
+    send_all(pipeline, sent)
+
+    # Every other consumer finishes while the CRM is still down.
+    wait_for_effects(pipeline, sent, timeout=20, leads=False)
+    assert crm.is_down(), "the other consumers were not faster than the CRM outage"
+    assert time.monotonic() - down_since < 30
+    # Then every lead arrives, once, after the CRM is back.
+    wait_for(lambda: not crm.is_down(), 40, "the CRM to come back")
+    wait_for_effects(pipeline, sent, timeout=120)
+    assert_exactly_once(pipeline, sent)
+    users = {item.lead_user for item in sent}
+    lead_times = [c["time"] for c in crm.calls("/leads") if c["body"]["telegram_user_id"] in users]
+    assert min(lead_times) >= down_since_wall + 29
+    after = pipeline.status()
+    assert delta(before, after, "crm", "retried") >= len(sent)
+    assert delta(before, after, "crm", "dead_lettered") == 0
+    assert after["crm"]["dlq_depth"] == 0
+
+
+def test_a_lead_the_crm_refuses_waits_in_the_dlq_with_an_alarm_until_redriven(pipeline: Pipeline) -> None:
+    ids, crm = Ids(CRM_REFUSAL), pipeline.fake("crm")
+    refused = start(ids, user(ids.number()))
+    crm.inject(fail_next=1, status=400, match="/leads")
+
+    send_all(pipeline, [refused])
+
+    wait_for(lambda: pipeline.dlq_depth("crm") == 1, 30, "the refused lead in the crm DLQ")
+    assert pipeline.status()["crm"]["alarm"] is True
+    assert [line.split()[0] for line in pipeline.runtime.status_lines() if "ALARM" in line] == ["crm"]
+    [dead] = pipeline.dlq_messages("crm")
+    assert pipeline.event_id(refused.update) in dead["Body"]
+    assert "400" in dead["MessageAttributes"]["dead_letter_reason"]["StringValue"]
+    # Everything else is fine: the refused user's other side effects, and other users' leads.
+    others = [start(ids, user(ids.number())) for _ in range(3)]
+    send_all(pipeline, others)
+    wait_for_effects(pipeline, others, timeout=30)
+    wait_for_effects(pipeline, [refused], timeout=30, leads=False)
+    assert observed(pipeline, [refused]).leads == Counter()
+
+    crm.clear_faults()
+    redrive = pipeline.ops("dlq", "redrive", "crm")
+
+    assert redrive.returncode == 0, redrive.stderr
+    assert "moved 1 message(s)" in redrive.stdout
+    wait_for_effects(pipeline, [refused], timeout=60)
+    assert_exactly_once(pipeline, [refused, *others])
+    status = pipeline.status()
+    assert status["crm"]["dlq_depth"] == 0
+    assert status["crm"]["alarm"] is False
+
+
+def test_a_failed_sns_publish_answers_503_and_the_resend_is_processed_once(pipeline: Pipeline) -> None:
+    ids, sns = Ids(SNS_FAILURE), pipeline.fake("sns")
+    refused_by_sns, sns_unreachable = start(ids, user(ids.number())), start(ids, user(ids.number()))
+    before = counters(pipeline)
+
+    sns.inject(fail_next=100, status=500, match="Publish")
+    assert pipeline.send_update(refused_by_sns.update) == 503
+    sns.clear_faults()
+    sns.inject(down_for=6)
+    wait_for(sns.is_down, 5, "the SNS proxy to go down")
+    assert pipeline.send_update(sns_unreachable.update) == 503
+    wait_for(lambda: not sns.is_down(), 15, "the SNS proxy to come back")
+
+    # Telegram resends what was not answered 200.
+    send_all(pipeline, [refused_by_sns, sns_unreachable])
+
+    assert_exactly_once(pipeline, [refused_by_sns, sns_unreachable])
+    after = counters(pipeline)
+    assert after["webhook"]["statuses"].get("503", 0) - before["webhook"]["statuses"].get("503", 0) == 2
+    publishes = [
+        call for call in sns.calls() if pipeline.event_id(refused_by_sns.update) in str(call["body"])
+    ]
+    assert [call["fault"] for call in publishes][-1] is None
+    assert {call["fault"] for call in publishes[:-1]} == {"fail"}
+
+
+def test_a_publish_whose_answer_is_lost_is_published_twice_and_processed_once(pipeline: Pipeline) -> None:
+    ids, sns = Ids(SNS_LOST_ANSWER), pipeline.fake("sns")
+    update = start(ids, user(ids.number()))
+    before = counters(pipeline)
+    sns.inject(drop_answer_next=1, match="Publish")
+
+    send_all(pipeline, [update])  # the webhook's SNS client retries after the lost answer
+
+    publishes = [call for call in sns.calls() if pipeline.event_id(update.update) in str(call["body"])]
+    assert [call["fault"] for call in publishes] == ["drop_answer", None]
+    assert_exactly_once(pipeline, [update])
+    after = counters(pipeline)
+    for consumer in TELEGRAM_CONSUMERS:
+        assert (
+            delta(before, after, consumer, "processed"),
+            delta(before, after, consumer, "duplicates"),
+        ) == (1, 1)
+
+
+def sms_scenario(
+    pipeline: Pipeline, scenario: int, **fault: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Send an order event that owes one SMS while the gateway misbehaves; the journal record once settled."""
+    sms = pipeline.fake("sms")
+    phone = phone_number(scenario, 1)
+    SENT_PHONES.add(phone)
+    order_id = f"E2E-{scenario}-1"
+    event = order_status_changed(f"evt-e2e-{scenario}-1", order_id, "shipped", "paid", phone)
+    sms.inject(**fault, match="/messages")
+
+    assert pipeline.send_crm_event(event) == 200
+
+    [first] = wait_for(
+        lambda: [
+            c for c in sms.calls("/messages") if c["method"] == "POST" and order_id in c["body"]["text"]
+        ],
+        20,
+        "the SMS worker's send",
+    )
+    key = first["body"]["client_reference"]
+
+    def settled() -> dict[str, Any] | None:
+        record = pipeline.item("journal", {"id": f"sms#{key}"})
+        return record if record is not None and record["state"] == "accepted" else None
+
+    record = wait_for(settled, 60, "the reconciler to settle the SMS")
+    # Telegram-style resend of the same CRM event: already known, never a second SMS.
+    assert pipeline.send_crm_event(event) == 200
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+    calls = [
+        c
+        for c in sms.calls("/messages")
+        if key in str(c["body"]) or c["query"].get("client_reference") == key
+    ]
+    return record, calls
+
+
+def reached_phones(pipeline: Pipeline, key: str) -> list[dict[str, Any]]:
+    """The SMS fake's messages that "reached a phone" under this notification key."""
+    status, messages = http("GET", f"{pipeline.fake('sms').url}/_messages")
+    assert status == 200
+    return [m for m in messages if m["client_reference"] == key]
+
+
+def test_an_sms_whose_answer_is_lost_is_unknown_then_reconciled_without_a_second_send(
+    pipeline: Pipeline,
+) -> None:
+    record, calls = sms_scenario(pipeline, SMS_LOST_ANSWER, drop_answer_next=1)
+
+    assert record["attempts"][0]["outcome"] == "unknown"
+    assert "unknown_since" in record
+    assert record["resolved_by"] == "lookup"
+    sends = [c for c in calls if c["method"] == "POST"]
+    assert [c["fault"] for c in sends] == ["drop_answer"]  # asked, never resent
+    assert any(c["method"] == "GET" for c in calls)
+    assert len(reached_phones(pipeline, record["id"].removeprefix("sms#"))) == 1
+
+
+def test_an_sms_gateway_hanging_past_the_timeout_is_unknown_then_reconciled_once(pipeline: Pipeline) -> None:
+    hang_seconds = 8  # the HTTP gateway gives up after 5 s
+    record, calls = sms_scenario(pipeline, SMS_HANG, hang_next=1, seconds=hang_seconds)
+
+    assert record["attempts"][0]["outcome"] == "unknown"
+    assert "unknown_since" in record
+    key = record["id"].removeprefix("sms#")
+    # The hung call completes at the gateway after the client gave up; the reconciler trusts a miss
+    # only after SMS_LOOKUP_SETTLE_SECONDS, so it finds the message there and never sends again.
+    assert record["resolved_by"] == "lookup"
+    assert len([c for c in calls if c["method"] == "POST"]) == 1
+    assert len(reached_phones(pipeline, key)) == 1
+
+
+def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipeline) -> None:
+    """Issue 6: no log of the run (functions, moto, runtime, ops CLI, status) holds a secret or phone.
+
+    Runs last, so it covers every scenario before it; its own traffic (a shared contact, an order
+    SMS) makes it meaningful when run alone.
+    """
+    ids = Ids(LOG_SCAN)
+    contact = shared_contact(ids, user(ids.number()), phone_number(LOG_SCAN, 1))
+    phone = phone_number(LOG_SCAN, 2)
+    SENT_PHONES.add(phone)
+    order_id = f"E2E-{LOG_SCAN}-1"
+    send_all(pipeline, [contact])
+    assert (
+        pipeline.send_crm_event(
+            order_status_changed(f"evt-e2e-{LOG_SCAN}-1", order_id, "ready_for_pickup", "paid", phone)
+        )
+        == 200
+    )
+    wait_for_effects(pipeline, [contact], timeout=30)
+    wait_for(
+        lambda: [m for m in http("GET", f"{pipeline.fake('sms').url}/_messages")[1] if order_id in m["text"]],
+        30,
+        "the order SMS",
+    )
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+
+    logs = pipeline.all_logs()
+
+    # The logs hold the run: every function wrote, and phone numbers went through them, masked.
+    for function in ("webhook", *TELEGRAM_CONSUMERS, "sms", "reconciler"):
+        assert pipeline.log_records(function), f"{function} logged nothing"
+    recipients = [r["recipient"] for r in pipeline.log_records("sms") if isinstance(r.get("recipient"), str)]
+    assert any(r.endswith(phone[-2:]) and r != phone for r in recipients), (
+        "no masked recipient in the sms log"
+    )
+    settings = pipeline.settings
+    needles = {
+        "the Telegram secret token": settings.telegram_secret,
+        "the CRM signing key": settings.crm_signing_key,
+        "the bot token": settings.telegram_bot_token,
+        "the bot token's secret part": settings.telegram_bot_token.split(":", 1)[1],
+        "the CRM auth header": settings.crm_auth_header,
+        "the CRM auth header's credential": settings.crm_auth_header.split()[-1],
+        "the SMS gateway token": settings.sms_gateway_token,
+    }
+    for index, number in enumerate(sorted(SENT_PHONES)):
+        needles[f"phone number {index}"] = number
+        needles[f"phone number {index} without +"] = number.removeprefix("+")
+    # Names of what leaked where, never the values themselves.
+    leaks = sorted(
+        f"{label} in {name}"
+        for name, text in logs.items()
+        for label, needle in needles.items()
+        if needle in text
+    )
+    assert leaks == []
