@@ -15,7 +15,7 @@ from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.paths import CDK_JSON
-from infra.settings import PipelineSettings
+from infra.settings import settings_from_node
 from infra.stack import PipelineStack
 
 
@@ -33,7 +33,7 @@ def build_app(
     Context given here overrides cdk.json; `cdk -c key=value` (CDK_CONTEXT_JSON) overrides both.
     """
     app = App(context={**project_context(), **(context or {})}, outdir=outdir)
-    settings = PipelineSettings.from_node(app.node)
+    settings = settings_from_node(app.node)
     stack = PipelineStack(
         app,
         settings.stack_name,

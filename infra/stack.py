@@ -15,9 +15,10 @@ from infra.constructs.lambda_function import FunctionDefaults
 from infra.constructs.layers import PipelineLayers
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.secrets import ConsumerSecrets, WebhookSecrets
-from infra.constructs.sms import SMS_CONSUMER, SmsSupport
+from infra.constructs.sms import SmsSupport
+from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.naming import pascal_case
-from infra.settings import PipelineSettings
+from infra.settings import PipelineSettings, cdk_removal_policy
 from pipeline.registry import Consumer, enabled
 
 
@@ -38,13 +39,16 @@ class PipelineStack(Stack):
 
         layers = PipelineLayers(self, "Layers", powertools_version=settings.powertools_version)
         defaults = FunctionDefaults.create(settings, layers.all)
-        self.events = EventsTopic(self, "Events", removal_policy=settings.cdk_removal_policy)
+        # Every function's environment (`infra.environment`, shared with the local runtime).
+        environments = FunctionEnvironments(settings, stack_name=self.stack_name)
+        self.events = EventsTopic(self, "Events", removal_policy=cdk_removal_policy(settings))
         self.webhook_secrets = WebhookSecrets(self, "WebhookSecrets")
         self.ingress = Ingress(
             self,
             "Ingress",
             settings=settings,
             defaults=defaults,
+            environments=environments,
             events=self.events,
             telegram_secret=self.webhook_secrets.telegram,
             crm_secret=self.webhook_secrets.crm,
@@ -53,7 +57,7 @@ class PipelineStack(Stack):
             self,
             "Tables",
             names=[table for consumer in self.consumers for table in consumer.tables],
-            removal_policy=settings.cdk_removal_policy,
+            removal_policy=cdk_removal_policy(settings),
         )
         self.consumer_secrets = ConsumerSecrets(
             self,
@@ -67,6 +71,7 @@ class PipelineStack(Stack):
                 consumer=consumer,
                 settings=settings,
                 defaults=defaults,
+                environments=environments,
                 topic=self.events.topic,
                 tables=self.tables.by_name,
                 secrets=self.consumer_secrets.by_name,
@@ -80,6 +85,7 @@ class PipelineStack(Stack):
                 "Sms",
                 settings=settings,
                 defaults=defaults,
+                environments=environments,
                 pipeline=self.pipelines[SMS_CONSUMER],
                 journal=self.tables.journal,
                 secrets=self.consumer_secrets.by_name,

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = LocalSettings.from_cdk_json()
     if args.no_ai:
-        settings = dataclasses.replace(settings, bedrock_model_id=None)
+        settings = dataclasses.replace(settings, ai_consumer=False)
     runtime = Runtime(ports=Ports(api=args.port), settings=settings, state_dir=args.state_dir)
     print("Starting the local pipeline (moto, fakes, functions)...", flush=True)
     try:

@@ -3,8 +3,9 @@
 `create_resources()` makes the events topic, one queue + DLQ (redrive with the consumer's
 `max_receive_count`) + raw-delivery, filtered subscription per enabled consumer, the tables and
 the secrets with local values, and returns their names, URLs and ARNs. `LocalResources` then
-builds each function's environment exactly as `infra/` does for Lambda. The end-to-end tests
-call `create_resources()` too, against their own moto server.
+gives each function the environment the stack gives it in AWS, from the same builder
+(`infra.environment`) and the local deployment settings (`local.overlay.local_deployment`).
+The end-to-end tests call `create_resources()` too, against their own moto server.
 """
 
 from __future__ import annotations
@@ -14,15 +15,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.config import PipelineSettings
+from infra.environment import (
+    CRM_SECRET,
+    JOURNAL,
+    RECONCILER,
+    SMS_CONSUMER,
+    TELEGRAM_SECRET,
+    WEBHOOK,
+    FunctionEnvironments,
+)
+from local.overlay import local_deployment, local_overlay
 from local.settings import LocalSettings
-from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
+from pipeline.registry import CONSUMERS, Consumer, enabled
 
-JOURNAL = "journal"
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
 TTL_ATTRIBUTE = "expiration"
-# The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract
-# (TELEGRAM_SECRET_ID, CRM_SECRET_ID).
-WEBHOOK_SECRETS = ("telegram", "crm")
+WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET)
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,8 @@ class QueuePair:
 @dataclass(frozen=True)
 class LocalResources:
     settings: LocalSettings
+    # The deployment the local runtime runs: `local.overlay.local_deployment(settings, fakes)`.
+    deployment: PipelineSettings
     consumers: tuple[Consumer, ...]
     topic_arn: str
     queues: dict[str, QueuePair]
@@ -59,35 +70,52 @@ class LocalResources:
     secrets: dict[str, str]  # logical name -> secret ARN
     fakes: dict[str, str] = field(default_factory=dict)  # fake name -> base URL
 
-    def consumer_environment(self, consumer: Consumer) -> dict[str, str]:
-        """The worker's environment variables, as `infra/constructs/consumers.py` sets them."""
-        queue = self.queues[consumer.name]
-        environment = {
-            "CONSUMER_NAME": consumer.name,
-            "QUEUE_URL": queue.url,
-            "DLQ_URL": queue.dlq_url,
-            "JOURNAL_TABLE": self.tables[JOURNAL],
-            "IDEMPOTENCY_TTL_SECONDS": str(self.settings.idempotency_ttl_seconds),
-        }
-        environment.update({table_env_var(name): self.tables[name] for name in consumer.tables})
-        environment.update({secret_env_var(name): self.secrets[name] for name in consumer.secrets})
-        if consumer.requires_setting:
-            environment[consumer.requires_setting.upper()] = str(
-                self.settings.registry_settings()[consumer.requires_setting]
-            )
-        environment.update(consumer.environment)
-        for secret in consumer.secrets:
-            if secret in LOCAL_ENVIRONMENT_BY_SECRET:
-                environment.update(LOCAL_ENVIRONMENT_BY_SECRET[secret](self.fakes))
-        return environment
+    @property
+    def environments(self) -> FunctionEnvironments:
+        return FunctionEnvironments(self.deployment, stack_name=self.deployment.stack_name)
 
     def webhook_environment(self) -> dict[str, str]:
-        """The webhook's environment variables, as `infra/constructs/ingress.py` sets them."""
+        """The webhook's environment variables, as the stack sets them (`infra.environment`)."""
+        return self.environments.webhook(
+            topic_arn=self.topic_arn,
+            telegram_secret_id=self.secrets[TELEGRAM_SECRET],
+            crm_secret_id=self.secrets[CRM_SECRET],
+        )
+
+    def consumer_environment(self, consumer: Consumer) -> dict[str, str]:
+        """A worker's environment variables, as the stack sets them (`infra.environment`)."""
+        queue = self.queues[consumer.name]
+        return self.environments.worker(
+            consumer, queue_url=queue.url, dlq_url=queue.dlq_url, tables=self.tables, secrets=self.secrets
+        )
+
+    @property
+    def sms_consumer(self) -> Consumer | None:
+        """The `sms` consumer when it runs: the SMS reconciler exists with it, as in the stack."""
+        return next((c for c in self.consumers if c.name == SMS_CONSUMER), None)
+
+    def stack_environments(self) -> dict[str, dict[str, str]]:
+        """Every function the local runtime runs, by name, with the environment the stack gives it.
+
+        No `sms_events`: it exists only with End User Messaging, which does not run locally.
+        """
+        environments = {WEBHOOK.service_name: self.webhook_environment()}
+        environments.update({c.name: self.consumer_environment(c) for c in self.consumers})
+        if self.sms_consumer is not None:
+            environments[RECONCILER.service_name] = self.environments.reconciler(
+                self.sms_consumer, journal_table=self.tables[JOURNAL], secrets=self.secrets
+            )
+        return environments
+
+    def local_environments(self, aws_endpoint: str) -> dict[str, dict[str, str]]:
+        """What the local runtime gives each function besides Lambda's own variables: the stack's
+        environment plus the local overlay (`local.overlay`), by function name."""
         return {
-            "EVENTS_TOPIC_ARN": self.topic_arn,
-            **{secret_env_var(name): self.secrets[name] for name in WEBHOOK_SECRETS},
-            "TELEGRAM_BOT_ID": self.settings.telegram_bot_id,
-            "SECRET_ROTATION_GRACE_SECONDS": str(self.settings.secret_rotation_grace_seconds),
+            name: {
+                **environment,
+                **local_overlay(name, environment, aws_endpoint=aws_endpoint, fakes=self.fakes),
+            }
+            for name, environment in self.stack_environments().items()
         }
 
     def describe(self) -> dict[str, Any]:
@@ -115,16 +143,6 @@ LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
     "telegram_bot_token": lambda settings, fakes: settings.telegram_bot_token,
     "sms_gateway": lambda settings, fakes: settings.sms_gateway_token,
 }
-# Environment a function gets locally on top of its own, per secret it reads: whoever holds the
-# SMS gateway's credentials talks to the SMS fake through the generic HTTP gateway.
-LOCAL_ENVIRONMENT_BY_SECRET: dict[str, Callable[[Mapping[str, str]], dict[str, str]]] = {
-    # A shorter settle time than AWS's default (120 s) so rehearsed gateway hangs resolve quickly.
-    "sms_gateway": lambda fakes: {
-        "SMS_GATEWAY": "http",
-        "SMS_HTTP_BASE_URL": fakes["sms"],
-        "SMS_LOOKUP_SETTLE_SECONDS": "10",
-    },
-}
 
 
 def secret_names(consumers: tuple[Consumer, ...]) -> list[str]:
@@ -143,10 +161,11 @@ def create_resources(
 ) -> LocalResources:
     """Create everything through `client(service)` (boto3 clients on a moto server).
 
-    `fakes` maps fake names to base URLs (secrets point at them); `consumers` defaults to the
-    registry's consumers enabled under `settings`.
+    `fakes` maps fake names to base URLs (secrets and the SMS gateway point at them); `consumers`
+    defaults to the registry's consumers enabled under the local deployment settings.
     """
-    chosen = enabled(settings.registry_settings(), CONSUMERS) if consumers is None else consumers
+    deployment = local_deployment(settings, fakes)
+    chosen = enabled(deployment.registry_settings(), CONSUMERS) if consumers is None else consumers
     unknown_secrets = [name for name in secret_names(chosen) if name not in LOCAL_SECRET_VALUES]
     if unknown_secrets:
         raise ValueError(
@@ -158,7 +177,7 @@ def create_resources(
             f"the registry names tables with no local schema: {unknown_tables}; add them to TABLE_SCHEMAS"
         )
 
-    prefix = settings.stack_name
+    prefix = deployment.stack_name
     sns = client("sns")
     sqs = client("sqs")
     topic_arn = sns.create_topic(Name=f"{prefix}-events")["TopicArn"]
@@ -174,6 +193,7 @@ def create_resources(
     }
     return LocalResources(
         settings=settings,
+        deployment=deployment,
         consumers=chosen,
         topic_arn=topic_arn,
         queues=queues,

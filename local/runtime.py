@@ -30,6 +30,7 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 
+from infra.environment import RECONCILER, WEBHOOK
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
@@ -51,14 +52,9 @@ FAKE_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
-# As infra/constructs/ingress.py.
-WEBHOOK_HANDLER = "webhook.app.lambda_handler"
-WEBHOOK_TIMEOUT_SECONDS = 10
-WEBHOOK_MEMORY_MB = 512
-RECONCILER_HANDLER = "reconciler.app.lambda_handler"
-RECONCILER_TIMEOUT_SECONDS = 60
-# The reconciler closes the `sms` consumer's unknown outcomes; it runs when that consumer does.
-SMS_CONSUMER = "sms"
+# The webhook's limits, as deployed (`infra.environment.WEBHOOK`); the benchmarks use them too.
+WEBHOOK_TIMEOUT_SECONDS = WEBHOOK.timeout_seconds
+WEBHOOK_MEMORY_MB = WEBHOOK.memory_mb
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
 MAX_RESTART_DELAY_SECONDS = 10.0
@@ -317,7 +313,21 @@ class Runtime:
                 self._changed.notify_all()
 
     # -- functions ----------------------------------------------------------------------------------
+    def function_environments(self, resources: LocalResources) -> dict[str, dict[str, str]]:
+        """Each function process's whole environment, by function name: the variables Lambda itself
+        sets, then the stack's environment plus the local overlay (`LocalResources.local_environments`)."""
+        memory = {
+            WEBHOOK.service_name: WEBHOOK.memory_mb,
+            RECONCILER.service_name: RECONCILER.memory_mb,
+            **{consumer.name: consumer.memory_mb for consumer in resources.consumers},
+        }
+        return {
+            name: self._function_environment(name, memory[name], environment)
+            for name, environment in resources.local_environments(self.aws_endpoint).items()
+        }
+
     def _start_functions(self, resources: LocalResources) -> None:
+        environments = self.function_environments(resources)
         self._add_function(
             FunctionStatus("webhook", "api"),
             module="local.apigw",
@@ -325,7 +335,7 @@ class Runtime:
                 "--port",
                 str(self.api_port),
                 "--handler",
-                WEBHOOK_HANDLER,
+                WEBHOOK.handler,
                 "--function-name",
                 self._lambda_name("webhook"),
                 "--timeout",
@@ -333,11 +343,7 @@ class Runtime:
                 "--memory",
                 str(WEBHOOK_MEMORY_MB),
             ],
-            env=self._function_environment(
-                "webhook",
-                WEBHOOK_MEMORY_MB,
-                {**resources.webhook_environment(), "AWS_ENDPOINT_URL_SNS": self.fakes["sns"].url},
-            ),
+            env=environments[WEBHOOK.service_name],
         )
         for consumer in resources.consumers:
             queue = resources.queues[consumer.name]
@@ -345,39 +351,28 @@ class Runtime:
                 FunctionStatus(consumer.name, "consumer"),
                 module="local.worker_process",
                 args=_consumer_args(consumer, self._lambda_name(consumer.name), queue.url, queue.arn),
-                env=self._function_environment(
-                    consumer.name, consumer.memory_mb, resources.consumer_environment(consumer)
-                ),
+                env=environments[consumer.name],
             )
-        sms = next((c for c in resources.consumers if c.name == SMS_CONSUMER), None)
-        if sms is not None and (FUNCTIONS_DIR / "reconciler" / "app.py").is_file():
+        # The reconciler closes the `sms` consumer's unknown outcomes; it runs when that consumer does.
+        if RECONCILER.service_name in environments:
             self._add_function(
                 FunctionStatus("reconciler", "schedule"),
                 module="local.worker_process",
                 args=lambda: [
                     "schedule",
                     "--handler",
-                    RECONCILER_HANDLER,
+                    RECONCILER.handler,
                     "--function-name",
                     self._lambda_name("reconciler"),
                     "--timeout",
-                    str(RECONCILER_TIMEOUT_SECONDS),
+                    str(RECONCILER.timeout_seconds),
+                    "--memory",
+                    str(RECONCILER.memory_mb),
                     "--every",
                     str(self.settings.reconcile_every_seconds),
                 ],
-                env=self._function_environment(
-                    "reconciler", 256, self._reconciler_environment(resources, sms)
-                ),
+                env=environments[RECONCILER.service_name],
             )
-
-    @staticmethod
-    def _reconciler_environment(resources: LocalResources, sms: Consumer) -> dict[str, str]:
-        """The reconciler works on the SMS consumer's journal with the SMS consumer's settings
-        (its gateway, secret and limits); it has no queue of its own."""
-        environment = resources.consumer_environment(sms)
-        for name in ("CONSUMER_NAME", "QUEUE_URL", "DLQ_URL"):
-            environment.pop(name, None)
-        return environment
 
     def _add_function(
         self, status: FunctionStatus, module: str, args: Callable[[], list[str]], env: dict[str, str]
@@ -424,22 +419,14 @@ class Runtime:
         }
 
     def _function_environment(self, name: str, memory_mb: int, own: dict[str, str]) -> dict[str, str]:
-        """Lambda's variables, the endpoints of moto and the fakes, Powertools', then the function's own."""
-        fakes = self.fake_urls()
+        """The variables Lambda itself sets, then the function's own."""
         lambda_name = self._lambda_name(name)
         return {
             **self._base_environment(),
-            "AWS_ENDPOINT_URL": self.aws_endpoint,
-            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": fakes["bedrock"],
-            "TELEGRAM_API_BASE": fakes["telegram"],
             "AWS_LAMBDA_FUNCTION_NAME": lambda_name,
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{lambda_name}",
-            "POWERTOOLS_SERVICE_NAME": name,
-            "POWERTOOLS_METRICS_NAMESPACE": self.settings.metrics_namespace,
-            "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
-            "POWERTOOLS_TRACE_DISABLED": "1",
             **own,
         }
 

@@ -1,10 +1,8 @@
 """The local runtime's settings: the deployment settings the stack reads, plus local-only values.
 
-The deployment knobs (bot id, grace period, idempotency TTL, log level, Bedrock model) come from
-the same place as for `cdk deploy`: cdk.json's "context". Their defaults mirror
-`infra.settings.PipelineSettings`, which is not imported because it loads the CDK (and Node).
-One difference on purpose: without a configured `bedrock_model_id` the local runtime still
-enables the `ai` consumer with a placeholder model id, because the Bedrock fake answers it.
+The deployment settings are `infra.config.PipelineSettings` (the CDK stack's own model, which
+imports no CDK), read from the same place as for `cdk deploy`: cdk.json's "context". What the
+local runtime then changes, and why, is in `local.overlay`.
 
 The local secrets are fixed, documented values (everything listens on loopback only), so the
 curl examples in local/README.md work without reading any file.
@@ -13,37 +11,26 @@ curl examples in local/README.md work without reading any file.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.config import PipelineSettings
 from local.fakes.sms import DEFAULT_TOKEN as SMS_GATEWAY_TOKEN
 from local.fakes.telegram import DEFAULT_BOT_TOKEN
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = PROJECT_ROOT / "cdk.json"
-LOCAL_BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
-# Context keys of the stack that change how functions behave (see infra/settings.py).
-DEPLOYMENT_KEYS = (
-    "stack_name",
-    "telegram_bot_id",
-    "secret_rotation_grace_seconds",
-    "idempotency_ttl_seconds",
-    "log_level",
-    "bedrock_model_id",
-)
 
 
 @dataclass(frozen=True)
 class LocalSettings:
-    # -- as in the stack (cdk.json context) ---------------------------------------------------------
-    stack_name: str = "TelegramCrmPipeline"
-    telegram_bot_id: str = "default"
-    secret_rotation_grace_seconds: int = 3600
-    idempotency_ttl_seconds: int = 259_200
-    log_level: str = "INFO"
-    bedrock_model_id: str | None = LOCAL_BEDROCK_MODEL_ID
-    metrics_namespace: str = "TelegramCrmPipeline"
+    # -- the deployment the local runtime stands for (cdk.json's context) -------------------------
+    deployment: PipelineSettings = field(default_factory=PipelineSettings)
+    # Run the `ai` consumer on the Bedrock fake, with a placeholder model unless one is configured
+    # (`local.overlay`); False leaves it off (`python -m local --no-ai`).
+    ai_consumer: bool = True
     # -- local only ---------------------------------------------------------------------------------
     region: str = "eu-central-1"
     telegram_secret: str = "local-telegram-secret-token"  # noqa: S105 - a documented local value
@@ -54,23 +41,24 @@ class LocalSettings:
     # How often the reconciler's schedule fires locally (in AWS: its EventBridge rule's rate).
     reconcile_every_seconds: float = 30.0
 
-    def registry_settings(self) -> dict[str, Any]:
-        """What `pipeline.registry.enabled()` reads `requires_setting` keys from."""
-        return asdict(self)
+    @property
+    def stack_name(self) -> str:
+        return self.deployment.stack_name
+
+    @property
+    def telegram_bot_id(self) -> str:
+        """The bot identity in Telegram event ids (`telegram:<bot id>:<update id>`)."""
+        return self.deployment.telegram_bot_id
 
     @classmethod
-    def from_cdk_json(cls, path: Path = CDK_JSON, **overrides: Any) -> LocalSettings:
-        """Defaults, overlaid with the deployment keys set in cdk.json's context, then `overrides`."""
-        context: dict[str, Any] = {}
-        if path.is_file():
-            document = json.loads(path.read_text())
-            context = document.get("context", {}) if isinstance(document, dict) else {}
-        defaults = cls()
+    def from_cdk_json(
+        cls, path: Path = CDK_JSON, *, context: Mapping[str, Any] | None = None, **local: Any
+    ) -> LocalSettings:
+        """The deployment settings from cdk.json's context overlaid with `context` (as `cdk -c`
+        would), and the local-only values in `local` (others keep their defaults)."""
         given: dict[str, Any] = {}
-        for key in DEPLOYMENT_KEYS:
-            value = context.get(key)
-            if value in (None, ""):
-                continue
-            # `-c key=value` style strings, as the CDK passes them, become the field's type.
-            given[key] = int(value) if isinstance(getattr(defaults, key), int) else str(value)
-        return replace(defaults, **{**given, **overrides})
+        if path.is_file():
+            document = json.loads(path.read_text(encoding="utf-8"))
+            given = document.get("context", {}) if isinstance(document, dict) else {}
+        deployment = PipelineSettings.from_context({**given, **(context or {})})
+        return cls(deployment=deployment, **local)

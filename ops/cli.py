@@ -20,7 +20,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ops import dlq, journal, webhook
+from ops import dlq, journal, outputs, webhook
 from ops.context import Context
 from ops.errors import OpsError
 from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME
@@ -108,7 +108,8 @@ def _phone_option() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
-        description="Operate the Telegram/CRM event pipeline: webhook, secret rotation, DLQs, SMS journal.",
+        description="Operate the Telegram/CRM event pipeline: webhook, secret rotation, DLQs, SMS journal, "
+        "stack outputs.",
         epilog=f"AWS credentials come from the usual places (AWS_PROFILE, env, SSO). {API_BASE_ENV} "
         "overrides the Telegram Bot API base URL.",
     )
@@ -158,6 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
         "then setWebhook with it.",
         telegram,
         _max_connections_option(None, "keep Telegram's current setting"),
+    )
+
+    outputs_command = command(
+        commands,
+        "outputs",
+        outputs.show,
+        "Show the stack's outputs: URLs, topic ARNs (alarms, SMS delivery events), queue and DLQ URLs, "
+        "table names, secret ids.",
+    )
+    outputs_command.add_argument(
+        "key", nargs="?", help="print only this output's value (e.g. AlarmTopicArn), for scripts"
     )
 
     dlq_parser = commands.add_parser("dlq", help="Dead-letter queues of the consumers.")

@@ -20,5 +20,9 @@ for _name, _value in {
     "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
 }.items():
     os.environ[_name] = _value
+# Shared modules create Powertools child loggers at import (`Logger(child=True)`), named after the
+# service set then; in Lambda it is always set first. Tests that import them while collecting get
+# the consumers' test service, so their log lines reach the worker's logger the tests capture.
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "consumer")
 for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
     os.environ.pop(_name, None)

@@ -21,8 +21,9 @@ from constructs import Construct
 
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction
+from infra.environment import FunctionEnvironments
 from infra.settings import PipelineSettings
-from pipeline.registry import Consumer, secret_env_var, table_env_var
+from pipeline.registry import Consumer
 
 # SQS's maximum; a failed message stays inspectable and redrivable for two weeks.
 DLQ_RETENTION = Duration.days(14)
@@ -70,6 +71,7 @@ class ConsumerPipeline(Construct):
         consumer: Consumer,
         settings: PipelineSettings,
         defaults: FunctionDefaults,
+        environments: FunctionEnvironments,
         topic: sns.ITopic,
         tables: Mapping[str, dynamodb.ITable],
         secrets: Mapping[str, secretsmanager.ISecret],
@@ -114,7 +116,13 @@ class ConsumerPipeline(Construct):
             description=consumer.description,
             timeout_seconds=consumer.timeout_seconds,
             memory_mb=consumer.memory_mb,
-            environment=self._environment(settings, tables, secrets),
+            environment=environments.worker(
+                consumer,
+                queue_url=self.queue.queue_url,
+                dlq_url=self.dlq.queue_url,
+                tables={name: table.table_name for name, table in tables.items()},
+                secrets={name: secret.secret_arn for name, secret in secrets.items()},
+            ),
         )
         self._grant(settings, tables, secrets)
         self.worker.function.add_event_source(
@@ -138,29 +146,6 @@ class ConsumerPipeline(Construct):
         return self.worker.emitted_metric(
             name, statistic=statistic, period=period, dimensions={"consumer": self.consumer.name}
         )
-
-    def _environment(
-        self,
-        settings: PipelineSettings,
-        tables: Mapping[str, dynamodb.ITable],
-        secrets: Mapping[str, secretsmanager.ISecret],
-    ) -> dict[str, str]:
-        consumer = self.consumer
-        environment = {
-            "CONSUMER_NAME": consumer.name,
-            "QUEUE_URL": self.queue.queue_url,
-            "DLQ_URL": self.dlq.queue_url,
-            "JOURNAL_TABLE": tables[JOURNAL].table_name,
-            "IDEMPOTENCY_TTL_SECONDS": str(settings.idempotency_ttl_seconds),
-        }
-        environment.update({table_env_var(name): tables[name].table_name for name in consumer.tables})
-        environment.update({secret_env_var(name): secrets[name].secret_arn for name in consumer.secrets})
-        if consumer.requires_setting:
-            environment[consumer.requires_setting.upper()] = str(
-                settings.registry_settings()[consumer.requires_setting]
-            )
-        environment.update(consumer.environment)
-        return environment
 
     def _grant(
         self,

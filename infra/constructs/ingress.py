@@ -17,15 +17,11 @@ from constructs import Construct
 
 from infra.constructs.events_topic import EventsTopic
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
-from infra.settings import TELEGRAM_CIDRS, PipelineSettings
+from infra.environment import WEBHOOK, FunctionEnvironments
+from infra.settings import PipelineSettings, cdk_log_retention, cdk_removal_policy
 
 TELEGRAM_PATH = "/telegram/webhook"
 CRM_PATH = "/crm/events"
-WEBHOOK_HANDLER = "webhook.app.lambda_handler"
-# The webhook validates and publishes once, then answers; Telegram waits up to 60 s but retries
-# slow answers, so a short timeout keeps a stuck call from piling up duplicates.
-WEBHOOK_TIMEOUT_SECONDS = 10
-WEBHOOK_MEMORY_MB = 512
 # The webhook's rejection metric: EventsRejected{service=webhook, source, reason} (webhook.ingest).
 REJECTED_METRIC = "EventsRejected"
 UNAUTHORIZED_REASON = "unauthorized"
@@ -79,6 +75,7 @@ class Ingress(Construct):
         *,
         settings: PipelineSettings,
         defaults: FunctionDefaults,
+        environments: FunctionEnvironments,
         events: EventsTopic,
         telegram_secret: secretsmanager.ISecret,
         crm_secret: secretsmanager.ISecret,
@@ -88,21 +85,16 @@ class Ingress(Construct):
             self,
             "Webhook",
             defaults=defaults,
-            handler=WEBHOOK_HANDLER,
-            service_name="webhook",
+            handler=WEBHOOK.handler,
+            service_name=WEBHOOK.service_name,
             description="Verifies Telegram/CRM webhook calls and publishes them to the events topic",
-            timeout_seconds=WEBHOOK_TIMEOUT_SECONDS,
-            memory_mb=WEBHOOK_MEMORY_MB,
-            environment={
-                "EVENTS_TOPIC_ARN": events.topic.topic_arn,
-                "TELEGRAM_SECRET_ID": telegram_secret.secret_arn,
-                "CRM_SECRET_ID": crm_secret.secret_arn,
-                "TELEGRAM_BOT_ID": settings.telegram_bot_id,
-                "SECRET_ROTATION_GRACE_SECONDS": str(settings.secret_rotation_grace_seconds),
-                # HTTP APIs have no resource policy: the webhook itself refuses Telegram-route
-                # calls from outside these CIDRs (comma-separated; empty = no IP check).
-                "TELEGRAM_IP_ALLOWLIST": ",".join(TELEGRAM_CIDRS) if settings.telegram_ip_allowlist else "",
-            },
+            timeout_seconds=WEBHOOK.timeout_seconds,
+            memory_mb=WEBHOOK.memory_mb,
+            environment=environments.webhook(
+                topic_arn=events.topic.topic_arn,
+                telegram_secret_id=telegram_secret.secret_arn,
+                crm_secret_id=crm_secret.secret_arn,
+            ),
         )
         webhook_fn = self.webhook.function
         events.grant_publish(webhook_fn)
@@ -116,7 +108,10 @@ class Ingress(Construct):
             create_default_stage=False,
         )
         self.access_logs = logs.LogGroup(
-            self, "AccessLogs", retention=settings.log_retention, removal_policy=settings.cdk_removal_policy
+            self,
+            "AccessLogs",
+            retention=cdk_log_retention(settings),
+            removal_policy=cdk_removal_policy(settings),
         )
         self.stage = self.api.add_stage(
             "DefaultStage",

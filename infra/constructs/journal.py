@@ -10,10 +10,10 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from infra.environment import JOURNAL
 from infra.naming import pascal_case
 from pipeline.sms.journal import BY_STATE_INDEX
 
-JOURNAL = "journal"
 TTL_ATTRIBUTE = "expiration"
 # What a consumer worker may do with the items of its tables: CDK's read-write data set without
 # the stream actions (no table has a stream). Granted on tables, never on their indexes.

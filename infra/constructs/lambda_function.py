@@ -13,9 +13,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.config import METRICS_NAMESPACE, PipelineSettings
 from infra.constructs.layers import ARCHITECTURE, RUNTIME
 from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR
-from infra.settings import METRICS_NAMESPACE, PipelineSettings
+from infra.settings import cdk_log_level, cdk_log_retention, cdk_removal_policy
 
 # The period alarms and the dashboard look at metrics over, unless they say otherwise.
 METRIC_PERIOD = Duration.minutes(5)
@@ -29,7 +30,6 @@ class FunctionDefaults:
     layers: Sequence[lambda_.ILayerVersion]
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
-    log_level: str
     lambda_log_level: lambda_.ApplicationLogLevel
 
     @classmethod
@@ -38,10 +38,9 @@ class FunctionDefaults:
             # One asset for all functions: the handler string picks the package inside it.
             code=lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDES),
             layers=tuple(layers),
-            log_retention=settings.log_retention,
-            removal_policy=settings.cdk_removal_policy,
-            log_level=settings.log_level,
-            lambda_log_level=settings.lambda_log_level,
+            log_retention=cdk_log_retention(settings),
+            removal_policy=cdk_removal_policy(settings),
+            lambda_log_level=cdk_log_level(settings),
         )
 
 
@@ -49,7 +48,8 @@ class PipelineFunction(Construct):
     """A python3.13/arm64 function with JSON logs in its own log group, X-Ray tracing and a
     dedicated role that starts with nothing but writing to that log group.
 
-    Callers add only the grants the function needs, so every role stays least-privilege.
+    Callers add only the grants the function needs, so every role stays least-privilege. The
+    environment is the whole of it, as `infra.environment` builds it (Powertools' too).
     """
 
     def __init__(
@@ -66,6 +66,10 @@ class PipelineFunction(Construct):
         memory_mb: int,
     ) -> None:
         super().__init__(scope, construct_id)
+        if environment.get("POWERTOOLS_SERVICE_NAME") != service_name:
+            raise ValueError(
+                f"{construct_id}: the environment must name the Powertools service {service_name!r}"
+            )
         self.service_name = service_name
         self.log_group = logs.LogGroup(
             self, "Logs", retention=defaults.log_retention, removal_policy=defaults.removal_policy
@@ -96,12 +100,7 @@ class PipelineFunction(Construct):
             application_log_level_v2=defaults.lambda_log_level,
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             tracing=lambda_.Tracing.ACTIVE,
-            environment={
-                "POWERTOOLS_SERVICE_NAME": service_name,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-                "POWERTOOLS_LOG_LEVEL": defaults.log_level,
-                **environment,
-            },
+            environment=dict(environment),
         )
         Validations.of(self.role).acknowledge(
             Ack(

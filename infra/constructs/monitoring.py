@@ -26,12 +26,13 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.config import METRICS_NAMESPACE, PipelineSettings
 from infra.constructs.consumers import ConsumerPipeline
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
-from infra.settings import METRICS_NAMESPACE, PipelineSettings
+from infra.settings import cdk_removal_policy
 from pipeline.registry import Consumer
 
 PERIOD = METRIC_PERIOD
@@ -101,7 +102,7 @@ class Monitoring(Construct):
             "Alarms",
             display_name="Telegram/CRM pipeline alarms",
             key_description="Encrypts the pipeline's alarm notifications at rest",
-            removal_policy=settings.cdk_removal_policy,
+            removal_policy=cdk_removal_policy(settings),
         )
         # This account's alarms only. The key statement has no condition: it encrypts only this
         # topic, and AWS documents CloudWatch's use of it by principal alone.

@@ -8,8 +8,8 @@
   given) whose event destination is an encrypted SNS topic, drained by `sms_events` into the
   journal, with DLQs for what SNS or the function could not handle.
 
-All three functions read the same SMS settings (`pipeline.sms.settings`), built once here from
-the registry entry and the deployment settings, and validated at synth time.
+All three functions read the same SMS settings (`pipeline.sms.settings`), built by
+`infra.environment` from the registry entry and the deployment settings, validated at synth time.
 """
 
 from __future__ import annotations
@@ -34,70 +34,16 @@ from infra.constructs.consumers import ConsumerPipeline, secure_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction
+from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
 from infra.settings import PipelineSettings
-from pipeline.registry import Consumer, secret_env_var
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.journal import BY_STATE_INDEX
-from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 
-SMS_CONSUMER = "sms"
-RECONCILER_HANDLER = "reconciler.app.lambda_handler"
-DELIVERY_EVENTS_HANDLER = "sms_events.app.lambda_handler"
-# A run handles up to SMS_RECONCILE_BATCH_SIZE (100) records, each lookup bounded by the HTTP
-# gateway's timeout; overlapping runs are harmless (every journal write is conditional).
-RECONCILER_TIMEOUT_SECONDS = 300
-DELIVERY_EVENTS_TIMEOUT_SECONDS = 30
 # Every SMS event type; `pipeline.sms.delivery` keeps what it understands.
 DELIVERY_EVENT_TYPES = ["TEXT_ALL"]
 # The journal calls both make (pipeline.sms.journal: get, conditional updates), and nothing else;
 # the reconciler also queries the `by_state` index.
 JOURNAL_ITEM_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
-
-
-def sms_environment(
-    settings: PipelineSettings, consumer: Consumer, configuration_set: str | None
-) -> dict[str, str]:
-    """SMS settings for the worker, the reconciler and `sms_events`, identical for all three.
-
-    Retry delays follow the consumer's retry policy; the registry's `environment` (attempts,
-    lease) comes next; the deployment settings (gateway, sender, deadline) win over both.
-    """
-    environment = {
-        "SMS_RETRY_BASE_SECONDS": str(consumer.retry.base_delay_seconds),
-        "SMS_RETRY_MAX_SECONDS": str(consumer.retry.max_delay_seconds),
-        **consumer.environment,
-        "SMS_GATEWAY": settings.sms_gateway,
-        "SMS_MESSAGE_TYPE": settings.sms_message_type,
-        "SMS_RECONCILE_DEADLINE_HOURS": f"{settings.sms_reconcile_deadline_hours:g}",
-    }
-    optional = {
-        "SMS_ORIGINATION_IDENTITY": settings.sms_origination_identity,
-        "SMS_CONFIGURATION_SET": configuration_set,
-        "SMS_HTTP_BASE_URL": settings.sms_http_base_url if settings.sms_gateway == "http" else None,
-    }
-    environment.update({name: value for name, value in optional.items() if value})
-    check_sms_environment(environment, consumer)
-    return environment
-
-
-def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) -> SmsSettings:
-    """Fail the synth, not the first SMS, on settings `pipeline.sms.settings` would refuse.
-
-    Also keeps the journal in charge of retries: it must give up (SMS_MAX_ATTEMPTS) before SQS
-    does (max_receive_count), and a claim's lease must outlive the worker's timeout.
-    """
-    fields = {
-        field: environment[name] for field, name in ENVIRONMENT_VARIABLES.items() if name in environment
-    }
-    settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
-    if settings.max_attempts >= consumer.retry.max_receive_count:
-        raise ValueError(
-            f"{consumer.name}: SMS_MAX_ATTEMPTS ({settings.max_attempts}) must be below the "
-            f"queue's max_receive_count ({consumer.retry.max_receive_count})"
-        )
-    if settings.lease_seconds <= consumer.timeout_seconds:
-        raise ValueError(f"{consumer.name}: SMS_LEASE_SECONDS must exceed the worker timeout")
-    return settings
 
 
 def _sms_voice_arn(scope: Construct, resource: str, name: str) -> str:
@@ -147,6 +93,7 @@ class SmsSupport(Construct):
         *,
         settings: PipelineSettings,
         defaults: FunctionDefaults,
+        environments: FunctionEnvironments,
         pipeline: ConsumerPipeline,
         journal: dynamodb.Table,
         secrets: Mapping[str, secretsmanager.ISecret],
@@ -160,28 +107,18 @@ class SmsSupport(Construct):
         self.delivery_events_handler: PipelineFunction | None = None
         self.delivery_events_dlqs: dict[str, sqs.Queue] = {}
 
-        configuration_set_name = (
-            settings.sms_configuration_set or self._default_configuration_set_name()
-            if self.uses_end_user_messaging
-            else None
-        )
-        self.environment = sms_environment(settings, pipeline.consumer, configuration_set_name)
-        for name, value in self.environment.items():
-            pipeline.worker.function.add_environment(name, value)
+        self.environments = environments
+        # What the worker (its environment is built with these), the reconciler and `sms_events` read.
+        self.environment = environments.sms(pipeline.consumer)
+        # Named, not generated, so its ARN is known without a reference: the topic's policy names
+        # it, and the configuration set is created only after that policy exists.
+        configuration_set_name = environments.sms_configuration_set
 
         self.reconciler = self._reconciler(defaults, journal, secrets)
         if configuration_set_name is not None:
             set_arn = configuration_set_arn(self, configuration_set_name)
             self._grant_send_text_message(pipeline.worker, set_arn)
             self._delivery_events(defaults, journal, configuration_set_name, set_arn)
-
-    def _default_configuration_set_name(self) -> str:
-        # Named (not generated) so its ARN is known without a reference: the topic's policy names
-        # it, and the configuration set is created only after that policy exists.
-        return f"{Stack.of(self).stack_name[:60]}-sms"
-
-    def _function_environment(self, journal: dynamodb.ITable) -> dict[str, str]:
-        return {**self.environment, "JOURNAL_TABLE": journal.table_name}
 
     # -- gateway -----------------------------------------------------------------------------------
     def _grant_send_text_message(self, function: PipelineFunction, set_arn: str) -> None:
@@ -208,24 +145,25 @@ class SmsSupport(Construct):
         journal: dynamodb.Table,
         secrets: Mapping[str, secretsmanager.ISecret],
     ) -> PipelineFunction:
-        environment = self._function_environment(journal)
-        if not self.uses_end_user_messaging:
-            # The HTTP gateway can look a send up and take a resend, with its bearer token.
-            environment[secret_env_var(HTTP_SECRET)] = secrets[HTTP_SECRET].secret_arn
         reconciler = PipelineFunction(
             self,
             "Reconciler",
             defaults=defaults,
-            handler=RECONCILER_HANDLER,
-            service_name="reconciler",
+            handler=RECONCILER.handler,
+            service_name=RECONCILER.service_name,
             description="Settles unknown SMS outcomes from the journal: asks the gateway, never guesses",
-            environment=environment,
-            timeout_seconds=RECONCILER_TIMEOUT_SECONDS,
-            memory_mb=256,
+            environment=self.environments.reconciler(
+                self.pipeline.consumer,
+                journal_table=journal.table_name,
+                secrets={name: secret.secret_arn for name, secret in secrets.items()},
+            ),
+            timeout_seconds=RECONCILER.timeout_seconds,
+            memory_mb=RECONCILER.memory_mb,
         )
         grant_items(journal, reconciler.function, *JOURNAL_ITEM_ACTIONS)
         grant_index_query(journal, reconciler.function, BY_STATE_INDEX)
         if not self.uses_end_user_messaging:
+            # The HTTP gateway can look a send up and take a resend, with its bearer token.
             secrets[HTTP_SECRET].grant_read(reconciler.function)
         # A failed run is not retried: the next scheduled run does the same work (Errors alarm).
         reconciler.function.configure_async_invoke(retry_attempts=0)
@@ -274,12 +212,14 @@ class SmsSupport(Construct):
             self,
             "DeliveryEventsHandler",
             defaults=defaults,
-            handler=DELIVERY_EVENTS_HANDLER,
-            service_name="sms_events",
+            handler=SMS_EVENTS.handler,
+            service_name=SMS_EVENTS.service_name,
             description="Records End User Messaging SMS delivery events in the journal; closes unknowns",
-            environment=self._function_environment(journal),
-            timeout_seconds=DELIVERY_EVENTS_TIMEOUT_SECONDS,
-            memory_mb=256,
+            environment=self.environments.sms_events(
+                self.pipeline.consumer, journal_table=journal.table_name
+            ),
+            timeout_seconds=SMS_EVENTS.timeout_seconds,
+            memory_mb=SMS_EVENTS.memory_mb,
         )
         grant_items(journal, handler.function, *JOURNAL_ITEM_ACTIONS)
         self.delivery_events_handler = handler

@@ -15,7 +15,7 @@ from template_queries import function_env, of_type, props, ref_name, role_permis
 
 from infra.constructs.consumers import ConsumerPipeline
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL
-from infra.constructs.sms import SMS_CONSUMER
+from infra.environment import SMS_CONSUMER
 from infra.naming import pascal_case
 from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
 from pipeline.sms.journal import BY_STATE_INDEX

@@ -8,8 +8,7 @@ import pytest
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name
 
-from infra.constructs.ingress import WEBHOOK_HANDLER
-from infra.constructs.sms import DELIVERY_EVENTS_HANDLER, RECONCILER_HANDLER
+from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
 from infra.paths import FUNCTIONS_DIR
 from pipeline.registry import enabled
 
@@ -27,8 +26,8 @@ def test_there_is_one_function_per_enabled_consumer_plus_the_webhook_and_the_sms
     synth: Synthesized,
 ) -> None:
     handlers = sorted(props(synth.resources, fid)["Handler"] for fid in _functions(synth))
-    sms_helpers = [RECONCILER_HANDLER, DELIVERY_EVENTS_HANDLER]
-    expected = sorted([WEBHOOK_HANDLER, *(c.handler for c in synth.stack.consumers), *sms_helpers])
+    sms_helpers = [RECONCILER.handler, SMS_EVENTS.handler]
+    expected = sorted([WEBHOOK.handler, *(c.handler for c in synth.stack.consumers), *sms_helpers])
     assert handlers == expected
     assert len(synth.stack.consumers) == len(enabled(synth.stack.settings.registry_settings()))
 

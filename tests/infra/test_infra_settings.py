@@ -7,24 +7,25 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import aws_cdk as cdk
 import pytest
 from pydantic import ValidationError
-from synthesized import SMS_HTTP_BASE_URL, Synthesized
+from synthesized import CUSTOM_CONTEXT, SMS_HTTP_BASE_URL, Synthesized
 from template_queries import function_env, of_type, props, ref_name
 
-import infra.settings
+import infra.config
 from infra.application import project_context
+from infra.config import LogLevel
 from infra.constructs.consumers import subscription_filters
 from infra.paths import CDK_JSON, PROJECT_ROOT
-from infra.settings import PipelineSettings
+from infra.settings import LAMBDA_LOG_LEVELS, PipelineSettings, cdk_removal_policy, settings_from_node
 from pipeline.registry import Consumer, enabled
 
 
 def _settings(context: dict[str, object]) -> PipelineSettings:
-    return PipelineSettings.from_node(cdk.App(context=context).node)
+    return settings_from_node(cdk.App(context=context).node)
 
 
 def test_defaults_apply_without_context() -> None:
@@ -32,7 +33,7 @@ def test_defaults_apply_without_context() -> None:
     assert (settings.log_retention_days, settings.api_rate_limit, settings.api_burst_limit) == (30, 50, 100)
     assert settings.powertools_version == "3.37.0"
     assert settings.idempotency_ttl_seconds == 259_200
-    assert settings.cdk_removal_policy == cdk.RemovalPolicy.RETAIN
+    assert cdk_removal_policy(settings) == cdk.RemovalPolicy.RETAIN
     assert settings.bedrock_model_id is None
     # pipeline.sms.settings' default gateway; the stack makes the configuration set.
     assert (settings.sms_gateway, settings.sms_origination_identity, settings.sms_configuration_set) == (
@@ -104,10 +105,30 @@ def test_a_consumer_gated_on_an_undeclared_setting_is_enabled_by_its_context_key
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gated = Consumer(name="mailer", description="test", filter_policy={}, requires_setting="smtp_host")
-    monkeypatch.setattr(infra.settings, "CONSUMERS", (gated,))
+    monkeypatch.setattr(infra.config, "CONSUMERS", (gated,))
     assert enabled(_settings({}).registry_settings(), [gated]) == ()
     settings = _settings({"smtp_host": "mail.example.org"})
     assert enabled(settings.registry_settings(), [gated]) == (gated,)
+
+
+def test_the_cdk_and_a_plain_context_read_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local runtime reads cdk.json without the CDK (`PipelineSettings.from_context`)."""
+    gated = Consumer(name="mailer", description="test", filter_policy={}, requires_setting="smtp_host")
+    monkeypatch.setattr(infra.config, "CONSUMERS", (gated,))
+    context = {**CUSTOM_CONTEXT, "smtp_host": "mail.example.org", "@aws-cdk/core:someFlag": True}
+
+    settings = PipelineSettings.from_context(context)
+
+    assert settings == _settings(context)
+    assert (settings.telegram_bot_id, settings.consumer_settings) == (
+        "shopbot",
+        {"smtp_host": "mail.example.org"},
+    )
+    assert PipelineSettings.from_context(settings.to_context()) == settings
+
+
+def test_every_log_level_has_its_lambda_level() -> None:
+    assert set(LAMBDA_LOG_LEVELS) == set(get_args(LogLevel))
 
 
 def test_filter_rules_pass_through_unchanged_including_exists() -> None:

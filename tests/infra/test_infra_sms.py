@@ -19,7 +19,8 @@ from runtime_modules import imported
 from synthesized import SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, SMS_POOL_ID, Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
-from infra.constructs.sms import SMS_CONSUMER, SmsSupport, check_sms_environment
+from infra.constructs.sms import SmsSupport
+from infra.environment import SMS_CONSUMER, check_sms_environment
 from pipeline import aws
 from pipeline.registry import by_name
 from pipeline.sms.journal import Clock, Draft, Finish, Journal, State

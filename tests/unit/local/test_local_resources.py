@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from pydantic import ValidationError
 
+from infra.config import PipelineSettings
+from local.overlay import LOCAL_BEDROCK_MODEL_ID
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
-from pipeline.registry import CONSUMERS, enabled, secret_env_var, table_env_var
+from pipeline.registry import CONSUMERS, by_name, enabled, secret_env_var, table_env_var
 
 REGION = "eu-central-1"
 FAKES = {"crm": "http://127.0.0.1:1111", "sms": "http://127.0.0.1:2222"}
@@ -39,7 +41,9 @@ def stack() -> Iterator[LocalResources]:
 
 def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
     sqs = client("sqs")
-    assert [c.name for c in stack.consumers] == [c.name for c in enabled(LocalSettings().registry_settings())]
+    # Locally the `ai` consumer runs on the Bedrock fake even without a configured model.
+    expected = enabled(PipelineSettings(bedrock_model_id=LOCAL_BEDROCK_MODEL_ID).registry_settings())
+    assert [c.name for c in stack.consumers] == [c.name for c in expected]
     for consumer in stack.consumers:
         queue = stack.queues[consumer.name]
         attributes = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=["All"])["Attributes"]
@@ -134,23 +138,45 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
             assert environment[table_env_var(table)] == stack.tables[table]
         for secret in consumer.secrets:
             assert environment[secret_env_var(secret)] == stack.secrets[secret]
-        if "sms_gateway" in consumer.secrets:
-            assert environment["SMS_GATEWAY"] == "http"
-            assert environment["SMS_HTTP_BASE_URL"] == FAKES["sms"]
-    ai = next(c for c in stack.consumers if c.name == "ai")
-    assert stack.consumer_environment(ai)["BEDROCK_MODEL_ID"] == LocalSettings().bedrock_model_id
+        assert environment["POWERTOOLS_SERVICE_NAME"] == consumer.name
+    # The SMS gateway is the HTTP one, at the SMS fake (End User Messaging has no local stand-in).
+    sms = stack.consumer_environment(by_name("sms"))
+    assert (sms["SMS_GATEWAY"], sms["SMS_HTTP_BASE_URL"]) == ("http", FAKES["sms"])
+    assert "SMS_CONFIGURATION_SET" not in sms
+    assert stack.consumer_environment(by_name("ai"))["BEDROCK_MODEL_ID"] == LOCAL_BEDROCK_MODEL_ID
     assert stack.webhook_environment() == {
         "EVENTS_TOPIC_ARN": stack.topic_arn,
         "TELEGRAM_SECRET_ID": stack.secrets["telegram"],
         "CRM_SECRET_ID": stack.secrets["crm"],
         "TELEGRAM_BOT_ID": "default",
         "SECRET_ROTATION_GRACE_SECONDS": "3600",
+        "TELEGRAM_IP_ALLOWLIST": "",
+        "POWERTOOLS_SERVICE_NAME": "webhook",
+        "POWERTOOLS_METRICS_NAMESPACE": "TelegramCrmPipeline",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
     }
+
+
+def test_the_reconciler_reads_the_sms_settings_on_the_journal_with_the_gateway_token(
+    stack: LocalResources,
+) -> None:
+    environments = stack.stack_environments()
+    assert set(environments) == {"webhook", "reconciler", *(c.name for c in stack.consumers)}
+    reconciler = environments["reconciler"]
+
+    def sms_settings(environment: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in environment.items() if k.startswith("SMS_") and not k.endswith("_SECRET_ID")}
+
+    assert sms_settings(reconciler) == sms_settings(stack.consumer_environment(by_name("sms")))
+    assert reconciler["SMS_GATEWAY_SECRET_ID"] == stack.secrets["sms_gateway"]
+    assert reconciler["JOURNAL_TABLE"] == stack.tables["journal"]
+    assert reconciler["POWERTOOLS_SERVICE_NAME"] == "reconciler"
+    assert not {"CONSUMER_NAME", "QUEUE_URL", "DLQ_URL"} & set(reconciler), "it has no queue"
 
 
 def test_without_a_model_id_the_ai_consumer_does_not_exist(stack: LocalResources) -> None:
     # Inside the module's moto, under another stack name.
-    settings = replace(LocalSettings(), bedrock_model_id=None, stack_name="NoAi")
+    settings = LocalSettings(deployment=PipelineSettings(stack_name="NoAi"), ai_consumer=False)
 
     without_ai = create_resources(client, settings, FAKES)
 
@@ -165,7 +191,18 @@ def test_settings_follow_the_cdk_context(tmp_path: Path) -> None:
         json.dumps({"context": {"telegram_bot_id": "shop", "idempotency_ttl_seconds": "300000", "other": 1}})
     )
 
-    settings = LocalSettings.from_cdk_json(cdk_json)
+    settings = LocalSettings.from_cdk_json(cdk_json, context={"log_level": "DEBUG"}, region="us-east-1")
 
-    assert (settings.telegram_bot_id, settings.idempotency_ttl_seconds) == ("shop", 300_000)
+    assert settings.deployment == PipelineSettings(
+        telegram_bot_id="shop", idempotency_ttl_seconds=300_000, log_level="DEBUG"
+    )
+    assert (settings.telegram_bot_id, settings.region) == ("shop", "us-east-1")
     assert LocalSettings.from_cdk_json(tmp_path / "absent.json") == LocalSettings()
+
+
+def test_cdk_context_the_stack_would_refuse_is_refused_locally_too(tmp_path: Path) -> None:
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"context": {"log_retention_days": "31"}}))
+
+    with pytest.raises(ValidationError, match="log_retention_days"):
+        LocalSettings.from_cdk_json(cdk_json)

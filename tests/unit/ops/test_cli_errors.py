@@ -22,6 +22,7 @@ COMMANDS = [
     ("webhook-info",),
     ("delete-webhook",),
     ("rotate-secret",),
+    ("outputs",),
     ("dlq", "list"),
     ("dlq", "peek"),
     ("dlq", "redrive"),

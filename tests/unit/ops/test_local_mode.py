@@ -38,7 +38,8 @@ def moto_endpoint() -> Iterator[str]:
 def local_stack(moto_endpoint: str, telegram: FakeTelegram, tmp_path: Path) -> dict[str, Any]:
     settings = LocalSettings()
     telegram.token = settings.telegram_bot_token
-    fakes = {"telegram": telegram.url, "crm": "http://127.0.0.1:9", "bedrock": "http://127.0.0.1:9"}
+    unreachable = "http://127.0.0.1:9"
+    fakes = {"telegram": telegram.url, "crm": unreachable, "bedrock": unreachable, "sms": unreachable}
 
     def client(service: str) -> Any:
         return boto3.client(service, endpoint_url=moto_endpoint, region_name=settings.region)

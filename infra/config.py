@@ -1,0 +1,166 @@
+"""Deployment settings, read from CDK context (`cdk deploy -c key=value` or cdk.json's "context").
+
+Every knob has a default here and only here, so `python app.py` with no context deploys a
+working pipeline. Values given with `-c` arrive as strings; pydantic's lax mode converts them.
+
+This module imports no CDK (nor Node): the local runtime reads the same settings from cdk.json
+through it. The CDK-only views of these values (RetentionDays, log level and removal policy
+enums, reading a construct's context) live in `infra.settings`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pipeline.registry import CONSUMERS
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+# The retention periods CloudWatch Logs accepts, in days.
+# fmt: off
+LOG_RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)
+# fmt: on
+
+METRICS_NAMESPACE = "TelegramCrmPipeline"
+
+# Telegram's webhook source ranges (https://core.telegram.org/resources/cidr.txt, IPv4).
+TELEGRAM_CIDRS = ("149.154.160.0/20", "91.108.4.0/22")
+
+# What SendTextMessage accepts as OriginationIdentity except a bare phone number (an IAM grant
+# can name a number only by its id or ARN): an ARN, a phone number or pool id, or a sender id.
+ORIGINATION_IDENTITY = re.compile(
+    r"^(arn:aws[a-z-]*:sms-voice:[a-z0-9-]+:\d{12}:(phone-number|pool|sender-id)/\S+"
+    r"|phone-number-[0-9a-f]+|pool-[0-9a-f]+|[A-Za-z0-9_-]{1,11})$"
+)
+
+# Context keys whose blank value means "not set".
+OPTIONAL_TEXT_SETTINGS = (
+    "bedrock_model_id",
+    "sms_origination_identity",
+    "sms_configuration_set",
+    "sms_http_base_url",
+    "alarm_email",
+)
+# The field holding context keys of registry consumers this model does not declare.
+CONSUMER_SETTINGS = "consumer_settings"
+
+
+class PipelineSettings(BaseModel):
+    """The context keys this app reads; anything else in the context (feature flags) is ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stack_name: str = Field(default="TelegramCrmPipeline", min_length=1, max_length=128)
+    # Version of the AWS-managed Powertools layer (resolved from its public SSM parameter);
+    # keep equal to the aws-lambda-powertools pin in requirements.txt. "latest" is accepted.
+    powertools_version: str = Field(default="3.37.0", pattern=r"^(latest|\d+\.\d+\.\d+)$")
+    log_retention_days: int = 30
+    log_level: LogLevel = "INFO"
+    # HTTP API stage throttling: steady requests per second and burst.
+    api_rate_limit: float = Field(default=50, gt=0)
+    api_burst_limit: int = Field(default=100, ge=0)
+    telegram_bot_id: str = Field(default="default", min_length=1)
+    secret_rotation_grace_seconds: int = Field(default=3600, ge=0)
+    # Idempotency records outlive Telegram's 24 h redelivery window with a margin.
+    idempotency_ttl_seconds: int = Field(default=259_200, ge=60)
+    # "retain" keeps tables, log groups and the topic key when the stack is deleted; "destroy"
+    # (for development stacks) deletes them with it.
+    removal_policy: Literal["retain", "destroy"] = "retain"
+    # Enables the `ai` consumer; a Bedrock model id such as "anthropic.claude-3-haiku-20240307-v1:0".
+    bedrock_model_id: str | None = None
+    # -- SMS (the `sms` consumer, its reconciler and delivery events; see infra.constructs.sms) --
+    # "end_user_messaging" (AWS End User Messaging SMS, pipeline.sms.settings' default) or "http"
+    # (a generic HTTP gateway at sms_http_base_url, token in the sms_gateway secret).
+    sms_gateway: Literal["end_user_messaging", "http"] = "end_user_messaging"
+    # End User Messaging sender: an ARN, a phone-number-/pool- id, or a sender id. Unset: the
+    # service picks one of the account's identities (and the grant covers all of them).
+    sms_origination_identity: str | None = None
+    # An existing configuration set (name or ARN) whose event destination the operator points at
+    # the stack's SmsEventsTopicArn. Unset: the stack creates one wired to that topic.
+    sms_configuration_set: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_:/-]{1,256}$")
+    sms_message_type: Literal["TRANSACTIONAL", "PROMOTIONAL"] = "TRANSACTIONAL"
+    sms_http_base_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    sms_reconcile_minutes: int = Field(default=5, ge=1, le=1440)
+    sms_reconcile_deadline_hours: float = Field(default=24, gt=0, le=24 * 14)
+    # Alarm when an `unknown` SMS outcome has stayed unresolved this long.
+    sms_unknown_alarm_minutes: int = Field(default=60, ge=5)
+    # -- operations -------------------------------------------------------------------------------
+    # Where alarm notifications are e-mailed (SNS asks the address to confirm first).
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    # Accept Telegram webhook calls only from Telegram's published ranges (TELEGRAM_CIDRS).
+    telegram_ip_allowlist: bool = False
+    # Context values for any other registry `requires_setting` key (a consumer added later that
+    # is switched on by a key this model does not declare).
+    consumer_settings: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _known_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"log_retention_days must be one of {list(LOG_RETENTION_DAYS)}")
+        return value
+
+    @field_validator(*OPTIONAL_TEXT_SETTINGS, mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
+
+    @field_validator("sms_origination_identity")
+    @classmethod
+    def _nameable_identity(cls, value: str | None) -> str | None:
+        if value is not None and not ORIGINATION_IDENTITY.match(value):
+            raise ValueError(
+                "sms_origination_identity must be an ARN, a phone-number-/pool- id or a sender id "
+                "(for a phone number give its id or ARN, so the IAM grant can name it)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _sms_gateway_is_complete(self) -> PipelineSettings:
+        if self.sms_gateway == "http" and not self.sms_http_base_url:
+            raise ValueError("sms_gateway=http needs sms_http_base_url")
+        return self
+
+    @classmethod
+    def undeclared_consumer_keys(cls) -> list[str]:
+        """Registry `requires_setting` keys that are not fields (read into `consumer_settings`)."""
+        return sorted({c.requires_setting for c in CONSUMERS if c.requires_setting} - set(cls.model_fields))
+
+    @classmethod
+    def context_keys(cls) -> list[str]:
+        """Every context key the settings are read from."""
+        declared = [name for name in cls.model_fields if name != CONSUMER_SETTINGS]
+        return [*declared, *cls.undeclared_consumer_keys()]
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> PipelineSettings:
+        """Read every known key from a context mapping; absent (None) keys keep their defaults."""
+        declared = {
+            name: context.get(name)
+            for name in cls.model_fields
+            if name != CONSUMER_SETTINGS and context.get(name) is not None
+        }
+        consumer_settings = {
+            key: str(context.get(key) or "").strip() for key in cls.undeclared_consumer_keys()
+        }
+        return cls.model_validate(
+            {**declared, CONSUMER_SETTINGS: {key: value for key, value in consumer_settings.items() if value}}
+        )
+
+    def to_context(self) -> dict[str, Any]:
+        """These settings as context keys: `from_context(s.to_context()) == s` (e.g. to synthesize
+        the stack the local runtime stands for)."""
+        declared = self.model_dump(exclude={CONSUMER_SETTINGS}, exclude_none=True)
+        return {**declared, **self.consumer_settings}
+
+    def registry_settings(self) -> dict[str, Any]:
+        """The mapping `pipeline.registry.enabled()` reads `requires_setting` keys from."""
+        return {**self.model_dump(exclude={CONSUMER_SETTINGS}), **self.consumer_settings}

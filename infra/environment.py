@@ -1,0 +1,175 @@
+"""Every function's environment variables, built here once for the CDK stack and the local runtime.
+
+Resource identifiers come in as plain strings: the stack passes CloudFormation tokens, the local
+runtime the names, URLs and ARNs of what it created in moto. Everything else comes from the
+deployment settings (`infra.config`) and the registry. No CDK import, so the local runtime runs
+its functions with exactly the environment they get in AWS (plus its documented local overlay,
+`local.environment`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from infra.config import METRICS_NAMESPACE, TELEGRAM_CIDRS, PipelineSettings
+from pipeline.registry import Consumer, secret_env_var, table_env_var
+from pipeline.sms.gateways import HTTP_SECRET
+from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
+
+# Logical table name of the idempotency journal every worker uses (and the SMS journal).
+JOURNAL = "journal"
+# The consumer that sends SMS; the reconciler and delivery-event handler exist with it.
+SMS_CONSUMER = "sms"
+# The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract.
+TELEGRAM_SECRET = "telegram"  # noqa: S105 - a logical name, not a value
+CRM_SECRET = "crm"  # noqa: S105 - a logical name, not a value
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """A function that is not a registry consumer: Powertools service name, handler and limits."""
+
+    service_name: str
+    handler: str
+    timeout_seconds: int
+    memory_mb: int
+
+
+# The webhook validates and publishes once, then answers; Telegram waits up to 60 s but retries
+# slow answers, so a short timeout keeps a stuck call from piling up duplicates.
+WEBHOOK = FunctionSpec("webhook", "webhook.app.lambda_handler", timeout_seconds=10, memory_mb=512)
+# A run handles up to SMS_RECONCILE_BATCH_SIZE (100) records, each lookup bounded by the HTTP
+# gateway's timeout; overlapping runs are harmless (every journal write is conditional).
+RECONCILER = FunctionSpec("reconciler", "reconciler.app.lambda_handler", timeout_seconds=300, memory_mb=256)
+SMS_EVENTS = FunctionSpec("sms_events", "sms_events.app.lambda_handler", timeout_seconds=30, memory_mb=256)
+
+
+@dataclass(frozen=True)
+class FunctionEnvironments:
+    """The environment of each kind of function of one deployment (settings + stack name)."""
+
+    settings: PipelineSettings
+    stack_name: str
+
+    def powertools(self, service_name: str) -> dict[str, str]:
+        return {
+            "POWERTOOLS_SERVICE_NAME": service_name,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
+        }
+
+    def webhook(self, *, topic_arn: str, telegram_secret_id: str, crm_secret_id: str) -> dict[str, str]:
+        settings = self.settings
+        return {
+            **self.powertools(WEBHOOK.service_name),
+            "EVENTS_TOPIC_ARN": topic_arn,
+            secret_env_var(TELEGRAM_SECRET): telegram_secret_id,
+            secret_env_var(CRM_SECRET): crm_secret_id,
+            "TELEGRAM_BOT_ID": settings.telegram_bot_id,
+            "SECRET_ROTATION_GRACE_SECONDS": str(settings.secret_rotation_grace_seconds),
+            # HTTP APIs have no resource policy: the webhook itself refuses Telegram-route calls
+            # from outside these CIDRs (comma-separated; empty = no IP check).
+            "TELEGRAM_IP_ALLOWLIST": ",".join(TELEGRAM_CIDRS) if settings.telegram_ip_allowlist else "",
+        }
+
+    def worker(
+        self,
+        consumer: Consumer,
+        *,
+        queue_url: str,
+        dlq_url: str,
+        tables: Mapping[str, str],
+        secrets: Mapping[str, str],
+    ) -> dict[str, str]:
+        """`tables` and `secrets` map logical names to table names and secret ids (at least the
+        consumer's own)."""
+        environment = {
+            **self.powertools(consumer.name),
+            "CONSUMER_NAME": consumer.name,
+            "QUEUE_URL": queue_url,
+            "DLQ_URL": dlq_url,
+            "JOURNAL_TABLE": tables[JOURNAL],
+            "IDEMPOTENCY_TTL_SECONDS": str(self.settings.idempotency_ttl_seconds),
+        }
+        environment.update({table_env_var(name): tables[name] for name in consumer.tables})
+        environment.update({secret_env_var(name): secrets[name] for name in consumer.secrets})
+        if consumer.requires_setting:
+            environment[consumer.requires_setting.upper()] = str(
+                self.settings.registry_settings()[consumer.requires_setting]
+            )
+        environment.update(consumer.environment)
+        if consumer.name == SMS_CONSUMER:
+            environment.update(self.sms(consumer))
+        return environment
+
+    # -- SMS: the worker, the reconciler and the delivery-event handler -----------------------------
+    @property
+    def sms_configuration_set(self) -> str | None:
+        """The End User Messaging configuration set every SMS is sent with: the configured one, or
+        the one the stack creates, named (not generated) so its ARN is known without a reference.
+        None with an HTTP gateway."""
+        if self.settings.sms_gateway != "end_user_messaging":
+            return None
+        return self.settings.sms_configuration_set or f"{self.stack_name[:60]}-sms"
+
+    def sms(self, consumer: Consumer) -> dict[str, str]:
+        """SMS settings, identical for the worker, the reconciler and `sms_events`.
+
+        Retry delays follow the consumer's retry policy; the registry's `environment` (attempts,
+        lease) comes next; the deployment settings (gateway, sender, deadline) win over both.
+        """
+        settings = self.settings
+        environment = {
+            "SMS_RETRY_BASE_SECONDS": str(consumer.retry.base_delay_seconds),
+            "SMS_RETRY_MAX_SECONDS": str(consumer.retry.max_delay_seconds),
+            **consumer.environment,
+            "SMS_GATEWAY": settings.sms_gateway,
+            "SMS_MESSAGE_TYPE": settings.sms_message_type,
+            "SMS_RECONCILE_DEADLINE_HOURS": f"{settings.sms_reconcile_deadline_hours:g}",
+        }
+        optional = {
+            "SMS_ORIGINATION_IDENTITY": settings.sms_origination_identity,
+            "SMS_CONFIGURATION_SET": self.sms_configuration_set,
+            "SMS_HTTP_BASE_URL": settings.sms_http_base_url if settings.sms_gateway == "http" else None,
+        }
+        environment.update({name: value for name, value in optional.items() if value})
+        check_sms_environment(environment, consumer)
+        return environment
+
+    def reconciler(self, sms: Consumer, *, journal_table: str, secrets: Mapping[str, str]) -> dict[str, str]:
+        """The SMS consumer's settings on its journal; with an HTTP gateway also its token's
+        secret, to look sends up and resend. No queue of its own."""
+        environment = {
+            **self.powertools(RECONCILER.service_name),
+            **self.sms(sms),
+            "JOURNAL_TABLE": journal_table,
+        }
+        if self.settings.sms_gateway == "http":
+            environment[secret_env_var(HTTP_SECRET)] = secrets[HTTP_SECRET]
+        return environment
+
+    def sms_events(self, sms: Consumer, *, journal_table: str) -> dict[str, str]:
+        """End User Messaging delivery events into the SMS journal (exists only with that gateway)."""
+        return {**self.powertools(SMS_EVENTS.service_name), **self.sms(sms), "JOURNAL_TABLE": journal_table}
+
+
+def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) -> SmsSettings:
+    """Fail the synth (or the local start), not the first SMS, on settings `pipeline.sms.settings`
+    would refuse.
+
+    Also keeps the journal in charge of retries: it must give up (SMS_MAX_ATTEMPTS) before SQS
+    does (max_receive_count), and a claim's lease must outlive the worker's timeout.
+    """
+    fields = {
+        field: environment[name] for field, name in ENVIRONMENT_VARIABLES.items() if name in environment
+    }
+    settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
+    if settings.max_attempts >= consumer.retry.max_receive_count:
+        raise ValueError(
+            f"{consumer.name}: SMS_MAX_ATTEMPTS ({settings.max_attempts}) must be below the "
+            f"queue's max_receive_count ({consumer.retry.max_receive_count})"
+        )
+    if settings.lease_seconds <= consumer.timeout_seconds:
+        raise ValueError(f"{consumer.name}: SMS_LEASE_SECONDS must exceed the worker timeout")
+    return settings

@@ -1,0 +1,70 @@
+"""Everything the local runtime does differently from AWS, in one place.
+
+The functions' environments are built by `infra.environment`, the builder the CDK stack uses,
+from the deployment settings cdk.json gives (`infra.config`). On top of that, locally:
+
+1. The deployment is changed where AWS has no local stand-in (`local_deployment`):
+   - the SMS gateway is the generic HTTP one, at the SMS fake (End User Messaging cannot run
+     here), so the stack's HTTP-gateway wiring applies (the reconciler gets the gateway secret,
+     there is no configuration set and no `sms_events`);
+   - the `ai` consumer runs with LOCAL_BEDROCK_MODEL_ID when no `bedrock_model_id` is configured
+     (the Bedrock fake answers any model), or not at all with `python -m local --no-ai`;
+   - no Telegram IP allow-list: local callers are on loopback, never in Telegram's ranges.
+2. Each function's environment gets the local overlay (`local_overlay`), which only adds keys:
+   the endpoints of moto and the fakes, no X-Ray, and a short SMS lookup settle time.
+
+`tests/infra/test_infra_local_parity.py` checks that nothing else differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from infra.config import PipelineSettings
+from infra.environment import WEBHOOK
+
+if TYPE_CHECKING:
+    from local.settings import LocalSettings
+
+LOCAL_BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+# Seconds an `unknown` SMS must age before a lookup miss counts as proof it never arrived; AWS
+# keeps pipeline.sms.settings' default (120 s), locally rehearsed gateway hangs resolve sooner.
+LOCAL_SMS_LOOKUP_SETTLE_SECONDS = "10"
+
+
+def local_deployment(settings: LocalSettings, fakes: Mapping[str, str]) -> PipelineSettings:
+    """The deployment settings the local runtime runs with (see the module docstring, 1.)."""
+    if "sms" not in fakes:
+        raise ValueError("the local runtime sends SMS through its SMS fake: `fakes` needs an 'sms' URL")
+    deployment = settings.deployment
+    model_id = (deployment.bedrock_model_id or LOCAL_BEDROCK_MODEL_ID) if settings.ai_consumer else None
+    changes = {
+        "sms_gateway": "http",
+        "sms_http_base_url": fakes["sms"],
+        "bedrock_model_id": model_id,
+        "telegram_ip_allowlist": False,
+    }
+    return PipelineSettings.model_validate({**deployment.model_dump(), **changes})
+
+
+def local_overlay(
+    function: str, environment: Mapping[str, str], *, aws_endpoint: str, fakes: Mapping[str, str]
+) -> dict[str, str]:
+    """What a function gets locally on top of `environment`, its environment from the stack's
+    builder (see the module docstring, 2.). Never changes a key the stack sets."""
+    overlay = {
+        "AWS_ENDPOINT_URL": aws_endpoint,
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": fakes["bedrock"],
+        "TELEGRAM_API_BASE": fakes["telegram"],
+        "POWERTOOLS_TRACE_DISABLED": "1",
+    }
+    if function == WEBHOOK.service_name:
+        # Only the webhook publishes; workers and operators see moto unchanged.
+        overlay["AWS_ENDPOINT_URL_SNS"] = fakes["sns"]
+    if "SMS_GATEWAY" in environment:
+        overlay["SMS_LOOKUP_SETTLE_SECONDS"] = LOCAL_SMS_LOOKUP_SETTLE_SECONDS
+    overridden = sorted(set(overlay) & set(environment))
+    if overridden:
+        raise ValueError(f"the local overlay must not change what the stack sets: {overridden}")
+    return overlay

@@ -1,0 +1,146 @@
+"""The local runtime runs every function wired as in AWS.
+
+`make local` reads cdk.json, changes the deployment where AWS has no local stand-in
+(`local.overlay.local_deployment`) and creates the resources in moto. Here the stack is
+synthesized from exactly those settings, and each function's environment in its template is
+compared with the whole environment the local runtime starts the same function's process with:
+the same functions, the same keys and values, except resource identifiers (tokens in the
+template, names/URLs/ARNs locally), the keys the documented local overlay adds
+(`local.overlay.local_overlay`) and the variables Lambda sets itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from synthesized import BASE_CONTEXT, Synthesized, synthesize
+from template_queries import function_env, of_type
+
+from local.resources import LocalResources, create_resources
+from local.runtime import Runtime
+from local.settings import CDK_JSON, LocalSettings
+
+REGION = "eu-central-1"
+MOTO = "http://127.0.0.1:1000"
+FAKES = {
+    "telegram": "http://127.0.0.1:1001",
+    "crm": "http://127.0.0.1:1002",
+    "bedrock": "http://127.0.0.1:1003",
+    "sms": "http://127.0.0.1:1004",
+    "sns": "http://127.0.0.1:1005",
+}
+# The local overlay, documented in local/overlay.py: what every function gets on top of the
+# stack's environment, and what some get besides.
+EVERY_FUNCTION = {
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "TELEGRAM_API_BASE",
+    "POWERTOOLS_TRACE_DISABLED",
+}
+ALSO = {
+    "webhook": {"AWS_ENDPOINT_URL_SNS"},
+    "sms": {"SMS_LOOKUP_SETTLE_SECONDS"},
+    "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS"},
+}
+# Variables Lambda sets itself in AWS (the runtime's host process does it locally), and what keeps
+# a local process off the user's own AWS configuration.
+LAMBDA_SETS = {
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_LAMBDA_FUNCTION_NAME",
+    "AWS_LAMBDA_FUNCTION_VERSION",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE",
+    "AWS_LAMBDA_LOG_GROUP_NAME",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "PATH",
+    "LANG",
+    "TZ",
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+}
+# Names of the variables that hold resource identifiers (`infra.environment`).
+IDENTIFIER_SUFFIXES = ("_ARN", "_URL", "_SECRET_ID", "_TABLE")
+
+
+@pytest.fixture(scope="module")
+def local_resources() -> Iterator[LocalResources]:
+    """The resources `make local` creates, from cdk.json as it reads it, in an in-process moto."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            patch.setenv(name, "testing")
+        patch.setenv("AWS_DEFAULT_REGION", REGION)
+        patch.delenv("AWS_ENDPOINT_URL", raising=False)
+        patch.delenv("AWS_PROFILE", raising=False)
+        with mock_aws():
+            yield create_resources(
+                lambda service: boto3.client(service, region_name=REGION),
+                LocalSettings.from_cdk_json(CDK_JSON),
+                FAKES,
+            )
+
+
+@pytest.fixture(scope="module")
+def local_synth(tmp_path_factory: pytest.TempPathFactory, local_resources: LocalResources) -> Synthesized:
+    """The stack deployed with the local runtime's settings."""
+    outdir: Path = tmp_path_factory.mktemp("cdk-local")
+    return synthesize(outdir, {**BASE_CONTEXT, **local_resources.deployment.to_context()})
+
+
+def stack_environments(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    """Each function's Environment.Variables in the template, by its Powertools service name."""
+    functions = of_type(synth.resources, "AWS::Lambda::Function")
+    environments = {}
+    for function_id in functions:
+        environment = function_env(synth.resources, function_id)
+        environments[environment["POWERTOOLS_SERVICE_NAME"]] = environment
+    assert len(environments) == len(functions), "two functions share a Powertools service name"
+    return environments
+
+
+def test_the_stack_is_built_from_the_local_deployment_settings(
+    local_synth: Synthesized, local_resources: LocalResources
+) -> None:
+    assert local_synth.stack.settings == local_resources.deployment
+    assert local_synth.stack.consumers == local_resources.consumers
+
+
+def test_every_function_runs_locally_with_the_stacks_environment_plus_only_the_overlay(
+    local_synth: Synthesized, local_resources: LocalResources
+) -> None:
+    deployed = stack_environments(local_synth)
+    # As `Runtime.start()` starts the processes (not started here: no moto, no fakes needed).
+    local = Runtime(settings=local_resources.settings).function_environments(local_resources)
+
+    assert set(local) == set(deployed)
+    for function, environment in deployed.items():
+        local_environment = local[function]
+        local_only = set(local_environment) - set(environment) - LAMBDA_SETS
+        assert local_only == EVERY_FUNCTION | ALSO.get(function, set()), function
+        assert set(environment) <= set(local_environment), function
+        for key, value in environment.items():
+            if isinstance(value, str):
+                assert local_environment[key] == value, f"{function}: {key}"
+            else:  # a reference to a resource of the stack: the local one's name, URL or ARN
+                assert key.endswith(IDENTIFIER_SUFFIXES), f"{function}: {key} is a token but no identifier"
+                assert local_environment[key], f"{function}: {key}"
+
+
+def test_the_comparison_covers_every_kind_of_local_function(local_resources: LocalResources) -> None:
+    """What the local runtime runs with cdk.json as it is: the webhook, every consumer (the `ai`
+    one on the Bedrock fake) and the SMS reconciler; `sms_events` only exists with End User
+    Messaging, which does not run locally."""
+    assert set(local_resources.local_environments(MOTO)) == {
+        "webhook",
+        "reconciler",
+        *(consumer.name for consumer in local_resources.consumers),
+    }
+    assert "ai" in {consumer.name for consumer in local_resources.consumers}

@@ -1,0 +1,104 @@
+"""What the local runtime changes from the deployment it stands for, and nothing more."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from infra.config import PipelineSettings
+from local.overlay import LOCAL_BEDROCK_MODEL_ID, local_deployment, local_overlay
+from local.settings import PROJECT_ROOT, LocalSettings
+
+FAKES = {
+    "telegram": "http://127.0.0.1:1001",
+    "bedrock": "http://127.0.0.1:1002",
+    "sms": "http://127.0.0.1:1003",
+    "sns": "http://127.0.0.1:1004",
+}
+MOTO = "http://127.0.0.1:1000"
+EVERY_FUNCTION = {
+    "AWS_ENDPOINT_URL": MOTO,
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": FAKES["bedrock"],
+    "TELEGRAM_API_BASE": FAKES["telegram"],
+    "POWERTOOLS_TRACE_DISABLED": "1",
+}
+
+
+def test_the_deployment_uses_the_sms_fake_and_keeps_every_other_setting() -> None:
+    configured = PipelineSettings(
+        telegram_bot_id="shop",
+        idempotency_ttl_seconds=100_000,
+        log_level="DEBUG",
+        sms_origination_identity="MyShop",
+        sms_message_type="PROMOTIONAL",
+        telegram_ip_allowlist=True,
+    )
+
+    deployment = local_deployment(LocalSettings(deployment=configured), FAKES)
+
+    assert (deployment.sms_gateway, deployment.sms_http_base_url) == ("http", FAKES["sms"])
+    assert deployment.telegram_ip_allowlist is False, "local callers are on loopback"
+    assert deployment.bedrock_model_id == LOCAL_BEDROCK_MODEL_ID
+    changed = {"sms_gateway", "sms_http_base_url", "telegram_ip_allowlist", "bedrock_model_id"}
+    assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
+
+
+def test_a_configured_bedrock_model_is_kept_and_no_ai_switches_the_consumer_off() -> None:
+    configured = PipelineSettings(bedrock_model_id="amazon.nova-lite-v1:0")
+
+    assert local_deployment(LocalSettings(deployment=configured), FAKES).bedrock_model_id == (
+        "amazon.nova-lite-v1:0"
+    )
+    without_ai = LocalSettings(deployment=configured, ai_consumer=False)
+    assert local_deployment(without_ai, FAKES).bedrock_model_id is None
+
+
+def test_the_deployment_needs_the_sms_fake() -> None:
+    with pytest.raises(ValueError, match="'sms' URL"):
+        local_deployment(LocalSettings(), {"crm": "http://127.0.0.1:1"})
+
+
+@pytest.mark.parametrize(
+    ("function", "environment", "extra"),
+    [
+        ("webhook", {"EVENTS_TOPIC_ARN": "arn"}, {"AWS_ENDPOINT_URL_SNS": FAKES["sns"]}),
+        ("sms", {"SMS_GATEWAY": "http"}, {"SMS_LOOKUP_SETTLE_SECONDS": "10"}),
+        ("reconciler", {"SMS_GATEWAY": "http"}, {"SMS_LOOKUP_SETTLE_SECONDS": "10"}),
+        ("store", {"CONSUMER_NAME": "store"}, {}),
+    ],
+)
+def test_the_overlay_adds_the_local_endpoints(
+    function: str, environment: dict[str, str], extra: dict[str, str]
+) -> None:
+    overlay = local_overlay(function, environment, aws_endpoint=MOTO, fakes=FAKES)
+
+    assert overlay == {**EVERY_FUNCTION, **extra}
+
+
+def test_the_overlay_never_changes_what_the_stack_sets() -> None:
+    with pytest.raises(ValueError, match="TELEGRAM_API_BASE"):
+        local_overlay(
+            "autoreply", {"TELEGRAM_API_BASE": "https://api.telegram.org"}, aws_endpoint=MOTO, fakes=FAKES
+        )
+
+
+def test_the_local_runtime_never_loads_the_cdk() -> None:
+    """It reads the stack's settings and environments from modules that import no CDK (nor Node)."""
+    code = (
+        "import sys, local.runtime, local.resources, local.overlay, infra.config, infra.environment\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'constructs', 'jsii'))\n"
+        "print(loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,82 @@
+"""The README is the users' contract: these tests fail when it drifts from the code."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from infra.config import PipelineSettings
+from ops.cli import build_parser
+from pipeline.registry import CONSUMERS
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+MAKEFILE = (ROOT / "Makefile").read_text()
+
+
+def section(title: str) -> str:
+    """The README text under a `## title` heading, up to the next `## ` heading."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", README, flags=re.S | re.M)
+    assert match, f"README has no '## {title}' section"
+    return match.group(1)
+
+
+def table_keys(text: str) -> set[str]:
+    """The backticked names in the first column of the markdown tables in `text`."""
+    return {
+        name
+        for cell in re.findall(r"^\| ([^|]+) \|", text, flags=re.M)
+        for name in re.findall(r"`([^`]+)`", cell)
+    }
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS, ids=lambda consumer: consumer.name)
+def test_every_consumer_has_a_row_in_the_consumer_table(consumer: object) -> None:
+    assert consumer.name in table_keys(section("Consumers"))
+
+
+def test_the_consumer_table_lists_no_consumer_that_does_not_exist() -> None:
+    assert table_keys(section("Consumers")) == {consumer.name for consumer in CONSUMERS}
+
+
+def test_every_deployment_setting_is_documented_in_the_configuration_table() -> None:
+    documented = table_keys(section("Configuration"))
+    # `consumer_settings` is not a context key: it collects the keys of future consumers.
+    settings = set(PipelineSettings.model_fields) - {"consumer_settings"}
+    assert settings - documented == set()
+
+
+def test_the_configuration_table_documents_no_setting_the_stack_does_not_read() -> None:
+    context_rows = re.search(r"\| context key \|.*?\n\n", section("Configuration"), flags=re.S)
+    assert context_rows
+    documented = table_keys(context_rows.group(0))
+    assert documented - set(PipelineSettings.model_fields) == set()
+
+
+def test_every_make_target_the_readme_names_exists() -> None:
+    named = set(re.findall(r"`make ([a-z-]+)`", README)) | set(
+        re.findall(r"^make ([a-z-]+)", README, flags=re.M)
+    )
+    assert {"local", "test"} <= named
+    targets = set(re.findall(r"^([a-z-]+):", MAKEFILE, flags=re.M))
+    assert named - targets == set()
+
+
+def ops_command_lines() -> list[str]:
+    lines = re.findall(r"python -m ops ([^`\n#]+)", README)
+    return sorted({line.strip() for line in lines})
+
+
+def test_the_readme_shows_the_ops_commands_of_the_runbook() -> None:
+    shown = {shlex.split(line)[0] for line in ops_command_lines()}
+    assert {"set-webhook", "webhook-info", "rotate-secret", "dlq", "journal"} <= shown
+
+
+@pytest.mark.parametrize("line", ops_command_lines())
+def test_every_ops_command_in_the_readme_parses(line: str) -> None:
+    words = shlex.split(line.replace("<key>", "0123abcd").replace("--accepted|--not-sent", "--accepted"))
+    parsed = build_parser().parse_args(words)
+    assert parsed is not None
