@@ -25,29 +25,13 @@ from infra.environment import (
     WEBHOOK,
     FunctionEnvironments,
 )
+from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 from local.overlay import local_deployment, local_overlay
 from local.settings import LocalSettings
 from pipeline.registry import CONSUMERS, Consumer, enabled
 
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
-TTL_ATTRIBUTE = "expiration"
 WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET)
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    partition: str
-    sort: str | None = None
-    # Index name -> (partition key, sort key), all string attributes, all attributes projected.
-    indexes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-
-
-# Keys per logical table name used in `Consumer.tables` (as infra/constructs/journal.py).
-TABLE_SCHEMAS: dict[str, TableSchema] = {
-    # Powertools idempotency's schema; `by_state` lets the SMS reconciler find messages per state.
-    JOURNAL: TableSchema(partition="id", indexes={"by_state": ("sms_state", "state_since")}),
-    "conversations": TableSchema(partition="pk", sort="sk"),
-}
 
 
 @dataclass(frozen=True)
@@ -171,10 +155,10 @@ def create_resources(
         raise ValueError(
             f"the registry names secrets without a local value: {unknown_secrets} (see LOCAL_SECRET_VALUES)"
         )
-    unknown_tables = [name for name in table_names(chosen) if name not in TABLE_SCHEMAS]
+    unknown_tables = [name for name in table_names(chosen) if name not in TABLE_KEYS]
     if unknown_tables:
         raise ValueError(
-            f"the registry names tables with no local schema: {unknown_tables}; add them to TABLE_SCHEMAS"
+            f"the registry names tables with no key schema: {unknown_tables}; declare them in infra/tables.py"
         )
 
     prefix = deployment.stack_name
@@ -183,7 +167,7 @@ def create_resources(
     topic_arn = sns.create_topic(Name=f"{prefix}-events")["TopicArn"]
     queues = {consumer.name: _consumer_queues(sqs, sns, topic_arn, prefix, consumer) for consumer in chosen}
     dynamodb = client("dynamodb")
-    tables = {name: _table(dynamodb, f"{prefix}-{name}", TABLE_SCHEMAS[name]) for name in table_names(chosen)}
+    tables = {name: _table(dynamodb, f"{prefix}-{name}", TABLE_KEYS[name]) for name in table_names(chosen)}
     secretsmanager = client("secretsmanager")
     secrets = {
         name: secretsmanager.create_secret(
@@ -232,26 +216,27 @@ def _consumer_queues(sqs: Any, sns: Any, topic_arn: str, prefix: str, consumer: 
     return QueuePair(url=url, arn=arn, dlq_url=dlq_url, dlq_arn=dlq_arn)
 
 
-def _table(dynamodb: Any, name: str, schema: TableSchema) -> str:
+def _table(dynamodb: Any, name: str, schema: TableKeys) -> str:
     keys = [(schema.partition, "HASH")] + ([(schema.sort, "RANGE")] if schema.sort else [])
-    attributes = {key for key, _ in keys} | {key for pair in schema.indexes.values() for key in pair}
     request: dict[str, Any] = {
         "TableName": name,
         "BillingMode": "PAY_PER_REQUEST",
         "KeySchema": [{"AttributeName": key, "KeyType": kind} for key, kind in keys],
-        "AttributeDefinitions": [{"AttributeName": key, "AttributeType": "S"} for key in sorted(attributes)],
+        "AttributeDefinitions": [
+            {"AttributeName": key, "AttributeType": "S"} for key in schema.key_attributes
+        ],
     }
     if schema.indexes:
         request["GlobalSecondaryIndexes"] = [
             {
-                "IndexName": index,
+                "IndexName": index.name,
                 "KeySchema": [
-                    {"AttributeName": partition, "KeyType": "HASH"},
-                    {"AttributeName": sort, "KeyType": "RANGE"},
+                    {"AttributeName": index.partition, "KeyType": "HASH"},
+                    *([{"AttributeName": index.sort, "KeyType": "RANGE"}] if index.sort else []),
                 ],
-                "Projection": {"ProjectionType": "ALL"},
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
             }
-            for index, (partition, sort) in schema.indexes.items()
+            for index in schema.indexes
         ]
     dynamodb.create_table(**request)
     dynamodb.update_time_to_live(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -12,9 +11,8 @@ from constructs import Construct
 
 from infra.environment import JOURNAL
 from infra.naming import pascal_case
-from pipeline.sms.journal import BY_STATE_INDEX
+from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 
-TTL_ATTRIBUTE = "expiration"
 # What a consumer worker may do with the items of its tables: CDK's read-write data set without
 # the stream actions (no table has a stream). Granted on tables, never on their indexes.
 ITEM_READ_WRITE_ACTIONS = (
@@ -29,36 +27,6 @@ ITEM_READ_WRITE_ACTIONS = (
     "dynamodb:Scan",
     "dynamodb:UpdateItem",
 )
-
-
-@dataclass(frozen=True)
-class GlobalIndex:
-    """A string-keyed GSI projecting only the keys (its readers fetch whole items by key)."""
-
-    name: str
-    partition: str
-    sort: str | None = None
-
-
-@dataclass(frozen=True)
-class TableKeys:
-    partition: str
-    sort: str | None = None
-    indexes: tuple[GlobalIndex, ...] = ()
-
-
-# Key schema per logical table name used in `Consumer.tables`.
-TABLE_KEYS: dict[str, TableKeys] = {
-    # Powertools idempotency's default schema: partition key "id", TTL attribute "expiration".
-    # The SMS journal shares the table; its sparse `by_state` index (only records someone may
-    # have to act on carry `sms_state`) lets the reconciler find `unknown` ones without a scan.
-    JOURNAL: TableKeys(
-        partition="id",
-        indexes=(GlobalIndex(name=BY_STATE_INDEX, partition="sms_state", sort="state_since"),),
-    ),
-    # pk = "chat#<chat_id>", sk = "update#<update_id zero-padded to 12 digits>".
-    "conversations": TableKeys(partition="pk", sort="sk"),
-}
 
 
 class DataTables(Construct):
