@@ -39,9 +39,9 @@ from bench.common import (
 from local.lambda_host import LocalLambdaContext
 from local.worker_process import sqs_record
 from pipeline import aws
-from pipeline.envelope import Envelope, sns_attributes, telegram_event_id, utc_now
+from pipeline.envelope import Envelope, sns_attributes
 from pipeline.registry import Consumer
-from pipeline.telegram import TelegramUpdate, chat_type, command, update_type
+from pipeline.telegram import TelegramUpdate, publication
 from pipeline.worker import ConsumerWorker
 
 BENCH_CONSUMER = Consumer(
@@ -86,22 +86,9 @@ def noop(envelope: Envelope) -> dict[str, Any]:
 def published(update_id: int, user_id: int) -> tuple[str, dict[str, Any]]:
     """The SQS body and message attributes the webhook's publish puts in a consumer's queue."""
     payload = telegram_start(update_id, user_id)
-    update = TelegramUpdate.model_validate(payload)
-    kind = update_type(update)
-    envelope = Envelope(
-        event_id=telegram_event_id("default", update.update_id),
-        source="telegram",
-        type=kind,
-        correlation_id=str(uuid.uuid4()),
-        received_at=utc_now(),
-        payload=payload,
+    envelope, attributes = publication(
+        TelegramUpdate.model_validate(payload), payload, bot_id="default", correlation_id=str(uuid.uuid4())
     )
-    attributes = {
-        "source": "telegram",
-        "type": kind,
-        "chat_type": chat_type(update),
-        "command": command(update),
-    }
     return envelope.to_json(), sns_attributes(attributes)
 
 

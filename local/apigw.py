@@ -19,9 +19,10 @@ import urllib.parse
 import uuid
 from collections.abc import Iterable
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
+from local.http_handler import AnyMethodHandler
 from local.lambda_host import (
     ACCOUNT_ID,
     EXIT_STOPPED,
@@ -196,7 +197,7 @@ class ApiServer(ThreadingHTTPServer):
             return state[0] == "ready"
 
 
-class _ApiHandler(BaseHTTPRequestHandler):
+class _ApiHandler(AnyMethodHandler):
     server: ApiServer
     server_version = "LocalApiGateway/1.0"
     protocol_version = "HTTP/1.1"
@@ -205,21 +206,6 @@ class _ApiHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         print(f"{self.address_string()} {format % args}", file=sys.stderr, flush=True)
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def do_PUT(self) -> None:
-        self._serve()
-
-    def do_DELETE(self) -> None:
-        self._serve()
-
-    def do_PATCH(self) -> None:
-        self._serve()
 
     def _serve(self) -> None:
         parsed = urllib.parse.urlsplit(self.path)

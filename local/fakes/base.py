@@ -26,6 +26,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Literal
 
+from local.http_handler import AnyMethodHandler
+
 LOOPBACK = "127.0.0.1"
 CONTROL_PREFIX = "/_"
 # Headers that authenticate a caller never appear in `/_calls`.
@@ -375,7 +377,7 @@ def _handler_for(service: FakeService) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _FakeRequestHandler(BaseHTTPRequestHandler):
+class _FakeRequestHandler(AnyMethodHandler):
     """Reads a request, applies control routes or faults, and delegates the rest to the service."""
 
     fake: ClassVar[FakeService]
@@ -385,21 +387,6 @@ class _FakeRequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: `/_calls` is the record of what arrived."""
-
-    def do_GET(self) -> None:
-        self._serve()
-
-    def do_POST(self) -> None:
-        self._serve()
-
-    def do_PUT(self) -> None:
-        self._serve()
-
-    def do_DELETE(self) -> None:
-        self._serve()
-
-    def do_PATCH(self) -> None:
-        self._serve()
 
     def _read_request(self) -> FakeRequest:
         parsed = urllib.parse.urlsplit(self.path)
