@@ -18,6 +18,7 @@ from infra.constructs.secrets import ConsumerSecrets, WebhookSecrets
 from infra.constructs.sms import SmsSupport
 from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.naming import pascal_case
+from infra.outputs import OutputKey
 from infra.settings import PipelineSettings, cdk_removal_policy
 from pipeline.registry import Consumer, enabled
 
@@ -104,56 +105,65 @@ class PipelineStack(Stack):
         def output(name: str, value: str, description: str) -> None:
             CfnOutput(self, name, value=value, description=description)
 
-        output("WebhookUrl", self.ingress.webhook_url, "Pass to Telegram setWebhook as `url`")
-        output("CrmUrl", self.ingress.crm_url, "Where the CRM posts signed notifications")
-        output("EventsTopicArn", self.events.topic.topic_arn, "SNS topic every event is published to")
+        output(OutputKey.WEBHOOK_URL, self.ingress.webhook_url, "Pass to Telegram setWebhook as `url`")
+        output(OutputKey.CRM_URL, self.ingress.crm_url, "Where the CRM posts signed notifications")
         output(
-            "TelegramSecretId",
+            OutputKey.EVENTS_TOPIC_ARN, self.events.topic.topic_arn, "SNS topic every event is published to"
+        )
+        output(
+            OutputKey.TELEGRAM_SECRET_ID,
             self.webhook_secrets.telegram.secret_arn,
             "Secret holding the setWebhook `secret_token`",
         )
-        output("CrmSecretId", self.webhook_secrets.crm.secret_arn, "Secret holding the CRM HMAC signing key")
+        output(
+            OutputKey.CRM_SECRET_ID,
+            self.webhook_secrets.crm.secret_arn,
+            "Secret holding the CRM HMAC signing key",
+        )
         for name, table in self.tables.by_name.items():
-            output(f"{pascal_case(name)}TableName", table.table_name, f"DynamoDB table '{name}'")
+            output(OutputKey.table_name(name), table.table_name, f"DynamoDB table '{name}'")
         for name, secret in self.consumer_secrets.by_name.items():
-            output(
-                f"{pascal_case(name)}SecretId", secret.secret_arn, f"Fill in: {name} (see its description)"
-            )
+            output(OutputKey.secret_id(name), secret.secret_arn, f"Fill in: {name} (see its description)")
         for name, pipeline in self.pipelines.items():
-            prefix = pascal_case(name)
-            output(f"{prefix}QueueUrl", pipeline.queue.queue_url, f"Queue of the {name} consumer")
-            output(f"{prefix}DlqUrl", pipeline.dlq.queue_url, f"Dead-letter queue of the {name} consumer")
+            output(OutputKey.queue_url(name), pipeline.queue.queue_url, f"Queue of the {name} consumer")
             output(
-                f"{prefix}DeliveryDlqUrl",
+                OutputKey.dlq_url(name), pipeline.dlq.queue_url, f"Dead-letter queue of the {name} consumer"
+            )
+            output(
+                OutputKey.delivery_dlq_url(name),
                 pipeline.delivery_dlq.queue_url,
                 f"Messages SNS failed to deliver to the {name} queue",
             )
         output(
-            "AlarmTopicArn",
+            OutputKey.ALARM_TOPIC_ARN,
             self.monitoring.alarm_topic.topic.topic_arn,
             "Alarm notifications (subscribe here)",
         )
         output(
-            "DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard of the pipeline"
+            OutputKey.DASHBOARD_NAME,
+            self.monitoring.dashboard.dashboard_name,
+            "CloudWatch dashboard of the pipeline",
         )
         if self.sms:
             output(
-                "SmsReconcilerName", self.sms.reconciler.function.function_name, "Scheduled SMS reconciler"
+                OutputKey.SMS_RECONCILER_NAME,
+                self.sms.reconciler.function.function_name,
+                "Scheduled SMS reconciler",
             )
         if self.sms and self.sms.delivery_events:
             output(
-                "SmsEventsTopicArn",
+                OutputKey.SMS_EVENTS_TOPIC_ARN,
                 self.sms.delivery_events.topic.topic_arn,
                 "SNS destination for End User Messaging SMS delivery events (of the configuration set)",
             )
             output(
-                "SmsConfigurationSet",
+                OutputKey.SMS_CONFIGURATION_SET,
                 self.sms.environment["SMS_CONFIGURATION_SET"],
                 "Configuration set every SMS is sent with; its event destination must be SmsEventsTopicArn",
             )
             for role, queue in self.sms.delivery_events_dlqs.items():
                 output(
-                    f"SmsEvents{role.title()}DlqUrl",
+                    OutputKey.sms_events_dlq_url(role),
                     queue.queue_url,
                     f"SMS delivery events {role}: inspect and redrive",
                 )

@@ -11,9 +11,10 @@ from typing import Any, TextIO
 
 from botocore.exceptions import ClientError
 
+from infra.outputs import OutputKey
 from ops import stack as stack_source
 from ops.errors import OpsError
-from ops.stack import OutputKey, StackOutputs
+from ops.stack import StackOutputs
 from ops.telegram import BOT_TOKEN_ENV, BotApi, api_base_from_env, check_bot_token
 from pipeline import aws
 

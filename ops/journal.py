@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.outputs import OutputKey
 from ops.context import Context
 from ops.errors import OpsError
-from ops.stack import OutputKey
 from ops.text import format_age
 from pipeline.observability import mask_phone, mask_phones
 from pipeline.sms.journal import KEY_PREFIX, Journal, State, iso

@@ -5,8 +5,8 @@ Secret *ids* only: no secret value is read here.
 
 from __future__ import annotations
 
+from infra.outputs import OutputKey
 from ops.context import Context
-from ops.stack import OutputKey
 
 
 def show(ctx: Context) -> None:

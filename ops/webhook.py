@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from infra.outputs import OutputKey
 from ops.context import Context
 from ops.errors import OpsError
-from ops.stack import OutputKey
 from ops.telegram import DEFAULT_MAX_CONNECTIONS, BotApi, generate_secret_token
 from pipeline import aws
 from pipeline.registry import telegram_allowed_updates

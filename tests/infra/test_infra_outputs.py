@@ -1,11 +1,11 @@
-"""The ops CLI knows every output the stack exports (`ops.stack.OutputKey`), in every configuration."""
+"""The ops CLI knows every output the stack exports (`infra.outputs.OutputKey`), in every configuration."""
 
 from __future__ import annotations
 
 import pytest
 from synthesized import Synthesized
 
-from ops.stack import OutputKey
+from infra.outputs import OutputKey
 
 
 @pytest.mark.parametrize("synth_name", ["default_synth", "full_synth", "custom_synth"])

@@ -17,7 +17,8 @@ from aiogram.methods import DeleteWebhook, GetWebhookInfo, SetWebhook, TelegramM
 from aiogram.types import Update
 from pydantic import ValidationError
 
-from ops.stack import DEFAULT_STACK_NAME, OutputKey
+from infra.outputs import OutputKey
+from ops.stack import DEFAULT_STACK_NAME
 from pipeline.envelope import Envelope, telegram_event_id
 from pipeline.registry import CONSUMERS
 from pipeline.sms.journal import BY_STATE_INDEX

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
-from ops.stack import OutputKey
+from infra.outputs import OutputKey
 from tests.unit.ops.support import TELEGRAM_SECRET, Deployed, create_resources, create_stack
 
 ALARM_TOPIC = "arn:aws:sns:eu-central-1:123456789012:TelegramCrmPipeline-Alarms"
