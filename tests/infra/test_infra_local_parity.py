@@ -15,15 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from synthesized import BASE_CONTEXT, Synthesized, synthesize
 from template_queries import function_env, of_type
 
-from local.resources import LocalResources, create_resources
+from local.resources import LocalResources
 from local.runtime import Runtime
 from local.settings import CDK_JSON, LocalSettings
+from tests.support.local_stack import local_resources_in_moto
 
 REGION = "eu-central-1"
 MOTO = "http://127.0.0.1:1000"
@@ -74,18 +73,8 @@ IDENTIFIER_SUFFIXES = ("_ARN", "_URL", "_SECRET_ID", "_TABLE")
 @pytest.fixture(scope="module")
 def local_resources() -> Iterator[LocalResources]:
     """The resources `make local` creates, from cdk.json as it reads it, in an in-process moto."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            patch.setenv(name, "testing")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        patch.delenv("AWS_ENDPOINT_URL", raising=False)
-        patch.delenv("AWS_PROFILE", raising=False)
-        with mock_aws():
-            yield create_resources(
-                lambda service: boto3.client(service, region_name=REGION),
-                LocalSettings.from_cdk_json(CDK_JSON),
-                FAKES,
-            )
+    with local_resources_in_moto(LocalSettings.from_cdk_json(CDK_JSON), FAKES) as resources:
+        yield resources
 
 
 @pytest.fixture(scope="module")

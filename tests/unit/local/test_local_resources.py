@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from pydantic import ValidationError
 
 from infra.config import PipelineSettings
@@ -17,26 +14,20 @@ from local.overlay import LOCAL_BEDROCK_MODEL_ID
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
 from pipeline.registry import CONSUMERS, by_name, enabled, secret_env_var, table_env_var
+from tests.support.local_stack import local_resources_in_moto, moto_client
 
 REGION = "eu-central-1"
 FAKES = {"crm": "http://127.0.0.1:1111", "sms": "http://127.0.0.1:2222"}
 
 
-def client(service: str) -> Any:
-    return boto3.client(service, region_name=REGION)
+client = moto_client
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[LocalResources]:
     """One local stack for the module (tests only read it, or drain what they publish)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-            patch.setenv(name, "testing")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        patch.delenv("AWS_ENDPOINT_URL", raising=False)
-        patch.delenv("AWS_PROFILE", raising=False)
-        with mock_aws():
-            yield create_resources(client, LocalSettings(), FAKES)
+    with local_resources_in_moto(LocalSettings(), FAKES) as resources:
+        yield resources
 
 
 def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
