@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from infra.config import METRICS_NAMESPACE, TELEGRAM_CIDRS, PipelineSettings
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.sms.gateways import HTTP_SECRET
+from pipeline.sms.rules import RULES_ENV, load_rules
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 
 # Logical table name of the idempotency journal every worker uses (and the SMS journal).
@@ -165,6 +166,7 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
         field: environment[name] for field, name in ENVIRONMENT_VARIABLES.items() if name in environment
     }
     settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
+    load_rules(environment.get(RULES_ENV))  # the rules the functions load, refused here if invalid
     if settings.max_attempts >= consumer.retry.max_receive_count:
         raise ValueError(
             f"{consumer.name}: SMS_MAX_ATTEMPTS ({settings.max_attempts}) must be below the "

@@ -217,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
         journal_commands,
         "resolve",
         journal.resolve,
-        "Decide an 'unknown' SMS record: --accepted closes it, --not-sent has it sent once more.",
+        "Decide an 'unknown' or 'failed' SMS record: --accepted closes an unknown, --not-sent has"
+        " it sent once more, --abandon closes it unsent.",
     )
     resolve.add_argument("key", help="the SMS idempotency key")
     outcome = resolve.add_mutually_exclusive_group(required=True)
@@ -228,6 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--not-sent",
         action="store_true",
         help="the provider never got it: the reconciler's next run sends it once, with the same key",
+    )
+    outcome.add_argument(
+        "--abandon",
+        action="store_true",
+        help="never send it (e.g. the customer was told another way): close it, stop alarming",
     )
     return parser
 

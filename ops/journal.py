@@ -3,7 +3,9 @@
 An SMS whose send outcome is `unknown` (the gateway call ended without an answer; it may have
 been taken) is never resent blindly: an operator checks with the provider and resolves it,
 `--accepted` (it arrived: closed) or `--not-sent` (it never did: the scheduled reconciler sends
-it once more with the same key on its next run). This is the product's one operator entry point
+it once more with the same key on its next run). A `failed` one (refused for good, or attempts
+used up) takes `--not-sent` once its cause is fixed, or `--abandon` (never sent; also for an
+`unknown`). This is the product's one operator entry point
 for SMS records. Reads and state changes go through `pipeline.sms.journal`, the same code the
 workers and the reconciler use.
 Phone numbers are masked in everything printed unless --show-phone.
@@ -24,7 +26,16 @@ RESOLVED_BY = "operator"
 # Attributes that hold identifiers, never a phone number: printed as they are (an order id of
 # many digits would otherwise look like a phone number to the masking).
 _IDENTIFIERS = frozenset(
-    {"correlation_id", "message_id", "delivery_message_id", "order_id", "transition_id", "lease_owner"}
+    {
+        "correlation_id",
+        "message_id",
+        "delivery_message_id",
+        "order_id",
+        "transition",
+        "crm_event_id",
+        "lease_owner",
+        "last_write",
+    }
 )
 _NOT_SHOWN = frozenset({"id"})
 
@@ -71,18 +82,23 @@ def list_unknown(ctx: Context) -> None:
 def resolve(ctx: Context) -> None:
     key: str = ctx.option("key")
     journal = _journal(ctx)
+    before = journal.get(key)
+    if before is None:
+        raise OpsError(f"no SMS journal record for key {key!r}")
     if ctx.option("accepted"):
         resolved = journal.resolve_accepted(key, via=RESOLVED_BY)
         meaning = "closed; it will not be sent again"
+        allowed = "only unknown records can be marked accepted"
+    elif ctx.option("abandon"):
+        resolved = journal.abandon(key, by=RESOLVED_BY)
+        meaning = "abandoned: never sent, no longer watched by the alarms; a redrive acknowledges it unsent"
+        allowed = "only unknown or failed records can be abandoned"
     else:
         resolved = journal.request_resend(key, by=RESOLVED_BY)
         meaning = "resend requested: the reconciler's next scheduled run sends it once, with the same key"
+        allowed = "only unknown or failed records can be sent again"
     if resolved is None:
-        current = journal.get(key)
-        if current is None:
-            raise OpsError(f"no SMS journal record for key {key!r}")
-        raise OpsError(
-            f"SMS record {key!r} is {current.state.value!r}, not 'unknown': "
-            "only unknown records can be resolved"
-        )
-    ctx.line(f"SMS record {key!r}: unknown -> {resolved.state.value} ({meaning})")
+        current = journal.get(key) or before
+        state = "abandoned" if current.abandoned_at is not None else current.state.value
+        raise OpsError(f"SMS record {key!r} is {state!r}: {allowed}")
+    ctx.line(f"SMS record {key!r}: {before.state.value} -> {resolved.state.value} ({meaning})")

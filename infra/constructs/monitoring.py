@@ -286,17 +286,10 @@ class Monitoring(Construct):
         return cloudwatch.MathExpression(
             expression=f"IF({total} > 0, 100 * failed / {total}, 0)",
             using_metrics={
-                "failed": cloudwatch.MathExpression(
-                    expression="FILL(f, 0)", using_metrics={"f": sms.send_outcome_metric("SmsFailed", period)}
-                ),
-                "accepted": cloudwatch.MathExpression(
-                    expression="FILL(a, 0)",
-                    using_metrics={"a": sms.send_outcome_metric("SmsAccepted", period)},
-                ),
-                "unknown": cloudwatch.MathExpression(
-                    expression="FILL(u, 0)",
-                    using_metrics={"u": sms.send_outcome_metric("SmsUnknown", period)},
-                ),
+                # Each already sums the worker's and the reconciler's sends, filled with 0.
+                "failed": sms.send_outcome_metric("SmsFailed", period),
+                "accepted": sms.send_outcome_metric("SmsAccepted", period),
+                "unknown": sms.send_outcome_metric("SmsUnknown", period),
             },
             label="Failed SMS (% of finished sends)",
             period=period,

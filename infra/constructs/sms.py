@@ -3,7 +3,7 @@
 - its gateway: `sms-voice:SendTextMessage` for AWS End User Messaging (the default), or the
   `sms_gateway` secret for an HTTP gateway;
 - the reconciler, on an EventBridge schedule, which settles `unknown` outcomes from the journal's
-  `by_state` index;
+  `by_state` index and sends what only it can send (with the same gateway access as the worker);
 - with End User Messaging, delivery events: a configuration set (created here unless one is
   given) whose event destination is an encrypted SNS topic, drained by `sms_events` into the
   journal, with DLQs for what SNS or the function could not handle.
@@ -117,7 +117,9 @@ class SmsSupport(Construct):
         self.reconciler = self._reconciler(defaults, journal, secrets)
         if configuration_set_name is not None:
             set_arn = configuration_set_arn(self, configuration_set_name)
-            self._grant_send_text_message(pipeline.worker, set_arn)
+            # The reconciler sends too (operator resends, orphans, proven-not-received resends).
+            for sender in (pipeline.worker, self.reconciler):
+                self._grant_send_text_message(sender, set_arn)
             self._delivery_events(defaults, journal, configuration_set_name, set_arn)
 
     # -- gateway -----------------------------------------------------------------------------------
@@ -268,9 +270,21 @@ class SmsSupport(Construct):
             self.pipeline.worker.function.node.add_dependency(self.configuration_set)
 
     # -- metrics ----------------------------------------------------------------------------------
-    def send_outcome_metric(self, name: str, period: Duration = METRIC_PERIOD) -> cloudwatch.Metric:
-        """SmsAccepted / SmsRefused / SmsFailed / SmsUnknown of the worker (`pipeline.sms.service`)."""
-        return self.pipeline.emitted_metric(name, period=period)
+    def send_outcome_metric(self, name: str, period: Duration = METRIC_PERIOD) -> cloudwatch.IMetric:
+        """SmsAccepted / SmsRefused / SmsFailed / SmsUnknown (`pipeline.sms.service.send_once`)
+        of every function that sends: the worker and the reconciler (operator resends, orphans,
+        proven-not-received resends), each period filled with 0 where one sent nothing."""
+        # Ids unique per metric, as several of these may sit in one expression.
+        worker, reconciler = f"{name.lower()}_worker", f"{name.lower()}_reconciler"
+        return cloudwatch.MathExpression(
+            expression=f"FILL({worker}, 0) + FILL({reconciler}, 0)",
+            using_metrics={
+                worker: self.pipeline.emitted_metric(name, period=period),
+                reconciler: self.reconciler.emitted_metric(name, period=period),
+            },
+            label=name,
+            period=period,
+        )
 
     def reconciler_metric(self, name: str, statistic: str = "Maximum") -> cloudwatch.Metric:
         """The reconciler's per-run gauges and counts (`pipeline.sms.reconcile`)."""

@@ -245,17 +245,19 @@ def test_a_high_share_of_failed_sms_alarms(synth: Synthesized) -> None:
     (result,) = [m for m in metrics.values() if m.get("ReturnData", True)]
     total = "(failed + accepted + unknown)"
     assert result["Expression"] == f"IF({total} > 0, 100 * failed / {total}, 0)"
-    for name, raw_id, metric_name in (
-        ("failed", "f", "SmsFailed"),
-        ("accepted", "a", "SmsAccepted"),
-        ("unknown", "u", "SmsUnknown"),
-    ):
-        assert metrics[name]["Expression"] == f"FILL({raw_id}, 0)"
-        stat = metrics[raw_id]["MetricStat"]
-        assert stat["Metric"]["MetricName"] == metric_name
-        # pipeline.worker adds `consumer` to everything the sms worker emits; Powertools `service`.
-        assert _dimensions(stat["Metric"]) == {"consumer": "sms", "service": "sms"}
-        assert (stat["Stat"], stat["Period"]) == ("Sum", 900)
+    for name, metric_name in (("failed", "SmsFailed"), ("accepted", "SmsAccepted"), ("unknown", "SmsUnknown")):
+        # The worker's sends and the reconciler's (operator resends, orphans) alike.
+        worker, reconciler = f"{metric_name.lower()}_worker", f"{metric_name.lower()}_reconciler"
+        assert metrics[name]["Expression"] == f"FILL({worker}, 0) + FILL({reconciler}, 0)"
+        for raw_id, dimensions in (
+            # pipeline.worker adds `consumer` to everything the sms worker emits; Powertools `service`.
+            (worker, {"consumer": "sms", "service": "sms"}),
+            (reconciler, {"service": "reconciler"}),
+        ):
+            stat = metrics[raw_id]["MetricStat"]
+            assert stat["Metric"]["MetricName"] == metric_name
+            assert _dimensions(stat["Metric"]) == dimensions
+            assert (stat["Stat"], stat["Period"]) == ("Sum", 900)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GT, SMS_FAILED_RATE_PERCENT)
 
 

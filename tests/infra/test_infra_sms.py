@@ -205,15 +205,26 @@ def test_with_the_http_gateway_nothing_may_use_end_user_messaging(custom_synth: 
     assert "sms_events.app.lambda_handler" not in handlers
 
 
-def test_reconciler_may_read_and_update_journal_records_and_query_only_the_by_state_index(
-    default_synth: Synthesized,
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
+def test_reconciler_may_use_the_journal_its_index_and_send_exactly_as_the_worker_may(
+    synth_name: str, request: pytest.FixtureRequest
 ) -> None:
-    ids = _ids(default_synth)
-    assert role_permissions(default_synth.resources, ids["reconciler_role"]) == {
+    """The reconciler sends too (operator resends, orphans, proven-not-received resends): without
+    the worker's End User Messaging grant, every one of them would end `failed` in AWS."""
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    ids = _ids(synth)
+    worker_sends = {
+        resource: actions
+        for resource, actions in role_permissions(synth.resources, ids["worker_role"]).items()
+        if ":sms-voice:" in resource
+    }
+    assert worker_sends and set().union(*worker_sends.values()) == {"sms-voice:SendTextMessage"}
+    assert role_permissions(synth.resources, ids["reconciler_role"]) == {
         ids["journal"]: {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         f"${{{ids['journal']}}}/index/by_state": {"dynamodb:Query"},
         ids["reconciler_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
         "*": XRAY_ACTIONS,
+        **worker_sends,
     }
 
 
@@ -446,7 +457,8 @@ def _unknown_notification(journal: Journal) -> str:
         key="0" * 64,
         event_type="order.status_changed",
         order_id="A-1001",
-        transition_id="evt-1",
+        transition="ready_for_pickup#1",
+        crm_event_id="evt-1",
         channel="sms",
         recipient="+375291234567",
         body="Your order A-1001 is ready for pickup",

@@ -23,13 +23,14 @@ ORDER_ID = "1000200030004"  # long enough to look like a phone number: must stil
 
 def record(journal: Journal, order_id: str, final: State | None) -> str:
     """A notification taken through the journal's own transitions: pending -> sending -> `final`."""
-    key = notification_key("order.status_changed", order_id, f"crm-event-{order_id}", "sms", PHONE)
+    key = notification_key("order.status_changed", order_id, "ready#1", "sms", PHONE)
     journal.create(
         Draft(
             key=key,
             event_type="order.status_changed",
             order_id=order_id,
-            transition_id=f"crm-event-{order_id}",
+            transition="ready#1",
+            crm_event_id=f"crm-event-{order_id}",
             channel="sms",
             recipient=PHONE,
             body=f"Order {order_id} is ready. Questions: {PHONE}",
@@ -185,9 +186,16 @@ def test_resolve_not_sent_then_a_live_redelivery_claims_first_and_the_reconciler
     assert report.requested == 0 and reconciler.gateway.calls == []
 
 
+REFUSALS = {
+    "--accepted": "only unknown records can be marked accepted",
+    "--not-sent": "only unknown or failed records can be sent again",
+    "--abandon": "only unknown or failed records can be abandoned",
+}
+
+
 @pytest.mark.parametrize("state", [State.ACCEPTED, None], ids=["accepted", "pending"])
-@pytest.mark.parametrize("flag", ["--accepted", "--not-sent"])
-def test_resolve_refuses_a_record_that_is_not_unknown(
+@pytest.mark.parametrize("flag", sorted(REFUSALS))
+def test_resolve_refuses_a_record_it_cannot_decide(
     journal: Journal, run, state: State | None, flag: str
 ) -> None:
     key = record(journal, ORDER_ID, state)
@@ -197,9 +205,7 @@ def test_resolve_refuses_a_record_that_is_not_unknown(
 
     expected = (state or State.PENDING).value
     assert result.code == 2
-    assert result.err == (
-        f"error: SMS record '{key}' is '{expected}', not 'unknown': only unknown records can be resolved\n"
-    )
+    assert result.err == f"error: SMS record '{key}' is '{expected}': {REFUSALS[flag]}\n"
     assert journal.get(key) == before
 
 
@@ -210,7 +216,42 @@ def test_resolve_twice_is_refused_the_second_time(journal: Journal, run) -> None
     second = run("journal", "resolve", key, "--accepted")
 
     assert second.code == 2
-    assert "is 'pending', not 'unknown'" in second.err
+    assert "is 'pending': only unknown records can be marked accepted" in second.err
+
+
+def test_resolve_not_sent_of_a_failed_record_sends_it_once_with_a_fresh_attempt_budget(
+    journal: Journal, run, reconciler: Reconciler
+) -> None:
+    key = record(journal, ORDER_ID, State.FAILED)
+
+    result = run("journal", "resolve", key, "--not-sent")
+
+    assert result.code == 0, result.err
+    assert f"SMS record {key!r}: failed -> pending (resend requested" in result.out
+    assert reconciler.run().requested == 1
+    assert [sms.key for sms in reconciler.gateway.calls] == [key]
+    sent = journal.get(key)
+    assert sent is not None and sent.state is State.ACCEPTED and sent.attempts_this_round == 1
+    assert reconciler.run().requested == 0 and len(reconciler.gateway.calls) == 1
+
+
+@pytest.mark.parametrize("state", [State.UNKNOWN, State.FAILED])
+def test_resolve_abandon_closes_the_record_unsent_and_out_of_the_alarms(
+    journal: Journal, run, reconciler: Reconciler, state: State
+) -> None:
+    key = record(journal, ORDER_ID, state)
+
+    result = run("journal", "resolve", key, "--abandon")
+
+    assert result.code == 0, result.err
+    assert f"SMS record {key!r}: {state.value} -> failed (abandoned" in result.out
+    abandoned = journal.get(key)
+    assert abandoned is not None and abandoned.state is State.FAILED and abandoned.abandoned_at is not None
+    assert list(journal.keys_in_state(State.UNKNOWN)) == list(journal.keys_in_state(State.FAILED)) == []
+    # Nobody sends it: not the reconciler, not an operator changing their mind.
+    assert reconciler.run().requested == 0 and reconciler.gateway.calls == []
+    again = run("journal", "resolve", key, "--not-sent")
+    assert again.code == 2 and "is 'abandoned'" in again.err
 
 
 def test_resolve_of_a_missing_record(journal: Journal, run) -> None:

@@ -83,21 +83,29 @@ def order_event(
     event_id: str | None = None,
     order_id: str | None = None,
     phone: str = PHONE,
+    occurred_at: str | None = None,
+    transition_id: str | None = None,
 ) -> dict[str, Any]:
-    """A CRM order-status event shaped like the fixture, with a fresh event id unless given."""
+    """A CRM order-status event shaped like the fixture: a fresh event id and a fresh order
+    (so unrelated tests' events are unrelated orders) unless given."""
     event = crm_event(SMS_FIXTURE)
     event["event_id"] = event_id or f"evt_{uuid.uuid4().hex}"
     event["order"]["status"] = status
     event["order"]["previous_status"] = previous_status
-    if order_id:
-        event["order"]["id"] = order_id
+    event["order"]["id"] = order_id or f"ORD-{uuid.uuid4().hex[:12]}"
+    if occurred_at:
+        event["occurred_at"] = occurred_at
+    if transition_id:
+        event["order"]["transition_id"] = transition_id
     event["customer"]["phone"] = phone
     return event
 
 
-def key_of(event: dict[str, Any]) -> str:
+def key_of(event: dict[str, Any], entry: int = 1) -> str:
+    """The notification key of the `entry`-th status entry of the event's order (the first by default)."""
+    transition = f"{event['order']['status']}#{entry}"
     return notification_key(
-        event["type"], event["order"]["id"], event["event_id"], "sms", event["customer"]["phone"]
+        event["type"], event["order"]["id"], transition, "sms", event["customer"]["phone"]
     )
 
 

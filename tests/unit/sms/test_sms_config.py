@@ -83,7 +83,7 @@ def test_sms_rules_json_overrides_the_shipped_file_inline_or_as_a_path(
 
 
 def test_the_notification_key_changes_with_each_part_and_never_shows_the_phone() -> None:
-    parts = ("order.status_changed", "ORD-1", "evt_1", "sms", PHONE)
+    parts = ("order.status_changed", "ORD-1", "ready_for_pickup#1", "sms", PHONE)
     key = notification_key(*parts)
     assert key == notification_key(*parts)  # permanent: the same notification, the same key
     assert len(key) == 64 and PHONE.lstrip("+") not in key
@@ -91,8 +91,8 @@ def test_the_notification_key_changes_with_each_part_and_never_shows_the_phone()
         changed = list(parts)
         changed[index] += "x"
         assert notification_key(*changed) != key, f"part {index} does not change the key"
-    # Not the order id alone: two transitions of one order are two notifications.
-    assert notification_key("order.status_changed", "ORD-1", "evt_2", "sms", PHONE) != key
+    # Not the order id alone: two entries of one order into a status are two notifications.
+    assert notification_key("order.status_changed", "ORD-1", "ready_for_pickup#3", "sms", PHONE) != key
 
 
 def test_phone_masking_keeps_the_prefix_and_the_last_two_digits() -> None:
@@ -124,13 +124,14 @@ def test_keys_are_kept_longer_than_any_sqs_redelivery() -> None:
         SmsSettings(journal_table="journal", gateway="http")
 
 
-def test_the_registry_entry_routes_only_statuses_with_a_rule_and_fits_the_journal() -> None:
+def test_the_registry_entry_routes_every_status_change_and_fits_the_journal() -> None:
     sms = by_name("sms")
     attributes = {"source": "crm", "type": "order.status_changed"}
-    assert matches(sms.filter_policy, {**attributes, "status": "ready_for_pickup"})
-    assert matches(sms.filter_policy, {**attributes, "status": "shipped"})
-    assert not matches(sms.filter_policy, {**attributes, "status": "cancelled"})
+    # Statuses without a rule too: the order's history needs every exit to count a re-entry.
+    for status in ("ready_for_pickup", "shipped", "cancelled", "assembling"):
+        assert matches(sms.filter_policy, {**attributes, "status": status})
     assert not matches(sms.filter_policy, {"source": "telegram", "type": "message"})
+    assert not matches(sms.filter_policy, {"source": "crm", "type": "order.created"})
     settings = SmsSettings.model_validate(
         {"journal_table": "journal", "max_attempts": sms.environment["SMS_MAX_ATTEMPTS"]}
         | {"lease_seconds": sms.environment["SMS_LEASE_SECONDS"]}

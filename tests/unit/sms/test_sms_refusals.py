@@ -48,7 +48,10 @@ def test_a_refusal_for_good_fails_at_once_and_a_redrive_does_not_send_again(sms:
     sms.deliver()
     assert len(sms.fake.calls) == 1  # failed stays failed until a person resends it
     [letter] = sms.queues.dead_letters()
-    assert letter["attributes"]["dead_letter_reason"] == record.failure_reason
+    assert letter["attributes"]["dead_letter_reason"] == (
+        f"{record.failure_reason}; decide with `python -m ops journal resolve {record.key} --not-sent`"
+        " (send once) or `--abandon`"
+    )
 
 
 def test_a_refusal_then_an_acceptance_sends_one_sms(sms: SmsHarness) -> None:

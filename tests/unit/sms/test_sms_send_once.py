@@ -13,7 +13,6 @@ from pipeline import aws
 from pipeline.errors import TransientError
 from pipeline.registry import by_name, matches
 from pipeline.sms import gateways
-from pipeline.sms.journal import State
 from tests.support.moto_server import serialized_moto_server
 from tests.unit.consumer_support import create_tables, crm_envelope
 from tests.unit.sms.conftest import (
@@ -85,7 +84,7 @@ def test_the_same_event_processed_in_parallel_sends_one_sms(
     fake.delay_seconds = 0.3  # the winner is still sending when the loser looks again
     created: list[bool] = []
     claimed: list[Any] = []
-    monkeypatch.setattr(journal, "create", _racing(journal, "create", created))
+    monkeypatch.setattr(journal, "record_entry", _racing(journal, "record_entry", created))
     monkeypatch.setattr(journal, "claim", _racing(journal, "claim", claimed))
     envelope = crm_envelope(order_event()).envelope
     outcomes: list[Any] = []
@@ -102,7 +101,7 @@ def test_the_same_event_processed_in_parallel_sends_one_sms(
     for thread in threads:
         thread.join(timeout=20)
 
-    assert sorted(created) == [False, True]  # one recorded it, the other found it known
+    assert sorted(created) == [False, True]  # one recorded it, the other found the order changed
     assert len(claimed) == 2 and sum(result is not None for result in claimed) == 1  # one claim won
     assert len(fake.calls) == 1 and len(fake.texts_to(PHONE)) == 1
     [won] = [o for o in outcomes if isinstance(o, dict)]
@@ -115,9 +114,15 @@ def test_the_same_event_processed_in_parallel_sends_one_sms(
 
 
 def test_another_status_of_the_same_order_sends_a_new_sms(sms: SmsHarness) -> None:
-    ready = order_event("ready_for_pickup", "paid", order_id="ORD-9")
-    shipped = order_event("shipped", "ready_for_pickup", order_id="ORD-9")
-    ready_again = order_event("ready_for_pickup", "returned", order_id="ORD-9")  # a second trip
+    ready = order_event("ready_for_pickup", "paid", order_id="ORD-9", occurred_at="2026-01-15T10:00:00+00:00")
+    shipped = order_event(
+        "shipped", "ready_for_pickup", order_id="ORD-9", occurred_at="2026-01-15T11:00:00+00:00"
+    )
+    # A second trip, from a status whose event the CRM never sent: the pipeline's own history
+    # (shipped) is the status the order left.
+    ready_again = order_event(
+        "ready_for_pickup", "returned", order_id="ORD-9", occurred_at="2026-01-15T12:00:00+00:00"
+    )
     for event in (ready, shipped, ready_again):
         sms.publish(event)
         sms.deliver()
@@ -126,9 +131,14 @@ def test_another_status_of_the_same_order_sends_a_new_sms(sms: SmsHarness) -> No
         "Olga Ivanova, your order ORD-9 has been shipped.",
         "Olga Ivanova, your order ORD-9 is ready for pickup.",
     ]
-    keys = {key_of(event) for event in (ready, shipped, ready_again)}
-    assert len(keys) == 3
-    assert {sms.record(event).state for event in (ready, shipped, ready_again)} == {State.ACCEPTED}
+    keys = [key_of(ready, 1), key_of(shipped, 2), key_of(ready_again, 3)]
+    assert [call.key for call in sms.fake.calls] == keys
+    items = {item["id"][len("sms#") :]: item for item in sms.journal_records()}
+    assert [(items[key]["state"], items[key]["previous_status"]) for key in keys] == [
+        ("accepted", "paid"),
+        ("accepted", "ready_for_pickup"),
+        ("accepted", "shipped"),
+    ]
 
 
 def test_a_resave_without_a_status_change_sends_nothing(sms: SmsHarness) -> None:
@@ -141,11 +151,13 @@ def test_a_resave_without_a_status_change_sends_nothing(sms: SmsHarness) -> None
     assert sms.fake.calls == [] and sms.journal_records() == []
 
 
-def test_a_status_without_a_rule_sends_nothing(sms: SmsHarness) -> None:
+def test_a_status_without_a_rule_sends_nothing_but_is_part_of_the_orders_history(sms: SmsHarness) -> None:
     cancelled = order_event("cancelled", "paid")
     published = sms.publish(cancelled)
-    # SNS would not even deliver it; delivered anyway (a wider filter), it is acknowledged, unsent.
-    assert not matches(by_name("sms").filter_policy, published.attributes)
+    # It reaches the queue: the order's history needs it to tell a re-entry from a repeat.
+    assert matches(by_name("sms").filter_policy, published.attributes)
     sms.deliver()
     assert sms.worker.counts["processed"] == 1
     assert sms.fake.calls == [] and sms.journal_records() == []
+    state = sms.service.runtime().journal.get_order(cancelled["order"]["id"])
+    assert (state.status, state.entry) == ("cancelled", 1)

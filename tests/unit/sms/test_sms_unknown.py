@@ -124,7 +124,8 @@ def test_a_resend_that_ends_unknown_again_is_not_resent_and_waits_for_a_person(
     assert len(sms.fake.calls) == 2 and sms.record(event).state is State.UNKNOWN
     [metric_line] = captured.emf("SmsUnknownPastDeadline")[-1:]
     assert metric_line["SmsUnknownPastDeadline"] == [1.0] and metric_line["SmsUnknownCount"] == [1.0]
-    assert captured.logs("SMS outcome still unknown past the deadline: a person must decide")
+    [waiting] = captured.logs("SMS outcomes still unknown past the deadline: a person must decide")
+    assert waiting["count"] == 1 and waiting["oldest_notification_key"] == key_of(event)
     # Every run emits the gauges, the quiet ones too.
     assert len(captured.emf("SmsUnknownCount")) == 3
 

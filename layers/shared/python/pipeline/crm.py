@@ -40,6 +40,10 @@ class Order(_Open):
     # Routed on as an SNS message attribute, which cannot carry control characters.
     status: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
     previous_status: str | None = Field(default=None, max_length=64)
+    # The CRM's id of this status change in its own history (a status-history record id), when
+    # it keeps one: the same id is the same transition; another id into the current status is a
+    # re-entry the CRM did not report the exit of (see pipeline.sms.orders). Never a delivery id.
+    transition_id: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class Customer(_Open):

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.sms.rules import rule_statuses
-
 # Telegram update kinds that carry a user's message (what a "new contact" or a reply starts from).
 MESSAGE_KINDS = ("message", "business_message")
 
@@ -67,6 +65,9 @@ class Consumer:
     requires_setting: str | None = None
     # Plain settings passed to the function as environment variables.
     environment: dict[str, str] = field(default_factory=dict)
+    # JMESPath over the envelope naming one business event for Powertools idempotency: by default
+    # its `event_id`. A consumer whose sender may reuse an id for another event keys on content.
+    idempotency_key: str = "event_id"
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -143,13 +144,17 @@ CONSUMERS: tuple[Consumer, ...] = (
     Consumer(
         name="sms",
         description="Texts the customer on order status changes that have a rule, through a send journal.",
-        # Only the statuses some rule sends for (pipeline/sms/rules.json) reach the queue.
-        filter_policy={"source": ["crm"], "type": ["order.status_changed"], "status": rule_statuses()},
+        # Every status change, not only statuses with a rule (pipeline/sms/rules.json): the
+        # journal keeps each order's history, which tells a new entry into a status from a repeat.
+        filter_policy={"source": ["crm"], "type": ["order.status_changed"]},
         timeout_seconds=30,
         max_concurrency=5,
         # The journal bounds gateway refusals (SMS_MAX_ATTEMPTS, below this) and sets each delay.
         retry=RetryPolicy(max_receive_count=10, base_delay_seconds=10, max_delay_seconds=600),
         secrets=("sms_gateway",),
+        # A CRM may reuse an event id for another change: the change itself is the event.
+        idempotency_key="[event_id, payload.order.id, payload.order.status, payload.occurred_at,"
+        " payload.order.transition_id]",
         environment={
             "SMS_GATEWAY": "end_user_messaging",
             "SMS_MAX_ATTEMPTS": "5",

@@ -6,7 +6,8 @@ A consumer supplies one function `process(envelope) -> dict | None` holding its 
 - each SQS record is handled on its own (Powertools `BatchProcessor`): only failed records are
   reported in `batchItemFailures` and retried, never the whole batch;
 - `process` runs at most once per business event per consumer (Powertools idempotency on the
-  journal table, keyed `<consumer>#<hash of envelope.event_id>`), whatever the SQS message id,
+  journal table, keyed `<consumer>#<hash of envelope.event_id>`, or of the consumer's own
+  `idempotency_key` expression), whatever the SQS message id,
   the number of deliveries or concurrent workers;
 - a transient failure makes the record visible again after an exponential backoff with jitter
   (or the remote's `retry_after`), by changing the message visibility;
@@ -128,7 +129,7 @@ class ConsumerWorker:
         if self._config is None or self._idempotent_process is None:
             settings = self.settings
             self._config = IdempotencyConfig(
-                event_key_jmespath="event_id",
+                event_key_jmespath=self.consumer.idempotency_key,
                 raise_on_no_idempotency_key=True,
                 expires_after_seconds=settings.idempotency_ttl_seconds,
             )

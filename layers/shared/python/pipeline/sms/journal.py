@@ -13,7 +13,19 @@ write is conditional:
   `sending` whose owner died into `unknown` (never back to `pending`: it may have been sent);
 - only evidence or a person settles an `unknown`: `resolve_accepted` closes it, and
   `request_resend` (a person's word that it never arrived) makes it `pending` again, for the
-  reconciler to claim and send once with the same key.
+  reconciler to claim and send once with the same key; a person may also `abandon` it;
+- a `failed` record comes back only through `reopen` (a redelivery, when the journal proves no
+  attempt was taken and the failure was running out of attempts, not a refusal for good) or a
+  person (`request_resend`, `abandon`).
+
+Every conditional update also writes a fresh `last_write` id and refuses to apply twice: when
+botocore retries an update whose first answer was lost and the condition then fails, the re-read
+record shows whether the write that failed was in fact this caller's own, already applied (a
+claim it holds, an attempt already recorded) rather than someone else's.
+
+An `unknown` record has no expiry (no TTL attribute) while unresolved, so it stays in front of
+the alarms until evidence or a person closes it; every other state keeps the record for
+`retention` after its last change.
 
 States someone may have to act on (pending, sending, unknown, failed) are copied to `sms_state`,
 the partition key of the sparse GSI `by_state` (sort key `state_since`); an accepted record
@@ -27,17 +39,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from pipeline import aws
+
+if TYPE_CHECKING:
+    from pipeline.sms.orders import OrderState
 
 KEY_PREFIX = "sms#"
 BY_STATE_INDEX = "by_state"
@@ -53,6 +69,8 @@ class State(StrEnum):
 
 
 INDEXED_STATES = frozenset({State.PENDING, State.SENDING, State.UNKNOWN, State.FAILED})
+# Attempt outcomes that prove the gateway did not take the message.
+REFUSALS = frozenset({"refused", "refused_permanently"})
 # Entering `unknown`: the index sorts unknowns by when they *first* became unknown (a resend that
 # ends unknown again does not make an old problem look new), which the deadline is measured from.
 _BECOME_UNKNOWN = (
@@ -84,14 +102,16 @@ class Clock:
 CLOCK = Clock()
 
 
-def notification_key(event_type: str, order_id: str, transition_id: str, channel: str, recipient: str) -> str:
+def notification_key(event_type: str, order_id: str, transition: str, channel: str, recipient: str) -> str:
     """The permanent key of one notification: what happened, to which order, which transition, how, to whom.
 
-    The transition id (the CRM event id) keeps a second trip through the same status a new
-    notification; the order id alone would silence every later SMS for the order. Hashed, so the
-    key is short enough for a gateway's client reference and never shows the phone number.
+    The transition is the order's status entry as the pipeline counts it (`<status>#<entry>`,
+    `pipeline.sms.orders`), never a CRM delivery id: the same change resent under any id is the
+    same key, and a second real trip through a status a new one. The order id alone would
+    silence every later SMS for the order. Hashed, so the key is short enough for a gateway's
+    client reference and never shows the phone number (an E.164 number, one form per customer).
     """
-    canonical = json.dumps([event_type, order_id, transition_id, channel, recipient], ensure_ascii=False)
+    canonical = json.dumps([event_type, order_id, transition, channel, recipient], ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -102,7 +122,8 @@ class Draft:
     key: str
     event_type: str
     order_id: str
-    transition_id: str
+    transition: str  # `<status>#<entry>` (see `notification_key`)
+    crm_event_id: str  # the CRM's id of the event that entered the status (for tracing only)
     channel: str
     recipient: str
     body: str
@@ -145,6 +166,24 @@ class Notification:
     failure_reason: str | None
     received_at: datetime | None
     resend_requested_at: datetime | None
+    # Attempts made before the latest `reopen`: the attempt budget counts from here.
+    round_start: int = 0
+    # A `failed` that ran out of attempts (a redelivery may reopen it), not refused for good.
+    failed_retryable: bool = False
+    abandoned_at: datetime | None = None
+
+    @property
+    def attempts_this_round(self) -> int:
+        return self.attempt_count - self.round_start
+
+    @property
+    def never_taken(self) -> bool:
+        """Whether the journal proves the gateway took none of its attempts: each was refused."""
+        return (
+            self.message_id is None
+            and self.delivery_status is None
+            and all(attempt.get("outcome") in REFUSALS for attempt in self.attempts)
+        )
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Notification:
@@ -166,6 +205,9 @@ class Notification:
             failure_reason=item.get("failure_reason"),
             received_at=_time(item, "received_at"),
             resend_requested_at=_time(item, "resend_requested_at"),
+            round_start=_int(item, "round_start"),
+            failed_retryable=bool(item.get("failed_retryable", False)),
+            abandoned_at=_time(item, "abandoned_at"),
         )
 
 
@@ -180,6 +222,8 @@ class Finish:
     next_attempt_at: datetime | None = None
     failure_reason: str | None = None
     counts_as_resend: bool = False
+    # With state FAILED: attempts ran out on refusals for now (a redelivery may reopen it).
+    retryable: bool = False
 
 
 def _is_conflict(error: ClientError) -> bool:
@@ -215,13 +259,34 @@ class Journal:
         item = self.table.get_item(Key={"id": KEY_PREFIX + key}, ConsistentRead=True).get("Item")
         return Notification.from_item(item) if item else None
 
-    def keys_in_state(self, state: State, limit: int | None = None) -> Iterator[tuple[str, datetime]]:
-        """(key, state_since) of records in `state`, oldest first, from the `by_state` index."""
-        query: dict[str, Any] = {
-            "IndexName": BY_STATE_INDEX,
-            "KeyConditionExpression": Key("sms_state").eq(state.value),
-            "ScanIndexForward": True,
-        }
+    def get_order(self, order_id: str) -> OrderState | None:
+        """The order's status history as the pipeline has seen it (`pipeline.sms.orders`)."""
+        from pipeline.sms.orders import OrderState, order_item_id
+
+        item = self.table.get_item(Key={"id": order_item_id(order_id)}, ConsistentRead=True).get("Item")
+        return OrderState.from_item(item) if item else None
+
+    def _state_query(
+        self, state: State, newer_than: datetime | None, not_newer_than: datetime | None
+    ) -> dict[str, Any]:
+        condition = Key("sms_state").eq(state.value)
+        if newer_than is not None:
+            condition = condition & Key("state_since").gt(iso(newer_than))
+        if not_newer_than is not None:
+            condition = condition & Key("state_since").lte(iso(not_newer_than))
+        return {"IndexName": BY_STATE_INDEX, "KeyConditionExpression": condition}
+
+    def keys_in_state(
+        self,
+        state: State,
+        limit: int | None = None,
+        *,
+        newer_than: datetime | None = None,
+        not_newer_than: datetime | None = None,
+    ) -> Iterator[tuple[str, datetime]]:
+        """(key, state_since) of records in `state`, oldest first, from the `by_state` index,
+        optionally only those whose `state_since` lies in (newer_than, not_newer_than]."""
+        query = {**self._state_query(state, newer_than, not_newer_than), "ScanIndexForward": True}
         returned = 0
         while True:
             page = self.table.query(**query)
@@ -234,23 +299,21 @@ class Journal:
                 return
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def records_in_state(self, state: State, limit: int | None = None) -> Iterator[Notification]:
+    def records_in_state(
+        self, state: State, limit: int | None = None, *, newer_than: datetime | None = None
+    ) -> Iterator[Notification]:
         """Records in `state`, oldest first: the index's keys, each re-read consistently.
 
         The index is eventually consistent and the keys are read before anything is done to
         them, so a record that has left `state` in the meantime is skipped.
         """
-        for key, _ in list(self.keys_in_state(state, limit)):
+        for key, _ in list(self.keys_in_state(state, limit, newer_than=newer_than)):
             record = self.get(key)
             if record is not None and record.state is state:
                 yield record
 
-    def count_in_state(self, state: State) -> int:
-        query: dict[str, Any] = {
-            "IndexName": BY_STATE_INDEX,
-            "KeyConditionExpression": Key("sms_state").eq(state.value),
-            "Select": "COUNT",
-        }
+    def count_in_state(self, state: State, *, not_newer_than: datetime | None = None) -> int:
+        query = {**self._state_query(state, None, not_newer_than), "Select": "COUNT"}
         total = 0
         while True:
             page = self.table.query(**query)
@@ -260,15 +323,19 @@ class Journal:
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     # -- writing --------------------------------------------------------------------------------
-    def create(self, draft: Draft) -> bool:
-        """Record a notification before any gateway call; False when it was already known."""
+    def _expiration(self, now: datetime) -> int:
+        """The TTL attribute's value for a record changed at `now`."""
+        return int((now + self.retention).timestamp())
+
+    def _notification_item(self, draft: Draft) -> dict[str, Any]:
         now = self.clock.now()
         item: dict[str, Any] = {
             "id": KEY_PREFIX + draft.key,
             "channel": draft.channel,
             "event_type": draft.event_type,
             "order_id": draft.order_id,
-            "transition_id": draft.transition_id,
+            "transition": draft.transition,
+            "crm_event_id": draft.crm_event_id,
             "rule": draft.rule,
             "order_status": draft.order_status,
             "previous_status": draft.previous_status,
@@ -287,12 +354,15 @@ class Journal:
             "reconcile_resends": 0,
             "attempts": [],
             # Kept well past every CRM and SQS retry of the event (TTL attribute of the table).
-            "expiration": int((now + self.retention).timestamp()),
+            "expiration": self._expiration(now),
         }
+        return {name: value for name, value in item.items() if value is not None}
+
+    def create(self, draft: Draft) -> bool:
+        """Record a notification before any gateway call; False when it was already known."""
         try:
             self.table.put_item(
-                Item={name: value for name, value in item.items() if value is not None},
-                ConditionExpression="attribute_not_exists(id)",
+                Item=self._notification_item(draft), ConditionExpression="attribute_not_exists(id)"
             )
         except ClientError as error:
             if _is_conflict(error):
@@ -300,15 +370,67 @@ class Journal:
             raise
         return True
 
+    def record_entry(self, state: OrderState, expected_version: int | None, draft: Draft | None) -> bool:
+        """Save an order's new status entry and, when one is due, its notification, atomically.
+
+        One transaction: the order state only if nobody changed it since it was read
+        (`expected_version`, None for an order never seen), the notification only if its key is
+        new. False when the order state changed meanwhile (the caller re-reads and decides again).
+        A notification key that already exists means the notification is known: the state is
+        then saved alone (botocore retries a transaction whose answer was lost with the same
+        client request token, so DynamoDB does not apply it twice).
+        """
+        order_put: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Item": state.item(self._expiration(self.clock.now())),
+        }
+        if expected_version is None:
+            order_put["ConditionExpression"] = "attribute_not_exists(id)"
+        else:
+            order_put["ConditionExpression"] = "version = :version"
+            order_put["ExpressionAttributeValues"] = {":version": expected_version}
+        items: list[dict[str, Any]] = [{"Put": order_put}]
+        if draft is not None:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table_name,
+                        "Item": self._notification_item(draft),
+                        "ConditionExpression": "attribute_not_exists(id)",
+                    }
+                }
+            )
+        try:
+            self.table.meta.client.transact_write_items(TransactItems=items)
+        except ClientError as error:
+            if aws.error_code(error) != "TransactionCanceledException":
+                raise
+            reasons = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
+            if reasons[:1] == ["ConditionalCheckFailed"]:
+                return False
+            if draft is not None and reasons[1:2] == ["ConditionalCheckFailed"]:
+                return self.record_entry(state, expected_version, None)
+            raise
+        return True
+
     def _update(
         self, key: str, update: str, condition: str, values: Mapping[str, Any]
     ) -> Notification | None:
-        """One conditional update; the new record, or None when the condition did not hold.
+        """One conditional update, applied at most once; the new record, or None when the condition
+        did not hold.
 
         Placeholders are `#<attribute name>` and `:<value name>`; only those the expressions use
-        are sent (DynamoDB rejects unused ones).
+        are sent (DynamoDB rejects unused ones). The update also sets a fresh `last_write` id and
+        requires the record not to carry it yet: if botocore resends it after a lost answer, the
+        resend fails its condition, and the re-read shows the write was ours (see the module
+        docstring).
         """
+        write_id = uuid.uuid4().hex
+        assert update.startswith("SET "), update
+        update = "SET #last_write = :write_id, " + update[len("SET ") :]
+        condition = f"({condition}) AND (attribute_not_exists(#last_write) OR #last_write <> :write_id)"
         used_values = _placeholders(":", update, condition)
+        values = {**values, ":write_id": write_id}
         try:
             response = self.table.update_item(
                 Key={"id": KEY_PREFIX + key},
@@ -321,9 +443,12 @@ class Journal:
                 ReturnValues="ALL_NEW",
             )
         except ClientError as error:
-            if _is_conflict(error):
-                return None
-            raise
+            if not _is_conflict(error):
+                raise
+            item = self.table.get_item(Key={"id": KEY_PREFIX + key}, ConsistentRead=True).get("Item")
+            if item is not None and item.get("last_write") == write_id:
+                return Notification.from_item(item)  # applied by an attempt whose answer was lost
+            return None
         return Notification.from_item(response["Attributes"])
 
     def claim(
@@ -383,13 +508,17 @@ class Journal:
         removes = ["#lease_expires_at"]
         if finish.state is State.UNKNOWN:
             sets.append(_BECOME_UNKNOWN)
+            removes.append("#expiration")  # never expires while unresolved
         else:
             sets.append("#state_since = :now")
+            sets.append("#expiration = :expiration")
             removes.append("#lease_owner")  # released; only an unknown keeps it, for a late answer
         if finish.state in INDEXED_STATES:
             sets.append("#sms_state = :state")
         else:
             removes.append("#sms_state")
+        if finish.state is State.FAILED:
+            sets.append("#failed_retryable = :retryable")
         optional = {
             "#gateway_answered_at": iso(finish.answered_at) if finish.answered_at else None,
             "#message_id": finish.message_id,
@@ -404,6 +533,8 @@ class Journal:
             ":sending": State.SENDING.value,
             ":unknown": State.UNKNOWN.value,
             ":one": 1,
+            ":expiration": self._expiration(now),
+            ":retryable": finish.retryable,
         }
         for name, value in optional.items():
             if value is not None:
@@ -431,7 +562,7 @@ class Journal:
         return self._update(
             key,
             f"SET #state = :unknown, #sms_state = :unknown, {_BECOME_UNKNOWN},"
-            " #attempts = list_append(#attempts, :attempt) REMOVE #lease_expires_at",
+            " #attempts = list_append(#attempts, :attempt) REMOVE #lease_expires_at, #expiration",
             "#state = :sending AND #lease_owner = :owner AND #lease_expires_at <= :now",
             {
                 ":unknown": State.UNKNOWN.value,
@@ -445,7 +576,10 @@ class Journal:
     def resolve_accepted(self, key: str, *, via: str, message_id: str | None = None) -> Notification | None:
         """`unknown` -> `accepted` on evidence (a lookup, a delivery event, a person); None if not unknown."""
         now = self.clock.now()
-        update = "SET #state = :accepted, #state_since = :now, #resolved_by = :via, #resolved_at = :now"
+        update = (
+            "SET #state = :accepted, #state_since = :now, #resolved_by = :via, #resolved_at = :now,"
+            " #expiration = :expiration"
+        )
         if message_id:
             update += ", #message_id = :message_id"
         return self._update(
@@ -458,24 +592,82 @@ class Journal:
                 ":now": iso(now),
                 ":via": via,
                 ":message_id": message_id,
+                ":expiration": self._expiration(now),
             },
         )
 
     def request_resend(self, key: str, *, by: str) -> Notification | None:
-        """`unknown` -> `pending`, due now, on a person's word that it never arrived; None if not unknown.
+        """`unknown` or `failed` -> `pending`, due now, on a person's word that it never arrived; None
+        if it is in neither state (or was abandoned).
 
-        Its SQS message was acknowledged long ago, so the reconciler's next run claims it like
-        any `pending` record (atomically: a worker with a live redelivery may claim it instead)
-        and sends it once, with the same key (the gateway's client reference).
+        Its SQS message was acknowledged or dead-lettered long ago, so the reconciler's next run
+        claims it like any `pending` record (atomically: a worker with a live redelivery may
+        claim it instead) and sends it once, with the same key (the gateway's client reference),
+        with a fresh attempt budget.
         """
-        now = iso(self.clock.now())
+        now = self.clock.now()
         return self._update(
             key,
             "SET #state = :pending, #sms_state = :pending, #state_since = :now,"
-            " #resend_requested_at = :now, #resend_requested_by = :by"
-            " REMOVE #next_attempt_at, #lease_expires_at",
-            "#state = :unknown",
-            {":pending": State.PENDING.value, ":unknown": State.UNKNOWN.value, ":now": now, ":by": by},
+            " #resend_requested_at = :now, #resend_requested_by = :by, #round_start = #attempt_count,"
+            " #expiration = :expiration"
+            " REMOVE #next_attempt_at, #lease_expires_at, #failure_reason, #failed_retryable",
+            "#state IN (:unknown, :failed) AND attribute_not_exists(#abandoned_at)",
+            {
+                ":pending": State.PENDING.value,
+                ":unknown": State.UNKNOWN.value,
+                ":failed": State.FAILED.value,
+                ":now": iso(now),
+                ":by": by,
+                ":expiration": self._expiration(now),
+            },
+        )
+
+    def reopen(self, key: str, *, seen_since: datetime, by: str) -> Notification | None:
+        """`failed` (attempts ran out) -> `pending`, due now, with a fresh attempt budget: a
+        redelivery after the cause was fixed. Only for the record as the caller read it (its
+        `state_since`), so of two redeliveries one reopens it; None otherwise.
+
+        The caller has checked that the journal proves nothing was taken (`never_taken`).
+        """
+        now = self.clock.now()
+        return self._update(
+            key,
+            "SET #state = :pending, #sms_state = :pending, #state_since = :now, #reopened_at = :now,"
+            " #reopened_by = :by, #round_start = #attempt_count, #expiration = :expiration"
+            " REMOVE #next_attempt_at, #failure_reason, #failed_retryable",
+            "#state = :failed AND #state_since = :seen_since AND #failed_retryable = :true"
+            " AND attribute_not_exists(#abandoned_at)",
+            {
+                ":pending": State.PENDING.value,
+                ":failed": State.FAILED.value,
+                ":now": iso(now),
+                ":seen_since": iso(seen_since),
+                ":true": True,
+                ":by": by,
+                ":expiration": self._expiration(now),
+            },
+        )
+
+    def abandon(self, key: str, *, by: str) -> Notification | None:
+        """`unknown` or `failed` -> `failed`, for good, on a person's decision: never sent again,
+        dropped from the `by_state` index (and so from the alarms); None if in neither state."""
+        now = self.clock.now()
+        return self._update(
+            key,
+            "SET #state = :failed, #state_since = :now, #abandoned_at = :now, #abandoned_by = :by,"
+            " #failure_reason = :reason, #failed_retryable = :false, #expiration = :expiration"
+            " REMOVE #sms_state, #next_attempt_at",
+            "#state IN (:unknown, :failed) AND attribute_not_exists(#abandoned_at)",
+            {
+                ":failed": State.FAILED.value,
+                ":unknown": State.UNKNOWN.value,
+                ":now": iso(now),
+                ":by": by,
+                ":reason": f"abandoned by {by}",
+                ":false": False,
+                ":expiration": self._expiration(now),
+            },
         )
 
     def record_delivery(

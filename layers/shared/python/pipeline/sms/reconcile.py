@@ -10,8 +10,9 @@ Each run (EventBridge schedule, `reconciler.app.lambda_handler`):
    - the gateway proves it never got it (not found, asked at least `lookup_settle_seconds` after
      the record became unknown, so a request still in flight cannot land later) -> resent once,
      with the same key, after claiming the record atomically (recorded like any other attempt);
-   - otherwise it stays `unknown`; past the deadline it is left for a person
-     (metric `SmsUnknownPastDeadline`, a warning log) and never resent automatically;
+   - otherwise it stays `unknown`. Those past the deadline are left for a person (metric
+     `SmsUnknownPastDeadline`, a warning log), never resent automatically and never looked at
+     in the batch (`reconcile_batch_size`), so they cannot starve newer unknowns;
 3. `pending` records no SQS message will bring back, sent once with the same key through the
    same atomic claim as a worker's (so a still-live redelivery and the reconciler never both
    send): those an operator asked to resend (`python -m ops journal resolve <key> --not-sent`),
@@ -51,7 +52,7 @@ metrics = Metrics()
 # "Proven not received" earns one resend; a second unknown is a person's call.
 MAX_RESENDS = 1
 
-Resolution = Literal["accepted", "resent", "unresolved", "past_deadline"]
+Resolution = Literal["accepted", "resent", "unresolved"]
 PendingReason = Literal["requested", "orphaned"]
 
 
@@ -101,15 +102,8 @@ def reconcile_one(current: SmsRuntime, record: Notification) -> Resolution:
         return "unresolved"
     unknown_since = record.unknown_since or record.state_since
     if now - unknown_since >= current.settings.reconcile_deadline:
-        logger.warning(
-            "SMS outcome still unknown past the deadline: a person must decide",
-            extra={
-                **_log_keys(record),
-                "unknown_since": unknown_since.isoformat(),
-                "lookup": lookup.status.value,
-            },
-        )
-        return "past_deadline"
+        # It crossed the deadline during this run: counted with the others on the next one.
+        return "unresolved"
     settled = now - unknown_since >= timedelta(seconds=current.settings.lookup_settle_seconds)
     if lookup.status is LookupStatus.NOT_FOUND and settled and record.reconcile_resends < MAX_RESENDS:
         owner = f"reconciler-{uuid.uuid4()}"
@@ -172,7 +166,21 @@ def reconcile(current: SmsRuntime | None = None) -> ReconcileReport:
         ):
             report.leases_expired += 1
             logger.warning("SMS worker died while sending: outcome unknown", extra=_log_keys(record))
-    for record in journal.records_in_state(State.UNKNOWN, limit):
+    # Unknowns past the deadline wait for a person: counted, never in the batch, so however many
+    # there are, newer unknowns are still looked up and resolved on every run.
+    deadline_cutoff = now - current.settings.reconcile_deadline
+    report.past_deadline = journal.count_in_state(State.UNKNOWN, not_newer_than=deadline_cutoff)
+    if report.past_deadline:
+        oldest_waiting = next(journal.keys_in_state(State.UNKNOWN, limit=1), None)
+        logger.warning(
+            "SMS outcomes still unknown past the deadline: a person must decide",
+            extra={
+                "count": report.past_deadline,
+                "oldest_notification_key": oldest_waiting[0] if oldest_waiting else None,
+                "decide_with": "python -m ops journal unknown; python -m ops journal resolve <key>",
+            },
+        )
+    for record in journal.records_in_state(State.UNKNOWN, limit, newer_than=deadline_cutoff):
         report.checked += 1
         resolution = reconcile_one(current, record)
         setattr(report, resolution, getattr(report, resolution) + 1)

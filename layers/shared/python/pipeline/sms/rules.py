@@ -1,9 +1,10 @@
 """Which order status transitions send an SMS, and with which text: configuration, not code.
 
 The rules ship in the layer as `rules.json`; `SMS_RULES_JSON` (inline JSON, or a file path)
-overrides them for local runs and tests. They are validated when loaded, so a typo in a
-placeholder or two rules claiming the same transition fail a deployment, not a customer's SMS.
-The `sms` consumer's SNS filter policy is derived from the rules' statuses (see the registry).
+overrides them for local runs and tests. They are validated when loaded, and at synth
+(`infra.environment`), so a typo in a placeholder or two rules claiming the same transition fail
+a deployment, not a customer's SMS. The `sms` consumer receives every status change, whatever
+the rules (it keeps each order's history), and only the rules decide what is sent.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class SmsRules(BaseModel):
         return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)
 
     def statuses(self) -> list[str]:
-        """The statuses that may send an SMS (the consumer's SNS filter policy)."""
+        """The statuses that may send an SMS."""
         return sorted({rule.status for rule in self.rules})
 
 
@@ -118,7 +119,3 @@ def load_rules(source: str | None = None) -> SmsRules:
     else:
         text = Path(source).read_text(encoding="utf-8")
     return SmsRules.model_validate_json(text)
-
-
-def rule_statuses() -> list[str]:
-    return load_rules().statuses()

@@ -1,15 +1,19 @@
 """The `sms` consumer's work: one CRM order event in, at most one SMS per notification out.
 
-1. From the event alone: is an SMS due? (a rule for this transition; a re-save, a status without
-   a rule or another event type sends nothing).
-2. The notification is recorded in the journal *before* any gateway call; a conflict means it
-   is already known, and the record, not the event, decides what happens next.
+1. Where the event stands in its order's history (`pipeline.sms.orders`, the pipeline's own,
+   per order, in the journal): a new status entry, a repeat of the current one (a CRM retry under
+   any id, a second press, a re-save), or stale (older than what was already seen: nothing sent).
+   The notification's key names the entry (`<status>#<n>`), never a CRM delivery id.
+2. A new entry with a rule due is recorded in the journal *before* any gateway call, in one
+   transaction with the order's new state; a repeat finds the same key, and the record, not the
+   event, decides what happens next.
 3. Only a `pending` record this worker claims (atomically, under a lease) is sent (the
    reconciler claims the same way a `pending` record an operator asked to resend, or whose SQS
-   message is gone). A record
-   `sending` under someone else's lease is retried later; one whose lease expired (its worker
-   died mid-call) becomes `unknown`. `accepted` and `unknown` are acknowledged without a send
-   (`unknown` is the reconciler's); `failed` goes back to the DLQ.
+   message is gone). A record `sending` under someone else's lease is retried later; one whose
+   lease expired (its worker died mid-call) becomes `unknown`. `accepted` and `unknown` are
+   acknowledged without a send (`unknown` is the reconciler's). `failed` goes back to the DLQ,
+   unless its attempts ran out on refusals alone: then nothing was ever taken, and a redelivery
+   (a redrive once the cause is fixed) reopens it for one more round.
 4. The outcome is saved before the SQS message is acknowledged: accepted -> done; definite
    transient refusal -> `pending` + TransientError(retry_after = backoff with jitter) until
    `max_attempts`, then `failed` + PermanentError (DLQ, with the reason); no answer -> `unknown`.
@@ -51,6 +55,7 @@ from pipeline.sms.journal import (
     iso,
     notification_key,
 )
+from pipeline.sms.orders import Observation, OrderState, observe
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import SmsSettings
 from pipeline.worker import backoff_seconds
@@ -179,35 +184,39 @@ def _after_attempt(
     if outcome.kind == "refused_permanently":
         reason = f"gateway refused the SMS for good ({outcome.code})"
         return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason)
-    if record.attempt_count >= settings.max_attempts:
-        reason = f"gateway refused the SMS {record.attempt_count} times, last with {outcome.code}"
-        return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason)
+    if record.attempts_this_round >= settings.max_attempts:
+        reason = f"gateway refused the SMS {record.attempts_this_round} times, last with {outcome.code}"
+        return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason, retryable=True)
     policy = RetryPolicy(
         max_receive_count=settings.max_attempts,
         base_delay_seconds=settings.retry_base_seconds,
         max_delay_seconds=settings.retry_max_seconds,
     )
-    delay = max(backoff_seconds(policy, record.attempt_count), math.ceil(outcome.retry_after or 0))
+    delay = max(backoff_seconds(policy, record.attempts_this_round), math.ceil(outcome.retry_after or 0))
     return Finish(State.PENDING, entry, outcome.answered_at, next_attempt_at=now + timedelta(seconds=delay))
+
+
+def _counting_operator_resends(finish: Finish, record: Notification, outcome: AttemptOutcome) -> Finish:
+    """An operator's resend that may have reached the gateway counts as the one resend, whoever
+    carries it out (the reconciler, or a worker with a live redelivery that claimed it first),
+    so if it ends unknown again the reconciler does not resend it on its own."""
+    requested = record.resend_requested_at is not None
+    return replace(finish, counts_as_resend=requested and outcome.kind in ("accepted", "unknown"))
 
 
 def after_worker_attempt(
     settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime
 ) -> Finish:
-    return _after_attempt(settings, record, outcome, now, "worker")
+    finish = _after_attempt(settings, record, outcome, now, "worker")
+    return _counting_operator_resends(finish, record, outcome)
 
 
 def after_reconciler_send(
     settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime
 ) -> Finish:
-    """A `pending` record the reconciler sent (an operator asked, or its SQS message is gone).
-
-    Otherwise a worker's attempt. An operator's resend that may have reached the gateway counts
-    as the one resend, so if it ends unknown again the reconciler does not resend it on its own.
-    """
+    """A `pending` record the reconciler sent (an operator asked, or its SQS message is gone)."""
     finish = _after_attempt(settings, record, outcome, now, "reconciler")
-    requested = record.resend_requested_at is not None
-    return replace(finish, counts_as_resend=requested and outcome.kind in ("accepted", "unknown"))
+    return _counting_operator_resends(finish, record, outcome)
 
 
 def after_reconciler_resend(
@@ -262,61 +271,106 @@ def send_once(
 
 
 # -- the consumer ---------------------------------------------------------------------------------
-def plan(envelope: Envelope, rules: SmsRules) -> Draft | str:
-    """The notification this event calls for, or why there is none."""
+def parse(envelope: Envelope) -> CrmEvent | str:
+    """The CRM order event in the envelope, or why this event is none of the sms consumer's."""
     if envelope.type != ORDER_STATUS_CHANGED:
         return f"event type {envelope.type!r} sends no SMS"
     try:
-        event = CrmEvent.model_validate(envelope.payload)
+        return CrmEvent.model_validate(envelope.payload)
     except ValidationError as error:
         # Field locations only: the input (a phone number) must not reach logs or the DLQ reason.
         fields = ", ".join(
             sorted({".".join(str(part) for part in e["loc"]) or "payload" for e in error.errors()})
         )
         raise PermanentError(f"invalid CRM order event ({fields})") from None
-    order = event.order
-    if order.previous_status == order.status:
+
+
+def observe_event(state: OrderState | None, event: CrmEvent) -> Observation:
+    return observe(
+        state,
+        order_id=event.order.id,
+        status=event.order.status,
+        occurred_at=event.occurred_at,
+        crm_previous_status=event.order.previous_status,
+        transition_ref=event.order.transition_id,
+    )
+
+
+def key_for(event: CrmEvent, observation: Observation) -> str:
+    return notification_key(event.type, event.order.id, observation.transition, CHANNEL, event.customer.phone)
+
+
+def plan(envelope: Envelope, observation: Observation, event: CrmEvent, rules: SmsRules) -> Draft | str:
+    """The notification a new status entry calls for, or why there is none."""
+    if observation.previous_status == observation.status:
         return "re-save without a status change"
-    rule = rules.rule_for(order.status, order.previous_status)
+    rule = rules.rule_for(observation.status, observation.previous_status)
     if rule is None:
-        return f"no SMS rule for status {order.status!r}"
+        return f"no SMS rule for status {observation.status!r}"
     return Draft(
-        key=notification_key(event.type, order.id, event.event_id, CHANNEL, event.customer.phone),
+        key=key_for(event, observation),
         event_type=event.type,
-        order_id=order.id,
-        transition_id=event.event_id,
+        order_id=event.order.id,
+        transition=observation.transition,
+        crm_event_id=event.event_id,
         channel=CHANNEL,
         recipient=event.customer.phone,
         body=rule.render(event),
         rule=rule.name,
-        order_status=order.status,
-        previous_status=order.previous_status,
+        order_status=observation.status,
+        previous_status=observation.previous_status,
         occurred_at=event.occurred_at,
         received_at=envelope.received_at,
         correlation_id=envelope.correlation_id,
     )
 
 
+def _no_sms(reason: str, **extra: Any) -> dict[str, Any]:
+    logger.info("No SMS for this event", extra={"reason": reason, **extra})
+    return {"sent": False, "reason": reason}
+
+
 def send_notification(envelope: Envelope) -> dict[str, Any]:
     """`process` of the sms consumer (see the module docstring)."""
     current = runtime()
-    draft = plan(envelope, current.rules)
-    if isinstance(draft, str):
-        logger.info("No SMS for this event", extra={"reason": draft})
-        return {"sent": False, "reason": draft}
-    created = current.journal.create(draft)
-    logger.info(
-        "SMS notification recorded" if created else "SMS notification already known",
-        extra={
-            "notification_key": draft.key,
-            "recipient": mask_phone(draft.recipient),
-            "rule": draft.rule,
-            "order_id": draft.order_id,
-            # CRM -> webhook delay; the queue and gateway delays follow in the attempt's log.
-            "crm_delay_ms": _ms(draft.received_at - draft.occurred_at),
-        },
-    )
-    return _drive(current, draft.key)
+    event = parse(envelope)
+    if isinstance(event, str):
+        return _no_sms(event)
+    for _ in range(3):
+        state = current.journal.get_order(event.order.id)
+        observation = observe_event(state, event)
+        log_keys = {"order_id": event.order.id, "status": event.order.status, "entry": observation.entry}
+        if observation.kind == "stale":
+            metrics.add_metric(name="SmsStaleEvents", unit=MetricUnit.Count, value=1)
+            logger.warning(
+                "Stale order event: the order has moved on, no SMS",
+                extra={**log_keys, "reason": observation.reason},
+            )
+            return {"sent": False, "reason": f"stale: {observation.reason}"}
+        draft = plan(envelope, observation, event, current.rules) if observation.kind == "entered" else None
+        due = draft if isinstance(draft, Draft) else None
+        if observation.new_state is not None and not current.journal.record_entry(
+            observation.new_state, state.version if state else None, due
+        ):
+            continue  # another event of this order was saved meanwhile: decide again
+        if isinstance(draft, str):
+            return _no_sms(draft, **log_keys)
+        key = draft.key if draft is not None else key_for(event, observation)
+        if draft is None and current.journal.get(key) is None:
+            return _no_sms(f"{observation.reason}; that entry called for no SMS", **log_keys)
+        logger.info(
+            "SMS notification recorded" if draft is not None else "SMS notification already known",
+            extra={
+                **log_keys,
+                "notification_key": key,
+                "recipient": mask_phone(event.customer.phone),
+                "transition": observation.reason,
+                # CRM -> webhook delay; the queue and gateway delays follow in the attempt's log.
+                "crm_delay_ms": _ms(envelope.received_at - event.occurred_at),
+            },
+        )
+        return _drive(current, key)
+    raise TransientError("the order's state kept changing; will look again")
 
 
 def _until(moment: datetime, now: datetime) -> int:
@@ -349,7 +403,24 @@ def _drive(current: SmsRuntime, key: str) -> dict[str, Any]:
                 )
             continue
         if record.state is State.FAILED:
-            raise PermanentError(record.failure_reason or "SMS notification failed earlier")
+            if record.abandoned_at is not None:
+                logger.info("SMS abandoned by an operator: not sent", extra={"notification_key": key})
+                return _result(record)
+            if not (record.failed_retryable and record.never_taken):
+                raise PermanentError(
+                    f"{record.failure_reason or 'SMS notification failed earlier'}; decide with"
+                    f" `python -m ops journal resolve {key} --not-sent` (send once) or `--abandon`"
+                )
+            # A redelivery (a DLQ redrive after the cause was fixed, or SQS's own duplicate) of a
+            # notification whose attempts all were refused: nothing reached the gateway, so it
+            # is sent once more, through the same claim (of two redeliveries, one reopens it).
+            if current.journal.reopen(key, seen_since=record.state_since, by="redelivery"):
+                metrics.add_metric(name="SmsReopened", unit=MetricUnit.Count, value=1)
+                logger.warning(
+                    "Failed SMS redelivered: no attempt was taken, sending it once more",
+                    extra={"notification_key": key, "recipient": mask_phone(record.recipient)},
+                )
+            continue
         # accepted: done; unknown: the reconciler's, never a blind resend.
         logger.info("SMS not sent again", extra={"notification_key": key, "state": record.state.value})
         return _result(record)
@@ -362,7 +433,7 @@ def _attempt(current: SmsRuntime, record: Notification, owner: str) -> dict[str,
         return {"key": record.key, "state": "taken_over"}
     if finish.state is State.PENDING:
         assert finish.next_attempt_at is not None
-        attempts = f"{record.attempt_count} of {current.settings.max_attempts}"
+        attempts = f"{record.attempts_this_round} of {current.settings.max_attempts}"
         reason = f"gateway refused the SMS for now (attempt {attempts})"
         raise TransientError(reason, _until(finish.next_attempt_at, current.clock.now()))
     if finish.state is State.FAILED:
