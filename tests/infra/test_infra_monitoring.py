@@ -245,7 +245,11 @@ def test_a_high_share_of_failed_sms_alarms(synth: Synthesized) -> None:
     (result,) = [m for m in metrics.values() if m.get("ReturnData", True)]
     total = "(failed + accepted + unknown)"
     assert result["Expression"] == f"IF({total} > 0, 100 * failed / {total}, 0)"
-    for name, metric_name in (("failed", "SmsFailed"), ("accepted", "SmsAccepted"), ("unknown", "SmsUnknown")):
+    for name, metric_name in (
+        ("failed", "SmsFailed"),
+        ("accepted", "SmsAccepted"),
+        ("unknown", "SmsUnknown"),
+    ):
         # The worker's sends and the reconciler's (operator resends, orphans) alike.
         worker, reconciler = f"{metric_name.lower()}_worker", f"{metric_name.lower()}_reconciler"
         assert metrics[name]["Expression"] == f"FILL({worker}, 0) + FILL({reconciler}, 0)"
