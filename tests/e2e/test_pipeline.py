@@ -430,8 +430,9 @@ def sms_scenario(
         return record if record is not None and record["state"] == "accepted" else None
 
     record = wait_for(settled, 60, "the reconciler to settle the SMS")
-    # Telegram-style resend of the same CRM event: already known, never a second SMS.
+    # The CRM resends the same event, then the same change under a new id: never a second SMS.
     assert pipeline.send_crm_event(event) == 200
+    assert pipeline.send_crm_event({**event, "event_id": f"{event['event_id']}-retried"}) == 200
     assert pipeline.runtime.wait_until_drained(timeout=30)
     calls = [
         c
