@@ -3,7 +3,8 @@
 Replayed sequences: throttling that outlasts the retries then a redrive once it is fixed; a
 DynamoDB answer lost after the write was applied (botocore resends the request, whose condition
 then fails); unknowns waiting for a person that must not starve the reconciler's batch; an
-operator's resend carried out by a worker; an unresolved unknown that must never expire.
+unresolved unknown that must never expire. (An operator's resend carried out by a worker is in
+`test_sms_unknown.py`, beside the same sequence carried out by the reconciler.)
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pipeline.sms.gateways import FakeBehaviour
 from pipeline.sms.journal import Finish, State
 from tests.unit.consumer_support import Output
 from tests.unit.sms.conftest import (
-    LOOKUP_SETTLE_SECONDS,
     PHONE,
     SmsHarness,
     key_of,
@@ -194,29 +194,6 @@ def test_unknowns_past_the_deadline_never_starve_newer_ones(
     assert sms.record(fresh).state is State.ACCEPTED
     assert {sms.record(event).state for event in waiting} == {State.UNKNOWN}
     assert len(sms.fake.calls) == 4  # nothing past the deadline was resent
-
-
-def test_an_operators_resend_carried_out_by_a_worker_counts_as_the_one_resend(sms: SmsHarness) -> None:
-    sms.fake.then(FakeBehaviour.TIMEOUT_BEFORE_ACCEPT, FakeBehaviour.TIMEOUT_BEFORE_ACCEPT)
-    event = order_event()
-    sms.publish(event)
-    sms.deliver()
-    journal = sms.service.runtime().journal
-    assert journal.request_resend(key_of(event), by="operator") is not None
-
-    # The CRM's retry reaches a worker before the reconciler runs: the worker sends it.
-    sms.forget_idempotency()
-    sms.publish(event)
-    sms.deliver()
-    record = sms.record(event)
-    assert record.state is State.UNKNOWN and record.reconcile_resends == 1
-    assert [a["by"] for a in record.attempts] == ["worker", "worker"]
-
-    # The gateway proves it never got it, but the one resend is spent: a person decides again.
-    sms.clock.advance(LOOKUP_SETTLE_SECONDS)
-    report = sms.reconcile()
-    assert (report["resent"], report["unresolved"]) == (0, 1)
-    assert len(sms.fake.calls) == 2
 
 
 def test_an_unresolved_unknown_never_expires_and_a_resolved_one_does(sms: SmsHarness) -> None:
