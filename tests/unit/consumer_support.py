@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +25,7 @@ from aiogram.types import Update
 from pipeline import aws
 from pipeline.envelope import Envelope, crm_event_id, utc_now
 from pipeline.registry import Consumer, secret_env_var, table_env_var
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION, IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram import TelegramUpdate, publication
 from pipeline.worker import ConsumerWorker
 
@@ -173,7 +175,7 @@ class ConsumerQueues:
             "QUEUE_URL": self.queue_url,
             "DLQ_URL": self.dlq_url,
             "JOURNAL_TABLE": JOURNAL_TABLE,
-            "IDEMPOTENCY_TTL_SECONDS": "259200",
+            "IDEMPOTENCY_TTL_SECONDS": str(IDEMPOTENCY_TTL_SECONDS),
             **{table_env_var(table): TABLE_NAMES[table] for table in self.consumer.tables},
             **{secret_env_var(secret): f"{secret}-secret" for secret in self.consumer.secrets},
             **self.consumer.environment,
@@ -279,11 +281,18 @@ def create_tables() -> None:
     )
 
 
+def _seconds(period: timedelta) -> str:
+    return str(int(period.total_seconds()))
+
+
 def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
-    """Queue + DLQ as the stack makes them: redrive after the consumer's max_receive_count."""
+    """Queue + DLQ as the stack makes them: their retention periods, redrive after the consumer's
+    max_receive_count."""
     sqs = aws.client("sqs")
     name = f"{consumer.name}{suffix}"
-    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_url = sqs.create_queue(
+        QueueName=f"{name}-dlq", Attributes={"MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
+    )["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
@@ -291,6 +300,7 @@ def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
     queue_url = sqs.create_queue(
         QueueName=name,
         Attributes={
+            "MessageRetentionPeriod": _seconds(CONSUMER_QUEUE_RETENTION),
             "VisibilityTimeout": str(consumer.visibility_timeout_seconds),
             "RedrivePolicy": json.dumps(redrive),
         },
