@@ -22,6 +22,7 @@ import pytest
 from aiogram.dispatcher.middlewares.user_context import UserContextMiddleware
 from aiogram.types import Update
 
+from infra.tables import TTL_ATTRIBUTE
 from pipeline import aws
 from pipeline.envelope import Envelope, crm_event_id, utc_now
 from pipeline.registry import Consumer, secret_env_var, table_env_var
@@ -314,6 +315,22 @@ def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
 def journal_items() -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = aws.client("dynamodb").scan(TableName=JOURNAL_TABLE)["Items"]
     return items
+
+
+def age_idempotency_records(consumer: str, elapsed: timedelta) -> int:
+    """Make the consumer's Powertools idempotency records look `elapsed` older, as time passing
+    would: their `expiration` (the only time Powertools keeps, and compares with its clock when
+    it reads a record) moves back by `elapsed`. Returns how many records were aged."""
+    table = aws.resource("dynamodb").Table(JOURNAL_TABLE)
+    items = [item for item in table.scan()["Items"] if str(item["id"]).startswith(f"{consumer}#")]
+    for item in items:
+        table.update_item(
+            Key={"id": item["id"]},
+            UpdateExpression="SET #expiry = #expiry - :elapsed",
+            ExpressionAttributeNames={"#expiry": TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":elapsed": int(elapsed.total_seconds())},
+        )
+    return len(items)
 
 
 class Deploy(Protocol):
