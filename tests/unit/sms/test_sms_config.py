@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,10 @@ from pipeline.crm import CrmEvent
 from pipeline.observability import mask_phone, mask_phones
 from pipeline.registry import by_name, matches
 from pipeline.retention import CRM_RESEND_WINDOW, REDELIVERY_BOUND, SMS_RETENTION_MIN_DAYS
-from pipeline.sms.journal import notification_key
+from pipeline.sms.journal import notification_key, parse_iso
 from pipeline.sms.rules import RULES_ENV, load_rules
 from pipeline.sms.settings import SmsSettings
-from tests.unit.sms.conftest import MASKED_PHONE, PHONE, order_event
+from tests.unit.sms.conftest import MASKED_PHONE, PHONE, SmsHarness, order_event
 
 
 def _rules(*rules: dict[str, Any]) -> str:
@@ -130,6 +130,17 @@ def test_keys_outlive_every_redelivery_and_the_crms_resends() -> None:
         SmsSettings(journal_table="journal", retention_days=shorter_than_the_bound)
     with pytest.raises(ValidationError, match="SMS_HTTP_BASE_URL"):
         SmsSettings(journal_table="journal", gateway="http")
+
+
+def test_a_journal_record_expires_no_sooner_than_the_redelivery_bound(sms: SmsHarness) -> None:
+    """The table's TTL deletes a record at its `expiration`; until then a redriven or resent
+    event finds its key and sends nothing."""
+    sms.publish(order_event())
+    sms.deliver()
+    [record] = sms.journal_records()
+    created = parse_iso(record["created_at"]).replace(microsecond=0)  # `expiration` is whole seconds
+    kept = datetime.fromtimestamp(int(record["expiration"]), UTC) - created
+    assert kept >= REDELIVERY_BOUND + CRM_RESEND_WINDOW
 
 
 def test_the_registry_entry_routes_only_statuses_with_a_rule_and_fits_the_journal() -> None:
