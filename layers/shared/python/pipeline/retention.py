@@ -4,7 +4,8 @@ One computed bound, used by the CDK stack (queue retention), the workers (the sh
 idempotency TTL they accept), the SMS journal (its record retention) and the local runtime:
 
     REDELIVERY_BOUND = CONSUMER_QUEUE_RETENTION + DLQ_RETENTION + REDELIVERY_MARGIN
-                     = 4 days + 14 days + 1 day = 19 days (as the registry stands)
+
+(the README states the resulting numbers; tests/unit/test_readme.py checks them against these).
 
 Why that sum, counted from the moment a consumer records an event as done: a copy of the
 event (a Telegram or CRM resend, an SNS duplicate, a redelivery) can be dead-lettered only when
