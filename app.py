@@ -11,13 +11,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "layers" / "shared" / "python"))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from infra.application import build_app
+from pydantic import ValidationError
+
+from infra.application import build_app, settings_error_message
+from infra.environment import SettingsError
 
 
 def main() -> None:
     # Under the CDK CLI, CDK_OUTDIR says where to write; run directly, write ./cdk.out like the CLI.
     outdir = None if os.getenv("CDK_OUTDIR") else str(Path(__file__).resolve().parent / "cdk.out")
-    app, _ = build_app(outdir=outdir)
+    try:
+        app, _ = build_app(outdir=outdir)
+    except (ValidationError, SettingsError) as error:
+        # A refused setting names its context key; a traceback would only bury that line.
+        sys.exit(f"invalid deployment settings:\n{settings_error_message(error)}")
     app.synth()
 
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
+from pydantic import ValidationError
 
+from infra.environment import SettingsError
 from infra.paths import CDK_JSON
 from infra.settings import settings_from_node
 from infra.stack import PipelineStack
@@ -44,3 +46,15 @@ def build_app(
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stack
+
+
+def settings_error_message(error: ValidationError | SettingsError) -> str:
+    """One line per refused setting, `key: why`, for `python app.py` to print instead of a traceback."""
+    if isinstance(error, SettingsError):
+        return str(error)
+    lines = []
+    for detail in error.errors():
+        why = str(detail["msg"]).removeprefix("Value error, ")
+        key = ".".join(str(part) for part in detail["loc"])
+        lines.append(why if why.startswith(key) else f"{key}: {why}")
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.registry import CONSUMERS
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -67,8 +68,8 @@ class PipelineSettings(BaseModel):
     api_burst_limit: int = Field(default=100, ge=0)
     telegram_bot_id: str = Field(default="default", min_length=1)
     secret_rotation_grace_seconds: int = Field(default=3600, ge=0)
-    # Idempotency records outlive Telegram's 24 h redelivery window with a margin.
-    idempotency_ttl_seconds: int = Field(default=259_200, ge=60)
+    # Idempotency records outlive every redelivery, DLQ redrives included (pipeline.retention).
+    idempotency_ttl_seconds: int = IDEMPOTENCY_TTL_SECONDS
     # "retain" keeps tables, log groups and the topic key when the stack is deleted; "destroy"
     # (for development stacks) deletes them with it.
     removal_policy: Literal["retain", "destroy"] = "retain"
@@ -105,6 +106,8 @@ class PipelineSettings(BaseModel):
         if value not in LOG_RETENTION_DAYS:
             raise ValueError(f"log_retention_days must be one of {list(LOG_RETENTION_DAYS)}")
         return value
+
+    _idempotency_ttl_long_enough = field_validator("idempotency_ttl_seconds")(check_idempotency_ttl)
 
     @field_validator(*OPTIONAL_TEXT_SETTINGS, mode="before")
     @classmethod

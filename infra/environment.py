@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from infra.config import METRICS_NAMESPACE, TELEGRAM_CIDRS, PipelineSettings
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, load_rules
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
+from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
+from pipeline.worker import WorkerSettings
 
 # Logical table name of the idempotency journal every worker uses (and the SMS journal).
 JOURNAL = "journal"
@@ -25,6 +29,12 @@ SMS_CONSUMER = "sms"
 # The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract.
 TELEGRAM_SECRET = "telegram"  # noqa: S105 - a logical name, not a value
 CRM_SECRET = "crm"  # noqa: S105 - a logical name, not a value
+# Worker environment variables taken from a deployment setting, by the context key they come from.
+WORKER_SETTINGS = {"IDEMPOTENCY_TTL_SECONDS": "idempotency_ttl_seconds"}
+
+
+class SettingsError(ValueError):
+    """Settings a function would refuse at run time, found while building its environment."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,7 @@ class FunctionEnvironments:
             "QUEUE_URL": queue_url,
             "DLQ_URL": dlq_url,
             "JOURNAL_TABLE": tables[JOURNAL],
-            "IDEMPOTENCY_TTL_SECONDS": str(self.settings.idempotency_ttl_seconds),
+            **{name: str(getattr(self.settings, key)) for name, key in WORKER_SETTINGS.items()},
         }
         environment.update({table_env_var(name): tables[name] for name in consumer.tables})
         environment.update({secret_env_var(name): secrets[name] for name in consumer.secrets})
@@ -102,7 +112,24 @@ class FunctionEnvironments:
         environment.update(consumer.environment)
         if consumer.name == SMS_CONSUMER:
             environment.update(self.sms(consumer))
+        self.check_worker_environment(environment, consumer)
         return environment
+
+    def check_worker_environment(self, environment: Mapping[str, str], consumer: Consumer) -> None:
+        """Fail the synth (or the local start), not every message, on an environment
+        `pipeline.worker.WorkerSettings` would refuse; a variable built from a deployment
+        setting is named by its context key, any other by itself."""
+        try:
+            WorkerSettings.from_environment(environment)
+        except ValidationError as error:
+            problems = []
+            for detail in error.errors():
+                variable = WORKER_VARIABLES[str(detail["loc"][0])]
+                key = WORKER_SETTINGS.get(variable)
+                from_setting = key is not None and variable not in consumer.environment
+                name = key if from_setting else f"{variable} (of the {consumer.name} worker)"
+                problems.append(f"{name}: {str(detail['msg']).removeprefix('Value error, ')}")
+            raise SettingsError("; ".join(problems)) from None
 
     # -- SMS: the worker, the reconciler and the delivery-event handler -----------------------------
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from infra.config import PipelineSettings
@@ -29,8 +30,8 @@ from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 from local.overlay import local_deployment, local_overlay
 from local.settings import LocalSettings
 from pipeline.registry import CONSUMERS, Consumer, enabled
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
-DLQ_RETENTION_SECONDS = 14 * 24 * 3600
 WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET)
 
 
@@ -193,15 +194,24 @@ def _queue(sqs: Any, name: str, attributes: dict[str, str]) -> tuple[str, str]:
     return url, arn
 
 
+def _seconds(period: timedelta) -> str:
+    return str(int(period.total_seconds()))
+
+
 def _consumer_queues(sqs: Any, sns: Any, topic_arn: str, prefix: str, consumer: Consumer) -> QueuePair:
+    """Retention periods as the stack sets them (`pipeline.retention`)."""
     dlq_url, dlq_arn = _queue(
-        sqs, f"{prefix}-{consumer.name}-dlq", {"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)}
+        sqs, f"{prefix}-{consumer.name}-dlq", {"MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
     )
     redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.retry.max_receive_count}
     url, arn = _queue(
         sqs,
         f"{prefix}-{consumer.name}",
-        {"VisibilityTimeout": str(consumer.visibility_timeout_seconds), "RedrivePolicy": json.dumps(redrive)},
+        {
+            "MessageRetentionPeriod": _seconds(CONSUMER_QUEUE_RETENTION),
+            "VisibilityTimeout": str(consumer.visibility_timeout_seconds),
+            "RedrivePolicy": json.dumps(redrive),
+        },
     )
     sns.subscribe(
         TopicArn=topic_arn,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from aws_cdk import Acknowledgment as Ack
@@ -24,9 +25,11 @@ from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, Pi
 from infra.environment import FunctionEnvironments
 from infra.settings import PipelineSettings
 from pipeline.registry import Consumer
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
-# SQS's maximum; a failed message stays inspectable and redrivable for two weeks.
-DLQ_RETENTION = Duration.days(14)
+
+def duration(period: timedelta) -> Duration:
+    return Duration.seconds(int(period.total_seconds()))
 
 
 def subscription_filters(filter_policy: Mapping[str, list[Any]]) -> dict[str, sns.SubscriptionFilter]:
@@ -52,9 +55,10 @@ SETTING_GRANTS: dict[str, Callable[[lambda_.Function, str], None]] = {
 def secure_queue(
     scope: Construct, construct_id: str, *, dead_letter: bool = False, **props: Any
 ) -> sqs.Queue:
-    """An SSE (SQS-managed), TLS-only queue; a dead-letter one keeps messages for the maximum."""
+    """An SSE (SQS-managed), TLS-only queue; a dead-letter one keeps messages for DLQ_RETENTION
+    (the maximum; `pipeline.retention` counts it in the redelivery bound)."""
     if dead_letter:
-        props["retention_period"] = DLQ_RETENTION
+        props["retention_period"] = duration(DLQ_RETENTION)
     return sqs.Queue(
         scope, construct_id, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True, **props
     )
@@ -84,6 +88,8 @@ class ConsumerPipeline(Construct):
         self.queue = secure_queue(
             self,
             "Queue",
+            # Explicit, not SQS's default: the redelivery bound (pipeline.retention) counts it.
+            retention_period=duration(CONSUMER_QUEUE_RETENTION),
             visibility_timeout=Duration.seconds(consumer.visibility_timeout_seconds),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dlq, max_receive_count=consumer.retry.max_receive_count

@@ -17,6 +17,7 @@ from aws_cdk.cx_api import CloudAssembly
 from infra.application import build_app
 from infra.stack import PipelineStack
 from pipeline.registry import CONSUMERS
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 
 # Never build Docker/bundled assets in tests (there is no Docker here, and none is needed).
 BASE_CONTEXT: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
@@ -43,7 +44,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "removal_policy": "destroy",
     "telegram_bot_id": "shopbot",
     "secret_rotation_grace_seconds": "600",
-    "idempotency_ttl_seconds": "100000",
+    "idempotency_ttl_seconds": str(2 * IDEMPOTENCY_TTL_SECONDS),
     "bedrock_model_id": "   ",
     "sms_gateway": "http",
     "sms_http_base_url": SMS_HTTP_BASE_URL,

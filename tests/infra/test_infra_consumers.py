@@ -18,6 +18,7 @@ from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL
 from infra.environment import SMS_CONSUMER
 from infra.naming import pascal_case
 from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.journal import BY_STATE_INDEX
 
 FOURTEEN_DAYS = 14 * 24 * 3600
@@ -133,7 +134,7 @@ def test_worker_environment_follows_the_contract(
         "QUEUE_URL": _id(synth, pipeline.queue),
         "DLQ_URL": _id(synth, pipeline.dlq),
         "JOURNAL_TABLE": _id(synth, tables[JOURNAL]),
-        "IDEMPOTENCY_TTL_SECONDS": "259200",
+        "IDEMPOTENCY_TTL_SECONDS": str(IDEMPOTENCY_TTL_SECONDS),
         **{table_env_var(t): _id(synth, tables[t]) for t in consumer.tables},
         **{secret_env_var(s): _id(synth, secrets[s]) for s in consumer.secrets},
         **consumer.environment,

@@ -12,17 +12,19 @@ template, names/URLs/ARNs locally), the keys the documented local overlay adds
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from synthesized import BASE_CONTEXT, Synthesized, synthesize
-from template_queries import function_env, of_type
+from template_queries import function_env, of_type, props
 
 from local.resources import LocalResources
 from local.runtime import Runtime
 from local.settings import CDK_JSON, LocalSettings
-from tests.support.local_stack import local_resources_in_moto
+from pipeline.retention import REDELIVERY_BOUND, REDELIVERY_MARGIN
+from tests.support.local_stack import local_resources_in_moto, moto_client
 
 REGION = "eu-central-1"
 MOTO = "http://127.0.0.1:1000"
@@ -133,3 +135,27 @@ def test_the_comparison_covers_every_kind_of_local_function(local_resources: Loc
         *(consumer.name for consumer in local_resources.consumers),
     }
     assert "ai" in {consumer.name for consumer in local_resources.consumers}
+
+
+def test_local_queues_keep_messages_as_long_as_the_stacks_within_the_same_bound(
+    local_synth: Synthesized, local_resources: LocalResources
+) -> None:
+    """The local runtime's queues and DLQs (in moto) have the template's retention periods,
+    the ones the redelivery bound is made of."""
+
+    def local_retention(url: str) -> int:
+        attributes = moto_client("sqs").get_queue_attributes(
+            QueueUrl=url, AttributeNames=["MessageRetentionPeriod"]
+        )["Attributes"]
+        return int(attributes["MessageRetentionPeriod"])
+
+    assert set(local_resources.queues) == set(local_synth.stack.pipelines)
+    for name, queues in local_resources.queues.items():
+        pipeline = local_synth.stack.pipelines[name]
+        deployed = {
+            "queue": props(local_synth.resources, local_synth.logical_id(pipeline.queue)),
+            "dlq": props(local_synth.resources, local_synth.logical_id(pipeline.dlq)),
+        }
+        local = {"queue": local_retention(queues.url), "dlq": local_retention(queues.dlq_url)}
+        assert local == {kind: queue["MessageRetentionPeriod"] for kind, queue in deployed.items()}, name
+        assert timedelta(seconds=sum(local.values())) + REDELIVERY_MARGIN == REDELIVERY_BOUND, name

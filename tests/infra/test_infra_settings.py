@@ -22,6 +22,7 @@ from infra.constructs.consumers import subscription_filters
 from infra.paths import CDK_JSON, PROJECT_ROOT
 from infra.settings import LAMBDA_LOG_LEVELS, PipelineSettings, cdk_removal_policy, settings_from_node
 from pipeline.registry import Consumer, enabled
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 
 
 def _settings(context: dict[str, object]) -> PipelineSettings:
@@ -32,7 +33,7 @@ def test_defaults_apply_without_context() -> None:
     settings = _settings({})
     assert (settings.log_retention_days, settings.api_rate_limit, settings.api_burst_limit) == (30, 50, 100)
     assert settings.powertools_version == "3.37.0"
-    assert settings.idempotency_ttl_seconds == 259_200
+    assert settings.idempotency_ttl_seconds == IDEMPOTENCY_TTL_SECONDS
     assert cdk_removal_policy(settings) == cdk.RemovalPolicy.RETAIN
     assert settings.bedrock_model_id is None
     # pipeline.sms.settings' default gateway; the stack makes the configuration set.
@@ -161,7 +162,10 @@ def test_context_values_reach_the_template(custom_synth: Synthesized) -> None:
     assert webhook_env["SECRET_ROTATION_GRACE_SECONDS"] == "600"
     for pipeline in stack.pipelines.values():
         function_id = custom_synth.logical_id(pipeline.worker.function)
-        assert function_env(resources, function_id)["IDEMPOTENCY_TTL_SECONDS"] == "100000"
+        assert (
+            function_env(resources, function_id)["IDEMPOTENCY_TTL_SECONDS"]
+            == CUSTOM_CONTEXT["idempotency_ttl_seconds"]
+        )
         assert props(resources, function_id)["LoggingConfig"]["ApplicationLogLevel"] == "DEBUG"
         assert function_env(resources, function_id)["POWERTOOLS_LOG_LEVEL"] == "DEBUG"
     assert "ai" not in stack.pipelines

@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,9 +22,11 @@ import pytest
 from aiogram.dispatcher.middlewares.user_context import UserContextMiddleware
 from aiogram.types import Update
 
+from infra.tables import TTL_ATTRIBUTE
 from pipeline import aws
 from pipeline.envelope import Envelope, crm_event_id, utc_now
 from pipeline.registry import Consumer, secret_env_var, table_env_var
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION, IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram import TelegramUpdate, publication
 from pipeline.worker import ConsumerWorker
 
@@ -173,7 +176,7 @@ class ConsumerQueues:
             "QUEUE_URL": self.queue_url,
             "DLQ_URL": self.dlq_url,
             "JOURNAL_TABLE": JOURNAL_TABLE,
-            "IDEMPOTENCY_TTL_SECONDS": "259200",
+            "IDEMPOTENCY_TTL_SECONDS": str(IDEMPOTENCY_TTL_SECONDS),
             **{table_env_var(table): TABLE_NAMES[table] for table in self.consumer.tables},
             **{secret_env_var(secret): f"{secret}-secret" for secret in self.consumer.secrets},
             **self.consumer.environment,
@@ -279,11 +282,18 @@ def create_tables() -> None:
     )
 
 
+def _seconds(period: timedelta) -> str:
+    return str(int(period.total_seconds()))
+
+
 def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
-    """Queue + DLQ as the stack makes them: redrive after the consumer's max_receive_count."""
+    """Queue + DLQ as the stack makes them: their retention periods, redrive after the consumer's
+    max_receive_count."""
     sqs = aws.client("sqs")
     name = f"{consumer.name}{suffix}"
-    dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_url = sqs.create_queue(
+        QueueName=f"{name}-dlq", Attributes={"MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
+    )["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
@@ -291,6 +301,7 @@ def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
     queue_url = sqs.create_queue(
         QueueName=name,
         Attributes={
+            "MessageRetentionPeriod": _seconds(CONSUMER_QUEUE_RETENTION),
             "VisibilityTimeout": str(consumer.visibility_timeout_seconds),
             "RedrivePolicy": json.dumps(redrive),
         },
@@ -304,6 +315,22 @@ def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
 def journal_items() -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = aws.client("dynamodb").scan(TableName=JOURNAL_TABLE)["Items"]
     return items
+
+
+def age_idempotency_records(consumer: str, elapsed: timedelta) -> int:
+    """Make the consumer's Powertools idempotency records look `elapsed` older, as time passing
+    would: their `expiration` (the only time Powertools keeps, and compares with its clock when
+    it reads a record) moves back by `elapsed`. Returns how many records were aged."""
+    table = aws.resource("dynamodb").Table(JOURNAL_TABLE)
+    items = [item for item in table.scan()["Items"] if str(item["id"]).startswith(f"{consumer}#")]
+    for item in items:
+        table.update_item(
+            Key={"id": item["id"]},
+            UpdateExpression="SET #expiry = #expiry - :elapsed",
+            ExpressionAttributeNames={"#expiry": TTL_ATTRIBUTE},
+            ExpressionAttributeValues={":elapsed": int(elapsed.total_seconds())},
+        )
+    return len(items)
 
 
 class Deploy(Protocol):

@@ -11,6 +11,14 @@ import pytest
 from infra.config import PipelineSettings
 from ops.cli import build_parser
 from pipeline.registry import CONSUMERS
+from pipeline.retention import (
+    CRM_RESEND_WINDOW,
+    IDEMPOTENCY_TTL_SECONDS,
+    REDELIVERY_BOUND,
+    SMS_RETENTION_DAYS,
+    SMS_RETENTION_MIN_DAYS,
+    describe_bound,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -80,3 +88,28 @@ def test_every_ops_command_in_the_readme_parses(line: str) -> None:
     words = shlex.split(line.replace("<key>", "0123abcd").replace("--accepted|--not-sent", "--accepted"))
     parsed = build_parser().parse_args(words)
     assert parsed is not None
+
+
+def flowing(text: str) -> str:
+    """Markdown text with its line breaks and indentation as single spaces."""
+    return " ".join(text.split())
+
+
+def test_the_readme_states_the_redelivery_bound_and_what_derives_from_it_as_computed() -> None:
+    bound_days = REDELIVERY_BOUND.days
+    expected = {
+        "Consumers": [
+            f"the redelivery bound is {describe_bound()};",
+            f"Powertools records are kept {IDEMPOTENCY_TTL_SECONDS} s ({bound_days} days)",
+            f"SMS journal records {SMS_RETENTION_DAYS} days",
+        ],
+        "Configuration": [f"| `idempotency_ttl_seconds` | `{IDEMPOTENCY_TTL_SECONDS}` ({bound_days} days) |"],
+        "Order-status SMS: exactly one SMS per business event": [
+            f"records live {SMS_RETENTION_DAYS} days: the redelivery bound of {bound_days} days",
+            f"plus {CRM_RESEND_WINDOW.days} days of CRM resends (`SMS_RETENTION_DAYS`, at least"
+            f" {SMS_RETENTION_MIN_DAYS})",
+        ],
+    }
+    for title, phrases in expected.items():
+        text = flowing(section(title))
+        assert [phrase for phrase in phrases if phrase not in text] == [], title

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +14,14 @@ from pydantic import BaseModel
 
 from pipeline import aws
 from pipeline.registry import secret_env_var
-from tests.unit.consumer_support import JOURNAL_TABLE, Output, telegram_envelope, telegram_update
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
+from tests.unit.consumer_support import (
+    JOURNAL_TABLE,
+    Output,
+    age_idempotency_records,
+    telegram_envelope,
+    telegram_update,
+)
 from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer, FakeHttpServer, Recorded, Scripted
 
 ANNA_CHAT = 123456789
@@ -88,6 +96,36 @@ def test_one_send_message_per_command_update(bot: DeployedConsumer, http_fake: F
         ("sendMessage", {"chat_id": -4012345678, "text": default_replies()["/help"]}),
         ("sendMessage", {"chat_id": ANNA_CHAT, "text": default_replies()["/start"]}),
     ]
+
+
+def test_a_message_redriven_days_later_gets_no_second_reply_until_the_redelivery_bound(
+    bot: DeployedConsumer, http_fake: FakeHttpServer
+) -> None:
+    """The /start update is answered, then the same message comes back from a DLQ redrive after
+    it spent the queue's retention (4 days: the old 72 h TTL had run out) and again just before
+    the redelivery bound: no second sendMessage.
+
+    Time passes by moving the idempotency record's `expiration` back (`age_idempotency_records`)
+    rather than the clock: Powertools keeps no other time and compares it with `datetime.now()`
+    on every read, so an aged record is exactly a record written that long ago, while moto's
+    queues and the HTTP fake keep running on real time.
+    """
+    start = telegram_envelope(telegram_update("private_start"))
+    assert bot.deliver(start).failed == []
+    assert len(http_fake.requests) == 1
+
+    aged = timedelta(0)
+    for redriven_after in (CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND - timedelta(minutes=1)):
+        assert age_idempotency_records("autoreply", redriven_after - aged) == 1
+        aged = redriven_after
+        assert bot.deliver(start).failed == []
+        assert len(http_fake.requests) == 1, f"replied again after {redriven_after}"
+    assert (bot.app.worker.counts["processed"], bot.app.worker.counts["duplicate"]) == (1, 2)
+
+    # Past the bound the record counts as gone and the update is answered again: the aging is real.
+    age_idempotency_records("autoreply", timedelta(minutes=2))
+    assert bot.deliver(start).failed == []
+    assert len(http_fake.requests) == 2
 
 
 def test_configured_replies_and_the_default_reply(

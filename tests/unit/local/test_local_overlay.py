@@ -10,6 +10,7 @@ import pytest
 from infra.config import PipelineSettings
 from local.overlay import LOCAL_BEDROCK_MODEL_ID, local_deployment, local_overlay
 from local.settings import PROJECT_ROOT, LocalSettings
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 
 FAKES = {
     "telegram": "http://127.0.0.1:1001",
@@ -29,7 +30,7 @@ EVERY_FUNCTION = {
 def test_the_deployment_uses_the_sms_fake_and_keeps_every_other_setting() -> None:
     configured = PipelineSettings(
         telegram_bot_id="shop",
-        idempotency_ttl_seconds=100_000,
+        idempotency_ttl_seconds=2 * IDEMPOTENCY_TTL_SECONDS,
         log_level="DEBUG",
         sms_origination_identity="MyShop",
         sms_message_type="PROMOTIONAL",

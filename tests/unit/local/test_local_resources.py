@@ -14,7 +14,11 @@ from local.overlay import LOCAL_BEDROCK_MODEL_ID
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
 from pipeline.registry import CONSUMERS, by_name, enabled, secret_env_var, table_env_var
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from tests.support.local_stack import local_resources_in_moto, moto_client
+
+# An accepted idempotency TTL other than the default.
+LONGER_TTL = 2 * IDEMPOTENCY_TTL_SECONDS
 
 REGION = "eu-central-1"
 FAKES = {"crm": "http://127.0.0.1:1111", "sms": "http://127.0.0.1:2222"}
@@ -124,7 +128,7 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         assert environment["QUEUE_URL"] == stack.queues[consumer.name].url
         assert environment["DLQ_URL"] == stack.queues[consumer.name].dlq_url
         assert environment["JOURNAL_TABLE"] == stack.tables["journal"]
-        assert environment["IDEMPOTENCY_TTL_SECONDS"] == "259200"
+        assert environment["IDEMPOTENCY_TTL_SECONDS"] == str(IDEMPOTENCY_TTL_SECONDS)
         for table in consumer.tables:
             assert environment[table_env_var(table)] == stack.tables[table]
         for secret in consumer.secrets:
@@ -179,13 +183,15 @@ def test_without_a_model_id_the_ai_consumer_does_not_exist(stack: LocalResources
 def test_settings_follow_the_cdk_context(tmp_path: Path) -> None:
     cdk_json = tmp_path / "cdk.json"
     cdk_json.write_text(
-        json.dumps({"context": {"telegram_bot_id": "shop", "idempotency_ttl_seconds": "300000", "other": 1}})
+        json.dumps(
+            {"context": {"telegram_bot_id": "shop", "idempotency_ttl_seconds": str(LONGER_TTL), "other": 1}}
+        )
     )
 
     settings = LocalSettings.from_cdk_json(cdk_json, context={"log_level": "DEBUG"}, region="us-east-1")
 
     assert settings.deployment == PipelineSettings(
-        telegram_bot_id="shop", idempotency_ttl_seconds=300_000, log_level="DEBUG"
+        telegram_bot_id="shop", idempotency_ttl_seconds=LONGER_TTL, log_level="DEBUG"
     )
     assert (settings.telegram_bot_id, settings.region) == ("shop", "us-east-1")
     assert LocalSettings.from_cdk_json(tmp_path / "absent.json") == LocalSettings()

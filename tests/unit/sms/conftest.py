@@ -226,7 +226,7 @@ class SmsHarness:
         return [item for item in items if _JOURNAL_ID.match(item["id"])]
 
     def forget_idempotency(self) -> int:
-        """Drop Powertools' idempotency records, as their in-progress expiry or 72 h TTL would.
+        """Drop Powertools' idempotency records, as their in-progress expiry or their TTL would.
 
         What is left to stop a duplicate is the SMS journal alone.
         """

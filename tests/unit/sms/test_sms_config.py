@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,11 @@ from pydantic import ValidationError
 from pipeline.crm import CrmEvent
 from pipeline.observability import mask_phone, mask_phones
 from pipeline.registry import by_name, matches
-from pipeline.sms.journal import notification_key
+from pipeline.retention import CRM_RESEND_WINDOW, REDELIVERY_BOUND, SMS_RETENTION_MIN_DAYS
+from pipeline.sms.journal import notification_key, parse_iso
 from pipeline.sms.rules import RULES_ENV, load_rules
 from pipeline.sms.settings import SmsSettings
-from tests.unit.sms.conftest import MASKED_PHONE, PHONE, order_event
+from tests.unit.sms.conftest import MASKED_PHONE, PHONE, SmsHarness, order_event
 
 
 def _rules(*rules: dict[str, Any]) -> str:
@@ -115,13 +118,29 @@ def test_phones_in_free_text_are_masked_whatever_their_separators(text: str, exp
     assert mask_phones(text) == expected
 
 
-def test_keys_are_kept_longer_than_any_sqs_redelivery() -> None:
+def test_keys_outlive_every_redelivery_and_the_crms_resends() -> None:
+    """An SMS key forgotten while its event can still come back would text the customer twice."""
     settings = SmsSettings(journal_table="journal")
-    assert settings.retention_days == 30
-    with pytest.raises(ValidationError):
-        SmsSettings(journal_table="journal", retention_days=7)  # SQS keeps a message up to 14 days
+    assert settings.retention >= REDELIVERY_BOUND + CRM_RESEND_WINDOW
+    shortest = SmsSettings(journal_table="journal", retention_days=SMS_RETENTION_MIN_DAYS)
+    assert shortest.retention >= REDELIVERY_BOUND
+    shorter_than_the_bound = math.ceil(REDELIVERY_BOUND / timedelta(days=1)) - 1
+    assert timedelta(days=shorter_than_the_bound) < REDELIVERY_BOUND
+    with pytest.raises(ValidationError, match="retention_days"):
+        SmsSettings(journal_table="journal", retention_days=shorter_than_the_bound)
     with pytest.raises(ValidationError, match="SMS_HTTP_BASE_URL"):
         SmsSettings(journal_table="journal", gateway="http")
+
+
+def test_a_journal_record_expires_no_sooner_than_the_redelivery_bound(sms: SmsHarness) -> None:
+    """The table's TTL deletes a record at its `expiration`; until then a redriven or resent
+    event finds its key and sends nothing."""
+    sms.publish(order_event())
+    sms.deliver()
+    [record] = sms.journal_records()
+    created = parse_iso(record["created_at"]).replace(microsecond=0)  # `expiration` is whole seconds
+    kept = datetime.fromtimestamp(int(record["expiration"]), UTC) - created
+    assert kept >= REDELIVERY_BOUND + CRM_RESEND_WINDOW
 
 
 def test_the_registry_entry_routes_every_status_change_and_fits_the_journal() -> None:

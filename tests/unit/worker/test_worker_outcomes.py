@@ -15,6 +15,7 @@ from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.registry import by_name
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.worker import ConsumerWorker, WorkerSettings
 from tests.unit.consumer_support import (
     Deploy,
@@ -259,11 +260,11 @@ def test_missing_environment_fails_the_invocation_with_the_missing_settings(
     assert missing == {"consumer_name", "queue_url", "dlq_url", "journal_table"}
 
 
-def test_settings_refuse_an_idempotency_window_shorter_than_telegrams_redelivery(aws_env: None) -> None:
+def test_settings_refuse_an_idempotency_window_shorter_than_the_redelivery_bound(aws_env: None) -> None:
+    required = {"consumer_name": "a", "queue_url": "q", "dlq_url": "d", "journal_table": "j"}
     with pytest.raises(ValidationError, match="idempotency_ttl_seconds"):
-        WorkerSettings(
-            consumer_name="a", queue_url="q", dlq_url="d", journal_table="j", idempotency_ttl_seconds=3600
-        )
+        WorkerSettings(**required, idempotency_ttl_seconds=IDEMPOTENCY_TTL_SECONDS - 1)
+    assert WorkerSettings(**required).idempotency_ttl_seconds == IDEMPOTENCY_TTL_SECONDS
 
 
 def test_reset_rereads_the_consumer_from_the_new_environment(deploy: Deploy) -> None:

@@ -22,7 +22,7 @@ import math
 import os
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +37,13 @@ from aws_lambda_powertools.utilities.idempotency import (
 )
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.registry import Consumer, RetryPolicy, by_name
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
 Process = Callable[[Envelope], dict[str, Any] | None]
 
@@ -50,24 +51,49 @@ Process = Callable[[Envelope], dict[str, Any] | None]
 MAX_VISIBILITY_SECONDS = 43_200
 
 
+# Field of WorkerSettings -> the environment variable it is read from.
+ENVIRONMENT_VARIABLES = {
+    "consumer_name": "CONSUMER_NAME",
+    "queue_url": "QUEUE_URL",
+    "dlq_url": "DLQ_URL",
+    "journal_table": "JOURNAL_TABLE",
+    "idempotency_ttl_seconds": "IDEMPOTENCY_TTL_SECONDS",
+}
+
+
 class WorkerSettings(BaseModel):
-    """What a worker reads from its environment (set by the CDK stack or the local runtime)."""
+    """What a worker reads from its environment (set by the CDK stack or the local runtime).
+
+    `infra.environment` validates every worker's environment with this model at synth (and at
+    the local start), so a constraint added here is enforced before anything is deployed.
+    """
 
     consumer_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
     dlq_url: str = Field(min_length=1)
     journal_table: str = Field(min_length=1)
-    idempotency_ttl_seconds: int = Field(default=259_200, ge=172_800)
+    # Records must outlive every redelivery of their event (pipeline.retention).
+    idempotency_ttl_seconds: int = IDEMPOTENCY_TTL_SECONDS
+
+    _long_enough = field_validator("idempotency_ttl_seconds")(check_idempotency_ttl)
+
+    @classmethod
+    def from_environment(cls, environment: Mapping[str, str]) -> WorkerSettings:
+        """Unset required variables read as empty (and are refused naming their field); an unset
+        or empty TTL keeps the default."""
+        values: dict[str, str] = {
+            field: environment.get(name, "")
+            for field, name in ENVIRONMENT_VARIABLES.items()
+            if field in REQUIRED or environment.get(name)
+        }
+        return cls.model_validate(values)
 
     @classmethod
     def from_env(cls) -> WorkerSettings:
-        return cls(
-            consumer_name=os.environ.get("CONSUMER_NAME", ""),
-            queue_url=os.environ.get("QUEUE_URL", ""),
-            dlq_url=os.environ.get("DLQ_URL", ""),
-            journal_table=os.environ.get("JOURNAL_TABLE", ""),
-            idempotency_ttl_seconds=int(os.environ.get("IDEMPOTENCY_TTL_SECONDS", "259200")),
-        )
+        return cls.from_environment(os.environ)
+
+
+REQUIRED = frozenset(name for name, field in WorkerSettings.model_fields.items() if field.is_required())
 
 
 @dataclass(frozen=True)

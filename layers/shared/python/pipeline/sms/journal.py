@@ -51,6 +51,7 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from pipeline import aws
+from pipeline.retention import SMS_RETENTION_DAYS
 
 if TYPE_CHECKING:
     from pipeline.sms.orders import OrderState
@@ -242,7 +243,7 @@ class Journal:
         table_name: str,
         *,
         lease: timedelta = timedelta(seconds=120),
-        retention: timedelta = timedelta(days=30),
+        retention: timedelta = timedelta(days=SMS_RETENTION_DAYS),
         clock: Clock = CLOCK,
     ) -> None:
         self.table_name = table_name

@@ -8,9 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-# SQS keeps a message at most 14 days; a notification key must outlive every redelivery of it,
-# and the CRM's own retries (hours to a few days), or an old event would count as new again.
-SQS_MAX_RETENTION_DAYS = 14
+from pipeline.retention import SMS_RETENTION_DAYS, SMS_RETENTION_MIN_DAYS
 
 GatewayKind = Literal["end_user_messaging", "http", "fake"]
 
@@ -47,7 +45,10 @@ class SmsSettings(BaseModel):
     # How long a claim protects a `sending` record; longer than the Lambda timeout, so only a
     # dead worker's claim expires (and then the outcome is `unknown`, never a blind resend).
     lease_seconds: int = Field(default=120, ge=10, le=3_600)
-    retention_days: int = Field(default=30, gt=SQS_MAX_RETENTION_DAYS, le=365)
+    # A notification key must outlive every redelivery of its event (at least the redelivery
+    # bound) and the CRM's resends (the default adds their window), or an old event would count
+    # as new again: see pipeline.retention.
+    retention_days: int = Field(default=SMS_RETENTION_DAYS, ge=SMS_RETENTION_MIN_DAYS, le=365)
     # An `unknown` older than this is left for a person (metric SmsUnknownPastDeadline).
     reconcile_deadline_hours: float = Field(default=24, gt=0, le=24 * 14)
     reconcile_batch_size: int = Field(default=100, ge=1, le=1_000)
