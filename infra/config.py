@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pipeline import phones
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
@@ -96,6 +97,21 @@ class PipelineSettings(BaseModel):
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Accept Telegram webhook calls only from Telegram's published ranges (TELEGRAM_CIDRS).
     telegram_ip_allowlist: bool = False
+    # -- CRM phone numbers ----------------------------------------------------------------------
+    # Region (ISO 3166 alpha-2, e.g. "BY") in which the webhook reads national phone forms
+    # ("8 029 123-45-67"); unset: only international (+...) forms are accepted (pipeline.phones).
+    phone_default_region: str | None = None
+
+    @field_validator("phone_default_region", mode="before")
+    @classmethod
+    def _known_phone_region(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        region = value.strip().upper()
+        if region and not phones.is_known_region(region):
+            raise ValueError("phone_default_region must be an ISO 3166 alpha-2 region code, e.g. BY")
+        return region or None
+
     # Context values for any other registry `requires_setting` key (a consumer added later that
     # is switched on by a key this model does not declare).
     consumer_settings: dict[str, str] = Field(default_factory=dict)

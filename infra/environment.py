@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from infra.config import METRICS_NAMESPACE, TELEGRAM_CIDRS, PipelineSettings
+from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, load_rules
@@ -82,6 +83,8 @@ class FunctionEnvironments:
             # HTTP APIs have no resource policy: the webhook itself refuses Telegram-route calls
             # from outside these CIDRs (comma-separated; empty = no IP check).
             "TELEGRAM_IP_ALLOWLIST": ",".join(TELEGRAM_CIDRS) if settings.telegram_ip_allowlist else "",
+            # Where national CRM phone forms are read ("" = international forms only).
+            DEFAULT_REGION_ENV: settings.phone_default_region or "",
         }
 
     def worker(

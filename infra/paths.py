@@ -9,6 +9,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 # Layer asset: Lambda mounts its `python/` folder at /opt/python.
 SHARED_LAYER_DIR = PROJECT_ROOT / "layers" / "shared"
+# Source of the phonenumbers layer: only its requirements file (the pin); bundling installs it.
+PHONENUMBERS_LAYER_DIR = PROJECT_ROOT / "layers" / "phonenumbers"
 CDK_JSON = PROJECT_ROOT / "cdk.json"
 
 # Files that are never shipped in an asset (and must not change its hash).

@@ -12,7 +12,7 @@ from infra.constructs.events_topic import EventsTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.journal import DataTables
 from infra.constructs.lambda_function import FunctionDefaults
-from infra.constructs.layers import PipelineLayers
+from infra.constructs.layers import PipelineLayers, validates_crm_events
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.secrets import ConsumerSecrets, WebhookSecrets
 from infra.constructs.sms import SmsSupport
@@ -91,6 +91,14 @@ class PipelineStack(Stack):
                 journal=self.tables.journal,
                 secrets=self.consumer_secrets.by_name,
             )
+        # The webhook and the consumers of CRM events validate `CrmEvent`, whose phone check needs
+        # `phonenumbers` (in no other layer); no other function gets it.
+        self.phonenumbers_functions = [
+            self.ingress.webhook,
+            *(p.worker for p in self.pipelines.values() if validates_crm_events(p.consumer)),
+        ]
+        for function in self.phonenumbers_functions:
+            function.function.add_layers(layers.phonenumbers)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterEr
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import aws, crm, secrets, telegram
+from pipeline import aws, crm, phones, secrets, telegram
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
     Envelope,
@@ -43,6 +43,8 @@ metrics = Metrics()
 
 # The header name, set with setWebhook(secret_token=...); its value is the secret.
 TELEGRAM_AUTH_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+# The rejection reason of a CRM event refused only for its customer's phone (an alarm watches it).
+INVALID_PHONE_REASON = "invalid_phone"
 
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -56,6 +58,8 @@ class Settings:
     bot_id: str
     # Networks Telegram webhook calls may come from; empty: any (the secret token still applies).
     telegram_ip_allowlist: tuple[IpNetwork, ...] = ()
+    # Region national CRM phone forms are read in (validated at synth); None: international only.
+    phone_default_region: str | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -65,6 +69,7 @@ class Settings:
             crm_secret_id=os.environ["CRM_SECRET_ID"],
             bot_id=os.environ["TELEGRAM_BOT_ID"],
             telegram_ip_allowlist=ip_allowlist(os.environ.get("TELEGRAM_IP_ALLOWLIST", "")),
+            phone_default_region=os.environ.get(phones.DEFAULT_REGION_ENV, "").strip() or None,
         )
 
 
@@ -243,11 +248,26 @@ def _handle(source: Source, work: Callable[[], Outcome]) -> Outcome:
         return rejection.outcome()
 
 
-def _validate(model: type[BaseModel], payload: Any, status_code: int) -> Any:
+def _validate(
+    model: type[BaseModel], payload: Any, status_code: int, context: dict[str, Any] | None = None
+) -> Any:
     try:
-        return model.model_validate(payload)
+        return model.model_validate(payload, context=context)
     except ValidationError as error:
-        _reject(status_code, "invalid", f"body is not a valid {model.__name__}", field_errors(error))
+        _reject(
+            status_code,
+            _rejection_reason(error),
+            f"body is not a valid {model.__name__}",
+            field_errors(error),
+        )
+
+
+def _rejection_reason(error: ValidationError) -> str:
+    """`invalid_phone` when the customer's phone is all that is wrong (the CRM's data, which an
+    alarm watches); `invalid` for any other broken event."""
+    if all(item["type"] == crm.PHONE_ERROR_TYPE for item in error.errors(include_input=False)):
+        return INVALID_PHONE_REASON
+    return "invalid"
 
 
 def ingest_telegram(request: Request, settings: Settings) -> Outcome:
@@ -291,14 +311,16 @@ def ingest_crm(request: Request, settings: Settings) -> Outcome:
         if check is not crm.SignatureCheck.VALID:
             _reject(401, "unauthorized", f"signature {check.value}", detail=check.value)
         payload = parse_json(raw)
-        event: crm.CrmEvent = _validate(crm.CrmEvent, payload, 422)
+        context = crm.validation_context(settings.phone_default_region)
+        event: crm.CrmEvent = _validate(crm.CrmEvent, payload, 422, context)
         envelope = Envelope(
             event_id=crm_event_id(event.event_id),
             source="crm",
             type=event.type,
             correlation_id=request.correlation_id,
             received_at=utc_now(),
-            payload=payload,
+            # As received, but with the phone in E.164: the SMS consumer keys on it.
+            payload=event.normalised_payload(payload),
         )
         attributes: dict[str, str | None] = {
             "source": "crm",

@@ -25,6 +25,8 @@ CRM_PATH = "/crm/events"
 # The webhook's rejection metric: EventsRejected{service=webhook, source, reason} (webhook.ingest).
 REJECTED_METRIC = "EventsRejected"
 UNAUTHORIZED_REASON = "unauthorized"
+# A CRM event refused only for its customer's phone (webhook.ingest.INVALID_PHONE_REASON).
+INVALID_PHONE_REASON = "invalid_phone"
 AUTHENTICATED_SOURCES = ("telegram", "crm")
 
 # HTTP API access log fields ($context variables of HTTP APIs). No headers and no body: the
@@ -155,6 +157,10 @@ class Ingress(Construct):
             label="Unauthorized requests",
             period=Duration.minutes(5),
         )
+
+    def invalid_phone_events(self) -> cloudwatch.Metric:
+        """CRM events refused (422) because `customer.phone` is not a valid number."""
+        return self.rejected_metric("crm", INVALID_PHONE_REASON)
 
     @property
     def webhook_url(self) -> str:

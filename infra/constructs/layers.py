@@ -1,15 +1,104 @@
-"""The two layers every function runs with: our shared `pipeline` package and AWS's Powertools."""
+"""The layers: our shared `pipeline` package and AWS's Powertools, which every function runs
+with, and `phonenumbers`, which only the functions that validate CRM events get."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.paths import ASSET_EXCLUDES, SHARED_LAYER_DIR
+from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR
+from pipeline.registry import Consumer
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
+# What `pip install --platform/--python-version` targets for RUNTIME on ARCHITECTURE.
+PIP_PLATFORM = "manylinux2014_aarch64"
+PIP_PYTHON_VERSION = "3.13"
+PHONENUMBERS_REQUIREMENTS = PHONENUMBERS_LAYER_DIR / "requirements.txt"
+CRM_SOURCE = "crm"
+
+_PIN = re.compile(r"^phonenumbers==(?P<version>[0-9][0-9A-Za-z.]*)$")
+
+
+def phonenumbers_pin(requirements: Path = PHONENUMBERS_REQUIREMENTS) -> str:
+    """`phonenumbers==<version>`: the layer's one requirement, read from its requirements file."""
+    lines = [line.strip() for line in requirements.read_text(encoding="utf-8").splitlines()]
+    pins = [line for line in lines if line and not line.startswith("#")]
+    if len(pins) != 1 or not _PIN.match(pins[0]):
+        raise ValueError(f"{requirements} must hold exactly one `phonenumbers==<version>` line")
+    return pins[0]
+
+
+def pip_install_command(target: str, requirement: str) -> list[str]:
+    """pip installing `requirement` for the Lambda runtime (not this machine) into `target`.
+
+    Binary wheels only, for python3.13 on aarch64, so what runs here never decides what Lambda
+    gets; no .pyc (they would be this interpreter's, not 3.13's)."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--platform",
+        PIP_PLATFORM,
+        "--only-binary=:all:",
+        "--python-version",
+        PIP_PYTHON_VERSION,
+        "--no-compile",
+        "--target",
+        target,
+        requirement,
+    ]
+
+
+@jsii.implements(ILocalBundling)
+class PipLocalBundling:
+    """Builds the layer with this machine's pip: no Docker needed (CDK falls back to Docker only
+    if this returns False, which it never does; a failing pip fails the synth instead)."""
+
+    def __init__(self, requirement: str) -> None:
+        self.requirement = requirement
+
+    def try_bundle(self, output_dir: str, *, image: DockerImage, **_: Any) -> bool:
+        # Lambda mounts a layer's `python/` folder at /opt/python, which is on sys.path.
+        command = pip_install_command(str(Path(output_dir) / "python"), self.requirement)
+        result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+        if result.returncode != 0:
+            raise RuntimeError(f"bundling the phonenumbers layer failed:\n{result.stderr[-2000:]}")
+        return True
+
+
+def phonenumbers_code(requirement: str) -> lambda_.Code:
+    """The layer's asset: bundled locally by pip; with bundling skipped (tests: the context
+    `aws:cdk:bundling-stacks=[]`) the CDK stages the requirements folder and never runs pip."""
+    return lambda_.Code.from_asset(
+        str(PHONENUMBERS_LAYER_DIR),
+        bundling=BundlingOptions(
+            local=PipLocalBundling(requirement),
+            # Required by the CDK, and equivalent should anyone bundle with Docker instead.
+            image=RUNTIME.bundling_image,
+            platform="linux/arm64",
+            command=["bash", "-c", "pip install --no-compile -r requirements.txt -t /asset-output/python"],
+        ),
+    )
+
+
+def validates_crm_events(consumer: Consumer) -> bool:
+    """A consumer that receives CRM events validates them with `pipeline.crm.CrmEvent`, whose
+    phone check imports `phonenumbers`: it needs the phonenumbers layer."""
+    sources = consumer.filter_policy.get("source")
+    return sources is None or CRM_SOURCE in sources
 
 
 def powertools_parameter_name(version: str) -> str:
@@ -40,7 +129,17 @@ class PipelineLayers(Construct):
             self, powertools_parameter_name(powertools_version)
         )
         self.powertools = lambda_.LayerVersion.from_layer_version_arn(self, "Powertools", powertools_arn)
+        # Not in the Powertools layer; only the functions validating CRM events get it.
+        self.phonenumbers = lambda_.LayerVersion(
+            self,
+            "Phonenumbers",
+            code=phonenumbers_code(phonenumbers_pin()),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description=f"{phonenumbers_pin()} (CRM phone normalisation, pipeline.phones)",
+        )
 
     @property
     def all(self) -> list[lambda_.ILayerVersion]:
+        """The layers every function runs with."""
         return [self.powertools, self.shared]

@@ -6,6 +6,7 @@ Alarms (each notifies the alarm topic on ALARM and on OK):
 - every function reports an error or a throttle;
 - the API answers 5xx, or refuses unauthenticated requests in a burst (the webhook's own metric:
   HTTP APIs have no per-status metric);
+- the webhook refuses a CRM event because its customer's phone is not a valid number;
 - SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, and the
   share of failed sends is high.
 
@@ -71,6 +72,7 @@ class AlarmKind(StrEnum):
     FUNCTION_THROTTLES = "function_throttles"
     API_5XX = "api_5xx"
     UNAUTHORIZED_SPIKE = "unauthorized_spike"
+    INVALID_PHONE = "invalid_phone"
     SMS_UNKNOWN_AGE = "sms_unknown_age"
     SMS_UNKNOWN_PAST_DEADLINE = "sms_unknown_past_deadline"
     SMS_FAILED_RATE = "sms_failed_rate"
@@ -244,6 +246,19 @@ class Monitoring(Construct):
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description=f"{UNAUTHORIZED_SPIKE}+ requests in 5 minutes without a valid Telegram "
             "secret token or CRM signature: a rotated secret not registered, or probing.",
+        )
+        # Each one is an order-status event the shop lost (answered 422, so the CRM will not
+        # retry it): worth a look from the first.
+        self._alarm(
+            AlarmKind.INVALID_PHONE,
+            "crm",
+            "InvalidPhones",
+            ingress.invalid_phone_events(),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description="The CRM sent order events whose customer.phone is not a valid phone number "
+            "(or a national form without phone_default_region): they were refused with 422 and no "
+            "SMS is sent. Fix the number in the CRM (or the setting) and have the CRM resend.",
         )
 
     def _sms_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:

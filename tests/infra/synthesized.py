@@ -52,6 +52,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "sms_reconcile_minutes": "10",
     "sms_reconcile_deadline_hours": "6",
     "sms_unknown_alarm_minutes": "30",
+    "phone_default_region": "by",
 }
 
 

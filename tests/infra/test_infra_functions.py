@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name
 
+from infra.constructs.layers import (
+    PipLocalBundling,
+    phonenumbers_pin,
+    pip_install_command,
+)
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
-from infra.paths import FUNCTIONS_DIR
+from infra.paths import FUNCTIONS_DIR, PROJECT_ROOT
 from pipeline.registry import enabled
 
 
@@ -32,14 +40,21 @@ def test_there_is_one_function_per_enabled_consumer_plus_the_webhook_and_the_sms
     assert len(synth.stack.consumers) == len(enabled(synth.stack.settings.registry_settings()))
 
 
+def _layer_id(synth: Synthesized, name: str) -> str:
+    return synth.logical_id(synth.stack.node.find_child("Layers").node.find_child(name))
+
+
 def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(synth: Synthesized) -> None:
     parameters = synth.template.to_json()["Parameters"]
-    shared_layer_id = synth.logical_id(synth.stack.node.find_child("Layers").node.find_child("Shared"))
+    shared_layer_id = _layer_id(synth, "Shared")
+    phonenumbers_layer_id = _layer_id(synth, "Phonenumbers")
     for function_id in _functions(synth):
         function = props(synth.resources, function_id)
         assert function["Runtime"] == "python3.13"
         assert function["Architectures"] == ["arm64"]
-        layer_refs = [ref_name(layer) for layer in function["Layers"]]
+        layer_refs = [
+            ref_name(layer) for layer in function["Layers"] if ref_name(layer) != phonenumbers_layer_id
+        ]
         assert len(layer_refs) == 2 and shared_layer_id in layer_refs
         (powertools_param,) = (ref for ref in layer_refs if ref != shared_layer_id)
         # The Powertools layer ARN is resolved by CloudFormation from AWS's public parameter.
@@ -50,10 +65,74 @@ def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(
         )
 
 
-def test_shared_layer_targets_the_same_runtime_and_architecture(synth: Synthesized) -> None:
-    (layer,) = of_type(synth.resources, "AWS::Lambda::LayerVersion").values()
-    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
-    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+def test_our_layers_target_the_same_runtime_and_architecture(synth: Synthesized) -> None:
+    layers = of_type(synth.resources, "AWS::Lambda::LayerVersion")
+    assert set(layers) == {_layer_id(synth, "Shared"), _layer_id(synth, "Phonenumbers")}
+    for layer in layers.values():
+        assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+
+
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
+def test_the_phonenumbers_layer_is_attached_to_exactly_the_functions_validating_crm_events(
+    request: pytest.FixtureRequest, synth_name: str
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    layer_id = _layer_id(synth, "Phonenumbers")
+    with_layer = {
+        function_env(synth.resources, fid)["POWERTOOLS_SERVICE_NAME"]
+        for fid, function in _functions(synth).items()
+        if layer_id in [ref_name(layer) for layer in function["Properties"]["Layers"]]
+    }
+    # The webhook validates every CRM event; `sms` is the one consumer of CRM events.
+    assert with_layer == {"webhook", "sms"}
+
+
+def test_the_layer_and_requirements_txt_pin_the_same_phonenumbers() -> None:
+    pin = phonenumbers_pin()
+    assert re.fullmatch(r"phonenumbers==\d+\.\d+\.\d+", pin)
+    requirements = (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+    assert [line for line in requirements if line.startswith("phonenumbers")] == [pin]
+
+
+def test_the_layer_is_pip_installed_for_python313_arm64_from_binary_wheels_without_pyc() -> None:
+    command = pip_install_command("/out/python", phonenumbers_pin())
+    flags = " ".join(command)
+    assert command[:4] == [sys.executable, "-m", "pip", "install"]
+    for expected in (
+        "--platform manylinux2014_aarch64",
+        "--only-binary=:all:",
+        "--python-version 3.13",
+        "--no-compile",
+        "--target /out/python",
+    ):
+        assert expected in flags
+    assert command[-1] == phonenumbers_pin()
+
+
+def test_local_bundling_installs_into_the_layers_python_folder_and_fails_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[list[str]] = []
+
+    def fake_run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        ran.append(command)
+        return subprocess.CompletedProcess(command, returncode=len(ran) - 1, stdout="", stderr="no network")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    bundling = PipLocalBundling(phonenumbers_pin())
+
+    assert bundling.try_bundle(str(tmp_path), image=None) is True  # type: ignore[arg-type]
+    assert ran[0] == pip_install_command(str(tmp_path / "python"), phonenumbers_pin())
+    with pytest.raises(RuntimeError, match="no network"):
+        bundling.try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
+
+
+def test_with_bundling_skipped_synth_never_installs_the_layer(synth: Synthesized) -> None:
+    # `aws:cdk:bundling-stacks=[]` (tests/infra/synthesized.py): no pip, so no network at synth.
+    layer = props(synth.resources, _layer_id(synth, "Phonenumbers"))
+    asset_hash = ref_name(layer["Content"]["S3Key"]).removesuffix(".zip")
+    assert not (synth.outdir / f"asset.{asset_hash}").exists()
 
 
 def test_every_function_logs_json_to_its_own_log_group_with_retention(synth: Synthesized) -> None:
@@ -99,7 +178,7 @@ def test_code_asset_is_the_functions_directory_without_caches(synth: Synthesized
 
 
 def test_shared_layer_asset_holds_the_pipeline_package_under_python(synth: Synthesized) -> None:
-    (layer,) = of_type(synth.resources, "AWS::Lambda::LayerVersion").values()
+    layer = of_type(synth.resources, "AWS::Lambda::LayerVersion")[_layer_id(synth, "Shared")]
     asset = _asset_dir(synth, layer["Properties"]["Content"]["S3Key"])
     assert (asset / "python" / "pipeline" / "registry.py").is_file()
     assert not list(asset.rglob("__pycache__"))

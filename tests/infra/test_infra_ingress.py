@@ -94,6 +94,7 @@ def test_webhook_environment_names_topic_secrets_and_bot(synth: Synthesized, ids
     assert env["TELEGRAM_BOT_ID"] == "default"
     assert env["SECRET_ROTATION_GRACE_SECONDS"] == "3600"
     assert env["TELEGRAM_IP_ALLOWLIST"] == "", "the IP allow-list is off unless asked for"
+    assert env["PHONE_DEFAULT_REGION"] == "", "only international phone forms unless a region is set"
     assert props(synth.resources, ids["webhook"])["Handler"] == "webhook.app.lambda_handler"
 
 

@@ -74,6 +74,7 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         AlarmKind.FUNCTION_THROTTLES: len(_functions(synth)),
         AlarmKind.API_5XX: 1,
         AlarmKind.UNAUTHORIZED_SPIKE: 1,
+        AlarmKind.INVALID_PHONE: 1,
         AlarmKind.SMS_UNKNOWN_AGE: 1,
         AlarmKind.SMS_UNKNOWN_PAST_DEADLINE: 1,
         AlarmKind.SMS_FAILED_RATE: 1,
@@ -218,6 +219,44 @@ def test_the_unauthorized_alarm_counts_exactly_what_the_webhook_emits(
             assert directive["Namespace"] == alarmed["Namespace"]
             assert [m["Name"] for m in directive["Metrics"]] == [alarmed["MetricName"]]
             assert {name: emitted[name] for name in directive["Dimensions"][0]} == _dimensions(alarmed)
+
+
+def test_a_crm_event_refused_for_its_phone_alarms_at_once(synth: Synthesized) -> None:
+    (watched,) = _of_kind(synth, AlarmKind.INVALID_PHONE)
+    alarm = _alarm(synth, watched)
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"], alarm["Period"]) == (
+        "TelegramCrmPipeline",
+        "EventsRejected",
+        "Sum",
+        300,
+    )
+    assert _dimensions(alarm) == {"service": "webhook", "source": "crm", "reason": "invalid_phone"}
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_the_invalid_phone_alarm_counts_exactly_what_the_webhook_emits(
+    default_synth: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    webhook_id = default_synth.logical_id(default_synth.stack.ingress.webhook.function)
+    env = props(default_synth.resources, webhook_id)["Environment"]["Variables"]
+    for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
+    (watched,) = _of_kind(default_synth, AlarmKind.INVALID_PHONE)
+    alarmed = _alarm(default_synth, watched)
+    with imported("webhook.ingest") as (ingest,):
+        shared = Metrics()
+        shared.clear_metrics()
+        try:
+            ingest.record_rejection("crm", ingest.INVALID_PHONE_REASON)  # what a refused phone records
+            emitted = Metrics().serialize_metric_set()
+        finally:
+            shared.clear_metrics()
+    (directive,) = emitted["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == alarmed["Namespace"]
+    assert [m["Name"] for m in directive["Metrics"]] == [alarmed["MetricName"]]
+    assert {name: emitted[name] for name in directive["Dimensions"][0]} == _dimensions(alarmed)
 
 
 def test_sms_unknowns_alarm_when_older_than_the_setting_or_past_the_deadline(

@@ -12,11 +12,11 @@ from typing import Any, get_args
 import aws_cdk as cdk
 import pytest
 from pydantic import ValidationError
-from synthesized import CUSTOM_CONTEXT, SMS_HTTP_BASE_URL, Synthesized
+from synthesized import BASE_CONTEXT, CUSTOM_CONTEXT, SMS_HTTP_BASE_URL, Synthesized
 from template_queries import function_env, of_type, props, ref_name
 
 import infra.config
-from infra.application import project_context
+from infra.application import build_app, project_context
 from infra.config import LogLevel
 from infra.constructs.consumers import subscription_filters
 from infra.paths import CDK_JSON, PROJECT_ROOT
@@ -61,11 +61,24 @@ def test_defaults_apply_without_context() -> None:
         ("sms_http_base_url", "ftp://sms.example.org"),
         ("alarm_email", "ops-at-example.org"),
         ("telegram_ip_allowlist", "sometimes"),
+        ("phone_default_region", "XX"),  # not a region
+        ("phone_default_region", "UK"),  # the ISO code is GB
+        ("phone_default_region", "BLR"),  # alpha-3
     ],
 )
 def test_invalid_context_is_rejected_naming_the_key(key: str, value: str) -> None:
     with pytest.raises(ValidationError, match=key):
         _settings({key: value})
+
+
+def test_the_synth_refuses_an_unknown_phone_region_naming_the_key() -> None:
+    with pytest.raises(ValidationError, match="phone_default_region"):
+        build_app({"aws:cdk:bundling-stacks": [], "phone_default_region": "ZZ"}, nag=False)
+
+
+@pytest.mark.parametrize(("given", "read"), [("BY", "BY"), (" by ", "BY"), ("", None), (None, None)])
+def test_the_phone_region_is_an_upper_case_region_code_or_unset(given: str | None, read: str | None) -> None:
+    assert _settings({"phone_default_region": given}).phone_default_region == read
 
 
 def test_the_http_sms_gateway_needs_its_url() -> None:
@@ -160,6 +173,7 @@ def test_context_values_reach_the_template(custom_synth: Synthesized) -> None:
     webhook_env = function_env(resources, custom_synth.logical_id(stack.ingress.webhook.function))
     assert webhook_env["TELEGRAM_BOT_ID"] == "shopbot"
     assert webhook_env["SECRET_ROTATION_GRACE_SECONDS"] == "600"
+    assert webhook_env["PHONE_DEFAULT_REGION"] == "BY"
     for pipeline in stack.pipelines.values():
         function_id = custom_synth.logical_id(pipeline.worker.function)
         assert (
@@ -187,8 +201,14 @@ def test_cdk_json_runs_app_py_with_the_project_venv() -> None:
 
 @pytest.mark.slow
 def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
-    # Run from another directory: app.py must find the registry and assets on its own.
-    env = {**os.environ, "CDK_OUTDIR": str(tmp_path), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    # Run from another directory: app.py must find the registry and assets on its own. As the
+    # CDK CLI passes `-c`, bundling is skipped: no pip install of the phonenumbers layer (no network).
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(tmp_path),
+        "CDK_CONTEXT_JSON": json.dumps(BASE_CONTEXT),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
     result = subprocess.run(
         [sys.executable, str(PROJECT_ROOT / "app.py")],
         cwd=tmp_path,
@@ -199,6 +219,7 @@ def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert not list(tmp_path.glob("asset.*/python/phonenumbers")), "the layer was bundled"
     template = json.loads((tmp_path / "TelegramCrmPipeline.template.json").read_text())
     assert json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"] == []
     handlers = {r["Properties"].get("Handler") for r in template["Resources"].values()}

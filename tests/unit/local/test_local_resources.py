@@ -146,6 +146,7 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         "TELEGRAM_BOT_ID": "default",
         "SECRET_ROTATION_GRACE_SECONDS": "3600",
         "TELEGRAM_IP_ALLOWLIST": "",
+        "PHONE_DEFAULT_REGION": "",
         "POWERTOOLS_SERVICE_NAME": "webhook",
         "POWERTOOLS_METRICS_NAMESPACE": "TelegramCrmPipeline",
         "POWERTOOLS_LOG_LEVEL": "INFO",

@@ -122,7 +122,6 @@ def _order_event(**changes: Any) -> dict[str, Any]:
     [
         {"occurred_at": "2026-01-15T09:30:12"},
         {"type": "order.created"},
-        {"customer__phone": "+49 170 1234567"},
         {"customer__phone": "+12345"},
         {"customer__phone": "+1234567890123456"},
         {"customer__phone": 491701234567},
@@ -141,3 +140,63 @@ def test_previous_status_may_be_null_or_absent() -> None:
     data = _order_event()
     del data["order"]["previous_status"]
     assert CrmEvent.model_validate(data).order.previous_status is None
+
+
+# One Belarusian mobile number as CRMs write it; E.164 is what every consumer must see.
+BY_NUMBER = "+375291234567"
+INTERNATIONAL_FORMS = ["+375 29 123-45-67", "+375 (29) 123-45-67", "+375-29-1234567", BY_NUMBER]
+NATIONAL_FORMS = ["8 029 123-45-67", "8 (029) 123-45-67", "80291234567"]
+
+
+@pytest.mark.parametrize("written", INTERNATIONAL_FORMS)
+def test_international_phone_forms_validate_to_e164_without_a_region(written: str) -> None:
+    assert CrmEvent.model_validate(_order_event(customer__phone=written)).customer.phone == BY_NUMBER
+
+
+@pytest.mark.parametrize("written", [*INTERNATIONAL_FORMS, *NATIONAL_FORMS])
+def test_national_phone_forms_validate_to_e164_in_the_default_region(written: str) -> None:
+    event = CrmEvent.model_validate(
+        _order_event(customer__phone=written), context=crm.validation_context("BY")
+    )
+    assert event.customer.phone == BY_NUMBER
+
+
+@pytest.mark.parametrize("written", NATIONAL_FORMS)
+def test_national_phone_forms_are_refused_without_a_region(written: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        CrmEvent.model_validate(_order_event(customer__phone=written))
+    [error] = raised.value.errors()
+    assert (error["loc"], error["type"]) == (("customer", "phone"), crm.PHONE_ERROR_TYPE)
+    assert "no default region" in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("written", "why"),
+    [
+        ("+375 12", "not a phone number"),
+        ("call me maybe", "not a phone number"),
+        ("+375 11 111-11-11", "not a valid phone number for region BY"),
+        ("+999 1234567", "not a phone number"),
+    ],
+    ids=["too-short", "letters", "invalid-for-BY", "unknown-country-code"],
+)
+def test_impossible_phones_are_refused_saying_why_but_not_which(written: str, why: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        CrmEvent.model_validate(_order_event(customer__phone=written), context=crm.validation_context("BY"))
+    [error] = raised.value.errors(include_input=False)
+    assert (error["loc"], error["type"]) == (("customer", "phone"), crm.PHONE_ERROR_TYPE)
+    assert error["msg"].startswith(why)
+    digits = "".join(char for char in written if char.isdigit())
+    assert written not in str(raised.value)
+    assert not digits or digits not in str(raised.value)
+
+
+def test_the_published_payload_is_the_raw_one_with_the_phone_in_e164() -> None:
+    raw = _order_event(customer__phone="8 029 123-45-67")
+    event = CrmEvent.model_validate(raw, context=crm.validation_context("BY"))
+
+    published = event.normalised_payload(raw)
+
+    assert published["customer"]["phone"] == BY_NUMBER
+    assert {**published, "customer": {**published["customer"], "phone": "8 029 123-45-67"}} == raw
+    assert raw["customer"]["phone"] == "8 029 123-45-67"  # the received payload is left as it was

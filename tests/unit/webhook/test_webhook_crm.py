@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import crm
+from pipeline import crm, phones
 from pipeline.envelope import Envelope
 from tests.unit.webhook.support import (
     CRM_KEY,
@@ -149,8 +149,6 @@ def _mutated(change: Any) -> dict[str, Any]:
     ("event", "loc"),
     [
         (_mutated(lambda e: e["customer"].pop("phone")), ["customer", "phone"]),
-        (_mutated(lambda e: e["customer"].update(phone="01701234567")), ["customer", "phone"]),
-        (_mutated(lambda e: e["customer"].update(phone="+0491701234567")), ["customer", "phone"]),
         (_mutated(lambda e: e.update(occurred_at="2026-01-15T09:30:12")), ["occurred_at"]),
         (_mutated(lambda e: e.update(occurred_at="yesterday")), ["occurred_at"]),
         (_mutated(lambda e: e.update(type="order.created")), ["type"]),
@@ -162,8 +160,6 @@ def _mutated(change: Any) -> dict[str, Any]:
     ],
     ids=[
         "no-phone",
-        "national-phone",
-        "phone-leading-zero",
         "naive-datetime",
         "not-a-datetime",
         "other-type",
@@ -197,3 +193,127 @@ def test_422_never_echoes_the_phone_number(invoke: Invoke) -> None:
     assert response["statusCode"] == 422
     assert bad_phone not in response["body"]
     assert "0491709876543" not in response["body"]
+
+
+# -- customer.phone: one customer, one recipient ----------------------------------------------------
+BY_NUMBER = "+375291234567"
+BY_FORMS = ["+375 29 123-45-67", "+375 (29) 123-45-67", "+375-29-1234567", BY_NUMBER]
+BY_NATIONAL_FORMS = ["8 029 123-45-67", "8 (029) 123-45-67"]
+
+
+def _with_phone(phone: str, event_id: str = "evt-phone-1") -> dict[str, Any]:
+    return _mutated(lambda e: (e["customer"].update(phone=phone), e.update(event_id=event_id)))
+
+
+def _published_phones(pipeline: Pipeline) -> list[str]:
+    return [Envelope.model_validate(p.envelope).payload["customer"]["phone"] for p in pipeline.published()]
+
+
+def test_every_international_form_of_one_number_is_published_as_one_e164_string(
+    invoke: Invoke, pipeline: Pipeline
+) -> None:
+    for index, written in enumerate(BY_FORMS):
+        assert invoke(crm_event(_with_phone(written, f"evt-{index}")))["statusCode"] == 200
+
+    assert _published_phones(pipeline) == [BY_NUMBER] * len(BY_FORMS)
+
+
+def test_the_published_payload_is_the_received_one_but_for_the_phone(
+    invoke: Invoke, pipeline: Pipeline
+) -> None:
+    received = _with_phone("+375 (29) 123-45-67")
+
+    assert invoke(crm_event(received))["statusCode"] == 200
+
+    [published] = pipeline.published()
+    payload = Envelope.model_validate(published.envelope).payload
+    assert payload == {**received, "customer": {**received["customer"], "phone": BY_NUMBER}}
+
+
+def test_national_forms_are_published_in_e164_with_the_default_region(
+    invoke: Invoke, pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(phones.DEFAULT_REGION_ENV, "BY")
+    forms = [*BY_NATIONAL_FORMS, *BY_FORMS]
+    for index, written in enumerate(forms):
+        assert invoke(crm_event(_with_phone(written, f"evt-{index}")))["statusCode"] == 200
+
+    assert _published_phones(pipeline) == [BY_NUMBER] * len(forms)
+
+
+@pytest.mark.parametrize("region", [None, ""], ids=["unset", "blank"])
+def test_a_national_form_without_a_default_region_is_refused(
+    invoke: Invoke,
+    pipeline: Pipeline,
+    output: CapturedOutput,
+    monkeypatch: pytest.MonkeyPatch,
+    region: str | None,
+) -> None:
+    if region is None:
+        monkeypatch.delenv(phones.DEFAULT_REGION_ENV, raising=False)
+    else:
+        monkeypatch.setenv(phones.DEFAULT_REGION_ENV, region)
+
+    response = invoke(crm_event(_with_phone("8 029 123-45-67")))
+
+    assert response["statusCode"] == 422
+    answer = response_json(response)
+    assert answer["error"] == "invalid_phone"
+    [error] = answer["errors"]
+    assert error["loc"] == ["customer", "phone"]
+    assert "no default region" in error["msg"]
+    assert pipeline.published() == []
+    assert ("EventsRejected", {"source": "crm", "reason": "invalid_phone"}) in metrics_emitted(output.lines())
+
+
+@pytest.mark.parametrize(
+    ("written", "why"),
+    [
+        ("+375 12", "not a phone number"),
+        ("not-a-phone", "not a phone number"),
+        ("+375 11 111-11-11", "not a valid phone number for region BY"),
+        ("+0491701234567", "not a phone number"),
+        ("8 029 12", "not a valid phone number for region BY"),
+    ],
+    ids=["too-short", "letters", "invalid-BY-number", "leading-zero-country-code", "short-national"],
+)
+def test_an_impossible_phone_is_422_invalid_phone_and_publishes_nothing(
+    invoke: Invoke,
+    pipeline: Pipeline,
+    output: CapturedOutput,
+    monkeypatch: pytest.MonkeyPatch,
+    written: str,
+    why: str,
+) -> None:
+    monkeypatch.setenv(phones.DEFAULT_REGION_ENV, "BY")
+
+    response = invoke(crm_event(_with_phone(written)))
+
+    assert response["statusCode"] == 422
+    answer = response_json(response)
+    assert answer["error"] == "invalid_phone"
+    assert [(e["loc"], e["msg"].startswith(why)) for e in answer["errors"]] == [(["customer", "phone"], True)]
+    assert pipeline.published() == []
+    text = output.text()
+    digits = "".join(char for char in written if char.isdigit())
+    for shown in (response["body"], text):
+        assert written not in shown
+        assert not digits or digits not in shown
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    assert ("EventsRejected", {"source": "crm", "reason": "invalid_phone"}) in metrics_emitted(lines)
+
+
+def test_an_event_broken_besides_its_phone_is_rejected_as_invalid(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    event = _with_phone("+375 12")
+    event.pop("event_id")
+
+    response = invoke(crm_event(event))
+
+    assert response["statusCode"] == 422
+    answer = response_json(response)
+    assert answer["error"] == "invalid"
+    assert sorted(e["loc"] for e in answer["errors"]) == [["customer", "phone"], ["event_id"]]
+    assert pipeline.published() == []
+    assert ("EventsRejected", {"source": "crm", "reason": "invalid"}) in metrics_emitted(output.lines())

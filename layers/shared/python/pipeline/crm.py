@@ -7,6 +7,11 @@ A CRM signs each request with a shared key:
 The timestamp is part of the signed text so a captured request cannot be replayed after
 `SIGNATURE_TOLERANCE_SECONDS`. Several `v1=` values may be sent (a CRM signing with two keys
 during its own rotation); any one matching any candidate key is enough.
+
+`customer.phone` is normalised to E.164 (`pipeline.phones`). National forms need the
+deployment's default region, given as validation context:
+`CrmEvent.model_validate(payload, context=validation_context("BY"))`; without it (a consumer
+reading a payload the webhook already normalised) only international forms are accepted.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from pipeline import phones
 
 SIGNATURE_HEADER = "X-Signature"
 SIGNATURE_TOLERANCE_SECONDS = 300
@@ -29,10 +37,21 @@ _SIGNATURE_PART = re.compile(r"(?P<key>[a-z0-9]+)=(?P<value>[^,=]*)")
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
+# The pydantic error type of a `customer.phone` that is not an acceptable number.
+PHONE_ERROR_TYPE = "phone_number"
+# The validation-context key holding the default region for national phone forms.
+PHONE_REGION_CONTEXT = "phone_default_region"
+
+
+def validation_context(phone_default_region: str | None) -> dict[str, Any]:
+    """The context `CrmEvent.model_validate` reads the deployment's phone region from."""
+    return {PHONE_REGION_CONTEXT: phone_default_region or None}
+
 
 class _Open(BaseModel):
     # CRMs add fields over time: keep them rather than refuse the event.
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # No input in str(ValidationError) either: it may be a phone number and end up in a log.
+    model_config = ConfigDict(extra="allow", frozen=True, hide_input_in_errors=True)
 
 
 class Order(_Open):
@@ -47,8 +66,19 @@ class Order(_Open):
 
 
 class Customer(_Open):
-    phone: str = Field(pattern=r"^\+[1-9]\d{6,14}$", description="E.164")
+    # As the CRM wrote it on input, E.164 once validated (what the SMS journal keys on).
+    phone: str = Field(max_length=64, description="E.164 once validated")
     name: str = Field(max_length=256)
+
+    @field_validator("phone")
+    @classmethod
+    def _e164(cls, value: str, info: ValidationInfo) -> str:
+        context = info.context if isinstance(info.context, Mapping) else {}
+        try:
+            return phones.to_e164(value, context.get(PHONE_REGION_CONTEXT))
+        except phones.PhoneNumberError as error:
+            # The message says why, never which number (the input is not part of it).
+            raise PydanticCustomError(PHONE_ERROR_TYPE, str(error)) from None
 
 
 class CrmEvent(_Open):
@@ -59,6 +89,12 @@ class CrmEvent(_Open):
     occurred_at: AwareDatetime
     order: Order
     customer: Customer
+
+    def normalised_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """`payload` (the raw JSON this event was validated from) with `customer.phone` in E.164:
+        what is published, so no consumer ever sees the number as the CRM wrote it."""
+        customer = {**payload["customer"], "phone": self.customer.phone}
+        return {**payload, "customer": customer}
 
 
 class SignatureCheck(enum.Enum):
