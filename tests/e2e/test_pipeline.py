@@ -430,9 +430,16 @@ def sms_scenario(
         return record if record is not None and record["state"] == "accepted" else None
 
     record = wait_for(settled, 60, "the reconciler to settle the SMS")
-    # The CRM resends the same event, then the same change under a new id: never a second SMS.
+    # The CRM resends the same event, then the same change under a new id with the number written
+    # as a person would: one customer, one transition, never a second SMS.
     assert pipeline.send_crm_event(event) == 200
-    assert pipeline.send_crm_event({**event, "event_id": f"{event['event_id']}-retried"}) == 200
+    written = f"{phone[:3]} ({phone[3:7]}) {phone[7:9]}-{phone[9:]}"
+    retried = {
+        **event,
+        "event_id": f"{event['event_id']}-retried",
+        "customer": {**event["customer"], "phone": written},
+    }
+    assert pipeline.send_crm_event(retried) == 200
     assert pipeline.runtime.wait_until_drained(timeout=30)
     calls = [
         c

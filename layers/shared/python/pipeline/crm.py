@@ -82,7 +82,8 @@ class Customer(_Open):
 
 
 class CrmEvent(_Open):
-    """One order-status change. `event_id` is the CRM's own id, stable across its retries."""
+    """One order-status change. `event_id` is the CRM's id of the request, kept for tracing: what
+    the change is (and so which SMS) the sms consumer decides from the order's history."""
 
     event_id: str = Field(min_length=1, max_length=256)
     type: Literal["order.status_changed"]
