@@ -357,7 +357,8 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             return _no_sms(draft, **log_keys)
         key = draft.key if draft is not None else key_for(event, observation)
         if draft is None and current.journal.get(key) is None:
-            return _no_sms(f"{observation.reason}; that entry called for no SMS", **log_keys)
+            reason = f"{observation.reason}; no SMS was due for that entry to this recipient"
+            return _no_sms(reason, **log_keys)
         logger.info(
             "SMS notification recorded" if draft is not None else "SMS notification already known",
             extra={
