@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +18,7 @@ from aws_cdk.assertions import Template
 from aws_cdk.cx_api import CloudAssembly
 
 from infra.application import build_app
+from infra.paths import PROJECT_ROOT
 from infra.stack import PipelineStack
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
@@ -90,3 +94,23 @@ def synthesize(outdir: Path, context: dict[str, Any]) -> Synthesized:
     app, stack = build_app(context, outdir=str(outdir))
     assembly = app.synth()
     return Synthesized(stack=stack, assembly=assembly, outdir=outdir)
+
+
+def run_app(outdir: Path, context: dict[str, Any], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python app.py` in a fresh interpreter, run from `outdir` (it must find the project by itself),
+    with `context` as the CDK CLI passes `-c` values."""
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "CDK_CONTEXT_JSON": json.dumps(context),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    return subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "app.py")],
+        cwd=outdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

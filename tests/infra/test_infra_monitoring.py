@@ -196,31 +196,6 @@ def test_a_burst_of_unauthorized_requests_on_either_route_alarms(synth: Synthesi
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_the_unauthorized_alarm_counts_exactly_what_the_webhook_emits(
-    default_synth: Synthesized, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    webhook_id = default_synth.logical_id(default_synth.stack.ingress.webhook.function)
-    env = props(default_synth.resources, webhook_id)["Environment"]["Variables"]
-    for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"):
-        monkeypatch.setenv(name, env[name])
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    _, metrics = _expression_alarm(default_synth, AlarmKind.UNAUTHORIZED_SPIKE)
-    with imported("webhook.ingest") as (ingest,):
-        for source in ("telegram", "crm"):
-            shared = Metrics()
-            shared.clear_metrics()
-            try:
-                ingest.record_rejection(source, "unauthorized")  # what a 401 records
-                emitted = Metrics().serialize_metric_set()
-            finally:
-                shared.clear_metrics()
-            (directive,) = emitted["_aws"]["CloudWatchMetrics"]
-            alarmed = metrics[source]["MetricStat"]["Metric"]
-            assert directive["Namespace"] == alarmed["Namespace"]
-            assert [m["Name"] for m in directive["Metrics"]] == [alarmed["MetricName"]]
-            assert {name: emitted[name] for name in directive["Dimensions"][0]} == _dimensions(alarmed)
-
-
 def test_a_crm_event_refused_for_its_phone_alarms_at_once(synth: Synthesized) -> None:
     (watched,) = _of_kind(synth, AlarmKind.INVALID_PHONE)
     alarm = _alarm(synth, watched)
@@ -235,21 +210,40 @@ def test_a_crm_event_refused_for_its_phone_alarms_at_once(synth: Synthesized) ->
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
-def test_the_invalid_phone_alarm_counts_exactly_what_the_webhook_emits(
-    default_synth: Synthesized, monkeypatch: pytest.MonkeyPatch
+def _alarmed_webhook_metric(synth: Synthesized, kind: AlarmKind, source: str) -> dict[str, Any]:
+    """The metric an alarm on the webhook's rejections watches (for `source`, in an expression)."""
+    if kind is AlarmKind.UNAUTHORIZED_SPIKE:
+        _, metrics = _expression_alarm(synth, kind)
+        metric: dict[str, Any] = metrics[source]["MetricStat"]["Metric"]
+        return metric
+    (watched,) = _of_kind(synth, kind)
+    return _alarm(synth, watched)
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [
+        (AlarmKind.UNAUTHORIZED_SPIKE, "telegram"),
+        (AlarmKind.UNAUTHORIZED_SPIKE, "crm"),
+        (AlarmKind.INVALID_PHONE, "crm"),
+    ],
+)
+def test_an_alarm_on_rejections_counts_exactly_what_the_webhook_emits(
+    default_synth: Synthesized, monkeypatch: pytest.MonkeyPatch, kind: AlarmKind, source: str
 ) -> None:
     webhook_id = default_synth.logical_id(default_synth.stack.ingress.webhook.function)
     env = props(default_synth.resources, webhook_id)["Environment"]["Variables"]
     for name in ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"):
         monkeypatch.setenv(name, env[name])
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "1")
-    (watched,) = _of_kind(default_synth, AlarmKind.INVALID_PHONE)
-    alarmed = _alarm(default_synth, watched)
+    alarmed = _alarmed_webhook_metric(default_synth, kind, source)
     with imported("webhook.ingest") as (ingest,):
+        # What a 401 records, or a refused phone.
+        reason = "unauthorized" if kind is AlarmKind.UNAUTHORIZED_SPIKE else ingest.INVALID_PHONE_REASON
         shared = Metrics()
         shared.clear_metrics()
         try:
-            ingest.record_rejection("crm", ingest.INVALID_PHONE_REASON)  # what a refused phone records
+            ingest.record_rejection(source, reason)
             emitted = Metrics().serialize_metric_set()
         finally:
             shared.clear_metrics()

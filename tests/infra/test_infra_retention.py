@@ -4,22 +4,17 @@ setting the functions would refuse fails the synth naming its context key."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from synthesized import Synthesized
+from synthesized import Synthesized, run_app
 from template_queries import function_env, of_type, props
 
 from infra.config import PipelineSettings
 from infra.environment import FunctionEnvironments, SettingsError
-from infra.paths import PROJECT_ROOT
 from pipeline.registry import CONSUMERS, RetryPolicy, by_name
 from pipeline.retention import (
     IDEMPOTENCY_TTL_SECONDS,
@@ -117,21 +112,7 @@ def test_a_registry_value_the_worker_would_refuse_is_named_by_its_variable() -> 
 
 
 def test_app_py_refuses_a_short_idempotency_ttl_naming_the_key_and_the_minimum(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(tmp_path),
-        "CDK_CONTEXT_JSON": json.dumps({"idempotency_ttl_seconds": "3600"}),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    }
-    result = subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "app.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result = run_app(tmp_path, {"idempotency_ttl_seconds": "3600"}, timeout=120)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     [line] = [line for line in result.stderr.splitlines() if "idempotency_ttl_seconds" in line]

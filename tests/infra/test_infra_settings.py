@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, get_args
 
 import aws_cdk as cdk
 import pytest
 from pydantic import ValidationError
-from synthesized import BASE_CONTEXT, CUSTOM_CONTEXT, SMS_HTTP_BASE_URL, Synthesized
+from synthesized import BASE_CONTEXT, CUSTOM_CONTEXT, SMS_HTTP_BASE_URL, Synthesized, run_app
 from template_queries import function_env, of_type, props, ref_name
 
 import infra.config
@@ -203,21 +200,7 @@ def test_cdk_json_runs_app_py_with_the_project_venv() -> None:
 def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
     # Run from another directory: app.py must find the registry and assets on its own. As the
     # CDK CLI passes `-c`, bundling is skipped: no pip install of the phonenumbers layer (no network).
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(tmp_path),
-        "CDK_CONTEXT_JSON": json.dumps(BASE_CONTEXT),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    }
-    result = subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "app.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_app(tmp_path, BASE_CONTEXT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert not list(tmp_path.glob("asset.*/python/phonenumbers")), "the layer was bundled"
     template = json.loads((tmp_path / "TelegramCrmPipeline.template.json").read_text())
