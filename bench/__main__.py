@@ -1,7 +1,7 @@
 """`python -m bench [NAME ...] [--quick]` (make bench): run benchmarks, save their figures, print a report.
 
 Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
-uses the figures the others measured, from this run or an earlier one), phones. Figures are saved to
+uses the figures the others measured, from this run or an earlier one), phones, sms. Figures are saved to
 .local/bench/results.json.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import cost, phones, pipeline, webhook, worker
+from bench import cost, phones, pipeline, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "pipeline": pipeline,
     "cost": cost,
     "phones": phones,
+    "sms": sms,
 }
 
 

@@ -356,7 +356,8 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
         if isinstance(draft, str):
             return _no_sms(draft, **log_keys)
         key = draft.key if draft is not None else key_for(event, observation)
-        if draft is None and current.journal.get(key) is None:
+        known = current.journal.get(key) if draft is None else None
+        if draft is None and known is None:
             reason = f"{observation.reason}; no SMS was due for that entry to this recipient"
             return _no_sms(reason, **log_keys)
         logger.info(
@@ -370,7 +371,7 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
                 "crm_delay_ms": _ms(envelope.received_at - event.occurred_at),
             },
         )
-        return _drive(current, key)
+        return _drive(current, key, known)
     raise TransientError("the order's state kept changing; will look again")
 
 
@@ -378,10 +379,11 @@ def _until(moment: datetime, now: datetime) -> int:
     return max(1, math.ceil((moment - now).total_seconds()))
 
 
-def _drive(current: SmsRuntime, key: str) -> dict[str, Any]:
-    """Act on the record's state; re-read after losing a race, a few times at most."""
+def _drive(current: SmsRuntime, key: str, just_read: Notification | None = None) -> dict[str, Any]:
+    """Act on the record's state (`just_read`: the record, if the caller has just read it);
+    re-read after losing a race, a few times at most."""
     for _ in range(3):
-        record = current.journal.get(key)
+        record, just_read = just_read or current.journal.get(key), None
         if record is None:
             raise TransientError("SMS journal record not readable yet")
         now = current.clock.now()
