@@ -29,6 +29,8 @@ TEARDOWN_ROWS = {
 
 def test_the_readme_quotes_the_idle_cost_of_the_default_template(default_synth: Synthesized) -> None:
     cost = idle_cost(default_synth.resources)
+    reconciler = (PROJECT_ROOT / "layers/shared/python/pipeline/sms/reconcile.py").read_text()
+    reconciler_metrics = len(set(re.findall(r'add_metric\(\s*name="(Sms\w+)"', reconciler)))
     alarms = sum(1 for r in default_synth.resources.values() if r["Type"] == "AWS::CloudWatch::Alarm")
     free = {price.unit: price.free_units for price in PRICES if price.free_units}
     text = flowing(DEPLOY)
@@ -37,7 +39,9 @@ def test_the_readme_quotes_the_idle_cost_of_the_default_template(default_synth: 
         f"from the synthesized default template: {cost.breakdown()} ({alarms} alarms;",
         f"free tier ({free['alarm metric']} alarm metrics, {free['dashboard']} dashboards)",
         f"takes up to ${cost.free_tier_saving:.2f} off",
-        f"${CUSTOM_METRIC_USD:.2f} per metric-month",
+        f"its {reconciler_metrics} `Sms...` custom metrics on every run",
+        f"${CUSTOM_METRIC_USD:.2f} per metric-month each beyond the account's free 10:"
+        f" ${reconciler_metrics * CUSTOM_METRIC_USD:.2f} a month",
         f"as recorded on {PRICES_RECORDED}",
         "[`infra/prices.py`](infra/prices.py)",
     ]
