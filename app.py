@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CDK entry point: `python app.py` (writes cdk.out/) or `npx aws-cdk synth|deploy` via cdk.json."""
+"""CDK entry point: `python app.py` (writes cdk.out/) or `npx --yes aws-cdk@2 synth|deploy` via cdk.json."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from pydantic import ValidationError
 
-from infra.application import build_app, settings_error_message
-from infra.environment import SettingsError
+from infra.application import build_app, settings_error_message, synth_summary
+from infra.config import SettingsError
 
 
 def main() -> None:
     # Under the CDK CLI, CDK_OUTDIR says where to write; run directly, write ./cdk.out like the CLI.
     outdir = None if os.getenv("CDK_OUTDIR") else str(Path(__file__).resolve().parent / "cdk.out")
     try:
-        app, _ = build_app(outdir=outdir)
+        app, stack = build_app(outdir=outdir)
     except (ValidationError, SettingsError) as error:
         # A refused setting names its context key; a traceback would only bury that line.
         sys.exit(f"invalid deployment settings:\n{settings_error_message(error)}")
     app.synth()
+    print("\n".join(synth_summary(stack)), file=sys.stderr)
 
 
 if __name__ == "__main__":

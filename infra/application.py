@@ -10,15 +10,18 @@ import json
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-from aws_cdk import App, Environment, Validations
+from aws_cdk import App, Environment, Token, Validations
 from cdk_nag import AwsSolutionsChecks
 from pydantic import ValidationError
 
-from infra.environment import SettingsError
+from infra.config import SettingsError, settings_error_lines
+from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.paths import CDK_JSON
 from infra.settings import settings_from_node
 from infra.stack import PipelineStack
+from pipeline.registry import CONSUMERS
 
 
 def project_context() -> dict[str, Any]:
@@ -49,12 +52,51 @@ def build_app(
 
 
 def settings_error_message(error: ValidationError | SettingsError) -> str:
-    """One line per refused setting, `key: why`, for `python app.py` to print instead of a traceback."""
-    if isinstance(error, SettingsError):
-        return str(error)
-    lines = []
-    for detail in error.errors():
-        why = str(detail["msg"]).removeprefix("Value error, ")
-        key = ".".join(str(part) for part in detail["loc"])
-        lines.append(why if why.startswith(key) else f"{key}: {why}")
-    return "\n".join(lines)
+    """What `python app.py` prints instead of a traceback: `infra.config.settings_error_lines`."""
+    return "\n".join(settings_error_lines(error))
+
+
+def synth_summary(stack: PipelineStack) -> list[str]:
+    """What a synthesized stack will deploy, in a few lines (`python app.py` prints them to
+    stderr; the stack itself prints nothing, so in-process synths in tests stay quiet)."""
+    settings = stack.settings
+    on = [consumer.name for consumer in stack.consumers]
+    off = [
+        f"{consumer.name} (no {consumer.requires_setting})" if consumer.requires_setting else consumer.name
+        for consumer in CONSUMERS
+        if consumer.name not in on
+    ]
+    lines = [
+        f"stack {stack.stack_name}",
+        f"  consumers on: {', '.join(on) or 'none'}; off: {', '.join(off) or 'none'}",
+        f"  SMS gateway: {_sms_summary(stack)}",
+        f"  alarm e-mail: {settings.alarm_email or 'none: alarms notify the topic only'}",
+        f"  account/region: {_environment_summary(stack)}",
+        f"  removal policy: {settings.removal_policy} "
+        + (
+            "(cdk destroy keeps the retained resources; see README's Teardown)"
+            if settings.removal_policy == "retain"
+            else "(cdk destroy deletes tables, keys and log groups: development only)"
+        ),
+    ]
+    return lines
+
+
+def _sms_summary(stack: PipelineStack) -> str:
+    settings = stack.settings
+    if SMS_CONSUMER not in {consumer.name for consumer in stack.consumers}:
+        return "none (no sms consumer)"
+    if settings.sms_gateway == "http":
+        # The host only: a URL may carry a credential in its user part or query.
+        return f"http, host {urlsplit(settings.sms_http_base_url or '').hostname}"
+    sender = settings.sms_origination_identity or "any origination identity of the account"
+    configuration_set = FunctionEnvironments(settings, stack_name=stack.stack_name).sms_configuration_set
+    made = "given" if settings.sms_configuration_set else "created by the stack"
+    return f"end_user_messaging, sender {sender}, configuration set {configuration_set} ({made})"
+
+
+def _environment_summary(stack: PipelineStack) -> str:
+    account, region = (None if Token.is_unresolved(v) else v for v in (stack.account, stack.region))
+    if account is None and region is None:
+        return "environment-agnostic (the deploy's credentials choose them)"
+    return f"{account or 'any account'} / {region or 'any region'}"

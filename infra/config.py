@@ -10,11 +10,13 @@ enums, reading a construct's context) live in `infra.settings`.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline import phones
 from pipeline.registry import CONSUMERS
@@ -51,6 +53,13 @@ OPTIONAL_TEXT_SETTINGS = (
 )
 # The field holding context keys of registry consumers this model does not declare.
 CONSUMER_SETTINGS = "consumer_settings"
+# What a context key of this app looks like: a plain identifier. The CDK's own keys never do
+# (`@aws-cdk/...` feature flags, `aws:cdk:...`, `cdk-...`, lookups `availability-zones:...`), so
+# only keys like this are checked against the known ones; the others are the CDK's business.
+APP_CONTEXT_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+# A refused value is shown cut to this many characters (settings hold no secrets, but a value
+# pasted by mistake should not fill the terminal).
+SHOWN_VALUE_CHARS = 40
 
 
 class PipelineSettings(BaseModel):
@@ -160,8 +169,26 @@ class PipelineSettings(BaseModel):
         return [*declared, *cls.undeclared_consumer_keys()]
 
     @classmethod
+    def unknown_context_keys(cls, context: Mapping[str, Any]) -> list[str]:
+        """Keys that look like this app's (APP_CONTEXT_KEY) but that it does not read: a typo
+        (`alarm_emial`) would otherwise deploy silently without the setting."""
+        known = set(cls.context_keys())
+        return sorted(key for key in context if APP_CONTEXT_KEY.match(key) and key not in known)
+
+    @classmethod
+    def suggestion(cls, key: str) -> str | None:
+        """The known context key closest to a mistyped one, if any is close."""
+        known = {name.lower(): name for name in cls.context_keys()}
+        close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.6)
+        return known[close[0]] if close else None
+
+    @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> PipelineSettings:
-        """Read every known key from a context mapping; absent (None) keys keep their defaults."""
+        """Read every known key from a context mapping; absent (None) keys keep their defaults.
+
+        The context may hold the CDK's own keys (ignored); an unknown key that looks like this
+        app's is refused (pydantic's `extra_forbidden`, next to any refused value, so one run
+        reports every problem; `settings_problems` adds the closest known key)."""
         declared = {
             name: context.get(name)
             for name in cls.model_fields
@@ -170,8 +197,13 @@ class PipelineSettings(BaseModel):
         consumer_settings = {
             key: str(context.get(key) or "").strip() for key in cls.undeclared_consumer_keys()
         }
+        unknown = {key: context[key] for key in cls.unknown_context_keys(context) if key != CONSUMER_SETTINGS}
         return cls.model_validate(
-            {**declared, CONSUMER_SETTINGS: {key: value for key, value in consumer_settings.items() if value}}
+            {
+                **unknown,
+                **declared,
+                CONSUMER_SETTINGS: {key: value for key, value in consumer_settings.items() if value},
+            }
         )
 
     def to_context(self) -> dict[str, Any]:
@@ -183,3 +215,81 @@ class PipelineSettings(BaseModel):
     def registry_settings(self) -> dict[str, Any]:
         """The mapping `pipeline.registry.enabled()` reads `requires_setting` keys from."""
         return {**self.model_dump(exclude={CONSUMER_SETTINGS}), **self.consumer_settings}
+
+
+# -- refused settings, one line each ---------------------------------------------------------------
+_NOT_GIVEN = object()
+
+
+def shown_value(value: Any) -> str:
+    """A refused value as printed: its repr (quotes and escapes make blanks and control
+    characters visible), cut to SHOWN_VALUE_CHARS."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_VALUE_CHARS else f"{text[: SHOWN_VALUE_CHARS - 3]}..."
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One refused setting: what names it (a context key, or a function's variable and whose it
+    is), why, and the value given."""
+
+    name: str
+    why: str
+    value: Any = _NOT_GIVEN
+
+    def __str__(self) -> str:
+        why = self.why.removeprefix("Value error, ")
+        # Messages written for the model often start with the key they are about.
+        if self.name and why.startswith(f"{self.name} "):
+            why = why.removeprefix(self.name).lstrip(" :")
+        line = f"{self.name}: {why}" if self.name else why
+        return line if self.value is _NOT_GIVEN else f"{line} (given {shown_value(self.value)})"
+
+
+class SettingsError(ValueError):
+    """Settings refused before deploying (a context key, or a function setting a function would
+    refuse at run time); `str()` is one line per problem."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+def validation_problems(
+    error: ValidationError,
+    name: Callable[[tuple[int | str, ...]], str] | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> list[Problem]:
+    """A pydantic error as Problems. `name(loc)` names the setting a location stands for
+    (default: the location itself); `values`, when given, are what was given by that name
+    (default: pydantic's input)."""
+    problems = []
+    for detail in error.errors():
+        loc = tuple(detail["loc"])
+        label = name(loc) if name else ".".join(str(part) for part in loc)
+        if values is not None:
+            value = values.get(label, _NOT_GIVEN)
+        else:
+            value = detail.get("input", _NOT_GIVEN) if loc else _NOT_GIVEN
+        problems.append(Problem(label, str(detail["msg"]), value))
+    return problems
+
+
+def settings_problems(error: ValidationError) -> list[Problem]:
+    """`PipelineSettings`' refusals as Problems, an unknown key with the closest known one."""
+    problems = []
+    for problem, detail in zip(validation_problems(error), error.errors(), strict=True):
+        if detail["type"] == "extra_forbidden":
+            close = PipelineSettings.suggestion(problem.name)
+            hint = f"did you mean `{close}`?" if close else "see README's Configuration table"
+            problem = Problem(problem.name, f"not a setting of this app; {hint}", problem.value)
+        problems.append(problem)
+    return problems
+
+
+def settings_error_lines(error: ValidationError | SettingsError) -> list[str]:
+    """One line per refused setting, `key: why (given <value>)`: `PipelineSettings`' refusals
+    (an unknown key with the closest known one) or a function setting refused while building
+    the functions' environments."""
+    problems = error.problems if isinstance(error, SettingsError) else settings_problems(error)
+    return [str(problem) for problem in problems]

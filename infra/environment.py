@@ -9,16 +9,24 @@ its functions with exactly the environment they get in AWS (plus its documented 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from infra.config import METRICS_NAMESPACE, TELEGRAM_CIDRS, PipelineSettings
+from infra.config import (
+    METRICS_NAMESPACE,
+    TELEGRAM_CIDRS,
+    PipelineSettings,
+    Problem,
+    SettingsError,
+    validation_problems,
+)
 from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
+from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.sms.gateways import HTTP_SECRET
-from pipeline.sms.rules import RULES_ENV, load_rules
+from pipeline.sms.rules import RULES_ENV, RULES_FILE, load_rules
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
 from pipeline.worker import WorkerSettings
@@ -32,10 +40,9 @@ TELEGRAM_SECRET = "telegram"  # noqa: S105 - a logical name, not a value
 CRM_SECRET = "crm"  # noqa: S105 - a logical name, not a value
 # Worker environment variables taken from a deployment setting, by the context key they come from.
 WORKER_SETTINGS = {"IDEMPOTENCY_TTL_SECONDS": "idempotency_ttl_seconds"}
-
-
-class SettingsError(ValueError):
-    """Settings a function would refuse at run time, found while building its environment."""
+# Registry `environment` values a function parses, by variable, with the parser the function
+# itself uses (raising ValueError): refused at synth, not on every message.
+FUNCTION_SETTING_PARSERS: dict[str, Callable[[str], object]] = {REPLIES_ENV: parse_replies}
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class FunctionEnvironments:
             environment[consumer.requires_setting.upper()] = str(
                 self.settings.registry_settings()[consumer.requires_setting]
             )
+        check_function_settings(consumer)
         environment.update(consumer.environment)
         if consumer.name == SMS_CONSUMER:
             environment.update(self.sms(consumer))
@@ -129,10 +137,13 @@ class FunctionEnvironments:
             for detail in error.errors():
                 variable = WORKER_VARIABLES[str(detail["loc"][0])]
                 key = WORKER_SETTINGS.get(variable)
-                from_setting = key is not None and variable not in consumer.environment
-                name = key if from_setting else f"{variable} (of the {consumer.name} worker)"
-                problems.append(f"{name}: {str(detail['msg']).removeprefix('Value error, ')}")
-            raise SettingsError("; ".join(problems)) from None
+                name = (
+                    key
+                    if key is not None and variable not in consumer.environment
+                    else f"{variable} (of the {consumer.name} worker)"
+                )
+                problems.append(Problem(name, str(detail["msg"]), environment.get(variable)))
+            raise SettingsError(problems) from None
 
     # -- SMS: the worker, the reconciler and the delivery-event handler -----------------------------
     @property
@@ -192,16 +203,66 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
     Also keeps the journal in charge of retries: it must give up (SMS_MAX_ATTEMPTS) before SQS
     does (max_receive_count), and a claim's lease must outlive the worker's timeout.
     """
-    fields = {
-        field: environment[name] for field, name in ENVIRONMENT_VARIABLES.items() if name in environment
-    }
-    settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
-    load_rules(environment.get(RULES_ENV))  # the rules the functions load, refused here if invalid
+    variables = {field: name for field, name in ENVIRONMENT_VARIABLES.items() if name in environment}
+    whose = f"(of the {consumer.name} consumer)"
+
+    def named(loc: tuple[int | str, ...]) -> str:
+        return f"{variables.get(str(loc[0]), loc[0])} {whose}" if loc else f"SMS settings {whose}"
+
+    fields = {field: environment[name] for field, name in variables.items()}
+    try:
+        settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
+    except ValidationError as error:
+        raise SettingsError(
+            validation_problems(error, named, {named((f,)): environment[n] for f, n in variables.items()})
+        ) from None
+    # The rules the functions load, refused here if invalid.
+    source = environment.get(RULES_ENV)
+    rules_name = RULES_ENV if source and source.strip() else f"{RULES_FILE.name} (no {RULES_ENV})"
+    try:
+        load_rules(source)
+    except ValidationError as error:
+        raise SettingsError(
+            Problem(f"{rules_name} {whose}", f"{'.'.join(map(str, p['loc'])) or 'rules'}: {p['msg']}")
+            for p in error.errors()
+        ) from None
+    except OSError as error:
+        problem = Problem(f"{rules_name} {whose}", f"cannot read the rules file: {error.strerror}", source)
+        raise SettingsError([problem]) from None
+    problems = []
     if settings.max_attempts >= consumer.retry.max_receive_count:
-        raise ValueError(
-            f"{consumer.name}: SMS_MAX_ATTEMPTS ({settings.max_attempts}) must be below the "
-            f"queue's max_receive_count ({consumer.retry.max_receive_count})"
+        problems.append(
+            Problem(
+                f"SMS_MAX_ATTEMPTS {whose}",
+                f"must be below the queue's max_receive_count ({consumer.retry.max_receive_count})",
+                environment.get("SMS_MAX_ATTEMPTS", settings.max_attempts),
+            )
         )
     if settings.lease_seconds <= consumer.timeout_seconds:
-        raise ValueError(f"{consumer.name}: SMS_LEASE_SECONDS must exceed the worker timeout")
+        problems.append(
+            Problem(
+                f"SMS_LEASE_SECONDS {whose}",
+                f"must exceed the worker timeout ({consumer.timeout_seconds} s)",
+                environment.get("SMS_LEASE_SECONDS", settings.lease_seconds),
+            )
+        )
+    if problems:
+        raise SettingsError(problems)
     return settings
+
+
+def check_function_settings(consumer: Consumer) -> None:
+    """Refuse a registry `environment` value its function would refuse at run time
+    (FUNCTION_SETTING_PARSERS), naming the variable and the consumer."""
+    problems = []
+    for variable, parse in FUNCTION_SETTING_PARSERS.items():
+        if variable not in consumer.environment:
+            continue
+        try:
+            parse(consumer.environment[variable])
+        except ValueError as error:
+            why = str(error).removeprefix(f"{variable} ")
+            name = f"{variable} (registry environment of the {consumer.name} consumer)"
+            problems.append(Problem(name, why, consumer.environment[variable]))
+    if problems:
+        raise SettingsError(problems)

@@ -66,10 +66,9 @@ LAMBDA_LOG_LEVELS: dict[LogLevel, lambda_.ApplicationLogLevel] = {
 
 
 def settings_from_node(node: Node) -> PipelineSettings:
-    """Read every known key from the construct tree's context; absent keys keep defaults."""
-    return PipelineSettings.from_context(
-        {key: node.try_get_context(key) for key in PipelineSettings.context_keys()}
-    )
+    """Read the construct tree's whole context (cdk.json's and `-c` values): absent keys keep
+    defaults, the CDK's own keys are ignored, an unknown key like this app's is refused."""
+    return PipelineSettings.from_context(node.get_all_context())
 
 
 def cdk_log_retention(settings: PipelineSettings) -> logs.RetentionDays:

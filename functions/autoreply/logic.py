@@ -12,7 +12,8 @@ What gets an answer:
 
 Replies come from env AUTOREPLY_REPLIES, a JSON object merged over DEFAULT_REPLIES, e.g.
 `{"/start": "Hi!", "/help": "...", "default": "We'll be in touch."}`; a null or "" value turns a
-default off. Command keys match case-insensitively and without "@botname".
+default off (`pipeline.replies`, which the stack also checks the value with at synth). Command
+keys match case-insensitively and without "@botname".
 
 Failures: 429 retries after Telegram's `retry_after`; 5xx and timeouts retry with backoff;
 400 dead-letters, except an expired callback query (nothing left to answer). A 403 means the user
@@ -22,8 +23,6 @@ table and logged, and the record is acknowledged: retrying cannot help and it is
 
 from __future__ import annotations
 
-import functools
-import json
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -37,40 +36,23 @@ from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
+from pipeline.replies import DEFAULT_KEY, REPLIES_ENV, RepliesError, parse_replies
 from pipeline.secrets import secret_string
 from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, user_of
 
 logger = Logger(child=True)
 metrics = Metrics()
 
-DEFAULT_REPLIES: dict[str, str] = {
-    "/start": "Hello! Thanks for reaching out. Tell us what you need and our team will answer here.",
-    "/help": "Write your question in this chat and a person from our team will reply here.",
-}
-DEFAULT_KEY = "default"
 # Telegram's description when a callback query was not answered in time.
 EXPIRED_QUERY = "query is too old"
 
 
-@functools.lru_cache(maxsize=4)
-def _parse_replies(raw: str) -> dict[str, str]:
-    try:
-        configured = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        raise PermanentError("AUTOREPLY_REPLIES is not valid JSON") from None
-    if not isinstance(configured, dict) or not all(
-        (key.startswith("/") or key == DEFAULT_KEY) and (value is None or isinstance(value, str))
-        for key, value in configured.items()
-    ):
-        raise PermanentError('AUTOREPLY_REPLIES must map "/command" or "default" to a string or null')
-    merged: dict[str, str | None] = dict(DEFAULT_REPLIES)
-    merged.update((key.lower(), value) for key, value in configured.items())
-    return {key: value for key, value in merged.items() if value}
-
-
 def replies() -> dict[str, str]:
     """The reply table in force (defaults merged with AUTOREPLY_REPLIES)."""
-    return _parse_replies(os.environ.get("AUTOREPLY_REPLIES", ""))
+    try:
+        return parse_replies(os.environ.get(REPLIES_ENV, ""))
+    except RepliesError as error:
+        raise PermanentError(str(error)) from None
 
 
 def reply_text(update: TelegramUpdate) -> str | None:

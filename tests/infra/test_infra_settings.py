@@ -3,23 +3,38 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, get_args
 
 import aws_cdk as cdk
 import pytest
 from pydantic import ValidationError
-from synthesized import BASE_CONTEXT, CUSTOM_CONTEXT, SMS_HTTP_BASE_URL, Synthesized, run_app
+from synthesized import (
+    ALARM_EMAIL,
+    BASE_CONTEXT,
+    CUSTOM_CONTEXT,
+    SMS_CONFIGURATION_SET,
+    SMS_HTTP_BASE_URL,
+    SMS_POOL_ID,
+    Synthesized,
+    run_app,
+)
 from template_queries import function_env, of_type, props, ref_name
 
+import infra.application
 import infra.config
-from infra.application import build_app, project_context
-from infra.config import LogLevel
+from infra.application import build_app, project_context, synth_summary
+from infra.config import SHOWN_VALUE_CHARS, LogLevel, SettingsError, settings_error_lines, shown_value
 from infra.constructs.consumers import subscription_filters
+from infra.environment import FUNCTION_SETTING_PARSERS, FunctionEnvironments, check_sms_environment
 from infra.paths import CDK_JSON, PROJECT_ROOT
 from infra.settings import LAMBDA_LOG_LEVELS, PipelineSettings, cdk_removal_policy, settings_from_node
-from pipeline.registry import Consumer, enabled
+from local.settings import LocalSettings
+from pipeline.registry import Consumer, by_name, enabled
+from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
+from pipeline.sms.rules import RULES_ENV
 
 
 def _settings(context: dict[str, object]) -> PipelineSettings:
@@ -202,9 +217,185 @@ def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
     # CDK CLI passes `-c`, bundling is skipped: no pip install of the phonenumbers layer (no network).
     result = run_app(tmp_path, BASE_CONTEXT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    # The summary, to stderr, after the synth.
+    assert "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id)" in (
+        result.stderr.splitlines()
+    )
     assert not list(tmp_path.glob("asset.*/python/phonenumbers")), "the layer was bundled"
     template = json.loads((tmp_path / "TelegramCrmPipeline.template.json").read_text())
     assert json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"] == []
     handlers = {r["Properties"].get("Handler") for r in template["Resources"].values()}
     assert "webhook.app.lambda_handler" in handlers
     assert ref_name(template["Outputs"]["WebhookUrl"]["Value"]).endswith("/telegram/webhook")
+
+
+# -- failing fast, one line per problem ------------------------------------------------------------
+def _refusal_lines(context: dict[str, object]) -> list[str]:
+    with pytest.raises(ValidationError) as raised:
+        _settings(context)
+    return settings_error_lines(raised.value)
+
+
+def test_an_unknown_key_is_refused_with_the_closest_known_one() -> None:
+    assert _refusal_lines({"alarm_emial": "ops@example.org"}) == [
+        "alarm_emial: not a setting of this app; did you mean `alarm_email`? (given 'ops@example.org')"
+    ]
+    # Case and underscores are forgiven in the suggestion, not in the key.
+    [line] = _refusal_lines({"alarmEmail": "ops@example.org"})
+    assert "did you mean `alarm_email`?" in line
+    [line] = _refusal_lines({"frobnicate": "1"})
+    assert line == "frobnicate: not a setting of this app; see README's Configuration table (given '1')"
+
+
+def test_every_problem_is_reported_at_once_naming_key_value_and_what_is_allowed() -> None:
+    lines = _refusal_lines({"removal_policy": "snapshot", "log_level": "VERBOSE", "stack_nmae": "Shop"})
+    assert sorted(lines) == [
+        "log_level: Input should be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or 'CRITICAL' (given 'VERBOSE')",
+        "removal_policy: Input should be 'retain' or 'destroy' (given 'snapshot')",
+        "stack_nmae: not a setting of this app; did you mean `stack_name`? (given 'Shop')",
+    ]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "@aws-cdk/core:aNewFeatureFlag",
+        "aws:cdk:bundling-stacks",
+        "aws:cdk:enable-path-metadata",
+        "cdk-version",
+        "acknowledged-issue-numbers",
+        "availability-zones:account=123456789012:region=eu-central-1",
+        "assets-ecr-repository-name",
+    ],
+)
+def test_the_cdk_s_own_context_keys_are_left_alone(key: str) -> None:
+    assert _settings({key: "anything"}) == PipelineSettings()
+
+
+def test_a_registry_requires_setting_key_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    gated = Consumer(name="mailer", description="test", filter_policy={}, requires_setting="smtp_host")
+    monkeypatch.setattr(infra.config, "CONSUMERS", (gated,))
+    assert _settings({"smtp_host": "mail.example.org"}).consumer_settings == {"smtp_host": "mail.example.org"}
+    assert "did you mean `smtp_host`?" in _refusal_lines({"smtp_hots": "mail.example.org"})[0]
+
+
+def test_a_misspelt_key_in_cdk_json_is_refused_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    document = json.loads(CDK_JSON.read_text())
+    document["context"]["alarm_emial"] = "ops@example.org"
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps(document))
+    monkeypatch.setattr(infra.application, "CDK_JSON", cdk_json)
+    with pytest.raises(ValidationError, match="alarm_emial"):
+        build_app(BASE_CONTEXT, nag=False)
+    # The local runtime reads cdk.json with the same model.
+    with pytest.raises(ValidationError, match="alarm_emial"):
+        LocalSettings.from_cdk_json(cdk_json)
+
+
+def test_a_refused_value_is_shown_short() -> None:
+    [line] = _refusal_lines({"sms_http_base_url": "ftp://" + "x" * 200})
+    shown = line.rsplit("(given ", 1)[1]
+    assert len(shown) <= SHOWN_VALUE_CHARS + 1
+    assert shown.endswith("...)")
+    assert shown_value(" ") == "' '"  # a blank stays visible
+
+
+def test_a_refusal_of_the_whole_model_is_one_line_without_a_value() -> None:
+    assert _refusal_lines({"sms_gateway": "http"}) == ["sms_gateway=http needs sms_http_base_url"]
+
+
+def test_a_bad_autoreply_table_fails_the_synth_naming_the_variable() -> None:
+    """The synth parses the registry's AUTOREPLY_REPLIES with the function's own parser."""
+    assert FUNCTION_SETTING_PARSERS[REPLIES_ENV] is parse_replies
+    environments = FunctionEnvironments(PipelineSettings(), stack_name="Test")
+    for raw, why in [("{not json", "is not valid JSON"), ('{"start": "no slash"}', "must map")]:
+        consumer = replace(by_name("autoreply"), environment={REPLIES_ENV: raw})
+        with pytest.raises(SettingsError) as raised:
+            environments.worker(
+                consumer,
+                queue_url="q",
+                dlq_url="d",
+                tables={"journal": "j"},
+                secrets={"telegram_bot_token": "s"},
+            )
+        [line] = str(raised.value).splitlines()
+        assert line.startswith(f"AUTOREPLY_REPLIES (registry environment of the autoreply consumer): {why}")
+        assert line.endswith(f"(given {raw!r})")
+    good = replace(by_name("autoreply"), environment={REPLIES_ENV: '{"/start": "Hi!"}'})
+    env = environments.worker(
+        good, queue_url="q", dlq_url="d", tables={"journal": "j"}, secrets={"telegram_bot_token": "s"}
+    )
+    assert env[REPLIES_ENV] == '{"/start": "Hi!"}'
+
+
+@pytest.mark.parametrize(
+    ("environment", "line"),
+    [
+        (
+            {"SMS_MAX_ATTEMPTS": "0"},
+            "SMS_MAX_ATTEMPTS (of the sms consumer): Input should be greater than or equal to 1 (given '0')",
+        ),
+        (
+            {"SMS_MAX_ATTEMPTS": "10"},
+            "SMS_MAX_ATTEMPTS (of the sms consumer): must be below the queue's max_receive_count (10)"
+            " (given '10')",
+        ),
+        (
+            {"SMS_LEASE_SECONDS": "30"},
+            "SMS_LEASE_SECONDS (of the sms consumer): must exceed the worker timeout (30 s) (given '30')",
+        ),
+        (
+            {RULES_ENV: '{"rules": "none"}'},
+            "SMS_RULES_JSON (of the sms consumer): version: Field required\n"
+            "SMS_RULES_JSON (of the sms consumer): rules: Input should be a valid array",
+        ),
+    ],
+)
+def test_sms_settings_a_function_would_refuse_fail_the_synth_one_line_each(
+    environment: dict[str, str], line: str
+) -> None:
+    sms = by_name("sms")
+    with pytest.raises(SettingsError) as raised:
+        check_sms_environment({**sms.environment, **environment}, sms)
+    assert str(raised.value) == line
+
+
+def test_the_synth_summary_says_what_will_be_deployed(
+    default_synth: Synthesized, custom_synth: Synthesized, full_synth: Synthesized
+) -> None:
+    default = synth_summary(default_synth.stack)
+    assert default[1:] == [
+        "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id)",
+        "  SMS gateway: end_user_messaging, sender any origination identity of the account,"
+        " configuration set TelegramCrmPipeline-sms (created by the stack)",
+        "  alarm e-mail: none: alarms notify the topic only",
+        "  account/region: environment-agnostic (the deploy's credentials choose them)",
+        "  removal policy: retain (cdk destroy keeps the retained resources; see README's Teardown)",
+    ]
+    custom = "\n".join(synth_summary(custom_synth.stack))
+    assert "SMS gateway: http, host sms.example.org\n" in custom  # the host only, never a path or query
+    assert "removal policy: destroy" in custom
+    full = "\n".join(synth_summary(full_synth.stack))
+    assert "off: none" in full
+    assert f"alarm e-mail: {ALARM_EMAIL}" in full
+    assert f"sender {SMS_POOL_ID}, configuration set {SMS_CONFIGURATION_SET} (given)" in full
+
+
+def test_an_in_process_synth_prints_no_summary(capfd: pytest.CaptureFixture[str]) -> None:
+    build_app(BASE_CONTEXT, nag=False)
+    assert "consumers on" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_app_py_refuses_bad_settings_in_one_line_each(tmp_path: Path) -> None:
+    result = run_app(
+        tmp_path, {**BASE_CONTEXT, "alarm_emial": "ops@example.org", "log_retention_days": "31"}, timeout=120
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "invalid deployment settings:"
+    assert sorted(lines[1:]) == [
+        "alarm_emial: not a setting of this app; did you mean `alarm_email`? (given 'ops@example.org')",
+        f"log_retention_days: must be one of {list(infra.config.LOG_RETENTION_DAYS)} (given '31')",
+    ]

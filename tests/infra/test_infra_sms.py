@@ -142,7 +142,7 @@ def test_every_sms_function_reads_the_same_sms_settings(
             "must be below the queue's max_receive_count",
         ),
         ({"SMS_LEASE_SECONDS": str(SMS.timeout_seconds)}, "must exceed the worker timeout"),
-        ({"SMS_MESSAGE_TYPE": "MARKETING"}, "message_type"),
+        ({"SMS_MESSAGE_TYPE": "MARKETING"}, "SMS_MESSAGE_TYPE"),
     ],
 )
 def test_sms_settings_the_functions_would_refuse_fail_the_synth(change: dict[str, str], message: str) -> None:

@@ -7,8 +7,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from infra.config import PipelineSettings
+from infra.config import PipelineSettings, settings_error_lines
 from ops.cli import build_parser
 from pipeline.registry import CONSUMERS
 from pipeline.retention import (
@@ -113,3 +114,24 @@ def test_the_readme_states_the_redelivery_bound_and_what_derives_from_it_as_comp
     for title, phrases in expected.items():
         text = flowing(section(title))
         assert [phrase for phrase in phrases if phrase not in text] == [], title
+
+
+def test_every_cdk_cli_call_in_the_readme_runs_non_interactively() -> None:
+    calls = re.findall(r"npx [^`\n]*", README)
+    assert calls, "README shows no CDK CLI call"
+    assert [call for call in calls if not call.startswith("npx --yes aws-cdk@2 ")] == []
+
+
+def test_the_configuration_section_shows_refusals_as_the_synth_prints_them() -> None:
+    shown = re.search(
+        r"^invalid deployment settings:\n(.*?)^```", section("Configuration"), flags=re.M | re.S
+    )
+    assert shown, "Configuration shows no refused settings"
+    lines = shown.group(1).splitlines()
+    given = {}
+    for line in lines:
+        key, value = re.fullmatch(r"(\w+): .* \(given '(.*)'\)", line).groups()  # type: ignore[union-attr]
+        given[key] = value
+    with pytest.raises(ValidationError) as raised:
+        PipelineSettings.from_context(given)
+    assert sorted(settings_error_lines(raised.value)) == sorted(lines)

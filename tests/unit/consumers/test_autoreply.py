@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from pipeline import aws
 from pipeline.registry import secret_env_var
+from pipeline.replies import DEFAULT_REPLIES
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
 from tests.unit.consumer_support import (
     JOURNAL_TABLE,
@@ -65,10 +66,6 @@ def bot(
 
 
 def default_replies() -> dict[str, str]:
-    # Imported only once `autoreply.app` is (by the fixture, with the Powertools environment set):
-    # a module-level Logger(child=True) takes its parent's service name at import.
-    from autoreply.logic import DEFAULT_REPLIES
-
     return DEFAULT_REPLIES
 
 

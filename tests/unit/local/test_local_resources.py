@@ -185,7 +185,13 @@ def test_settings_follow_the_cdk_context(tmp_path: Path) -> None:
     cdk_json = tmp_path / "cdk.json"
     cdk_json.write_text(
         json.dumps(
-            {"context": {"telegram_bot_id": "shop", "idempotency_ttl_seconds": str(LONGER_TTL), "other": 1}}
+            {
+                "context": {
+                    "telegram_bot_id": "shop",
+                    "idempotency_ttl_seconds": str(LONGER_TTL),
+                    "@aws-cdk/core:someFlag": True,  # the CDK's own keys are ignored
+                }
+            }
         )
     )
 

@@ -1,0 +1,93 @@
+"""README's Deploy section against the synthesized stack: the idle cost it quotes, what a
+`cdk destroy` leaves behind under each removal policy, and the Powertools parameter to check."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from synthesized import Synthesized
+
+from infra.config import PipelineSettings
+from infra.constructs.layers import powertools_parameter_name
+from infra.paths import PROJECT_ROOT
+from infra.prices import CUSTOM_METRIC_USD, PRICES, PRICES_RECORDED, idle_cost
+from tests.unit.test_readme import flowing, section
+
+DEPLOY = section("Deploy")
+# The teardown table's rows, by the resource type each stands for.
+TEARDOWN_ROWS = {
+    "DynamoDB tables": "AWS::DynamoDB::Table",
+    "CloudWatch log groups": "AWS::Logs::LogGroup",
+    "KMS keys": "AWS::KMS::Key",
+    "Secrets Manager secrets": "AWS::SecretsManager::Secret",
+    "SQS queues and DLQs": "AWS::SQS::Queue",
+    "Lambda layer versions": "AWS::Lambda::LayerVersion",
+}
+
+
+def test_the_readme_quotes_the_idle_cost_of_the_default_template(default_synth: Synthesized) -> None:
+    cost = idle_cost(default_synth.resources)
+    reconciler = (PROJECT_ROOT / "layers/shared/python/pipeline/sms/reconcile.py").read_text()
+    reconciler_metrics = len(set(re.findall(r'add_metric\(\s*name="(Sms\w+)"', reconciler)))
+    alarms = sum(1 for r in default_synth.resources.values() if r["Type"] == "AWS::CloudWatch::Alarm")
+    free = {price.unit: price.free_units for price in PRICES if price.free_units}
+    text = flowing(DEPLOY)
+    expected = [
+        f"about **${cost.total:.2f} a month** in fixed charges",
+        f"from the synthesized default template: {cost.breakdown()} ({alarms} alarms;",
+        f"free tier ({free['alarm metric']} alarm metrics, {free['dashboard']} dashboards)",
+        f"takes up to ${cost.free_tier_saving:.2f} off",
+        f"its {reconciler_metrics} `Sms...` custom metrics on every run",
+        f"${CUSTOM_METRIC_USD:.2f} per metric-month each beyond the account's free 10:"
+        f" ${reconciler_metrics * CUSTOM_METRIC_USD:.2f} a month",
+        f"as recorded on {PRICES_RECORDED}",
+        "[`infra/prices.py`](infra/prices.py)",
+    ]
+    assert [phrase for phrase in expected if phrase not in text] == []
+    # Each priced resource is there at all (a count of 0 would mean the figure misses a cost).
+    assert all(cost.units.values())
+
+
+def teardown_rows() -> dict[str, list[str]]:
+    rows = re.findall(r"^\| (.+?) \| (.+?) \| (.+?) \| (.*?) \|$", section("Deploy"), flags=re.M)
+    return {name.split(" (")[0]: [retain, destroy] for name, retain, destroy, _ in rows if name != "resource"}
+
+
+def _left_behind(resources: dict[str, dict[str, Any]], kind: str) -> bool:
+    policies = {r.get("DeletionPolicy", "Delete") for r in resources.values() if r["Type"] == kind}
+    assert len(policies) == 1, f"{kind}: mixed deletion policies {policies}"
+    return policies == {"Retain"}
+
+
+def test_the_teardown_table_lists_every_resource_kind_it_covers() -> None:
+    assert set(teardown_rows()) == set(TEARDOWN_ROWS)
+
+
+@pytest.mark.parametrize(("column", "synth"), [(0, "default_synth"), (1, "custom_synth")])
+def test_the_teardown_table_says_what_cdk_destroy_leaves_under_each_removal_policy(
+    column: int, synth: str, request: pytest.FixtureRequest
+) -> None:
+    synthesized: Synthesized = request.getfixturevalue(synth)
+    assert synthesized.stack.settings.removal_policy == ("retain", "destroy")[column]
+    resources = synthesized.resources
+    # Nothing retained that the table does not cover.
+    retained = {r["Type"] for r in resources.values() if r.get("DeletionPolicy") == "Retain"}
+    assert retained <= set(TEARDOWN_ROWS.values())
+    for row, cells in teardown_rows().items():
+        kind = TEARDOWN_ROWS[row]
+        cell = cells[column]
+        if _left_behind(resources, kind):
+            assert cell.startswith("kept"), (row, cell)
+        else:
+            assert cell.startswith(("deleted", "scheduled for deletion")), (row, cell)
+
+
+def test_the_readme_checks_the_powertools_parameter_the_stack_reads() -> None:
+    settings = PipelineSettings()
+    name = powertools_parameter_name(settings.powertools_version)
+    assert f"aws ssm get-parameter --name {name} \\" in DEPLOY
+    assert f"--path {name.rsplit('/', 1)[0]} \\" in DEPLOY
+    pins = (PROJECT_ROOT / "requirements.txt").read_text()
+    assert f"aws-lambda-powertools[tracer]=={settings.powertools_version}" in pins
