@@ -42,6 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-ai", action="store_true", help="leave the ai consumer off (no Bedrock fake use)"
     )
+    parser.add_argument(
+        "--sms-gateway",
+        choices=("end_user_messaging", "http"),
+        help="the SMS gateway (default: the deployment's, End User Messaging unless cdk.json says otherwise)",
+    )
     parser.add_argument("--keep-running", action="store_true", help="demo: stay up after the summary")
     parser.add_argument(
         "--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json and logs go"
@@ -63,7 +68,8 @@ def port_is_free(port: int) -> bool:
 
 def banner(runtime: Runtime) -> str:
     info = runtime.stack_info()
-    fakes = "\n".join(f"  {name:<9} {url}" for name, url in info["fakes"].items())
+    width = max(len(name) for name in info["fakes"])
+    fakes = "\n".join(f"  {name:<{width}} {url}" for name, url in info["fakes"].items())
     return f"""
 Local pipeline is up, on loopback only. Details: {runtime.state_dir / "stack.json"}; logs: {info["logs"]}
 
@@ -132,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = LocalSettings.from_cdk_json()
     if args.no_ai:
         settings = dataclasses.replace(settings, ai_consumer=False)
+    if args.sms_gateway:
+        settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
     runtime = Runtime(ports=Ports(api=args.port), settings=settings, state_dir=args.state_dir)
     print("Starting the local pipeline (moto, fakes, functions)...", flush=True)
     try:

@@ -4,14 +4,16 @@ The functions' environments are built by `infra.environment`, the builder the CD
 from the deployment settings cdk.json gives (`infra.config`). On top of that, locally:
 
 1. The deployment is changed where AWS has no local stand-in (`local_deployment`):
-   - the SMS gateway is the generic HTTP one, at the SMS fake (End User Messaging cannot run
-     here), so the stack's HTTP-gateway wiring applies (the reconciler gets the gateway secret,
-     there is no configuration set and no `sms_events`);
+   - the SMS gateway is the deployment's (End User Messaging by default, as in the stack, with
+     its configuration set and `sms_events`), unless `LocalSettings.sms_gateway` picks another
+     (`python -m local --sms-gateway http`); the HTTP gateway is the SMS fake;
    - the `ai` consumer runs with LOCAL_BEDROCK_MODEL_ID when no `bedrock_model_id` is configured
      (the Bedrock fake answers any model), or not at all with `python -m local --no-ai`;
    - no Telegram IP allow-list: local callers are on loopback, never in Telegram's ranges.
 2. Each function's environment gets the local overlay (`local_overlay`), which only adds keys:
-   the endpoints of moto and the fakes, no X-Ray, and a short SMS lookup settle time.
+   the endpoints of moto and the fakes (for the functions that send SMS through End User
+   Messaging, `AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2`: its stand-in), no X-Ray, and a short SMS
+   lookup settle time.
 
 `tests/infra/test_infra_local_parity.py` checks that nothing else differs.
 """
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from infra.config import PipelineSettings
-from infra.environment import WEBHOOK
+from infra.environment import RECONCILER, SMS_CONSUMER, WEBHOOK
 
 if TYPE_CHECKING:
     from local.settings import LocalSettings
@@ -31,20 +33,30 @@ LOCAL_BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 # Seconds an `unknown` SMS must age before a lookup miss counts as proof it never arrived; AWS
 # keeps pipeline.sms.settings' default (120 s), locally rehearsed gateway hangs resolve sooner.
 LOCAL_SMS_LOOKUP_SETTLE_SECONDS = "10"
+# botocore's service-specific endpoint variable for `pinpoint-sms-voice-v2` (service id
+# "Pinpoint SMS Voice V2"): only End User Messaging calls go to its stand-in.
+END_USER_MESSAGING_ENDPOINT = "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"
+# The functions that send SMS (the worker, and the reconciler's resends).
+SMS_SENDERS = frozenset({SMS_CONSUMER, RECONCILER.service_name})
 
 
 def local_deployment(settings: LocalSettings, fakes: Mapping[str, str]) -> PipelineSettings:
     """The deployment settings the local runtime runs with (see the module docstring, 1.)."""
-    if "sms" not in fakes:
-        raise ValueError("the local runtime sends SMS through its SMS fake: `fakes` needs an 'sms' URL")
     deployment = settings.deployment
+    gateway = settings.sms_gateway or deployment.sms_gateway
+    stand_in = "sms" if gateway == "http" else "end_user_messaging"
+    if stand_in not in fakes:
+        raise ValueError(
+            f"the local runtime sends SMS ({gateway}) through a stand-in: `fakes` needs a {stand_in!r} URL"
+        )
     model_id = (deployment.bedrock_model_id or LOCAL_BEDROCK_MODEL_ID) if settings.ai_consumer else None
-    changes = {
-        "sms_gateway": "http",
-        "sms_http_base_url": fakes["sms"],
+    changes: dict[str, object] = {
+        "sms_gateway": gateway,
         "bedrock_model_id": model_id,
         "telegram_ip_allowlist": False,
     }
+    if gateway == "http":
+        changes["sms_http_base_url"] = fakes["sms"]
     return PipelineSettings.model_validate({**deployment.model_dump(), **changes})
 
 
@@ -62,8 +74,10 @@ def local_overlay(
     if function == WEBHOOK.service_name:
         # Only the webhook publishes; workers and operators see moto unchanged.
         overlay["AWS_ENDPOINT_URL_SNS"] = fakes["sns"]
-    if "SMS_GATEWAY" in environment:
+    if function in SMS_SENDERS and "SMS_GATEWAY" in environment:
         overlay["SMS_LOOKUP_SETTLE_SECONDS"] = LOCAL_SMS_LOOKUP_SETTLE_SECONDS
+        if environment["SMS_GATEWAY"] == "end_user_messaging":
+            overlay[END_USER_MESSAGING_ENDPOINT] = fakes["end_user_messaging"]
     overridden = sorted(set(overlay) & set(environment))
     if overridden:
         raise ValueError(f"the local overlay must not change what the stack sets: {overridden}")

@@ -2,7 +2,9 @@
 
 `create_resources()` makes the events topic, one queue + DLQ (redrive with the consumer's
 `max_receive_count`) + raw-delivery, filtered subscription per enabled consumer, the tables and
-the secrets with local values, and returns their names, URLs and ARNs. `LocalResources` then
+the secrets with local values; with End User Messaging also the SMS delivery-events topic and,
+standing for `sms_events`' Lambda subscription, a queue subscribed to it (`local.sns_subscription`);
+and returns their names, URLs and ARNs. `LocalResources` then
 gives each function the environment the stack gives it in AWS, from the same builder
 (`infra.environment`) and the local deployment settings (`local.overlay.local_deployment`).
 The end-to-end tests call `create_resources()` too, against their own moto server.
@@ -22,6 +24,7 @@ from infra.environment import (
     JOURNAL,
     RECONCILER,
     SMS_CONSUMER,
+    SMS_EVENTS,
     TELEGRAM_SECRET,
     WEBHOOK,
     FunctionEnvironments,
@@ -29,6 +32,7 @@ from infra.environment import (
 from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 from local.overlay import local_deployment, local_overlay
 from local.settings import LocalSettings
+from local.sns_subscription import ASYNC_ATTEMPTS
 from pipeline.registry import CONSUMERS, Consumer, enabled
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
@@ -44,6 +48,18 @@ class QueuePair:
 
 
 @dataclass(frozen=True)
+class DeliveryEvents:
+    """End User Messaging's SMS events: the configuration set's SNS event destination, and the
+    queue subscribed to it in place of `sms_events`' Lambda subscription (failed invocations end
+    in `queue.dlq_url`, as the function's on-failure destination)."""
+
+    configuration_set: str
+    topic_arn: str
+    subscription_arn: str
+    queue: QueuePair
+
+
+@dataclass(frozen=True)
 class LocalResources:
     settings: LocalSettings
     # The deployment the local runtime runs: `local.overlay.local_deployment(settings, fakes)`.
@@ -54,6 +70,8 @@ class LocalResources:
     tables: dict[str, str]  # logical name -> table name
     secrets: dict[str, str]  # logical name -> secret ARN
     fakes: dict[str, str] = field(default_factory=dict)  # fake name -> base URL
+    # With End User Messaging (and the `sms` consumer): where its delivery events go.
+    delivery_events: DeliveryEvents | None = None
 
     @property
     def environments(self) -> FunctionEnvironments:
@@ -80,16 +98,18 @@ class LocalResources:
         return next((c for c in self.consumers if c.name == SMS_CONSUMER), None)
 
     def stack_environments(self) -> dict[str, dict[str, str]]:
-        """Every function the local runtime runs, by name, with the environment the stack gives it.
-
-        No `sms_events`: it exists only with End User Messaging, which does not run locally.
-        """
+        """Every function the local runtime runs, by name, with the environment the stack gives it
+        (`sms_events` exists only with End User Messaging, as in the stack)."""
         environments = {WEBHOOK.service_name: self.webhook_environment()}
         environments.update({c.name: self.consumer_environment(c) for c in self.consumers})
         if self.sms_consumer is not None:
             environments[RECONCILER.service_name] = self.environments.reconciler(
                 self.sms_consumer, journal_table=self.tables[JOURNAL], secrets=self.secrets
             )
+            if self.delivery_events is not None:
+                environments[SMS_EVENTS.service_name] = self.environments.sms_events(
+                    self.sms_consumer, journal_table=self.tables[JOURNAL]
+                )
         return environments
 
     def local_environments(self, aws_endpoint: str) -> dict[str, dict[str, str]]:
@@ -105,7 +125,7 @@ class LocalResources:
 
     def describe(self) -> dict[str, Any]:
         """Names, URLs and ARNs for `.local/stack.json`."""
-        return {
+        described: dict[str, Any] = {
             "topic_arn": self.topic_arn,
             "queues": {
                 name: {"url": queue.url, "dlq_url": queue.dlq_url}
@@ -114,6 +134,14 @@ class LocalResources:
             "tables": dict(sorted(self.tables.items())),
             "secrets": dict(sorted(self.secrets.items())),
         }
+        if self.delivery_events is not None:
+            described["sms_delivery_events"] = {
+                "configuration_set": self.delivery_events.configuration_set,
+                "topic_arn": self.delivery_events.topic_arn,
+                "queue_url": self.delivery_events.queue.url,
+                "failed_events_queue_url": self.delivery_events.queue.dlq_url,
+            }
+        return described
 
 
 SecretValue = Callable[[LocalSettings, Mapping[str, str]], str]
@@ -176,6 +204,11 @@ def create_resources(
         )["ARN"]
         for name in secret_names(chosen)
     }
+    environments = FunctionEnvironments(deployment, stack_name=prefix)
+    configuration_set = environments.sms_configuration_set
+    delivery_events = None
+    if configuration_set is not None and any(c.name == SMS_CONSUMER for c in chosen):
+        delivery_events = _delivery_events(sqs, sns, prefix, configuration_set)
     return LocalResources(
         settings=settings,
         deployment=deployment,
@@ -185,6 +218,7 @@ def create_resources(
         tables=tables,
         secrets=secrets,
         fakes=dict(fakes),
+        delivery_events=delivery_events,
     )
 
 
@@ -224,6 +258,30 @@ def _consumer_queues(sqs: Any, sns: Any, topic_arn: str, prefix: str, consumer: 
         },
     )
     return QueuePair(url=url, arn=arn, dlq_url=dlq_url, dlq_arn=dlq_arn)
+
+
+def _delivery_events(sqs: Any, sns: Any, prefix: str, configuration_set: str) -> DeliveryEvents:
+    """The configuration set's event destination topic (`infra.constructs.sms`), and the queue
+    that stands for `sms_events`' subscription: not raw, so each body is the SNS envelope the
+    Lambda record is made of; a visibility timeout of the function's timeout; after Lambda's
+    asynchronous attempts, the failed-events queue."""
+    topic_arn = sns.create_topic(Name=f"{prefix}-sms-delivery-events")["TopicArn"]
+    dlq_url, dlq_arn = _queue(
+        sqs, f"{prefix}-{SMS_EVENTS.service_name}-failed", {"MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
+    )
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": ASYNC_ATTEMPTS}
+    url, arn = _queue(
+        sqs,
+        f"{prefix}-{SMS_EVENTS.service_name}-subscription",
+        {"VisibilityTimeout": str(SMS_EVENTS.timeout_seconds), "RedrivePolicy": json.dumps(redrive)},
+    )
+    subscription = sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, ReturnSubscriptionArn=True)
+    return DeliveryEvents(
+        configuration_set=configuration_set,
+        topic_arn=topic_arn,
+        subscription_arn=subscription["SubscriptionArn"],
+        queue=QueuePair(url=url, arn=arn, dlq_url=dlq_url, dlq_arn=dlq_arn),
+    )
 
 
 def _table(dynamodb: Any, name: str, schema: TableKeys) -> str:

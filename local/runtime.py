@@ -7,7 +7,8 @@
 `Runtime` starts a moto server (own process), the fakes of the outside services (threads of
 this process), creates the stack's resources in moto from the registry, then starts the
 webhook behind a local API Gateway and one SQS poller per enabled consumer (plus the SMS
-reconciler on its schedule when it exists), each a subprocess whose environment is its Lambda
+reconciler on its schedule when it exists, and with End User Messaging `sms_events` on the
+delivery events its stand-in publishes to SNS), each a subprocess whose environment is its Lambda
 environment. A supervisor restarts a process that dies or times out, as Lambda replaces an
 execution environment. `stop()` ends everything; nothing is left running.
 """
@@ -30,10 +31,11 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 
-from infra.environment import RECONCILER, WEBHOOK
+from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
+from local.fakes.end_user_messaging import EndUserMessagingFake
 from local.fakes.sms import SmsGatewayFake
 from local.fakes.sns import SnsFaultProxy
 from local.fakes.telegram import TelegramFake
@@ -70,6 +72,7 @@ class Ports:
     crm: int = 0
     bedrock: int = 0
     sms: int = 0
+    end_user_messaging: int = 0
     sns: int = 0
 
 
@@ -174,6 +177,10 @@ class Runtime:
             "crm": CrmFake(port=self.ports.crm, auth_header=self.settings.crm_auth_header),
             "bedrock": BedrockFake(port=self.ports.bedrock),
             "sms": SmsGatewayFake(port=self.ports.sms, token=self.settings.sms_gateway_token),
+            # AWS End User Messaging SMS; its delivery events go to SNS (moto).
+            "end_user_messaging": EndUserMessagingFake(
+                port=self.ports.end_user_messaging, publish=self._publish_sms_event
+            ),
             # The webhook's way to SNS (moto), where publishing can be made to fail.
             "sns": SnsFaultProxy(upstream=lambda: self.aws_endpoint, port=self.ports.sns),
         }
@@ -243,6 +250,11 @@ class Runtime:
                 fake.start()
                 self.log(f"fake {fake.name} listening at {fake.url}")
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
+            events = self.resources.delivery_events
+            if events is not None:
+                end_user_messaging = self.fakes["end_user_messaging"]
+                assert isinstance(end_user_messaging, EndUserMessagingFake)
+                end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
             self._start_functions(self.resources)
             self._supervisor = threading.Thread(target=self._supervise, name="local-supervisor", daemon=True)
             self._supervisor.start()
@@ -306,6 +318,10 @@ class Runtime:
                     )
                 self._changed.wait(0.1)
 
+    def _publish_sms_event(self, topic_arn: str, message: str) -> None:
+        """End User Messaging publishing an SMS event to the configuration set's SNS destination."""
+        self.client("sns").publish(TopicArn=topic_arn, Message=message)
+
     def _on_moto_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
         if message.get("event") == "listening":
             with self._changed:
@@ -319,6 +335,7 @@ class Runtime:
         memory = {
             WEBHOOK.service_name: WEBHOOK.memory_mb,
             RECONCILER.service_name: RECONCILER.memory_mb,
+            SMS_EVENTS.service_name: SMS_EVENTS.memory_mb,
             **{consumer.name: consumer.memory_mb for consumer in resources.consumers},
         }
         return {
@@ -372,6 +389,30 @@ class Runtime:
                     str(self.settings.reconcile_every_seconds),
                 ],
                 env=environments[RECONCILER.service_name],
+            )
+        # With End User Messaging: the delivery events, as the topic's Lambda subscription delivers them.
+        events = resources.delivery_events
+        if SMS_EVENTS.service_name in environments and events is not None:
+            arguments = [
+                "sns",
+                "--handler",
+                SMS_EVENTS.handler,
+                "--function-name",
+                self._lambda_name(SMS_EVENTS.service_name),
+                "--timeout",
+                str(SMS_EVENTS.timeout_seconds),
+                "--memory",
+                str(SMS_EVENTS.memory_mb),
+                "--queue-url",
+                events.queue.url,
+                "--subscription-arn",
+                events.subscription_arn,
+            ]
+            self._add_function(
+                FunctionStatus(SMS_EVENTS.service_name, "subscription"),
+                module="local.worker_process",
+                args=lambda: list(arguments),
+                env=environments[SMS_EVENTS.service_name],
             )
 
     def _add_function(
@@ -506,7 +547,10 @@ class Runtime:
             "ApproximateNumberOfMessagesDelayed",
         ]
         depths: dict[str, tuple[QueueDepth, QueueDepth]] = {}
-        for name, queue in resources.queues.items():
+        queues = dict(resources.queues)
+        if resources.delivery_events is not None and SMS_EVENTS.service_name in self.functions:
+            queues[SMS_EVENTS.service_name] = resources.delivery_events.queue
+        for name, queue in queues.items():
             main = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=names)["Attributes"]
             dlq = sqs.get_queue_attributes(QueueUrl=queue.dlq_url, AttributeNames=names)["Attributes"]
             depths[name] = (QueueDepth.from_attributes(main), QueueDepth.from_attributes(dlq))
@@ -570,7 +614,8 @@ class Runtime:
                 drained = all(
                     status.queue is not None and status.queue.total == 0 and not status.busy
                     for status in self.functions.values()
-                    if status.kind == "consumer" and status.state not in (MISSING, INIT_ERROR)
+                    if status.kind in ("consumer", "subscription")
+                    and status.state not in (MISSING, INIT_ERROR)
                 )
             if drained:
                 quiet_since = quiet_since or time.monotonic()

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from infra.config import PipelineSettings
 from local.fakes.sms import DEFAULT_TOKEN as SMS_GATEWAY_TOKEN
@@ -31,6 +31,10 @@ class LocalSettings:
     # Run the `ai` consumer on the Bedrock fake, with a placeholder model unless one is configured
     # (`local.overlay`); False leaves it off (`python -m local --no-ai`).
     ai_consumer: bool = True
+    # The SMS gateway locally: None runs the deployment's (End User Messaging by default, on its
+    # stand-in, as the stack does); "http" the generic HTTP gateway on the SMS fake
+    # (`python -m local --sms-gateway http`).
+    sms_gateway: Literal["end_user_messaging", "http"] | None = None
     # -- local only ---------------------------------------------------------------------------------
     region: str = "eu-central-1"
     telegram_secret: str = "local-telegram-secret-token"  # noqa: S105 - a documented local value

@@ -39,7 +39,7 @@ class FunctionStatus:
     """Counters of one function across restarts of its process."""
 
     name: str
-    kind: str  # "api", "consumer" or "schedule"
+    kind: str  # "api", "consumer", "schedule" or "subscription" (SNS)
     state: str = STARTING
     detail: str | None = None
     busy: bool = False

@@ -8,6 +8,10 @@ failures to the visibility timeout, so retries and redrive to the DLQ happen as 
 `python -m local.worker_process schedule --every 30 ...` invokes the handler with an EventBridge
 "Scheduled Event" on a fixed rate.
 
+`python -m local.worker_process sns --subscription-arn ... --queue-url ...` invokes it as an SNS
+subscription does, one SNS record per message of a queue subscribed to the topic
+(`local.sns_subscription`).
+
 The environment is the function's Lambda environment, set by the parent; progress goes to the
 parent as JSON lines on `--status-fd`, logs to stdout/stderr.
 """
@@ -263,7 +267,7 @@ def run_schedule(
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local.worker_process")
-    parser.add_argument("mode", choices=("sqs", "schedule"))
+    parser.add_argument("mode", choices=("sqs", "schedule", "sns"))
     parser.add_argument("--handler", required=True)
     parser.add_argument("--function-name", required=True)
     parser.add_argument("--timeout", type=float, required=True)
@@ -274,9 +278,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--batching-window", type=float, default=0)
     parser.add_argument("--every", type=float, default=30)
+    parser.add_argument("--subscription-arn")
     args = parser.parse_args(argv)
     if args.mode == "sqs" and not (args.queue_url and args.queue_arn):
         parser.error("sqs mode needs --queue-url and --queue-arn")
+    if args.mode == "sns" and not (args.queue_url and args.subscription_arn):
+        parser.error("sns mode needs --queue-url and --subscription-arn")
     return args
 
 
@@ -289,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STOPPED
     if args.mode == "sqs":
         return SqsPoller(args, host, status, stopper).run()
+    if args.mode == "sns":
+        from local.sns_subscription import SnsSubscriptionPoller
+
+        return SnsSubscriptionPoller(args, host, status, stopper).run()
     return run_schedule(args, host, status, stopper)
 
 

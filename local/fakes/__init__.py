@@ -5,8 +5,17 @@ from __future__ import annotations
 from local.fakes.base import FakeService
 from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
+from local.fakes.end_user_messaging import EndUserMessagingFake
 from local.fakes.sms import SmsGatewayFake
 from local.fakes.sns import SnsFaultProxy
 from local.fakes.telegram import TelegramFake
 
-__all__ = ["BedrockFake", "CrmFake", "FakeService", "SmsGatewayFake", "SnsFaultProxy", "TelegramFake"]
+__all__ = [
+    "BedrockFake",
+    "CrmFake",
+    "EndUserMessagingFake",
+    "FakeService",
+    "SmsGatewayFake",
+    "SnsFaultProxy",
+    "TelegramFake",
+]

@@ -3,10 +3,15 @@
 The secrets are random per session (not the documented local values) so the log scan at the end
 looks for strings that can only have come from this run. The reconciler runs every 2 s instead of
 30 s so unknown SMS outcomes settle within a scenario.
+
+The session's pipeline runs the stack's default configuration (End User Messaging for SMS). The
+SMS scenarios also run on the HTTP gateway, in a second, smaller pipeline (webhook, `sms`,
+reconciler), started only when one of them runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +20,8 @@ import pytest
 
 from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
-from tests.e2e.support import Pipeline, is_refused
+from pipeline.registry import by_name
+from tests.e2e.support import OTHER_PIPELINES, Pipeline, is_refused
 
 RECONCILE_EVERY_SECONDS = 2.0
 DRAIN_TIMEOUT_SECONDS = 120.0
@@ -43,15 +49,31 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         runtime.stop()
 
 
+@pytest.fixture(scope="session")
+def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    """The same settings with `sms_gateway=http` (the SMS fake), only what SMS needs."""
+    settings = dataclasses.replace(pipeline.settings, sms_gateway="http")
+    state_dir: Path = tmp_path_factory.mktemp("local-runtime-http-gateway")
+    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(by_name("sms"),))
+    runtime.start()
+    other = Pipeline(runtime)
+    OTHER_PIPELINES.append(other)
+    try:
+        yield other
+    finally:
+        runtime.stop()
+
+
 @pytest.fixture(autouse=True)
 def isolated_scenario(pipeline: Pipeline) -> Iterator[None]:
     """Each scenario starts with no pending fault and leaves every queue drained."""
     yield
-    for name, fake in pipeline.runtime.fakes.items():
-        if is_refused(f"{fake.url}/_faults"):
-            # A fake that is down has no control endpoint: bring it back from Python.
-            fake.clear_faults()
-        else:
-            pipeline.fake(name).clear_faults()
-    assert pipeline.runtime.failure is None, pipeline.runtime.failure
-    assert pipeline.runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS), "queues not drained"
+    for each in (pipeline, *OTHER_PIPELINES):
+        for name, fake in each.runtime.fakes.items():
+            if is_refused(f"{fake.url}/_faults"):
+                # A fake that is down has no control endpoint: bring it back from Python.
+                fake.clear_faults()
+            else:
+                each.fake(name).clear_faults()
+        assert each.runtime.failure is None, each.runtime.failure
+        assert each.runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS), "queues not drained"

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from infra.config import PipelineSettings
 from local.runtime import LAYER_DIR, PROJECT_ROOT, Runtime
 from local.settings import LocalSettings
 from pipeline.crm import SIGNATURE_HEADER, sign
@@ -29,6 +30,8 @@ TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BOT_USERNAME = "local_pipeline_bot"
 POLL_SECONDS = 0.25
 T = TypeVar("T")
+# Pipelines started besides the session's (the HTTP-gateway one): the log scan reads theirs too.
+OTHER_PIPELINES: list[Pipeline] = []
 
 
 # -- waiting ----------------------------------------------------------------------------------------
@@ -117,6 +120,12 @@ class Pipeline:
     @property
     def settings(self) -> LocalSettings:
         return self.runtime.settings
+
+    @property
+    def deployment(self) -> PipelineSettings:
+        """The deployment settings it runs (`local.overlay.local_deployment`)."""
+        assert self.runtime.resources is not None
+        return self.runtime.resources.deployment
 
     def fake(self, name: str) -> FakeClient:
         return FakeClient(name, self.runtime.fakes[name].url)

@@ -23,6 +23,7 @@ from aiogram.types import Update
 from pipeline.registry import by_name, matches
 from tests.e2e.support import (
     BOT_USERNAME,
+    OTHER_PIPELINES,
     Ids,
     Pipeline,
     callback_query,
@@ -48,6 +49,7 @@ SNS_LOST_ANSWER = 5
 SMS_HANG = 6
 SMS_LOST_ANSWER = 7
 LOG_SCAN = 8
+SMS_NO_EVIDENCE = 9
 TELEGRAM_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
 METRIC = "TelegramUpdates"  # the analytics consumer's EMF metric, one per update
 # Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
@@ -404,33 +406,77 @@ def test_a_publish_whose_answer_is_lost_is_published_twice_and_processed_once(pi
         ) == (1, 1)
 
 
+@dataclass(frozen=True)
+class SmsGateway:
+    """How a scenario sees one SMS gateway's stand-in: its fake, its sends, what reached phones."""
+
+    name: str  # the `sms_gateway` setting
+    fake: str  # the stand-in's name in `Runtime.fakes`
+    match: str  # a fault's `match` that aims at sends
+
+    def sends(self, pipeline: Pipeline, text: str) -> list[dict[str, Any]]:
+        if self.name == "http":
+            calls = pipeline.fake(self.fake).calls("/messages")
+            return [c for c in calls if c["method"] == "POST" and text in c["body"]["text"]]
+        calls = pipeline.fake(self.fake).calls()
+        return [c for c in calls if text in (c["body"] or {}).get("MessageBody", "")]
+
+    def key(self, send: dict[str, Any]) -> str:
+        body = send["body"]
+        return str(body["client_reference"] if self.name == "http" else body["Context"]["notification_key"])
+
+    def calls(self, pipeline: Pipeline, key: str) -> list[dict[str, Any]]:
+        """Every call about this notification key: sends, and (HTTP) lookups."""
+        calls = pipeline.fake(self.fake).calls()
+        if self.name == "http":
+            return [c for c in calls if key in str(c["body"]) or c["query"].get("client_reference") == key]
+        return [c for c in calls if (c["body"] or {}).get("Context", {}).get("notification_key") == key]
+
+    def reached_phones(self, pipeline: Pipeline, key: str) -> list[dict[str, Any]]:
+        """The stand-in's messages that "reached a phone" under this notification key."""
+        status, messages = http("GET", f"{pipeline.fake(self.fake).url}/_messages")
+        assert status == 200
+        if self.name == "http":
+            return [m for m in messages if m["client_reference"] == key]
+        return [m for m in messages if m["context"].get("notification_key") == key]
+
+
+END_USER_MESSAGING = SmsGateway("end_user_messaging", "end_user_messaging", "SendTextMessage")
+HTTP_GATEWAY = SmsGateway("http", "sms", "/messages")
+# The default gateway (the stack's) runs in the session's pipeline; the HTTP one in a small one of its own.
+GATEWAYS = [pytest.param(END_USER_MESSAGING, id="end_user_messaging"), pytest.param(HTTP_GATEWAY, id="http")]
+
+
+@pytest.fixture
+def on_gateway(request: pytest.FixtureRequest, pipeline: Pipeline) -> tuple[Pipeline, SmsGateway]:
+    gateway: SmsGateway = request.param
+    if gateway.name == pipeline.deployment.sms_gateway:
+        return pipeline, gateway
+    other: Pipeline = request.getfixturevalue("http_gateway_pipeline")
+    return other, gateway
+
+
 def sms_scenario(
-    pipeline: Pipeline, scenario: int, **fault: Any
+    pipeline: Pipeline, gateway: SmsGateway, scenario: int, settled_by: str = "accepted", **fault: Any
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Send an order event that owes one SMS while the gateway misbehaves; the journal record once settled."""
-    sms = pipeline.fake("sms")
+    """Send an order event that owes one SMS while the gateway misbehaves; the journal record once
+    in state `settled_by`, and every call the gateway got about it."""
     phone = phone_number(scenario, 1)
     SENT_PHONES.add(phone)
     order_id = f"E2E-{scenario}-1"
-    event = order_status_changed(f"evt-e2e-{scenario}-1", order_id, "shipped", "paid", phone)
-    sms.inject(**fault, match="/messages")
+    event = order_status_changed(f"evt-e2e-{scenario}-{gateway.name}", order_id, "shipped", "paid", phone)
+    pipeline.fake(gateway.fake).inject(**fault, match=gateway.match)
 
     assert pipeline.send_crm_event(event) == 200
 
-    [first] = wait_for(
-        lambda: [
-            c for c in sms.calls("/messages") if c["method"] == "POST" and order_id in c["body"]["text"]
-        ],
-        20,
-        "the SMS worker's send",
-    )
-    key = first["body"]["client_reference"]
+    [first] = wait_for(lambda: gateway.sends(pipeline, order_id), 20, "the SMS worker's send")
+    key = gateway.key(first)
 
     def settled() -> dict[str, Any] | None:
         record = pipeline.item("journal", {"id": f"sms#{key}"})
-        return record if record is not None and record["state"] == "accepted" else None
+        return record if record is not None and record["state"] == settled_by else None
 
-    record = wait_for(settled, 60, "the reconciler to settle the SMS")
+    record = wait_for(settled, 60, f"the SMS to be {settled_by}")
     # The CRM resends the same event, then the same change under a new id with the number written
     # as a person would: one customer, one transition, never a second SMS.
     assert pipeline.send_crm_event(event) == 200
@@ -442,47 +488,92 @@ def sms_scenario(
     }
     assert pipeline.send_crm_event(retried) == 200
     assert pipeline.runtime.wait_until_drained(timeout=30)
-    calls = [
-        c
-        for c in sms.calls("/messages")
-        if key in str(c["body"]) or c["query"].get("client_reference") == key
-    ]
-    return record, calls
+    return record, gateway.calls(pipeline, key)
 
 
-def reached_phones(pipeline: Pipeline, key: str) -> list[dict[str, Any]]:
-    """The SMS fake's messages that "reached a phone" under this notification key."""
-    status, messages = http("GET", f"{pipeline.fake('sms').url}/_messages")
-    assert status == 200
-    return [m for m in messages if m["client_reference"] == key]
+def sends(calls: list[dict[str, Any]], gateway: SmsGateway) -> list[dict[str, Any]]:
+    return [c for c in calls if c["method"] == "POST"] if gateway.name == "http" else calls
 
 
-def test_an_sms_whose_answer_is_lost_is_unknown_then_reconciled_without_a_second_send(
-    pipeline: Pipeline,
+def assert_closed_by_what_the_gateway_offers(
+    pipeline: Pipeline, gateway: SmsGateway, record: dict[str, Any]
 ) -> None:
-    record, calls = sms_scenario(pipeline, SMS_LOST_ANSWER, drop_answer_next=1)
+    """HTTP: the reconciler's lookup finds the message. End User Messaging has no lookup API:
+    its delivery event (`sms_events`) proves the send, and then its delivery."""
+    if gateway.name == "http":
+        assert record["resolved_by"] == "lookup"
+        return
+    assert record["resolved_by"] == "delivery_event:TEXT_SUCCESSFUL"
+    key = record["id"]
+    delivered = wait_for(
+        lambda: (
+            (item := pipeline.item("journal", {"id": key}))
+            and item.get("delivery_status") == "delivered"
+            and item
+        ),
+        20,
+        "the TEXT_DELIVERED event",
+    )
+    assert delivered["state"] == "accepted"
+
+
+@pytest.mark.parametrize("on_gateway", GATEWAYS, indirect=True)
+def test_an_sms_whose_answer_is_lost_is_unknown_then_reconciled_without_a_second_send(
+    on_gateway: tuple[Pipeline, SmsGateway],
+) -> None:
+    pipeline, gateway = on_gateway
+    record, calls = sms_scenario(pipeline, gateway, SMS_LOST_ANSWER, drop_answer_next=1)
 
     assert record["attempts"][0]["outcome"] == "unknown"
     assert "unknown_since" in record
-    assert record["resolved_by"] == "lookup"
-    sends = [c for c in calls if c["method"] == "POST"]
-    assert [c["fault"] for c in sends] == ["drop_answer"]  # asked, never resent
-    assert any(c["method"] == "GET" for c in calls)
-    assert len(reached_phones(pipeline, record["id"].removeprefix("sms#"))) == 1
+    assert_closed_by_what_the_gateway_offers(pipeline, gateway, record)
+    assert [c["fault"] for c in sends(calls, gateway)] == ["drop_answer"]  # never resent
+    if gateway.name == "http":
+        assert any(c["method"] == "GET" for c in calls), "the reconciler asked"
+    assert len(gateway.reached_phones(pipeline, record["id"].removeprefix("sms#"))) == 1
 
 
-def test_an_sms_gateway_hanging_past_the_timeout_is_unknown_then_reconciled_once(pipeline: Pipeline) -> None:
-    hang_seconds = 8  # the HTTP gateway gives up after 5 s
-    record, calls = sms_scenario(pipeline, SMS_HANG, hang_next=1, seconds=hang_seconds)
+@pytest.mark.parametrize("on_gateway", GATEWAYS, indirect=True)
+def test_an_sms_gateway_hanging_past_the_timeout_is_unknown_then_reconciled_once(
+    on_gateway: tuple[Pipeline, SmsGateway],
+) -> None:
+    pipeline, gateway = on_gateway
+    # Past the client's timeout: the HTTP gateway gives up after 5 s, End User Messaging's after 10 s.
+    hang_seconds = 8 if gateway.name == "http" else 12
+    record, calls = sms_scenario(pipeline, gateway, SMS_HANG, hang_next=1, seconds=hang_seconds)
 
     assert record["attempts"][0]["outcome"] == "unknown"
     assert "unknown_since" in record
     key = record["id"].removeprefix("sms#")
-    # The hung call completes at the gateway after the client gave up; the reconciler trusts a miss
-    # only after SMS_LOOKUP_SETTLE_SECONDS, so it finds the message there and never sends again.
-    assert record["resolved_by"] == "lookup"
-    assert len([c for c in calls if c["method"] == "POST"]) == 1
-    assert len(reached_phones(pipeline, key)) == 1
+    # The hung call completes at the gateway after the client gave up. HTTP: the reconciler
+    # trusts a miss only after SMS_LOOKUP_SETTLE_SECONDS, so it finds the message there; End User
+    # Messaging: the reconciler cannot look it up and never resends; the delivery event closes it.
+    assert_closed_by_what_the_gateway_offers(pipeline, gateway, record)
+    assert len(sends(calls, gateway)) == 1
+    assert len(gateway.reached_phones(pipeline, key)) == 1
+
+
+def test_an_sms_whose_answer_and_delivery_events_are_lost_stays_unknown_and_is_never_resent(
+    pipeline: Pipeline,
+) -> None:
+    """End User Messaging without its evidence: nothing can prove the send, so the reconciler
+    leaves the record `unknown` for a person, run after run, and never sends it again."""
+    gateway = END_USER_MESSAGING
+    pipeline.fake(gateway.fake).inject(drop_events_next=1)
+    record, calls = sms_scenario(pipeline, gateway, SMS_NO_EVIDENCE, settled_by="unknown", drop_answer_next=1)
+    key = record["id"]
+    runs = counters(pipeline)["reconciler"]["invocations"]
+
+    wait_for(lambda: counters(pipeline)["reconciler"]["invocations"] >= runs + 3, 30, "three reconciler runs")
+
+    assert (pipeline.item("journal", {"id": key}) or {}).get("state") == "unknown"
+    assert [c["fault"] for c in calls] == ["drop_answer"]
+    assert len(gateway.calls(pipeline, key.removeprefix("sms#"))) == 1
+    assert len(gateway.reached_phones(pipeline, key.removeprefix("sms#"))) == 1
+    [message] = gateway.reached_phones(pipeline, key.removeprefix("sms#"))
+    status, events = http("GET", f"{pipeline.fake(gateway.fake).url}/_events")
+    assert status == 200
+    assert [e.get("dropped") for e in events if e["message_id"] == message["message_id"]] == [True]
 
 
 def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipeline) -> None:
@@ -504,17 +595,26 @@ def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipelin
         == 200
     )
     wait_for_effects(pipeline, [contact], timeout=30)
+    gateway = END_USER_MESSAGING
+    assert pipeline.deployment.sms_gateway == gateway.name, "the session runs the stack's default gateway"
+    [sms] = wait_for(lambda: gateway.sends(pipeline, order_id), 30, "the order SMS")
+    key = f"sms#{gateway.key(sms)}"
     wait_for(
-        lambda: [m for m in http("GET", f"{pipeline.fake('sms').url}/_messages")[1] if order_id in m["text"]],
+        lambda: (pipeline.item("journal", {"id": key}) or {}).get("delivery_status") == "delivered",
         30,
-        "the order SMS",
+        "its delivery event",
     )
     assert pipeline.runtime.wait_until_drained(timeout=30)
 
+    # Every log of the run: this pipeline's, and the HTTP-gateway one's when it ran.
     logs = pipeline.all_logs()
+    for other in OTHER_PIPELINES:
+        logs.update(
+            {f"{other.runtime.state_dir.name}/{name}": text for name, text in other.all_logs().items()}
+        )
 
     # The logs hold the run: every function wrote, and phone numbers went through them, masked.
-    for function in ("webhook", *TELEGRAM_CONSUMERS, "sms", "reconciler"):
+    for function in ("webhook", *TELEGRAM_CONSUMERS, "sms", "reconciler", "sms_events"):
         assert pipeline.log_records(function), f"{function} logged nothing"
     recipients = [r["recipient"] for r in pipeline.log_records("sms") if isinstance(r.get("recipient"), str)]
     assert any(r.endswith(phone[-2:]) and r != phone for r in recipients), (

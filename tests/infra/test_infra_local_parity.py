@@ -34,6 +34,7 @@ FAKES = {
     "bedrock": "http://127.0.0.1:1003",
     "sms": "http://127.0.0.1:1004",
     "sns": "http://127.0.0.1:1005",
+    "end_user_messaging": "http://127.0.0.1:1006",
 }
 # The local overlay, documented in local/overlay.py: what every function gets on top of the
 # stack's environment, and what some get besides.
@@ -45,8 +46,8 @@ EVERY_FUNCTION = {
 }
 ALSO = {
     "webhook": {"AWS_ENDPOINT_URL_SNS"},
-    "sms": {"SMS_LOOKUP_SETTLE_SECONDS"},
-    "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS"},
+    "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
+    "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
 }
 # Variables Lambda sets itself in AWS (the runtime's host process does it locally), and what keeps
 # a local process off the user's own AWS configuration.
@@ -127,11 +128,13 @@ def test_every_function_runs_locally_with_the_stacks_environment_plus_only_the_o
 
 def test_the_comparison_covers_every_kind_of_local_function(local_resources: LocalResources) -> None:
     """What the local runtime runs with cdk.json as it is: the webhook, every consumer (the `ai`
-    one on the Bedrock fake) and the SMS reconciler; `sms_events` only exists with End User
-    Messaging, which does not run locally."""
+    one on the Bedrock fake), the SMS reconciler and, End User Messaging being the stack's
+    default gateway, `sms_events`."""
+    assert local_resources.deployment.sms_gateway == "end_user_messaging"
     assert set(local_resources.local_environments(MOTO)) == {
         "webhook",
         "reconciler",
+        "sms_events",
         *(consumer.name for consumer in local_resources.consumers),
     }
     assert "ai" in {consumer.name for consumer in local_resources.consumers}

@@ -17,6 +17,7 @@ FAKES = {
     "bedrock": "http://127.0.0.1:1002",
     "sms": "http://127.0.0.1:1003",
     "sns": "http://127.0.0.1:1004",
+    "end_user_messaging": "http://127.0.0.1:1005",
 }
 MOTO = "http://127.0.0.1:1000"
 EVERY_FUNCTION = {
@@ -27,7 +28,42 @@ EVERY_FUNCTION = {
 }
 
 
-def test_the_deployment_uses_the_sms_fake_and_keeps_every_other_setting() -> None:
+def test_the_deployment_keeps_end_user_messaging_the_stacks_default_and_every_other_setting() -> None:
+    configured = PipelineSettings(
+        telegram_bot_id="shop",
+        idempotency_ttl_seconds=2 * IDEMPOTENCY_TTL_SECONDS,
+        log_level="DEBUG",
+        sms_origination_identity="MyShop",
+        sms_message_type="PROMOTIONAL",
+        telegram_ip_allowlist=True,
+    )
+    assert configured.sms_gateway == PipelineSettings().sms_gateway == "end_user_messaging"
+
+    deployment = local_deployment(LocalSettings(deployment=configured), FAKES)
+
+    assert deployment.telegram_ip_allowlist is False, "local callers are on loopback"
+    assert deployment.bedrock_model_id == LOCAL_BEDROCK_MODEL_ID
+    changed = {"telegram_ip_allowlist", "bedrock_model_id"}
+    assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        LocalSettings(sms_gateway="http"),
+        LocalSettings.from_cdk_json(
+            context={"sms_gateway": "http", "sms_http_base_url": "https://sms.example.com/api"}
+        ),
+    ],
+    ids=["local setting", "deployment setting"],
+)
+def test_the_http_gateway_is_the_sms_fake(settings: LocalSettings) -> None:
+    deployment = local_deployment(settings, FAKES)
+
+    assert (deployment.sms_gateway, deployment.sms_http_base_url) == ("http", FAKES["sms"])
+
+
+def test_the_http_gateway_keeps_every_other_setting() -> None:
     configured = PipelineSettings(
         telegram_bot_id="shop",
         idempotency_ttl_seconds=2 * IDEMPOTENCY_TTL_SECONDS,
@@ -37,11 +73,9 @@ def test_the_deployment_uses_the_sms_fake_and_keeps_every_other_setting() -> Non
         telegram_ip_allowlist=True,
     )
 
-    deployment = local_deployment(LocalSettings(deployment=configured), FAKES)
+    deployment = local_deployment(LocalSettings(deployment=configured, sms_gateway="http"), FAKES)
 
     assert (deployment.sms_gateway, deployment.sms_http_base_url) == ("http", FAKES["sms"])
-    assert deployment.telegram_ip_allowlist is False, "local callers are on loopback"
-    assert deployment.bedrock_model_id == LOCAL_BEDROCK_MODEL_ID
     changed = {"sms_gateway", "sms_http_base_url", "telegram_ip_allowlist", "bedrock_model_id"}
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
 
@@ -56,9 +90,11 @@ def test_a_configured_bedrock_model_is_kept_and_no_ai_switches_the_consumer_off(
     assert local_deployment(without_ai, FAKES).bedrock_model_id is None
 
 
-def test_the_deployment_needs_the_sms_fake() -> None:
+def test_the_deployment_needs_the_stand_in_of_its_gateway() -> None:
+    with pytest.raises(ValueError, match="'end_user_messaging' URL"):
+        local_deployment(LocalSettings(), {"sms": "http://127.0.0.1:1"})
     with pytest.raises(ValueError, match="'sms' URL"):
-        local_deployment(LocalSettings(), {"crm": "http://127.0.0.1:1"})
+        local_deployment(LocalSettings(sms_gateway="http"), {"end_user_messaging": "http://127.0.0.1:1"})
 
 
 @pytest.mark.parametrize(
@@ -67,6 +103,23 @@ def test_the_deployment_needs_the_sms_fake() -> None:
         ("webhook", {"EVENTS_TOPIC_ARN": "arn"}, {"AWS_ENDPOINT_URL_SNS": FAKES["sns"]}),
         ("sms", {"SMS_GATEWAY": "http"}, {"SMS_LOOKUP_SETTLE_SECONDS": "10"}),
         ("reconciler", {"SMS_GATEWAY": "http"}, {"SMS_LOOKUP_SETTLE_SECONDS": "10"}),
+        (
+            "sms",
+            {"SMS_GATEWAY": "end_user_messaging"},
+            {
+                "SMS_LOOKUP_SETTLE_SECONDS": "10",
+                "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2": FAKES["end_user_messaging"],
+            },
+        ),
+        (
+            "reconciler",
+            {"SMS_GATEWAY": "end_user_messaging"},
+            {
+                "SMS_LOOKUP_SETTLE_SECONDS": "10",
+                "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2": FAKES["end_user_messaging"],
+            },
+        ),
+        ("sms_events", {"SMS_GATEWAY": "end_user_messaging"}, {}),  # it only records events
         ("store", {"CONSUMER_NAME": "store"}, {}),
     ],
 )

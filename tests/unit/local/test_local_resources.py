@@ -7,12 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aws_lambda_powertools.utilities.data_classes import SNSEvent
 from pydantic import ValidationError
 
 from infra.config import PipelineSettings
 from local.overlay import LOCAL_BEDROCK_MODEL_ID
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
+from local.sns_subscription import sns_record
 from pipeline.registry import CONSUMERS, by_name, enabled, secret_env_var, table_env_var
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from tests.support.local_stack import local_resources_in_moto, moto_client
@@ -21,7 +23,11 @@ from tests.support.local_stack import local_resources_in_moto, moto_client
 LONGER_TTL = 2 * IDEMPOTENCY_TTL_SECONDS
 
 REGION = "eu-central-1"
-FAKES = {"crm": "http://127.0.0.1:1111", "sms": "http://127.0.0.1:2222"}
+FAKES = {
+    "crm": "http://127.0.0.1:1111",
+    "sms": "http://127.0.0.1:2222",
+    "end_user_messaging": "http://127.0.0.1:3333",
+}
 
 
 client = moto_client
@@ -134,10 +140,15 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         for secret in consumer.secrets:
             assert environment[secret_env_var(secret)] == stack.secrets[secret]
         assert environment["POWERTOOLS_SERVICE_NAME"] == consumer.name
-    # The SMS gateway is the HTTP one, at the SMS fake (End User Messaging has no local stand-in).
+    # The SMS gateway is the stack's default, End User Messaging, with the configuration set
+    # whose delivery events the local runtime hands to `sms_events`.
     sms = stack.consumer_environment(by_name("sms"))
-    assert (sms["SMS_GATEWAY"], sms["SMS_HTTP_BASE_URL"]) == ("http", FAKES["sms"])
-    assert "SMS_CONFIGURATION_SET" not in sms
+    assert stack.delivery_events is not None
+    assert (sms["SMS_GATEWAY"], sms["SMS_CONFIGURATION_SET"]) == (
+        "end_user_messaging",
+        stack.delivery_events.configuration_set,
+    )
+    assert "SMS_HTTP_BASE_URL" not in sms
     assert stack.consumer_environment(by_name("ai"))["BEDROCK_MODEL_ID"] == LOCAL_BEDROCK_MODEL_ID
     assert stack.webhook_environment() == {
         "EVENTS_TOPIC_ARN": stack.topic_arn,
@@ -153,21 +164,69 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
     }
 
 
-def test_the_reconciler_reads_the_sms_settings_on_the_journal_with_the_gateway_token(
+def sms_settings(environment: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environment.items() if k.startswith("SMS_") and not k.endswith("_SECRET_ID")}
+
+
+def test_the_reconciler_and_sms_events_read_the_sms_settings_on_the_journal(stack: LocalResources) -> None:
+    environments = stack.stack_environments()
+    assert set(environments) == {"webhook", "reconciler", "sms_events", *(c.name for c in stack.consumers)}
+    worker = sms_settings(stack.consumer_environment(by_name("sms")))
+    for name in ("reconciler", "sms_events"):
+        environment = environments[name]
+        assert sms_settings(environment) == worker, name
+        assert environment["JOURNAL_TABLE"] == stack.tables["journal"]
+        assert environment["POWERTOOLS_SERVICE_NAME"] == name
+        assert not {"CONSUMER_NAME", "QUEUE_URL", "DLQ_URL", "SMS_GATEWAY_SECRET_ID"} & set(environment), name
+
+
+def test_with_the_http_gateway_the_reconciler_gets_its_token_and_there_are_no_delivery_events(
     stack: LocalResources,
 ) -> None:
-    environments = stack.stack_environments()
-    assert set(environments) == {"webhook", "reconciler", *(c.name for c in stack.consumers)}
-    reconciler = environments["reconciler"]
+    # Inside the module's moto, under another stack name.
+    settings = LocalSettings(deployment=PipelineSettings(stack_name="HttpSms"), sms_gateway="http")
+    http = create_resources(client, settings, FAKES)
 
-    def sms_settings(environment: dict[str, str]) -> dict[str, str]:
-        return {k: v for k, v in environment.items() if k.startswith("SMS_") and not k.endswith("_SECRET_ID")}
+    environments = http.stack_environments()
+    assert set(environments) == {"webhook", "reconciler", *(c.name for c in http.consumers)}
+    sms = http.consumer_environment(by_name("sms"))
+    assert (sms["SMS_GATEWAY"], sms["SMS_HTTP_BASE_URL"]) == ("http", FAKES["sms"])
+    assert "SMS_CONFIGURATION_SET" not in sms
+    assert http.delivery_events is None
+    assert sms_settings(environments["reconciler"]) == sms_settings(sms)
+    assert environments["reconciler"]["SMS_GATEWAY_SECRET_ID"] == http.secrets["sms_gateway"]
 
-    assert sms_settings(reconciler) == sms_settings(stack.consumer_environment(by_name("sms")))
-    assert reconciler["SMS_GATEWAY_SECRET_ID"] == stack.secrets["sms_gateway"]
-    assert reconciler["JOURNAL_TABLE"] == stack.tables["journal"]
-    assert reconciler["POWERTOOLS_SERVICE_NAME"] == "reconciler"
-    assert not {"CONSUMER_NAME", "QUEUE_URL", "DLQ_URL"} & set(reconciler), "it has no queue"
+
+def test_delivery_events_reach_a_queue_as_sns_notifications_sms_events_can_read(
+    stack: LocalResources,
+) -> None:
+    """The configuration set's topic delivers, not raw, to the queue standing for `sms_events`'
+    subscription; each message becomes the SNS record Lambda would invoke it with."""
+    events = stack.delivery_events
+    assert events is not None
+    sqs = client("sqs")
+    attributes = sqs.get_queue_attributes(QueueUrl=events.queue.url, AttributeNames=["All"])["Attributes"]
+    assert json.loads(attributes["RedrivePolicy"]) == {
+        "deadLetterTargetArn": events.queue.dlq_arn,
+        "maxReceiveCount": 3,  # Lambda's asynchronous attempts, then the on-failure destination
+    }
+    [subscription] = client("sns").list_subscriptions_by_topic(TopicArn=events.topic_arn)["Subscriptions"]
+    assert (subscription["Endpoint"], subscription["SubscriptionArn"]) == (
+        events.queue.arn,
+        events.subscription_arn,
+    )
+    event = {"eventType": "TEXT_DELIVERED", "eventTimestamp": 1, "messageId": "m-1", "context": {"k": "v"}}
+
+    client("sns").publish(TopicArn=events.topic_arn, Message=json.dumps(event))
+
+    [message] = sqs.receive_message(QueueUrl=events.queue.url, WaitTimeSeconds=1)["Messages"]
+    sqs.delete_message(QueueUrl=events.queue.url, ReceiptHandle=message["ReceiptHandle"])
+    lambda_event = {"Records": [sns_record(json.loads(message["Body"]), events.subscription_arn)]}
+    [record] = SNSEvent(lambda_event).records
+    assert (record.event_source, record.event_subscription_arn) == ("aws:sns", events.subscription_arn)
+    assert (record.sns.topic_arn, record.sns.get_type) == (events.topic_arn, "Notification")
+    assert json.loads(record.sns.message) == event
+    assert record.sns.message_id and record.sns.timestamp
 
 
 def test_without_a_model_id_the_ai_consumer_does_not_exist(stack: LocalResources) -> None:

@@ -39,7 +39,13 @@ def local_stack(moto_endpoint: str, telegram: FakeTelegram, tmp_path: Path) -> d
     settings = LocalSettings()
     telegram.token = settings.telegram_bot_token
     unreachable = "http://127.0.0.1:9"
-    fakes = {"telegram": telegram.url, "crm": unreachable, "bedrock": unreachable, "sms": unreachable}
+    fakes = {
+        "telegram": telegram.url,
+        "crm": unreachable,
+        "bedrock": unreachable,
+        "sms": unreachable,
+        "end_user_messaging": unreachable,
+    }
 
     def client(service: str) -> Any:
         return boto3.client(service, endpoint_url=moto_endpoint, region_name=settings.region)
