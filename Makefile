@@ -39,7 +39,7 @@ test-infra: install
 synth: install
 	$(PY) app.py
 
-# No AWS account needed: moto + local fakes of Telegram, the CRM and Bedrock (see local/README.md).
+# No AWS account needed: moto + local stand-ins of Telegram, the CRM, Bedrock and the SMS gateways (see local/README.md).
 local: install
 	$(PY) -m local
 
