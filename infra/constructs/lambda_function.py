@@ -97,6 +97,8 @@ class PipelineFunction(Construct):
             memory_size=memory_mb,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            # Never above INFO, the level Lambda gives the metric (EMF) lines, which carry none;
+            # Powertools filters the function's logs at `log_level` (infra.settings.cdk_log_level).
             application_log_level_v2=defaults.lambda_log_level,
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             tracing=lambda_.Tracing.ACTIVE,
