@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import Duration, RemovalPolicy, Validations
+from aws_cdk import Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -140,3 +140,12 @@ class PipelineFunction(Construct):
             statistic=statistic,
             period=period,
         )
+
+
+def nag_arn(scope: Construct, arn: str) -> str:
+    """An ARN as cdk-nag names it in a finding id: references to pseudo parameters as <AWS::Name>."""
+    resolved = Stack.of(scope).resolve(arn)
+    if isinstance(resolved, str):
+        return resolved
+    _, parts = resolved["Fn::Join"]
+    return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in parts)

@@ -33,7 +33,7 @@ from constructs import Construct
 from infra.constructs.consumers import ConsumerPipeline, secure_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
-from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction
+from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
 from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
 from infra.settings import PipelineSettings
 from pipeline.sms.gateways import HTTP_SECRET
@@ -132,7 +132,7 @@ class SmsSupport(Construct):
             if resource.endswith("*"):
                 Validations.of(function.role).acknowledge(
                     Ack(
-                        id=f"AwsSolutions-IAM5[Resource::{_nag_arn(self, resource)}]",
+                        id=f"AwsSolutions-IAM5[Resource::{nag_arn(self, resource)}]",
                         reason="SendTextMessage is authorized against every resource a send "
                         "involves; this one is chosen by End User Messaging (no origination "
                         "identity configured, a sender id's country, the identity's opt-out "
@@ -293,12 +293,3 @@ class SmsSupport(Construct):
     @property
     def functions(self) -> list[PipelineFunction]:
         return [self.reconciler, *([self.delivery_events_handler] if self.delivery_events_handler else [])]
-
-
-def _nag_arn(scope: Construct, arn: str) -> str:
-    """An ARN as cdk-nag names it in a finding id: references to pseudo parameters as <AWS::Name>."""
-    resolved = Stack.of(scope).resolve(arn)
-    if isinstance(resolved, str):
-        return resolved
-    _, parts = resolved["Fn::Join"]
-    return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in parts)
