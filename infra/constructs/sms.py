@@ -70,16 +70,34 @@ def origination_identity_arns(scope: Construct, identity: str | None) -> list[st
     return [_sms_voice_arn(scope, "sender-id", f"{identity}/*")]
 
 
+# The resource types `sms-voice:SendTextMessage` is authorized against, per the Service
+# Authorization Reference, "Actions, resources, and condition keys for AWS End User Messaging SMS
+# and Voice V2" (https://docs.aws.amazon.com/service-authorization/latest/reference/
+# list_awsendusermessagingsmsandvoicev2.html), checked 2026-12-01: configuration-set, opt-out-list,
+# phone-number, pool, protect-configuration, sender-id. A grant names nothing else.
+SEND_TEXT_MESSAGE_RESOURCE_TYPES = (
+    "configuration-set",
+    "opt-out-list",
+    "phone-number",
+    "pool",
+    "protect-configuration",
+    "sender-id",
+)
+
+
 def send_text_message_resources(
     scope: Construct, identity: str | None, configuration_set_arn: str
 ) -> list[str]:
     """Resources SendTextMessage is authorized against: the origination identity, the
-    configuration set, and the identity's opt-out list (any of this account's: which one is
-    attached to an identity is configured outside this stack)."""
+    configuration set, the identity's opt-out list and the protect configuration that applies
+    (the configuration set's or the account default, once the account uses protect
+    configurations). Which opt-out list and protect configuration apply is configured outside this
+    stack, so those two are any of this account's in this region."""
     return [
         *origination_identity_arns(scope, identity),
         configuration_set_arn,
         _sms_voice_arn(scope, "opt-out-list", "*"),
+        _sms_voice_arn(scope, "protect-configuration", "*"),
     ]
 
 
@@ -134,9 +152,10 @@ class SmsSupport(Construct):
                     Ack(
                         id=f"AwsSolutions-IAM5[Resource::{nag_arn(self, resource)}]",
                         reason="SendTextMessage is authorized against every resource a send "
-                        "involves; this one is chosen by End User Messaging (no origination "
-                        "identity configured, a sender id's country, the identity's opt-out "
-                        "list), so it is limited to this account and region, not named.",
+                        "involves; this one is chosen by End User Messaging or configured outside "
+                        "the stack (no origination identity configured, a sender id's country, "
+                        "the identity's opt-out list, the protect configuration), so it is "
+                        "limited to this account and region, not named.",
                     )
                 )
 

@@ -19,7 +19,7 @@ from runtime_modules import imported
 from synthesized import SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, SMS_POOL_ID, Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
-from infra.constructs.sms import SmsSupport
+from infra.constructs.sms import SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
 from infra.environment import SMS_CONSUMER, check_sms_environment
 from pipeline import aws
 from pipeline.registry import by_name
@@ -173,6 +173,7 @@ def test_with_no_sender_configured_the_worker_may_send_from_any_of_the_accounts_
         sms_voice("pool/*"): send,
         sms_voice("sender-id/*"): send,
         sms_voice("opt-out-list/*"): send,
+        sms_voice("protect-configuration/*"): send,
         sms_voice(f"configuration-set/{DEFAULT_CONFIGURATION_SET}"): send,
     }
 
@@ -190,7 +191,22 @@ def test_with_a_given_pool_and_configuration_set_the_worker_may_send_only_throug
         sms_voice(f"pool/{SMS_POOL_ID}"): send,
         sms_voice(f"configuration-set/{SMS_CONFIGURATION_SET}"): send,
         sms_voice("opt-out-list/*"): send,
+        sms_voice("protect-configuration/*"): send,
     }
+
+
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
+def test_every_send_grant_names_a_resource_type_of_send_text_message(
+    synth_name: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    ids = _ids(synth)
+    for role in ("worker_role", "reconciler_role"):
+        granted = [r for r in role_permissions(synth.resources, ids[role]) if ":sms-voice:" in r]
+        assert all(resource.startswith(sms_voice("")) for resource in granted), role
+        types = {resource.removeprefix(sms_voice("")).split("/")[0] for resource in granted}
+        assert types <= set(SEND_TEXT_MESSAGE_RESOURCE_TYPES), role
+        assert {"configuration-set", "opt-out-list", "protect-configuration"} <= types, role
 
 
 def test_with_the_http_gateway_nothing_may_use_end_user_messaging(custom_synth: Synthesized) -> None:
