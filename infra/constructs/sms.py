@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import ArnFormat, Duration, Stack, Validations
+from aws_cdk import ArnFormat, Duration, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
@@ -34,7 +34,7 @@ from infra.constructs.consumers import ConsumerPipeline, secure_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
-from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
+from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments, SettingsError
 from infra.settings import PipelineSettings
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.journal import BY_STATE_INDEX
@@ -101,6 +101,37 @@ def send_text_message_resources(
     ]
 
 
+# Regions with End User Messaging SMS: both the `sms-voice` API and the AWS::SMSVOICE::*
+# CloudFormation resources. Checked 2026-12-01 against botocore 1.44.8 data/endpoints.json
+# (service "sms-voice") and cfn-lint 1.58.0's per-region schemas (AWS::SMSVOICE::ConfigurationSet),
+# listing the regions in both (me-south-1 has the API but not the resources, so it is not here;
+# tests/infra/test_infra_sms.py keeps this list within both).
+# fmt: off
+END_USER_MESSAGING_REGIONS = frozenset({
+    "af-south-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4",
+    "ap-southeast-6", "ca-central-1", "ca-west-1", "eu-central-1", "eu-central-2", "eu-north-1",
+    "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1",
+    "me-central-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2",
+    "us-west-1", "us-west-2", "us-gov-east-1", "us-gov-west-1", "eusc-de-east-1",
+})
+# fmt: on
+
+
+def check_end_user_messaging_region(scope: Construct) -> None:
+    """Refuse, at synth, a stack in a region without End User Messaging SMS (CloudFormation would
+    otherwise fail the deploy halfway). The region is the stack's env (CDK_DEFAULT_REGION, which
+    the CDK CLI sets from the AWS profile); an environment-agnostic synth (no region known) is not
+    checked: its template deploys anywhere and CloudFormation refuses AWS::SMSVOICE::* there."""
+    region = Stack.of(scope).region
+    if not Token.is_unresolved(region) and region not in END_USER_MESSAGING_REGIONS:
+        raise SettingsError(
+            f"sms_gateway=end_user_messaging is not available in region {region}; deploy with "
+            "-c sms_gateway=http -c sms_http_base_url=<your gateway> or to a region with AWS End "
+            "User Messaging SMS"
+        )
+
+
 class SmsSupport(Construct):
     """Gateway access, reconciler and (End User Messaging) delivery events of the sms consumer."""
 
@@ -120,6 +151,8 @@ class SmsSupport(Construct):
         self.settings = settings
         self.pipeline = pipeline
         self.uses_end_user_messaging = settings.sms_gateway == "end_user_messaging"
+        if self.uses_end_user_messaging:
+            check_end_user_messaging_region(self)
         self.configuration_set: smsvoice.CfnConfigurationSet | None = None
         self.delivery_events: EncryptedTopic | None = None
         self.delivery_events_handler: PipelineFunction | None = None
