@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import Duration, Stack, Validations
+from aws_cdk import Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -143,15 +143,19 @@ SETTING_GRANTS: dict[str, Callable[[PipelineFunction, str], None]] = {
 }
 
 
-def secure_queue(
-    scope: Construct, construct_id: str, *, dead_letter: bool = False, **props: Any
-) -> sqs.Queue:
-    """An SSE (SQS-managed), TLS-only queue; a dead-letter one keeps messages for DLQ_RETENTION
-    (the maximum; `pipeline.retention` counts it in the redelivery bound)."""
-    if dead_letter:
-        props["retention_period"] = duration(DLQ_RETENTION)
+def secure_queue(scope: Construct, construct_id: str, **props: Any) -> sqs.Queue:
+    """An SSE (SQS-managed), TLS-only queue."""
     return sqs.Queue(
         scope, construct_id, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True, **props
+    )
+
+
+def dead_letter_queue(scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> sqs.Queue:
+    """A `secure_queue` keeping messages for DLQ_RETENTION (the maximum; `pipeline.retention`
+    counts it in the redelivery bound), removed with the stack only as the stack's removal_policy
+    says: what failed stays inspectable and redrivable after a deletion gone wrong."""
+    return secure_queue(
+        scope, construct_id, retention_period=duration(DLQ_RETENTION), removal_policy=removal_policy
     )
 
 
@@ -175,7 +179,7 @@ class ConsumerPipeline(Construct):
         self.consumer = consumer
         # Messages the worker gave up on: after max_receive_count deliveries, or at once for a
         # permanent error (the worker sends those here itself).
-        self.dlq = secure_queue(self, "Dlq", dead_letter=True)
+        self.dlq = dead_letter_queue(self, "Dlq", removal_policy=defaults.removal_policy)
         self.queue = secure_queue(
             self,
             "Queue",
@@ -187,7 +191,7 @@ class ConsumerPipeline(Construct):
             ),
         )
         # Messages SNS could not deliver into the queue at all (e.g. a broken queue policy).
-        self.delivery_dlq = secure_queue(self, "DeliveryDlq", dead_letter=True)
+        self.delivery_dlq = dead_letter_queue(self, "DeliveryDlq", removal_policy=defaults.removal_policy)
         topic.add_subscription(
             subscriptions.SqsSubscription(
                 self.queue,

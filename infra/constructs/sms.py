@@ -30,7 +30,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.consumers import ConsumerPipeline, secure_queue
+from infra.constructs.consumers import ConsumerPipeline, dead_letter_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
@@ -278,12 +278,12 @@ class SmsSupport(Construct):
         grant_items(journal, handler.function, *JOURNAL_ITEM_ACTIONS)
         self.delivery_events_handler = handler
         # Invocations that failed after Lambda's two retries (e.g. an unreadable event)...
-        failed = secure_queue(self, "FailedEventsDlq", dead_letter=True)
+        failed = dead_letter_queue(self, "FailedEventsDlq", removal_policy=defaults.removal_policy)
         handler.function.configure_async_invoke(
             on_failure=destinations.SqsDestination(failed), retry_attempts=2
         )
         # ...and events SNS could not hand to the function at all.
-        undelivered = secure_queue(self, "UndeliveredEventsDlq", dead_letter=True)
+        undelivered = dead_letter_queue(self, "UndeliveredEventsDlq", removal_policy=defaults.removal_policy)
         topic.topic.add_subscription(
             subscriptions.LambdaSubscription(handler.function, dead_letter_queue=undelivered)
         )

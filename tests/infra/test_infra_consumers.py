@@ -368,3 +368,30 @@ def test_with_a_bedrock_model_the_ai_consumer_exists(synth: Synthesized) -> None
     env = function_env(synth.resources, _id(synth, ai.worker.function))
     assert env["BEDROCK_MODEL_ID"] == BEDROCK_MODEL_ID
     assert "AiQueueUrl" in synth.template.to_json()["Outputs"]
+
+
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth", "custom_synth"])
+def test_dlqs_secrets_and_tables_follow_the_removal_policy_and_retained_tables_refuse_deletion(
+    synth_name: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    retain = synth.stack.settings.removal_policy == "retain"
+    expected = "Retain" if retain else "Delete"
+    stack = synth.stack
+    dlqs = [q for p in stack.pipelines.values() for q in (p.dlq, p.delivery_dlq)]
+    dlqs += list(stack.sms.delivery_events_dlqs.values()) if stack.sms else []
+    secrets = [
+        stack.webhook_secrets.telegram,
+        stack.webhook_secrets.crm,
+        *stack.consumer_secrets.by_name.values(),
+    ]
+    tables = list(stack.tables.by_name.values())
+    assert dlqs and secrets and tables
+    for construct in [*dlqs, *secrets, *tables]:
+        resource = synth.resources[_id(synth, construct)]
+        assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == (expected, expected), (
+            construct.node.path
+        )
+    assert len(of_type(synth.resources, "AWS::SecretsManager::Secret")) == len(secrets)
+    for table in tables:
+        assert props(synth.resources, _id(synth, table)).get("DeletionProtectionEnabled", False) is retain
