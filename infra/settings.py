@@ -19,6 +19,7 @@ __all__ = [
     "METRICS_NAMESPACE",
     "RETENTION_DAYS",
     "TELEGRAM_CIDRS",
+    "UNLEVELLED_LINE_LEVEL",
     "PipelineSettings",
     "cdk_log_level",
     "cdk_log_retention",
@@ -54,8 +55,7 @@ RETENTION_DAYS: dict[int, logs.RetentionDays] = {
 if set(RETENTION_DAYS) != set(LOG_RETENTION_DAYS):
     raise RuntimeError("RETENTION_DAYS must map exactly infra.config.LOG_RETENTION_DAYS")
 
-# Powertools (Python logging) level -> Lambda's application log level, kept equal so that
-# Lambda's log filter and Powertools' agree.
+# Powertools (Python logging) level -> Lambda's application log level of the same name.
 LAMBDA_LOG_LEVELS: dict[LogLevel, lambda_.ApplicationLogLevel] = {
     "DEBUG": lambda_.ApplicationLogLevel.DEBUG,
     "INFO": lambda_.ApplicationLogLevel.INFO,
@@ -75,8 +75,21 @@ def cdk_log_retention(settings: PipelineSettings) -> logs.RetentionDays:
     return RETENTION_DAYS[settings.log_retention_days]
 
 
+# The level Lambda's JSON-log filter gives a stdout line without a valid "level" key: "If the
+# level value field is invalid or missing, Lambda assigns the log output the level INFO"
+# (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-log-level.html).
+# Powertools' metric (EMF) lines carry no level, so an application log level above this one
+# would drop every custom metric: no alarm on them could fire, the dashboard would be empty.
+UNLEVELLED_LINE_LEVEL: LogLevel = "INFO"
+
+
 def cdk_log_level(settings: PipelineSettings) -> lambda_.ApplicationLogLevel:
-    return LAMBDA_LOG_LEVELS[settings.log_level]
+    """Lambda's application log level: `log_level` when it is at least as verbose as INFO, else
+    INFO, so Lambda never drops EMF lines. Powertools filters the function's own logs at
+    `log_level` (POWERTOOLS_LOG_LEVEL, applied by `pipeline.observability.service_logger`)."""
+    levels = list(LAMBDA_LOG_LEVELS)  # most verbose first
+    verbose = min(levels.index(settings.log_level), levels.index(UNLEVELLED_LINE_LEVEL))
+    return LAMBDA_LOG_LEVELS[levels[verbose]]
 
 
 def cdk_removal_policy(settings: PipelineSettings) -> RemovalPolicy:

@@ -43,7 +43,9 @@ class PipelineStack(Stack):
         # Every function's environment (`infra.environment`, shared with the local runtime).
         environments = FunctionEnvironments(settings, stack_name=self.stack_name)
         self.events = EventsTopic(self, "Events", removal_policy=cdk_removal_policy(settings))
-        self.webhook_secrets = WebhookSecrets(self, "WebhookSecrets")
+        self.webhook_secrets = WebhookSecrets(
+            self, "WebhookSecrets", removal_policy=cdk_removal_policy(settings)
+        )
         self.ingress = Ingress(
             self,
             "Ingress",
@@ -64,6 +66,7 @@ class PipelineStack(Stack):
             self,
             "ConsumerSecrets",
             names=[secret for consumer in self.consumers for secret in consumer.secrets],
+            removal_policy=cdk_removal_policy(settings),
         )
         self.pipelines: dict[str, ConsumerPipeline] = {
             consumer.name: ConsumerPipeline(

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from pipeline.observability import service_logger
 from pipeline.sms.reconcile import reconcile
 
-logger = Logger()
+logger = service_logger()
 tracer = Tracer()
 metrics = Metrics()
 

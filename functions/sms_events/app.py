@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from pipeline.observability import service_logger
 from pipeline.sms.delivery import handle_sns_event
 from pipeline.sms.service import runtime
 
-logger = Logger()
+logger = service_logger()
 tracer = Tracer()
 metrics = Metrics()
 

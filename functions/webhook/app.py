@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline.observability import http_correlation_id
+from pipeline.observability import http_correlation_id, service_logger
 from webhook import ingest
 
-logger = Logger()
+logger = service_logger()
 tracer = Tracer()
 metrics = Metrics()
 app = APIGatewayHttpResolver()

@@ -3,16 +3,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import Duration, Stack, Validations
+from aws_cdk import Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -21,8 +22,8 @@ from aws_cdk.aws_lambda_event_sources import SqsEventSource
 from constructs import Construct
 
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL, grant_items
-from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction
-from infra.environment import FunctionEnvironments
+from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
+from infra.environment import FunctionEnvironments, SettingsError
 from infra.settings import PipelineSettings
 from pipeline.registry import Consumer
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
@@ -38,29 +39,123 @@ def subscription_filters(filter_policy: Mapping[str, list[Any]]) -> dict[str, sn
     return {key: sns.SubscriptionFilter(conditions=list(rules)) for key, rules in filter_policy.items()}
 
 
-def _grant_bedrock_model(function: lambda_.Function, model_id: str) -> None:
-    model_arn = Stack.of(function).format_arn(
-        service="bedrock", account="", resource="foundation-model", resource_name=model_id
+# What `bedrock_model_id` may name, as Converse takes it (its `modelId`):
+# - a foundation model id, "<provider>.<model>[:<version>]": anthropic.claude-3-haiku-20240307-v1:0;
+# - a system-defined (cross-Region) inference profile id, the foundation model id behind a
+#   geography prefix: eu.anthropic.claude-3-haiku-20240307-v1:0. Prefixes per the Amazon Bedrock
+#   User Guide, "Supported Regions and models for inference profiles"
+#   (https://docs.aws.amazon.com/bedrock/latest/userguide/inference-profiles-support.html),
+#   checked 2026-12-01: us, us-gov, eu, apac, jp, au, global;
+# - an application inference profile ARN (arn:...:application-inference-profile/<id>).
+INFERENCE_PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "global")
+FOUNDATION_MODEL_ID = re.compile(r"^[a-z0-9-]+\.[A-Za-z0-9][A-Za-z0-9._:-]*$")
+APPLICATION_PROFILE_ARN = re.compile(
+    r"^arn:aws[a-z-]*:bedrock:[a-z0-9-]+:\d{12}:application-inference-profile/[a-z0-9]+$"
+)
+
+
+@dataclass(frozen=True)
+class BedrockModel:
+    """`bedrock_model_id`, read: what kind of id it is and the foundation model it runs, if known."""
+
+    kind: Literal["foundation-model", "inference-profile", "application-inference-profile"]
+    model_id: str
+    foundation_model: str | None
+
+    @classmethod
+    def parse(cls, model_id: str) -> BedrockModel:
+        if APPLICATION_PROFILE_ARN.match(model_id):
+            return cls("application-inference-profile", model_id, None)
+        prefix, _, rest = model_id.partition(".")
+        if prefix in INFERENCE_PROFILE_PREFIXES and FOUNDATION_MODEL_ID.match(rest):
+            return cls("inference-profile", model_id, rest)
+        if prefix not in INFERENCE_PROFILE_PREFIXES and FOUNDATION_MODEL_ID.match(model_id):
+            return cls("foundation-model", model_id, model_id)
+        raise SettingsError(
+            f"bedrock_model_id: {model_id!r} is not a foundation model id "
+            "(anthropic.claude-3-haiku-20240307-v1:0), an inference profile id (its id behind one of "
+            f"{', '.join(p + '.' for p in INFERENCE_PROFILE_PREFIXES)}) or an application inference "
+            "profile ARN"
+        )
+
+
+def bedrock_invoke_statements(scope: Construct, model: BedrockModel) -> list[iam.PolicyStatement]:
+    """What Converse (`bedrock:InvokeModel`) is authorized against for this model.
+
+    A foundation model: its ARN in this region. An inference profile: the profile, and the
+    foundation model in every region the profile may route to, as AWS documents for cross-Region
+    inference (inference-profiles-prereq.html: "you must also specify the foundation model in each
+    Region associated with it"); the destination regions vary by profile and change, so the model
+    is named in any region ("*" also matches the region-less ARN global profiles authorize against),
+    but only through this profile (the `bedrock:InferenceProfileArn` condition), never directly.
+    An application inference profile: the same, for whichever model it was created from.
+    """
+    stack = Stack.of(scope)
+    invoke = ["bedrock:InvokeModel"]
+    if model.kind == "foundation-model":
+        arn = stack.format_arn(
+            service="bedrock", account="", resource="foundation-model", resource_name=model.model_id
+        )
+        return [iam.PolicyStatement(actions=invoke, resources=[arn])]
+    if model.kind == "inference-profile":
+        profile_arn = stack.format_arn(
+            service="bedrock", resource="inference-profile", resource_name=model.model_id
+        )
+    else:
+        profile_arn = model.model_id
+    foundation_models = stack.format_arn(
+        service="bedrock",
+        region="*",
+        account="",
+        resource="foundation-model",
+        resource_name=model.foundation_model or "*",
     )
-    function.add_to_role_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=[model_arn]))
+    return [
+        iam.PolicyStatement(actions=invoke, resources=[profile_arn]),
+        iam.PolicyStatement(
+            actions=invoke,
+            resources=[foundation_models],
+            conditions={"StringEquals": {"bedrock:InferenceProfileArn": profile_arn}},
+        ),
+    ]
+
+
+def _grant_bedrock_model(function: PipelineFunction, model_id: str) -> None:
+    model = BedrockModel.parse(model_id)
+    for statement in bedrock_invoke_statements(function, model):
+        function.function.add_to_role_policy(statement)
+        for resource in statement.resources:
+            if "*" in resource:
+                Validations.of(function.role).acknowledge(
+                    Ack(
+                        id=f"AwsSolutions-IAM5[Resource::{nag_arn(function, resource)}]",
+                        reason="An inference profile routes Converse to the foundation model in "
+                        "regions it chooses (AWS requires the model granted in each); this grant "
+                        "holds only through the configured profile (bedrock:InferenceProfileArn).",
+                    )
+                )
 
 
 # A consumer's `requires_setting` reaches its function as the env var SETTING.upper(); a
 # setting listed here also names the AWS resource the function may use, granted by this hook.
-SETTING_GRANTS: dict[str, Callable[[lambda_.Function, str], None]] = {
+SETTING_GRANTS: dict[str, Callable[[PipelineFunction, str], None]] = {
     "bedrock_model_id": _grant_bedrock_model,
 }
 
 
-def secure_queue(
-    scope: Construct, construct_id: str, *, dead_letter: bool = False, **props: Any
-) -> sqs.Queue:
-    """An SSE (SQS-managed), TLS-only queue; a dead-letter one keeps messages for DLQ_RETENTION
-    (the maximum; `pipeline.retention` counts it in the redelivery bound)."""
-    if dead_letter:
-        props["retention_period"] = duration(DLQ_RETENTION)
+def secure_queue(scope: Construct, construct_id: str, **props: Any) -> sqs.Queue:
+    """An SSE (SQS-managed), TLS-only queue."""
     return sqs.Queue(
         scope, construct_id, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True, **props
+    )
+
+
+def dead_letter_queue(scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> sqs.Queue:
+    """A `secure_queue` keeping messages for DLQ_RETENTION (the maximum; `pipeline.retention`
+    counts it in the redelivery bound), removed with the stack only as the stack's removal_policy
+    says: what failed stays inspectable and redrivable after a deletion gone wrong."""
+    return secure_queue(
+        scope, construct_id, retention_period=duration(DLQ_RETENTION), removal_policy=removal_policy
     )
 
 
@@ -84,7 +179,7 @@ class ConsumerPipeline(Construct):
         self.consumer = consumer
         # Messages the worker gave up on: after max_receive_count deliveries, or at once for a
         # permanent error (the worker sends those here itself).
-        self.dlq = secure_queue(self, "Dlq", dead_letter=True)
+        self.dlq = dead_letter_queue(self, "Dlq", removal_policy=defaults.removal_policy)
         self.queue = secure_queue(
             self,
             "Queue",
@@ -96,7 +191,7 @@ class ConsumerPipeline(Construct):
             ),
         )
         # Messages SNS could not deliver into the queue at all (e.g. a broken queue policy).
-        self.delivery_dlq = secure_queue(self, "DeliveryDlq", dead_letter=True)
+        self.delivery_dlq = dead_letter_queue(self, "DeliveryDlq", removal_policy=defaults.removal_policy)
         topic.add_subscription(
             subscriptions.SqsSubscription(
                 self.queue,
@@ -170,4 +265,4 @@ class ConsumerPipeline(Construct):
             secrets[name].grant_read(function)
         setting = self.consumer.requires_setting
         if setting in SETTING_GRANTS:
-            SETTING_GRANTS[setting](function, str(settings.registry_settings()[setting]))
+            SETTING_GRANTS[setting](self.worker, str(settings.registry_settings()[setting]))

@@ -62,6 +62,8 @@ class DataTables(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             time_to_live_attribute=TTL_ATTRIBUTE,
             removal_policy=removal_policy,
+            # A retained table also refuses DeleteTable (a console click, a script) until unset.
+            deletion_protection=removal_policy == RemovalPolicy.RETAIN,
         )
         for index in keys.indexes:
             table.add_global_secondary_index(

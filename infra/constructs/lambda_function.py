@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import Duration, RemovalPolicy, Validations
+from aws_cdk import Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -97,6 +97,8 @@ class PipelineFunction(Construct):
             memory_size=memory_mb,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            # Never above INFO, the level Lambda gives the metric (EMF) lines, which carry none;
+            # Powertools filters the function's logs at `log_level` (infra.settings.cdk_log_level).
             application_log_level_v2=defaults.lambda_log_level,
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             tracing=lambda_.Tracing.ACTIVE,
@@ -138,3 +140,12 @@ class PipelineFunction(Construct):
             statistic=statistic,
             period=period,
         )
+
+
+def nag_arn(scope: Construct, arn: str) -> str:
+    """An ARN as cdk-nag names it in a finding id: references to pseudo parameters as <AWS::Name>."""
+    resolved = Stack.of(scope).resolve(arn)
+    if isinstance(resolved, str):
+        return resolved
+    _, parts = resolved["Fn::Join"]
+    return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in parts)

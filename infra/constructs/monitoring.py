@@ -16,11 +16,12 @@ alarms and dashboard row without a change here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_sns_subscriptions as subscriptions
@@ -37,6 +38,10 @@ from infra.settings import cdk_removal_policy
 from pipeline.registry import Consumer
 
 PERIOD = METRIC_PERIOD
+# What CloudWatch accepts as a dashboard name.
+DASHBOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+# Room kept for a region known only at deploy time (the longest today has 14 characters).
+REGION_NAME_ROOM = 20
 # A message may sit out every backoff and one run per delivery; beyond that (plus this slack)
 # the worker is not keeping up or not running.
 QUEUE_AGE_SLACK_SECONDS = 300
@@ -83,6 +88,17 @@ class WatchedAlarm:
     kind: AlarmKind
     subject: str  # what it watches: a queue, function or feature name
     alarm: cloudwatch.Alarm
+
+
+def dashboard_name(stack: Stack) -> str:
+    """The stack name and its region: dashboards are global per account, so the same stack name
+    deployed in two regions of one account must not share one. Environment-agnostic, the region
+    is the deploy-time AWS::Region (Fn::Join)."""
+    region = stack.region
+    concrete = region if not Token.is_unresolved(region) else "x" * REGION_NAME_ROOM
+    if not DASHBOARD_NAME.match(f"{stack.stack_name}-{concrete}"):
+        raise ValueError(f"stack_name: {stack.stack_name!r} makes no valid CloudWatch dashboard name")
+    return f"{stack.stack_name}-{region}"
 
 
 class Monitoring(Construct):
@@ -149,7 +165,7 @@ class Monitoring(Construct):
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
-            dashboard_name=Stack.of(self).stack_name,
+            dashboard_name=dashboard_name(Stack.of(self)),
             default_interval=Duration.hours(3),
             period_override=cloudwatch.PeriodOverride.AUTO,
         )

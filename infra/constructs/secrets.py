@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import SecretValue, Validations
+from aws_cdk import RemovalPolicy, SecretValue, Validations
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -73,8 +73,9 @@ def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> Non
 class WebhookSecrets(Construct):
     """Telegram's webhook secret_token and the CRM's HMAC signing key, both generated."""
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
+        self.removal_policy = removal_policy
         self.telegram = self._generated(
             "TelegramSecretToken",
             "Telegram webhook secret_token: pass it to setWebhook; checked on every request.",
@@ -100,13 +101,16 @@ class WebhookSecrets(Construct):
                 exclude_punctuation=True,
                 include_space=False,
             ),
+            removal_policy=self.removal_policy,
         )
 
 
 class ConsumerSecrets(Construct):
     """One secret per logical name used by an enabled consumer (shared if several use it)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, names: Iterable[str]) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, names: Iterable[str], removal_policy: RemovalPolicy
+    ) -> None:
         super().__init__(scope, construct_id)
         self.by_name: dict[str, secretsmanager.Secret] = {}
         for name in sorted(set(names)):
@@ -117,6 +121,7 @@ class ConsumerSecrets(Construct):
                 description=spec.description,
                 # Not a credential: a visible placeholder the operator overwrites after deploy.
                 secret_string_value=SecretValue.unsafe_plain_text(spec.placeholder),
+                removal_policy=removal_policy,
             )
             _acknowledge_manual_rotation(
                 secret,

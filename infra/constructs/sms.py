@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import ArnFormat, Duration, Stack, Validations
+from aws_cdk import ArnFormat, Duration, Stack, Token, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
@@ -30,11 +30,11 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.consumers import ConsumerPipeline, secure_queue
+from infra.constructs.consumers import ConsumerPipeline, dead_letter_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
-from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction
-from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
+from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
+from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments, SettingsError
 from infra.settings import PipelineSettings
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.journal import BY_STATE_INDEX
@@ -70,17 +70,66 @@ def origination_identity_arns(scope: Construct, identity: str | None) -> list[st
     return [_sms_voice_arn(scope, "sender-id", f"{identity}/*")]
 
 
+# The resource types `sms-voice:SendTextMessage` is authorized against, per the Service
+# Authorization Reference, "Actions, resources, and condition keys for AWS End User Messaging SMS
+# and Voice V2" (https://docs.aws.amazon.com/service-authorization/latest/reference/
+# list_awsendusermessagingsmsandvoicev2.html), checked 2026-12-01: configuration-set, opt-out-list,
+# phone-number, pool, protect-configuration, sender-id. A grant names nothing else.
+SEND_TEXT_MESSAGE_RESOURCE_TYPES = (
+    "configuration-set",
+    "opt-out-list",
+    "phone-number",
+    "pool",
+    "protect-configuration",
+    "sender-id",
+)
+
+
 def send_text_message_resources(
     scope: Construct, identity: str | None, configuration_set_arn: str
 ) -> list[str]:
     """Resources SendTextMessage is authorized against: the origination identity, the
-    configuration set, and the identity's opt-out list (any of this account's: which one is
-    attached to an identity is configured outside this stack)."""
+    configuration set, the identity's opt-out list and the protect configuration that applies
+    (the configuration set's or the account default, once the account uses protect
+    configurations). Which opt-out list and protect configuration apply is configured outside this
+    stack, so those two are any of this account's in this region."""
     return [
         *origination_identity_arns(scope, identity),
         configuration_set_arn,
         _sms_voice_arn(scope, "opt-out-list", "*"),
+        _sms_voice_arn(scope, "protect-configuration", "*"),
     ]
+
+
+# Regions with End User Messaging SMS: both the `sms-voice` API and the AWS::SMSVOICE::*
+# CloudFormation resources. Checked 2026-12-01 against botocore 1.44.8 data/endpoints.json
+# (service "sms-voice") and cfn-lint 1.58.0's per-region schemas (AWS::SMSVOICE::ConfigurationSet),
+# listing the regions in both (me-south-1 has the API but not the resources, so it is not here;
+# tests/infra/test_infra_sms.py keeps this list within both).
+# fmt: off
+END_USER_MESSAGING_REGIONS = frozenset({
+    "af-south-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4",
+    "ap-southeast-6", "ca-central-1", "ca-west-1", "eu-central-1", "eu-central-2", "eu-north-1",
+    "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1",
+    "me-central-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2",
+    "us-west-1", "us-west-2", "us-gov-east-1", "us-gov-west-1", "eusc-de-east-1",
+})
+# fmt: on
+
+
+def check_end_user_messaging_region(scope: Construct) -> None:
+    """Refuse, at synth, a stack in a region without End User Messaging SMS (CloudFormation would
+    otherwise fail the deploy halfway). The region is the stack's env (CDK_DEFAULT_REGION, which
+    the CDK CLI sets from the AWS profile); an environment-agnostic synth (no region known) is not
+    checked: its template deploys anywhere and CloudFormation refuses AWS::SMSVOICE::* there."""
+    region = Stack.of(scope).region
+    if not Token.is_unresolved(region) and region not in END_USER_MESSAGING_REGIONS:
+        raise SettingsError(
+            f"sms_gateway=end_user_messaging is not available in region {region}; deploy with "
+            "-c sms_gateway=http -c sms_http_base_url=<your gateway> or to a region with AWS End "
+            "User Messaging SMS"
+        )
 
 
 class SmsSupport(Construct):
@@ -102,6 +151,8 @@ class SmsSupport(Construct):
         self.settings = settings
         self.pipeline = pipeline
         self.uses_end_user_messaging = settings.sms_gateway == "end_user_messaging"
+        if self.uses_end_user_messaging:
+            check_end_user_messaging_region(self)
         self.configuration_set: smsvoice.CfnConfigurationSet | None = None
         self.delivery_events: EncryptedTopic | None = None
         self.delivery_events_handler: PipelineFunction | None = None
@@ -132,11 +183,12 @@ class SmsSupport(Construct):
             if resource.endswith("*"):
                 Validations.of(function.role).acknowledge(
                     Ack(
-                        id=f"AwsSolutions-IAM5[Resource::{_nag_arn(self, resource)}]",
+                        id=f"AwsSolutions-IAM5[Resource::{nag_arn(self, resource)}]",
                         reason="SendTextMessage is authorized against every resource a send "
-                        "involves; this one is chosen by End User Messaging (no origination "
-                        "identity configured, a sender id's country, the identity's opt-out "
-                        "list), so it is limited to this account and region, not named.",
+                        "involves; this one is chosen by End User Messaging or configured outside "
+                        "the stack (no origination identity configured, a sender id's country, "
+                        "the identity's opt-out list, the protect configuration), so it is "
+                        "limited to this account and region, not named.",
                     )
                 )
 
@@ -226,12 +278,12 @@ class SmsSupport(Construct):
         grant_items(journal, handler.function, *JOURNAL_ITEM_ACTIONS)
         self.delivery_events_handler = handler
         # Invocations that failed after Lambda's two retries (e.g. an unreadable event)...
-        failed = secure_queue(self, "FailedEventsDlq", dead_letter=True)
+        failed = dead_letter_queue(self, "FailedEventsDlq", removal_policy=defaults.removal_policy)
         handler.function.configure_async_invoke(
             on_failure=destinations.SqsDestination(failed), retry_attempts=2
         )
         # ...and events SNS could not hand to the function at all.
-        undelivered = secure_queue(self, "UndeliveredEventsDlq", dead_letter=True)
+        undelivered = dead_letter_queue(self, "UndeliveredEventsDlq", removal_policy=defaults.removal_policy)
         topic.topic.add_subscription(
             subscriptions.LambdaSubscription(handler.function, dead_letter_queue=undelivered)
         )
@@ -293,12 +345,3 @@ class SmsSupport(Construct):
     @property
     def functions(self) -> list[PipelineFunction]:
         return [self.reconciler, *([self.delivery_events_handler] if self.delivery_events_handler else [])]
-
-
-def _nag_arn(scope: Construct, arn: str) -> str:
-    """An ARN as cdk-nag names it in a finding id: references to pseudo parameters as <AWS::Name>."""
-    resolved = Stack.of(scope).resolve(arn)
-    if isinstance(resolved, str):
-        return resolved
-    _, parts = resolved["Fn::Join"]
-    return "".join(part if isinstance(part, str) else f"<{part['Ref']}>" for part in parts)

@@ -25,7 +25,9 @@ from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 
 # Never build Docker/bundled assets in tests (there is no Docker here, and none is needed).
 BASE_CONTEXT: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
-BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+# An inference profile (the grant with the most to it: the profile and its model in any region).
+BEDROCK_FOUNDATION_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+BEDROCK_MODEL_ID = f"eu.{BEDROCK_FOUNDATION_MODEL}"
 SMS_POOL_ID = "pool-0123456789abcdef0123456789abcdef"
 SMS_CONFIGURATION_SET = "shop-notifications"
 ALARM_EMAIL = "ops@example.org"

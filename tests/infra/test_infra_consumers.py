@@ -10,12 +10,22 @@ import json
 from typing import Any
 
 import pytest
-from synthesized import BEDROCK_MODEL_ID, Synthesized
-from template_queries import function_env, of_type, props, ref_name, role_permissions
+from aws_cdk import App, Stack
+from synthesized import BASE_CONTEXT, BEDROCK_FOUNDATION_MODEL, BEDROCK_MODEL_ID, Synthesized
+from template_queries import (
+    as_list,
+    function_env,
+    of_type,
+    props,
+    ref_name,
+    role_permissions,
+    role_statements,
+)
 
-from infra.constructs.consumers import ConsumerPipeline
+from infra.application import build_app, settings_error_message
+from infra.constructs.consumers import BedrockModel, ConsumerPipeline, bedrock_invoke_statements
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL
-from infra.environment import SMS_CONSUMER
+from infra.environment import SMS_CONSUMER, SettingsError
 from infra.naming import pascal_case
 from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
@@ -25,6 +35,9 @@ FOURTEEN_DAYS = 14 * 24 * 3600
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 CONSUMER_NAMES = [c.name for c in CONSUMERS]
+# Bedrock ARNs of this stack's region and account, and of foundation models in any region.
+BEDROCK_HERE = "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}"
+ANY_REGION_MODEL = "arn:${AWS::Partition}:bedrock:*::foundation-model/"
 
 
 @pytest.fixture(scope="module")
@@ -178,18 +191,119 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     assert not foreign & set(permissions), "a worker must not reach another consumer's queues"
 
 
+def rendered(statement: dict[str, Any]) -> dict[str, Any]:
+    """A policy statement with its resources and condition values as `ref_name` renders them."""
+    conditions = {
+        operator: {key: ref_name(value) for key, value in keys.items()}
+        for operator, keys in statement.get("Condition", {}).items()
+    }
+    return {
+        "Action": as_list(statement["Action"]),
+        "Resource": [ref_name(r) for r in as_list(statement["Resource"])],
+        **({"Condition": conditions} if conditions else {}),
+    }
+
+
 def test_only_the_bedrock_consumer_may_invoke_exactly_its_configured_model(synth: Synthesized) -> None:
     for consumer in synth.stack.consumers:
         role_id = _id(synth, synth.stack.pipelines[consumer.name].worker.role)
-        bedrock = {r: a for r, a in role_permissions(synth.resources, role_id).items() if ":bedrock:" in r}
-        if consumer.requires_setting == "bedrock_model_id":
-            assert bedrock == {
-                "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/" + BEDROCK_MODEL_ID: {
-                    "bedrock:InvokeModel"
+        bedrock = [
+            rendered(s)
+            for s in role_statements(synth.resources, role_id)
+            if any(a.startswith("bedrock:") for a in as_list(s["Action"]))
+        ]
+        if consumer.requires_setting != "bedrock_model_id":
+            assert bedrock == []
+            continue
+        # An inference profile: the profile, and its model in any region but only through it.
+        profile = f"{BEDROCK_HERE}:inference-profile/{BEDROCK_MODEL_ID}"
+        assert bedrock == [
+            {"Action": ["bedrock:InvokeModel"], "Resource": [profile]},
+            {
+                "Action": ["bedrock:InvokeModel"],
+                "Resource": [
+                    f"arn:${{AWS::Partition}}:bedrock:*::foundation-model/{BEDROCK_FOUNDATION_MODEL}"
+                ],
+                "Condition": {"StringEquals": {"bedrock:InferenceProfileArn": profile}},
+            },
+        ]
+
+
+APPLICATION_PROFILE = "arn:aws:bedrock:eu-central-1:123456789012:application-inference-profile/a1b2c3d4e5f6"
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [
+        (
+            BEDROCK_FOUNDATION_MODEL,
+            [
+                {
+                    "Action": ["bedrock:InvokeModel"],
+                    "Resource": [
+                        f"arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{BEDROCK_FOUNDATION_MODEL}"
+                    ],
                 }
-            }
-        else:
-            assert bedrock == {}
+            ],
+        ),
+        *[
+            (
+                f"{prefix}.{BEDROCK_FOUNDATION_MODEL}",
+                [
+                    {
+                        "Action": ["bedrock:InvokeModel"],
+                        "Resource": [f"{BEDROCK_HERE}:inference-profile/{prefix}.{BEDROCK_FOUNDATION_MODEL}"],
+                    },
+                    {
+                        "Action": ["bedrock:InvokeModel"],
+                        "Resource": [ANY_REGION_MODEL + BEDROCK_FOUNDATION_MODEL],
+                        "Condition": {
+                            "StringEquals": {
+                                "bedrock:InferenceProfileArn": f"{BEDROCK_HERE}:inference-profile/"
+                                f"{prefix}.{BEDROCK_FOUNDATION_MODEL}"
+                            }
+                        },
+                    },
+                ],
+            )
+            for prefix in ("us", "eu", "apac", "global")
+        ],
+        (
+            APPLICATION_PROFILE,
+            [
+                {"Action": ["bedrock:InvokeModel"], "Resource": [APPLICATION_PROFILE]},
+                {
+                    "Action": ["bedrock:InvokeModel"],
+                    "Resource": [ANY_REGION_MODEL + "*"],
+                    "Condition": {"StringEquals": {"bedrock:InferenceProfileArn": APPLICATION_PROFILE}},
+                },
+            ],
+        ),
+    ],
+)
+def test_converse_may_invoke_a_foundation_model_an_inference_profile_or_an_application_profile(
+    model_id: str, expected: list[dict[str, Any]]
+) -> None:
+    stack = Stack(App(), "Bedrock")
+    statements = bedrock_invoke_statements(stack, BedrockModel.parse(model_id))
+    assert [rendered(stack.resolve(s.to_statement_json())) for s in statements] == expected
+
+
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        "claude-3-haiku",  # no provider
+        "eu.claude",  # a profile prefix before no foundation model id
+        "anthropic.claude haiku",
+        "arn:aws:bedrock:eu-central-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0",
+        "arn:aws:bedrock:eu-central-1:123456789012:inference-profile/eu.anthropic.claude-3-haiku-20240307-v1:0",
+    ],
+)
+def test_a_bedrock_model_id_of_no_known_shape_fails_the_synth_naming_the_key(model_id: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        build_app({**BASE_CONTEXT, "bedrock_model_id": model_id}, nag=False)
+    [line] = settings_error_message(refused.value).splitlines()
+    assert line.startswith(f"bedrock_model_id: {model_id!r} is not a foundation model id")
 
 
 @pytest.mark.parametrize("table", ["journal", "conversations"])
@@ -254,3 +368,30 @@ def test_with_a_bedrock_model_the_ai_consumer_exists(synth: Synthesized) -> None
     env = function_env(synth.resources, _id(synth, ai.worker.function))
     assert env["BEDROCK_MODEL_ID"] == BEDROCK_MODEL_ID
     assert "AiQueueUrl" in synth.template.to_json()["Outputs"]
+
+
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth", "custom_synth"])
+def test_dlqs_secrets_and_tables_follow_the_removal_policy_and_retained_tables_refuse_deletion(
+    synth_name: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    retain = synth.stack.settings.removal_policy == "retain"
+    expected = "Retain" if retain else "Delete"
+    stack = synth.stack
+    dlqs = [q for p in stack.pipelines.values() for q in (p.dlq, p.delivery_dlq)]
+    dlqs += list(stack.sms.delivery_events_dlqs.values()) if stack.sms else []
+    secrets = [
+        stack.webhook_secrets.telegram,
+        stack.webhook_secrets.crm,
+        *stack.consumer_secrets.by_name.values(),
+    ]
+    tables = list(stack.tables.by_name.values())
+    assert dlqs and secrets and tables
+    for construct in [*dlqs, *secrets, *tables]:
+        resource = synth.resources[_id(synth, construct)]
+        assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == (expected, expected), (
+            construct.node.path
+        )
+    assert len(of_type(synth.resources, "AWS::SecretsManager::Secret")) == len(secrets)
+    for table in tables:
+        assert props(synth.resources, _id(synth, table)).get("DeletionProtectionEnabled", False) is retain

@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Template
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name
 
+from infra.config import METRICS_NAMESPACE, LogLevel, PipelineSettings
+from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
 from infra.constructs.layers import (
     PipLocalBundling,
     phonenumbers_pin,
     pip_install_command,
 )
-from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK, FunctionEnvironments
 from infra.paths import FUNCTIONS_DIR, PROJECT_ROOT
+from pipeline.observability import service_logger
 from pipeline.registry import enabled
+
+# Lambda's application log levels, most verbose first.
+LAMBDA_LEVELS = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +194,54 @@ def test_shared_layer_asset_holds_the_pipeline_package_under_python(synth: Synth
     asset = _asset_dir(synth, layer["Properties"]["Content"]["S3Key"])
     assert (asset / "python" / "pipeline" / "registry.py").is_file()
     assert not list(asset.rglob("__pycache__"))
+
+
+def _lambda_keeps(line: dict[str, Any], application_log_level: str) -> bool:
+    """Lambda's JSON-log filter as AWS documents it: a line whose "level" is missing or invalid
+    counts as INFO (docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-log-level.html)."""
+    level = str(line.get("level", "")).upper().replace("WARNING", "WARN").replace("CRITICAL", "FATAL")
+    level = level if level in LAMBDA_LEVELS else "INFO"
+    return LAMBDA_LEVELS.index(level) >= LAMBDA_LEVELS.index(application_log_level)
+
+
+@pytest.mark.parametrize("log_level", get_args(LogLevel))
+def test_metrics_reach_cloudwatch_and_logs_are_filtered_at_log_level_at_every_log_level(
+    log_level: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = PipelineSettings(log_level=log_level)
+    service = f"levels_{log_level.lower()}"
+    stack = Stack(App(), "Levels")
+    PipelineFunction(
+        stack,
+        "Function",
+        defaults=FunctionDefaults.create(settings, []),
+        handler="webhook.app.lambda_handler",
+        service_name=service,
+        description="log levels",
+        environment=FunctionEnvironments(settings, stack_name="Levels").powertools(service),
+        timeout_seconds=3,
+        memory_mb=128,
+    )
+    [function] = of_type(Template.from_stack(stack).to_json()["Resources"], "AWS::Lambda::Function").values()
+    deployed = function["Properties"]
+    lambda_level = deployed["LoggingConfig"]["ApplicationLogLevel"]
+    # The function's runtime as Lambda starts it: its environment plus Lambda's own level.
+    for name, value in {**deployed["Environment"]["Variables"], "AWS_LAMBDA_LOG_LEVEL": lambda_level}.items():
+        monkeypatch.setenv(name, value)
+    assert deployed["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"] == log_level
+
+    logger = service_logger()
+    child = Logger(child=True)
+    for emit in (logger.debug, logger.info, logger.warning, child.info, child.error):
+        emit(f"{emit.__name__} line")
+    metrics = Metrics(namespace=METRICS_NAMESPACE)
+    metrics.add_metric(name="Probe", unit=MetricUnit.Count, value=1)
+    metrics.flush_metrics()
+
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    kept = [line for line in lines if _lambda_keeps(line, lambda_level)]
+    assert [line for line in kept if "_aws" in line], "Lambda dropped the metric (EMF) line"
+    logged = [line["level"] for line in kept if "_aws" not in line]
+    order = list(get_args(LogLevel))
+    written = ["DEBUG", "INFO", "WARNING", "INFO", "ERROR"]
+    assert logged == [level for level in written if order.index(level) >= order.index(log_level)]

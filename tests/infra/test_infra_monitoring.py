@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Metrics
 from runtime_modules import imported
-from synthesized import ALARM_EMAIL, Synthesized
+from synthesized import ALARM_EMAIL, BASE_CONTEXT, Synthesized
 from template_queries import of_type, props, ref_name
 
+from infra.application import build_app
 from infra.constructs.monitoring import (
+    DASHBOARD_NAME,
     QUEUE_AGE_SLACK_SECONDS,
     SMS_FAILED_RATE_PERCENT,
     UNAUTHORIZED_SPIKE,
@@ -404,3 +406,21 @@ def test_dashboard_shows_the_sms_states_and_every_alarm(synth: Synthesized) -> N
 def test_dashboard_widgets_fit_the_grid(synth: Synthesized) -> None:
     for widget in _dashboard_widgets(synth):
         assert widget["x"] + widget["width"] <= 24
+
+
+def test_the_dashboard_is_named_by_stack_and_region_so_two_regions_never_share_one(
+    default_synth: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack_name = default_synth.stack.stack_name
+    (dashboard_id,) = of_type(default_synth.resources, "AWS::CloudWatch::Dashboard")
+    # Environment-agnostic: the region CloudFormation deploys to.
+    deployed = ref_name(props(default_synth.resources, dashboard_id)["DashboardName"])
+    assert deployed == f"{stack_name}-${{AWS::Region}}"
+    names = []
+    for region in ("eu-central-1", "us-east-1"):
+        monkeypatch.setenv("CDK_DEFAULT_REGION", region)
+        _, stack = build_app(BASE_CONTEXT, nag=False)
+        dashboard = stack.monitoring.dashboard.node.default_child
+        names.append(stack.resolve(dashboard.dashboard_name))  # type: ignore[union-attr]
+    assert names == [f"{stack_name}-eu-central-1", f"{stack_name}-us-east-1"]
+    assert all(DASHBOARD_NAME.match(name) for name in names)

@@ -10,17 +10,21 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import botocore
+import cfnlint
 import pytest
 from aws_lambda_powertools import Metrics
 from moto import mock_aws
 from runtime_modules import imported
-from synthesized import SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, SMS_POOL_ID, Synthesized
+from synthesized import BASE_CONTEXT, SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, SMS_POOL_ID, Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
-from infra.constructs.sms import SmsSupport
-from infra.environment import SMS_CONSUMER, check_sms_environment
+from infra.application import build_app, settings_error_message
+from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
+from infra.environment import SMS_CONSUMER, SettingsError, check_sms_environment
 from pipeline import aws
 from pipeline.registry import by_name
 from pipeline.sms.journal import Clock, Draft, Finish, Journal, State
@@ -173,6 +177,7 @@ def test_with_no_sender_configured_the_worker_may_send_from_any_of_the_accounts_
         sms_voice("pool/*"): send,
         sms_voice("sender-id/*"): send,
         sms_voice("opt-out-list/*"): send,
+        sms_voice("protect-configuration/*"): send,
         sms_voice(f"configuration-set/{DEFAULT_CONFIGURATION_SET}"): send,
     }
 
@@ -190,7 +195,22 @@ def test_with_a_given_pool_and_configuration_set_the_worker_may_send_only_throug
         sms_voice(f"pool/{SMS_POOL_ID}"): send,
         sms_voice(f"configuration-set/{SMS_CONFIGURATION_SET}"): send,
         sms_voice("opt-out-list/*"): send,
+        sms_voice("protect-configuration/*"): send,
     }
+
+
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
+def test_every_send_grant_names_a_resource_type_of_send_text_message(
+    synth_name: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    ids = _ids(synth)
+    for role in ("worker_role", "reconciler_role"):
+        granted = [r for r in role_permissions(synth.resources, ids[role]) if ":sms-voice:" in r]
+        assert all(resource.startswith(sms_voice("")) for resource in granted), role
+        types = {resource.removeprefix(sms_voice("")).split("/")[0] for resource in granted}
+        assert types <= set(SEND_TEXT_MESSAGE_RESOURCE_TYPES), role
+        assert {"configuration-set", "opt-out-list", "protect-configuration"} <= types, role
 
 
 def test_with_the_http_gateway_nothing_may_use_end_user_messaging(custom_synth: Synthesized) -> None:
@@ -510,3 +530,44 @@ def test_the_reconciler_as_deployed_finds_unknowns_through_the_index_and_emits_t
         assert alarm["Namespace"] == directive["Namespace"]
         assert alarm["MetricName"] in emitted_names
         assert {d["Name"]: d["Value"] for d in alarm["Dimensions"]} == emitted_dimensions
+
+
+# -- regions ---------------------------------------------------------------------------------------
+def _build_in(region: str, monkeypatch: pytest.MonkeyPatch, **context: str) -> None:
+    monkeypatch.setenv("CDK_DEFAULT_REGION", region)
+    build_app({**BASE_CONTEXT, **context}, nag=False)
+
+
+@pytest.mark.parametrize("region", ["ap-southeast-5", "cn-north-1"])
+def test_end_user_messaging_in_a_region_without_it_fails_the_synth_in_one_line_naming_the_way_out(
+    region: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SettingsError) as refused:
+        _build_in(region, monkeypatch)
+    [line] = settings_error_message(refused.value).splitlines()
+    assert line.startswith(
+        f"sms_gateway=end_user_messaging is not available in region {region}; deploy with -c sms_gateway=http"
+    )
+    # The HTTP gateway needs no End User Messaging, so it deploys there.
+    _build_in(region, monkeypatch, sms_gateway="http", sms_http_base_url=SMS_HTTP_BASE_URL)
+
+
+def test_end_user_messaging_synthesizes_in_a_region_that_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    _build_in("eu-central-1", monkeypatch)
+
+
+def test_the_end_user_messaging_regions_have_the_api_and_the_cloudformation_resources() -> None:
+    """The list stays within what the installed botocore and cfn-lint know (each lags AWS a bit)."""
+    endpoints = json.loads((Path(botocore.__file__).parent / "data" / "endpoints.json").read_text())
+    api = {
+        region
+        for partition in endpoints["partitions"]
+        for region in partition["services"].get("sms-voice", {}).get("endpoints", {})
+    }
+    providers = Path(cfnlint.__file__).parent / "data" / "schemas" / "providers"
+    cloudformation = {
+        schema.stem
+        for schema in providers.glob("*.json")
+        if "AWS::SMSVOICE::ConfigurationSet" in schema.read_text(encoding="utf-8")
+    }
+    assert api & cloudformation >= END_USER_MESSAGING_REGIONS

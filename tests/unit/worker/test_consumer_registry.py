@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.registry import (
     CONSUMERS,
+    MIN_MAX_RECEIVE_COUNT,
     Consumer,
     RetryPolicy,
     by_name,
@@ -69,6 +70,13 @@ def test_out_of_range_limits_are_refused(overrides: dict[str, Any]) -> None:
 def test_invalid_retry_policies_are_refused(retry: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**retry)
+
+
+def test_a_retry_policy_dead_lettering_before_five_receives_is_refused_with_the_minimum() -> None:
+    with pytest.raises(ValueError, match=rf"^max_receive_count must be at least {MIN_MAX_RECEIVE_COUNT} "):
+        RetryPolicy(max_receive_count=MIN_MAX_RECEIVE_COUNT - 1)
+    assert RetryPolicy().max_receive_count == MIN_MAX_RECEIVE_COUNT
+    assert all(c.retry.max_receive_count >= MIN_MAX_RECEIVE_COUNT for c in CONSUMERS)
 
 
 def test_visibility_timeout_is_six_times_the_function_timeout() -> None:

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
+# The level the deployment's `log_level` setting reaches every function in.
+LOG_LEVEL_ENV = "POWERTOOLS_LOG_LEVEL"
+
 CORRELATION_ID_HEADER = "x-correlation-id"
 # An incoming correlation id ends up in every log line, the envelope and a response header:
 # accept only short, plain values; anything else is replaced by the request id.
 _SAFE_CORRELATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/=+-]{0,127}")
+
+
+def service_logger() -> Logger:
+    """The function's Powertools logger (service from POWERTOOLS_SERVICE_NAME), writing only
+    records at or above POWERTOOLS_LOG_LEVEL, its child loggers' included.
+
+    Lambda's own application log level is never above INFO (`infra.settings.cdk_log_level`: a
+    higher one would drop the metric lines, which carry no level) and Powertools lets that level,
+    AWS_LAMBDA_LOG_LEVEL, win over POWERTOOLS_LOG_LEVEL. So the deployment's level is applied here,
+    on the handler every record of the service reaches, where neither the Lambda level nor a
+    child logger's own level can override it.
+    """
+    logger = Logger()
+    logger.logger_handler.setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
+    return logger
 
 
 def _safe(value: Any) -> str | None:

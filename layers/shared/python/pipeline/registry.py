@@ -14,6 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+# The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
+# maxReceiveCount on the source queue's redrive policy to at least 5" for a queue that is a Lambda
+# event source, since throttled or scaling-up polls may receive a message without the function
+# ever running on it (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
+MIN_MAX_RECEIVE_COUNT = 5
+
 # Telegram update kinds that carry a user's message (what a "new contact" or a reply starts from).
 MESSAGE_KINDS = ("message", "business_message")
 
@@ -30,13 +36,16 @@ class RetryPolicy:
     Permanent errors (4xx, validation) go to the DLQ at once, without burning retries.
     """
 
-    max_receive_count: int = 5
+    max_receive_count: int = MIN_MAX_RECEIVE_COUNT
     base_delay_seconds: int = 2
     max_delay_seconds: int = 300
 
     def __post_init__(self) -> None:
-        if self.max_receive_count < 1:
-            raise ValueError("max_receive_count must be at least 1")
+        if self.max_receive_count < MIN_MAX_RECEIVE_COUNT:
+            raise ValueError(
+                f"max_receive_count must be at least {MIN_MAX_RECEIVE_COUNT} (AWS's minimum for a Lambda "
+                f"event source queue: throttled polls also count as receives), got {self.max_receive_count}"
+            )
         if not 0 <= self.base_delay_seconds <= self.max_delay_seconds <= 43_200:
             raise ValueError("need 0 <= base_delay_seconds <= max_delay_seconds <= 43200 (SQS maximum)")
 
@@ -128,7 +137,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         name="analytics",
         description="Emits EMF metrics per update type, chat type and command, plus an analytics log line.",
         filter_policy={"source": ["telegram"]},
-        retry=RetryPolicy(max_receive_count=3, base_delay_seconds=2, max_delay_seconds=60),
+        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=60),
     ),
     Consumer(
         name="ai",
@@ -137,7 +146,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         timeout_seconds=60,
         memory_mb=512,
         max_concurrency=2,
-        retry=RetryPolicy(max_receive_count=4, base_delay_seconds=10, max_delay_seconds=600),
+        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=10, max_delay_seconds=600),
         tables=("journal", "conversations"),
         requires_setting="bedrock_model_id",
     ),

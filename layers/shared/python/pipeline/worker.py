@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -42,6 +42,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
+from pipeline.observability import service_logger
 from pipeline.registry import Consumer, RetryPolicy, by_name
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
@@ -124,7 +125,7 @@ class ConsumerWorker:
         self.process = process
         self._explicit_consumer = consumer
         self._consumer = consumer
-        self.logger = Logger()
+        self.logger = service_logger()
         self.metrics = Metrics()
         # A batch whose every record is retried (a throttled remote, a one-record batch) is an
         # expected outcome: report every record in batchItemFailures instead of failing the

@@ -187,10 +187,9 @@ def _after_attempt(
     if record.attempts_this_round >= settings.max_attempts:
         reason = f"gateway refused the SMS {record.attempts_this_round} times, last with {outcome.code}"
         return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason, retryable=True)
+    # Only the delays: the journal bounds attempts itself (settings.max_attempts, above).
     policy = RetryPolicy(
-        max_receive_count=settings.max_attempts,
-        base_delay_seconds=settings.retry_base_seconds,
-        max_delay_seconds=settings.retry_max_seconds,
+        base_delay_seconds=settings.retry_base_seconds, max_delay_seconds=settings.retry_max_seconds
     )
     delay = max(backoff_seconds(policy, record.attempts_this_round), math.ceil(outcome.retry_after or 0))
     return Finish(State.PENDING, entry, outcome.answered_at, next_attempt_at=now + timedelta(seconds=delay))
