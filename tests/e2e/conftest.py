@@ -3,6 +3,9 @@
 The secrets are random per session (not the documented local values) so the log scan at the end
 looks for strings that can only have come from this run. The reconciler runs every 2 s instead of
 30 s so unknown SMS outcomes settle within a scenario.
+
+The stack of the same deployment is synthesized in the background while the scenarios run
+(`deployed_stack`), for the policy check that runs after all of them (`after_scenarios`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from local.policy_check import StackSynthesis
 from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
 from tests.e2e.support import Pipeline, is_refused
@@ -43,8 +47,29 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
         runtime.stop()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "after_scenarios: runs after every other end-to-end test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `after_scenarios` go last (a stable sort: the others keep their order)."""
+    items.sort(key=lambda item: item.get_closest_marker("after_scenarios") is not None)
+
+
+@pytest.fixture(scope="session")
+def deployed_stack(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackSynthesis]:
+    """The stack synthesized from the deployment the runtime runs (started with the first scenario)."""
+    resources = pipeline.runtime.resources
+    assert resources is not None
+    synthesis = StackSynthesis(resources.deployment, tmp_path_factory.mktemp("cdk-e2e"))
+    try:
+        yield synthesis
+    finally:
+        synthesis.stop()
+
+
 @pytest.fixture(autouse=True)
-def isolated_scenario(pipeline: Pipeline) -> Iterator[None]:
+def isolated_scenario(pipeline: Pipeline, deployed_stack: StackSynthesis) -> Iterator[None]:
     """Each scenario starts with no pending fault and leaves every queue drained."""
     yield
     for name, fake in pipeline.runtime.fakes.items():
