@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -53,6 +54,7 @@ IMPLIED_KMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("AWS::SQS::Queue", "sqs:ReceiveMessage"): ("kms:Decrypt",),
     ("AWS::SecretsManager::Secret", "secretsmanager:GetSecretValue"): ("kms:Decrypt",),
 }
+NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
 KEY_PROPERTY = {
     "AWS::SNS::Topic": "KmsMasterKeyId",
     "AWS::SQS::Queue": "KmsMasterKeyId",
@@ -568,7 +570,8 @@ class StackSynthesis:
         }
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and app
-                [sys.executable, str(PROJECT_ROOT / "app.py")],
+                # Low priority: it runs beside timing-sensitive scenarios on a shared machine.
+                [*NICE, sys.executable, str(PROJECT_ROOT / "app.py")],
                 cwd=outdir,
                 env=env,
                 stdin=subprocess.DEVNULL,

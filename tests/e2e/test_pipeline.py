@@ -553,16 +553,23 @@ def test_every_aws_call_of_every_function_is_allowed_by_its_role_in_the_synthesi
     of the same deployment (`local.policy_check`); grants no call used are listed, not failed."""
     runtime = pipeline.runtime
     assert runtime.resources is not None
+    started = time.monotonic()
+    template = deployed_stack.template()
+    synthesized = time.monotonic()
     recorded = read_recorded(runtime.aws_calls_dir)
     report = check_directory(
-        deployed_stack.template(),
+        template,
         runtime.aws_calls_dir,
         runtime.function_environments(runtime.resources),
         region=runtime.settings.region,
         stack_name=runtime.settings.stack_name,
     )
-    (runtime.state_dir / "policy-check.txt").write_text(report.text() + "\n")
-    print(report.text())
+    timing = (
+        f"(waited {synthesized - started:.1f} s for the synthesis, evaluated in "
+        f"{time.monotonic() - synthesized:.1f} s)"
+    )
+    (runtime.state_dir / "policy-check.txt").write_text(f"{report.text()}\n{timing}\n")
+    print(report.text(), timing, sep="\n")
 
     assert report.ok, report.text()
     # Every function the runtime runs made calls, and so did the event source mapping on its role.
