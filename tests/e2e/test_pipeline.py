@@ -201,7 +201,8 @@ def observed(pipeline: Pipeline, sent: list[Sent], *, leads: bool = True) -> Eff
     answers = [call["body"] for call in telegram.calls("/answerCallbackQuery") if call["fault"] is None]
     prompts = [call["body"]["messages"][-1]["content"][0]["text"] for call in bedrock.calls("/converse")]
     return Effects(
-        stored=Counter(item["event_id"] for item in items),
+        # The `ai` consumer may create an update's item before `store` has written it (no event_id yet).
+        stored=Counter(item["event_id"] for item in items if "event_id" in item),
         leads=Counter(lead["telegram_user_id"] for lead in created if lead["telegram_user_id"] in users),
         replies=Counter(reply["chat_id"] for reply in replies if reply["chat_id"] in chats),
         callbacks=Counter(
