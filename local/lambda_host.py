@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from local import aws_calls
+
 ACCOUNT_ID = "123456789012"
 # Process exit codes the parent's supervisor reads.
 EXIT_STOPPED = 0
@@ -83,6 +85,8 @@ class FunctionHost:
 
     def load(self) -> tuple[str, str | None]:
         """("ready", None), ("missing handler", detail) or ("init error", detail)."""
+        # Before the handler's modules load: their boto3 sessions are then recorded (local.aws_calls).
+        aws_calls.install_from_environment(ACCOUNT_ID)
         module_name, _, attribute = self.handler_path.rpartition(".")
         package = module_name.split(".", 1)[0]
         try:

@@ -32,6 +32,7 @@ import boto3
 from botocore.config import Config
 
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from local import aws_calls
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
@@ -170,6 +171,8 @@ class Runtime:
         self.log_dir = self.state_dir / "logs"
         # The runtime's own log (what it started, restarted and saw fail), beside the functions' logs.
         self.runtime_log = self.log_dir / "runtime.log"
+        # One JSONL file per function of the AWS calls it made (`local.aws_calls`, `local.policy_check`).
+        self.aws_calls_dir = self.state_dir / "aws-calls"
         self._runtime_log_lock = threading.Lock()
         self._consumers = consumers
         self.fakes: dict[str, FakeService] = {
@@ -243,6 +246,9 @@ class Runtime:
     def start(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> Runtime:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.runtime_log.write_text("")
+        self.aws_calls_dir.mkdir(parents=True, exist_ok=True)
+        for previous in self.aws_calls_dir.glob("*.jsonl"):
+            previous.unlink()
         try:
             self._start_moto(timeout)
             self.log(f"moto listening at {self.aws_endpoint}")
@@ -468,6 +474,8 @@ class Runtime:
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{lambda_name}",
+            # Not Lambda's: where the function host records the function's AWS calls.
+            aws_calls.ENV_VAR: str(self.aws_calls_dir / f"{name}.jsonl"),
             **own,
         }
 

@@ -32,6 +32,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from local.aws_calls import as_lambda_service
 from local.lambda_host import (
     ACCOUNT_ID,
     EXIT_STOPPED,
@@ -161,13 +162,14 @@ class SqsPoller:
                     return messages
                 wait = min(LONG_POLL_SECONDS, max(1, math.ceil(remaining)))
             try:
-                response = self.sqs.receive_message(
-                    QueueUrl=self.args.queue_url,
-                    MaxNumberOfMessages=min(SQS_MAX_BATCH, self.args.batch_size - len(messages)),
-                    WaitTimeSeconds=wait,
-                    MessageSystemAttributeNames=["All"],
-                    MessageAttributeNames=["All"],
-                )
+                with as_lambda_service():
+                    response = self.sqs.receive_message(
+                        QueueUrl=self.args.queue_url,
+                        MaxNumberOfMessages=min(SQS_MAX_BATCH, self.args.batch_size - len(messages)),
+                        WaitTimeSeconds=wait,
+                        MessageSystemAttributeNames=["All"],
+                        MessageAttributeNames=["All"],
+                    )
             except (BotoCoreError, ClientError) as error:
                 print(
                     f"local poller: receive failed ({type(error).__name__}: {error})",
@@ -209,12 +211,13 @@ class SqsPoller:
         for start in range(0, len(records), SQS_MAX_BATCH):
             chunk = records[start : start + SQS_MAX_BATCH]
             try:
-                response = self.sqs.delete_message_batch(
-                    QueueUrl=self.args.queue_url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(chunk)
-                    ],
-                )
+                with as_lambda_service():
+                    response = self.sqs.delete_message_batch(
+                        QueueUrl=self.args.queue_url,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": r["receiptHandle"]} for i, r in enumerate(chunk)
+                        ],
+                    )
             except (BotoCoreError, ClientError) as error:
                 print(
                     f"local poller: delete failed ({type(error).__name__}: {error})",

@@ -21,9 +21,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.aws_lambda_event_sources import SqsEventSource
 from constructs import Construct
 
+from infra.config import Problem, SettingsError
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
-from infra.environment import FunctionEnvironments, SettingsError
+from infra.environment import FunctionEnvironments
 from infra.settings import PipelineSettings
 from pipeline.registry import Consumer
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
@@ -71,12 +72,12 @@ class BedrockModel:
             return cls("inference-profile", model_id, rest)
         if prefix not in INFERENCE_PROFILE_PREFIXES and FOUNDATION_MODEL_ID.match(model_id):
             return cls("foundation-model", model_id, model_id)
-        raise SettingsError(
-            f"bedrock_model_id: {model_id!r} is not a foundation model id "
-            "(anthropic.claude-3-haiku-20240307-v1:0), an inference profile id (its id behind one of "
-            f"{', '.join(p + '.' for p in INFERENCE_PROFILE_PREFIXES)}) or an application inference "
-            "profile ARN"
+        why = (
+            "not a foundation model id (anthropic.claude-3-haiku-20240307-v1:0), an inference profile"
+            f" id (one of {', '.join(p + '.' for p in INFERENCE_PROFILE_PREFIXES)} and a model id) or"
+            " an application inference profile ARN"
         )
+        raise SettingsError([Problem("bedrock_model_id", why, model_id)])
 
 
 def bedrock_invoke_statements(scope: Construct, model: BedrockModel) -> list[iam.PolicyStatement]:

@@ -30,11 +30,12 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.config import Problem, SettingsError
 from infra.constructs.consumers import ConsumerPipeline, dead_letter_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
-from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments, SettingsError
+from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
 from infra.settings import PipelineSettings
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.journal import BY_STATE_INDEX
@@ -125,11 +126,11 @@ def check_end_user_messaging_region(scope: Construct) -> None:
     checked: its template deploys anywhere and CloudFormation refuses AWS::SMSVOICE::* there."""
     region = Stack.of(scope).region
     if not Token.is_unresolved(region) and region not in END_USER_MESSAGING_REGIONS:
-        raise SettingsError(
-            f"sms_gateway=end_user_messaging is not available in region {region}; deploy with "
-            "-c sms_gateway=http -c sms_http_base_url=<your gateway> or to a region with AWS End "
-            "User Messaging SMS"
+        why = (
+            f"end_user_messaging is not available in region {region}; deploy with -c sms_gateway=http"
+            " -c sms_http_base_url=<your gateway>, or to a region with AWS End User Messaging SMS"
         )
+        raise SettingsError([Problem("sms_gateway", why)])
 
 
 class SmsSupport(Construct):

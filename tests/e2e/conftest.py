@@ -7,6 +7,9 @@ looks for strings that can only have come from this run. The reconciler runs eve
 The session's pipeline runs the stack's default configuration (End User Messaging for SMS). The
 SMS scenarios also run on the HTTP gateway, in a second, smaller pipeline (webhook, `sms`,
 reconciler), started only when one of them runs.
+
+The stack of the same deployment is synthesized in the background while the scenarios run
+(`deployed_stack`), for the policy check that runs after all of them (`after_scenarios`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from local.policy_check import StackSynthesis
 from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
@@ -64,8 +68,29 @@ def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathF
         runtime.stop()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "after_scenarios: runs after every other end-to-end test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `after_scenarios` go last (a stable sort: the others keep their order)."""
+    items.sort(key=lambda item: item.get_closest_marker("after_scenarios") is not None)
+
+
+@pytest.fixture(scope="session")
+def deployed_stack(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackSynthesis]:
+    """The stack synthesized from the deployment the runtime runs (started with the first scenario)."""
+    resources = pipeline.runtime.resources
+    assert resources is not None
+    synthesis = StackSynthesis(resources.deployment, tmp_path_factory.mktemp("cdk-e2e"))
+    try:
+        yield synthesis
+    finally:
+        synthesis.stop()
+
+
 @pytest.fixture(autouse=True)
-def isolated_scenario(pipeline: Pipeline) -> Iterator[None]:
+def isolated_scenario(pipeline: Pipeline, deployed_stack: StackSynthesis) -> Iterator[None]:
     """Each scenario starts with no pending fault and leaves every queue drained."""
     yield
     for each in (pipeline, *OTHER_PIPELINES):

@@ -82,6 +82,9 @@ def is_refused(url: str) -> bool:
         return isinstance(error.reason, ConnectionRefusedError)
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        # Accepted just before the fake closed its listening socket: not refused yet, ask again.
+        return False
     return False
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -20,6 +21,7 @@ import pytest
 from aiogram.methods import AnswerCallbackQuery, SendMessage
 from aiogram.types import Update
 
+from local.policy_check import StackSynthesis, check_directory, read_recorded, unused_lines
 from pipeline.registry import by_name, matches
 from tests.e2e.support import (
     BOT_USERNAME,
@@ -641,3 +643,56 @@ def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipelin
         if needle in text
     )
     assert leaks == []
+
+
+@pytest.mark.after_scenarios
+def test_every_aws_call_of_every_function_is_allowed_by_its_role_in_the_synthesized_stack(
+    pipeline: Pipeline, deployed_stack: StackSynthesis
+) -> None:
+    """Issue 10: each call the function processes made during the scenarios before this one
+    (`local.aws_calls`), as IAM authorizes it, is allowed by the function's role in the template
+    of the same deployment (`local.policy_check`); grants no call used are listed, not failed."""
+    runtime = pipeline.runtime
+    assert runtime.resources is not None
+    started = time.monotonic()
+    template = deployed_stack.template()
+    synthesized = time.monotonic()
+    recorded = read_recorded(runtime.aws_calls_dir)
+    report = check_directory(
+        template,
+        runtime.aws_calls_dir,
+        runtime.function_environments(runtime.resources),
+        region=runtime.settings.region,
+        stack_name=runtime.settings.stack_name,
+    )
+    timing = (
+        f"(waited {synthesized - started:.1f} s for the synthesis, evaluated in "
+        f"{time.monotonic() - synthesized:.1f} s)"
+    )
+    (runtime.state_dir / "policy-check.txt").write_text(f"{report.text()}\n{timing}\n")
+    print(report.text(), timing, sep="\n")
+
+    assert report.ok, report.text()
+    # Every function the runtime runs made calls, and so did the event source mapping on its role.
+    assert report.functions == sorted(runtime.functions)
+    assert report.silent == []
+    lambda_receives = {
+        c.function for c in recorded.checks if c.by == "lambda" and c.action == "sqs:ReceiveMessage"
+    }
+    assert lambda_receives == {c.name for c in runtime.resources.consumers}
+    # The recordings hold identifiers, never a secret or a phone number.
+    settings = pipeline.settings
+    recordings = "".join(path.read_text() for path in runtime.aws_calls_dir.glob("*.jsonl"))
+    secrets = [
+        settings.telegram_secret,
+        settings.crm_signing_key,
+        settings.telegram_bot_token,
+        settings.sms_gateway_token,
+    ]
+    assert not [s for s in [*secrets, *SENT_PHONES] if s in recordings]
+    if report.unused:
+        warnings.warn(
+            "grants no AWS call used in the end-to-end run (informational):\n"
+            + "\n".join(unused_lines(report.unused)),
+            stacklevel=1,
+        )

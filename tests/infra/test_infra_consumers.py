@@ -303,7 +303,8 @@ def test_a_bedrock_model_id_of_no_known_shape_fails_the_synth_naming_the_key(mod
     with pytest.raises(SettingsError) as refused:
         build_app({**BASE_CONTEXT, "bedrock_model_id": model_id}, nag=False)
     [line] = settings_error_message(refused.value).splitlines()
-    assert line.startswith(f"bedrock_model_id: {model_id!r} is not a foundation model id")
+    assert line.startswith("bedrock_model_id: not a foundation model id")
+    assert line.endswith(")") and "(given " in line  # the value given, shortened
 
 
 @pytest.mark.parametrize("table", ["journal", "conversations"])

@@ -16,14 +16,16 @@ from infra.prices import CUSTOM_METRIC_USD, PRICES, PRICES_RECORDED, idle_cost
 from tests.unit.test_readme import flowing, section
 
 DEPLOY = section("Deploy")
-# The teardown table's rows, by the resource type each stands for.
-TEARDOWN_ROWS = {
-    "DynamoDB tables": "AWS::DynamoDB::Table",
-    "CloudWatch log groups": "AWS::Logs::LogGroup",
-    "KMS keys": "AWS::KMS::Key",
-    "Secrets Manager secrets": "AWS::SecretsManager::Secret",
-    "SQS queues and DLQs": "AWS::SQS::Queue",
-    "Lambda layer versions": "AWS::Lambda::LayerVersion",
+# The teardown table's rows, by the resource type each stands for (and, for queues, whether the
+# row is about the dead-letter ones: every DLQ's logical id says `Dlq`).
+TEARDOWN_ROWS: dict[str, tuple[str, bool | None]] = {
+    "DynamoDB tables": ("AWS::DynamoDB::Table", None),
+    "CloudWatch log groups": ("AWS::Logs::LogGroup", None),
+    "KMS keys": ("AWS::KMS::Key", None),
+    "Secrets Manager secrets": ("AWS::SecretsManager::Secret", None),
+    "SQS queues": ("AWS::SQS::Queue", False),
+    "SQS dead-letter queues": ("AWS::SQS::Queue", True),
+    "Lambda layer versions": ("AWS::Lambda::LayerVersion", None),
 }
 
 
@@ -55,8 +57,12 @@ def teardown_rows() -> dict[str, list[str]]:
     return {name.split(" (")[0]: [retain, destroy] for name, retain, destroy, _ in rows if name != "resource"}
 
 
-def _left_behind(resources: dict[str, dict[str, Any]], kind: str) -> bool:
-    policies = {r.get("DeletionPolicy", "Delete") for r in resources.values() if r["Type"] == kind}
+def _left_behind(resources: dict[str, dict[str, Any]], kind: str, dead_letter: bool | None) -> bool:
+    policies = {
+        r.get("DeletionPolicy", "Delete")
+        for logical_id, r in resources.items()
+        if r["Type"] == kind and dead_letter in (None, "Dlq" in logical_id)
+    }
     assert len(policies) == 1, f"{kind}: mixed deletion policies {policies}"
     return policies == {"Retain"}
 
@@ -74,11 +80,11 @@ def test_the_teardown_table_says_what_cdk_destroy_leaves_under_each_removal_poli
     resources = synthesized.resources
     # Nothing retained that the table does not cover.
     retained = {r["Type"] for r in resources.values() if r.get("DeletionPolicy") == "Retain"}
-    assert retained <= set(TEARDOWN_ROWS.values())
+    assert retained <= {kind for kind, _ in TEARDOWN_ROWS.values()}
     for row, cells in teardown_rows().items():
-        kind = TEARDOWN_ROWS[row]
+        kind, dead_letter = TEARDOWN_ROWS[row]
         cell = cells[column]
-        if _left_behind(resources, kind):
+        if _left_behind(resources, kind, dead_letter):
             assert cell.startswith("kept"), (row, cell)
         else:
             assert cell.startswith(("deleted", "scheduled for deletion")), (row, cell)

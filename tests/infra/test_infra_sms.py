@@ -545,9 +545,8 @@ def test_end_user_messaging_in_a_region_without_it_fails_the_synth_in_one_line_n
     with pytest.raises(SettingsError) as refused:
         _build_in(region, monkeypatch)
     [line] = settings_error_message(refused.value).splitlines()
-    assert line.startswith(
-        f"sms_gateway=end_user_messaging is not available in region {region}; deploy with -c sms_gateway=http"
-    )
+    assert line.startswith(f"sms_gateway: end_user_messaging is not available in region {region}; ")
+    assert "deploy with -c sms_gateway=http" in line
     # The HTTP gateway needs no End User Messaging, so it deploys there.
     _build_in(region, monkeypatch, sms_gateway="http", sms_http_base_url=SMS_HTTP_BASE_URL)
 
