@@ -27,6 +27,9 @@ from typing import Any
 ENV_VAR = "LOCAL_AWS_CALLS_FILE"
 HANDLER = "handler"
 LAMBDA_SERVICE = "lambda"
+# What only the local runtime does, standing in for a service that needs no role of the function
+# in AWS (SNS delivering to a Lambda subscription): not recorded at all.
+LOCAL_EMULATION = "local"
 
 _recorder: Recorder | None = None
 _caller = threading.local()
@@ -46,6 +49,8 @@ class Recorder:
 
     def on_call(self, params: Any, model: Any, context: Any = None, **_: Any) -> None:
         """botocore's `before-parameter-build` handler: never raises into the caller's call."""
+        if getattr(_caller, "name", HANDLER) == LOCAL_EMULATION:
+            return
         service = model.service_model.signing_name
         record: dict[str, Any] = {
             "function": self.function,
@@ -94,11 +99,20 @@ def install_from_environment(account: str) -> Recorder | None:
 
 
 @contextlib.contextmanager
-def as_lambda_service() -> Iterator[None]:
-    """Calls made inside are the Lambda service's (the SQS event source mapping), not the handler's."""
+def _made_by(name: str) -> Iterator[None]:
     previous = getattr(_caller, "name", HANDLER)
-    _caller.name = LAMBDA_SERVICE
+    _caller.name = name
     try:
         yield
     finally:
         _caller.name = previous
+
+
+def as_lambda_service() -> contextlib.AbstractContextManager[None]:
+    """Calls made inside are the Lambda service's (the SQS event source mapping), not the handler's."""
+    return _made_by(LAMBDA_SERVICE)
+
+
+def as_local_emulation() -> contextlib.AbstractContextManager[None]:
+    """Calls made inside stand in for what AWS does without the function's role: not recorded."""
+    return _made_by(LOCAL_EMULATION)

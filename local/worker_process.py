@@ -137,6 +137,10 @@ def failed_message_ids(result: Any, records: list[dict[str, Any]]) -> set[str]:
 
 
 class SqsPoller:
+    # Whose calls the poller's receives and deletes are: Lambda's event source mapping, made with
+    # the function's role (a subclass standing in for another service says so).
+    service_calls = staticmethod(as_lambda_service)
+
     def __init__(
         self, args: argparse.Namespace, host: FunctionHost, status: StatusChannel, stopper: Stopper
     ) -> None:
@@ -162,7 +166,7 @@ class SqsPoller:
                     return messages
                 wait = min(LONG_POLL_SECONDS, max(1, math.ceil(remaining)))
             try:
-                with as_lambda_service():
+                with self.service_calls():
                     response = self.sqs.receive_message(
                         QueueUrl=self.args.queue_url,
                         MaxNumberOfMessages=min(SQS_MAX_BATCH, self.args.batch_size - len(messages)),
@@ -211,7 +215,7 @@ class SqsPoller:
         for start in range(0, len(records), SQS_MAX_BATCH):
             chunk = records[start : start + SQS_MAX_BATCH]
             try:
-                with as_lambda_service():
+                with self.service_calls():
                     response = self.sqs.delete_message_batch(
                         QueueUrl=self.args.queue_url,
                         Entries=[
@@ -235,15 +239,29 @@ class SqsPoller:
             current = Counter(counts)
             outcomes = dict(current - self.previous_counts)
             self.previous_counts = current
-        self.status.send(
-            "invocation",
-            records=records,
-            failed=failed,
-            outcomes=outcomes,
-            error=invocation.error,
-            timed_out=invocation.timed_out,
-            duration_ms=invocation.duration_ms,
-        )
+        report_invocation(self.status, invocation, records=records, failed=failed, outcomes=outcomes)
+
+
+def report_invocation(
+    status: StatusChannel,
+    invocation: Invocation,
+    *,
+    records: int = 1,
+    failed: int | None = None,
+    outcomes: dict[str, int] | None = None,
+    result: Any = None,
+) -> None:
+    """Tell the runtime how an invocation went (`failed`: by default, all of it if it failed)."""
+    status.send(
+        "invocation",
+        records=records,
+        failed=(0 if invocation.ok else records) if failed is None else failed,
+        outcomes=outcomes,
+        error=invocation.error,
+        timed_out=invocation.timed_out,
+        duration_ms=invocation.duration_ms,
+        result=result,
+    )
 
 
 def run_schedule(
@@ -253,16 +271,7 @@ def run_schedule(
     while not stopper.wait(args.every):
         status.send("busy", records=1)
         invocation = host.invoke(scheduled_event(rule_arn, host.region))
-        status.send(
-            "invocation",
-            records=1,
-            failed=0 if invocation.ok else 1,
-            outcomes=None,
-            error=invocation.error,
-            timed_out=invocation.timed_out,
-            duration_ms=invocation.duration_ms,
-            result=invocation.result if invocation.ok else None,
-        )
+        report_invocation(status, invocation, result=invocation.result if invocation.ok else None)
         if invocation.timed_out:
             return EXIT_TIMED_OUT
     return EXIT_STOPPED

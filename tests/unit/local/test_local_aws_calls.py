@@ -179,6 +179,25 @@ def test_calls_of_the_event_source_mapping_are_marked_as_the_lambda_services(tmp
     assert [json.loads(line)["by"] for line in path.read_text().splitlines()] == ["lambda", "handler"]
 
 
+def test_calls_standing_in_for_snss_delivery_are_not_recorded(tmp_path: Path) -> None:
+    """SNS invokes a subscribed function without any role of the function: the local runtime's
+    queue standing in for that delivery is not the function's to be allowed."""
+    from local.aws_calls import as_local_emulation
+    from local.sns_subscription import SnsSubscriptionPoller
+
+    assert SnsSubscriptionPoller.service_calls is as_local_emulation
+    path = tmp_path / "sms_events.jsonl"
+    session, _ = recorded_session(path)
+    client = session.client("sqs")
+    with Stubber(client) as stub:
+        stub.add_response("receive_message", {})
+        with as_local_emulation():
+            client.receive_message(QueueUrl=QUEUE_URL)
+        stub.add_response("delete_message", {})
+        client.delete_message(QueueUrl=QUEUE_URL, ReceiptHandle="r")
+    assert [json.loads(line)["operation"] for line in path.read_text().splitlines()] == ["DeleteMessage"]
+
+
 def test_without_the_variable_nothing_is_registered_and_the_derivation_is_not_imported() -> None:
     """Production pays nothing: the function host imports the hook module, which registers
     nothing and imports nothing more unless the local runtime set LOCAL_AWS_CALLS_FILE."""

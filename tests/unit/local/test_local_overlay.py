@@ -28,15 +28,19 @@ EVERY_FUNCTION = {
 }
 
 
+# A deployment that changes settings the local runtime must keep as they are.
+CONFIGURED = PipelineSettings(
+    telegram_bot_id="shop",
+    idempotency_ttl_seconds=2 * IDEMPOTENCY_TTL_SECONDS,
+    log_level="DEBUG",
+    sms_origination_identity="MyShop",
+    sms_message_type="PROMOTIONAL",
+    telegram_ip_allowlist=True,
+)
+
+
 def test_the_deployment_keeps_end_user_messaging_the_stacks_default_and_every_other_setting() -> None:
-    configured = PipelineSettings(
-        telegram_bot_id="shop",
-        idempotency_ttl_seconds=2 * IDEMPOTENCY_TTL_SECONDS,
-        log_level="DEBUG",
-        sms_origination_identity="MyShop",
-        sms_message_type="PROMOTIONAL",
-        telegram_ip_allowlist=True,
-    )
+    configured = CONFIGURED
     assert configured.sms_gateway == PipelineSettings().sms_gateway == "end_user_messaging"
 
     deployment = local_deployment(LocalSettings(deployment=configured), FAKES)
@@ -64,14 +68,7 @@ def test_the_http_gateway_is_the_sms_fake(settings: LocalSettings) -> None:
 
 
 def test_the_http_gateway_keeps_every_other_setting() -> None:
-    configured = PipelineSettings(
-        telegram_bot_id="shop",
-        idempotency_ttl_seconds=2 * IDEMPOTENCY_TTL_SECONDS,
-        log_level="DEBUG",
-        sms_origination_identity="MyShop",
-        sms_message_type="PROMOTIONAL",
-        telegram_ip_allowlist=True,
-    )
+    configured = CONFIGURED
 
     deployment = local_deployment(LocalSettings(deployment=configured, sms_gateway="http"), FAKES)
 
