@@ -16,7 +16,7 @@ import pytest
 from pipeline.sms.gateways import SimulatedCrash
 from pipeline.sms.journal import State
 from pipeline.sms.orders import observe
-from tests.unit.consumer_support import Output
+from tests.unit.consumer_support import Output, crm_envelope
 from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event
 
 READY = "Olga Ivanova, your order ORD-7 is ready for pickup."
@@ -188,3 +188,29 @@ def test_an_events_place_in_the_orders_history(
         seen.append(observation.kind)
         state = observation.new_state or state
     assert seen == kinds
+
+
+@pytest.mark.parametrize("with_notification", [False, True], ids=["state only", "state and notification"])
+def test_of_two_writers_deciding_on_the_same_order_state_one_wins(
+    sms: SmsHarness, with_notification: bool
+) -> None:
+    """Both read the order in `assembling`; each decides on a new entry; only the first write holds
+    (a plain conditional put without a notification, one transaction with it), and the other
+    re-reads and decides again."""
+    journal = sms.service.runtime().journal
+    replay(sms, order_event("assembling", "paid", order_id="ORD-7", occurred_at=at(0)))
+    seen = journal.get_order("ORD-7")
+    event = sms.service.CrmEvent.model_validate(
+        order_event("ready_for_pickup", "assembling", order_id="ORD-7", occurred_at=at(5))
+    )
+    observation = sms.service.observe_event(seen, event)
+    assert observation.kind == "entered" and observation.new_state is not None
+    draft = None
+    if with_notification:
+        envelope = crm_envelope(order_event("ready_for_pickup", "assembling", order_id="ORD-7")).envelope
+        draft = sms.service.plan(envelope, observation, event, sms.service.runtime().rules)
+
+    assert journal.record_entry(observation.new_state, seen.version, draft) is True
+    assert journal.record_entry(observation.new_state, seen.version, draft) is False
+    saved = journal.get_order("ORD-7")
+    assert (saved.status, saved.entry, saved.version) == ("ready_for_pickup", 2, seen.version + 1)
