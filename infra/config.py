@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline import phones
+from pipeline.crm import DEFAULT_CRM_AUTH, CrmAuth
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
@@ -78,6 +79,9 @@ class PipelineSettings(BaseModel):
     api_burst_limit: int = Field(default=100, ge=0)
     telegram_bot_id: str = Field(default="default", min_length=1)
     secret_rotation_grace_seconds: int = Field(default=3600, ge=0)
+    # How POST /crm/events is authenticated: "signature" (HMAC X-Signature), "token" (the static
+    # crm_token secret in a header or the URL path), or "signature_or_token" (either).
+    crm_auth: CrmAuth = DEFAULT_CRM_AUTH
     # Idempotency records outlive every redelivery, DLQ redrives included (pipeline.retention).
     idempotency_ttl_seconds: int = IDEMPOTENCY_TTL_SECONDS
     # "retain" keeps tables, log groups and the topic key when the stack is deleted; "destroy"

@@ -22,6 +22,7 @@ from infra.config import (
     SettingsError,
     validation_problems,
 )
+from pipeline.crm import CRM_AUTH_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.replies import REPLIES_ENV, parse_replies
@@ -38,6 +39,7 @@ SMS_CONSUMER = "sms"
 # The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract.
 TELEGRAM_SECRET = "telegram"  # noqa: S105 - a logical name, not a value
 CRM_SECRET = "crm"  # noqa: S105 - a logical name, not a value
+CRM_TOKEN_SECRET = "crm_token"  # noqa: S105 - a logical name, not a value
 # Worker environment variables taken from a deployment setting, by the context key they come from.
 WORKER_SETTINGS = {"IDEMPOTENCY_TTL_SECONDS": "idempotency_ttl_seconds"}
 # Registry `environment` values a function parses, by variable, with the parser the function
@@ -78,13 +80,18 @@ class FunctionEnvironments:
             "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
         }
 
-    def webhook(self, *, topic_arn: str, telegram_secret_id: str, crm_secret_id: str) -> dict[str, str]:
+    def webhook(
+        self, *, topic_arn: str, telegram_secret_id: str, crm_secret_id: str, crm_token_secret_id: str
+    ) -> dict[str, str]:
         settings = self.settings
         return {
             **self.powertools(WEBHOOK.service_name),
             "EVENTS_TOPIC_ARN": topic_arn,
             secret_env_var(TELEGRAM_SECRET): telegram_secret_id,
             secret_env_var(CRM_SECRET): crm_secret_id,
+            secret_env_var(CRM_TOKEN_SECRET): crm_token_secret_id,
+            # Which CRM authentication the webhook accepts (signature, token or either).
+            CRM_AUTH_ENV: settings.crm_auth,
             "TELEGRAM_BOT_ID": settings.telegram_bot_id,
             "SECRET_ROTATION_GRACE_SECONDS": str(settings.secret_rotation_grace_seconds),
             # HTTP APIs have no resource policy: the webhook itself refuses Telegram-route calls

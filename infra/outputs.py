@@ -16,6 +16,7 @@ class OutputKey:
     # Output names, not secrets:
     TELEGRAM_SECRET_ID = "TelegramSecretId"  # noqa: S105
     CRM_SECRET_ID = "CrmSecretId"  # noqa: S105
+    CRM_TOKEN_SECRET_ID = "CrmTokenSecretId"  # noqa: S105
     BOT_TOKEN_SECRET_ID = "TelegramBotTokenSecretId"  # noqa: S105
     JOURNAL_TABLE = "JournalTableName"
     # Monitoring: subscribe to the alarm topic; the dashboard shows the whole pipeline.
@@ -65,6 +66,7 @@ class OutputKey:
             cls.EVENTS_TOPIC_ARN,
             cls.TELEGRAM_SECRET_ID,
             cls.CRM_SECRET_ID,
+            cls.CRM_TOKEN_SECRET_ID,
             *(cls.secret_id(secret) for secret in secrets),
             *(cls.table_name(table) for table in tables),
             *(

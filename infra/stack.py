@@ -55,6 +55,7 @@ class PipelineStack(Stack):
             events=self.events,
             telegram_secret=self.webhook_secrets.telegram,
             crm_secret=self.webhook_secrets.crm,
+            crm_token_secret=self.webhook_secrets.crm_token,
         )
         self.tables = DataTables(
             self,
@@ -130,6 +131,11 @@ class PipelineStack(Stack):
             OutputKey.CRM_SECRET_ID,
             self.webhook_secrets.crm.secret_arn,
             "Secret holding the CRM HMAC signing key",
+        )
+        output(
+            OutputKey.CRM_TOKEN_SECRET_ID,
+            self.webhook_secrets.crm_token.secret_arn,
+            "Secret holding the CRM static token (crm_auth token or signature_or_token)",
         )
         for name, table in self.tables.by_name.items():
             output(OutputKey.table_name(name), table.table_name, f"DynamoDB table '{name}'")

@@ -66,6 +66,14 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def crm_token_line(info: dict[str, Any]) -> str:
+    """The CRM token, shown only when the deployment accepts it (`crm_auth`)."""
+    if info["crm_auth"] == "signature":
+        return ""
+    where = f"Authorization: Bearer, X-Crm-Token, or {info['crm_url']}/<token>"
+    return f"\n      token ({where}): {info['crm_token']}"
+
+
 def banner(runtime: Runtime) -> str:
     info = runtime.stack_info()
     width = max(len(name) for name in info["fakes"])
@@ -76,7 +84,7 @@ Local pipeline is up, on loopback only. Details: {runtime.state_dir / "stack.jso
   Telegram webhook  {info["webhook_url"]}
       header X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}
   CRM events        {info["crm_url"]}
-      signing key (X-Signature HMAC): {info["crm_signing_key"]}
+      signing key (X-Signature HMAC): {info["crm_signing_key"]}{crm_token_line(info)}
   AWS (moto)        {info["aws_endpoint"]}  region {info["region"]}
 
 Fakes of the outside services (GET /_calls, POST /_faults; see local/README.md):

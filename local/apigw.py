@@ -19,6 +19,7 @@ import urllib.parse
 import uuid
 from collections.abc import Iterable
 from email.utils import formatdate
+from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -36,7 +37,7 @@ from local.lambda_host import (
 
 EXIT_CANNOT_LISTEN = 2
 # The routes of the HTTP API, as in the stack (`infra/constructs/ingress.py`).
-ROUTES: tuple[str, ...] = ("POST /telegram/webhook", "POST /crm/events")
+ROUTES: tuple[str, ...] = ("POST /telegram/webhook", "POST /crm/events", "POST /crm/events/{token}")
 API_ID = "local"
 STAGE = "$default"
 # API Gateway limits: 10 MB payload, 30 s integration timeout.
@@ -54,8 +55,34 @@ _TEXT_TYPES = (
 
 
 def match_route(method: str, path: str, routes: Iterable[str] = ROUTES) -> str | None:
+    """The route key `method path` matches, as API Gateway matches it: exact routes first, then
+    routes with `{name}` segments (one non-empty segment each)."""
+    matched = route_match(method, path, routes)
+    return matched[0] if matched else None
+
+
+def route_match(method: str, path: str, routes: Iterable[str] = ROUTES) -> tuple[str, dict[str, str]] | None:
+    """The route key and its path parameters (URL-decoded, as API Gateway gives them), or None."""
+    routes = tuple(routes)
     route_key = f"{method.upper()} {path}"
-    return route_key if route_key in routes else None
+    if route_key in routes:
+        return route_key, {}
+    segments = path.split("/")
+    for route in routes:
+        route_method, _, template = route.partition(" ")
+        parts = template.split("/")
+        if route_method != method.upper() or len(parts) != len(segments):
+            continue
+        parameters: dict[str, str] = {}
+        for part, segment in zip(parts, segments, strict=True):
+            if part.startswith("{") and part.endswith("}") and segment:
+                parameters[part[1:-1]] = urllib.parse.unquote(segment)
+            elif part != segment:
+                break
+        else:
+            if parameters:
+                return route, parameters
+    return None
 
 
 def _is_text(content_type: str | None) -> bool:
@@ -70,6 +97,7 @@ def http_api_event(
     headers: Iterable[tuple[str, str]],
     body: bytes,
     route_key: str,
+    path_parameters: dict[str, str] | None = None,
     source_ip: str = "127.0.0.1",
     domain_name: str = "127.0.0.1",
     protocol: str = "HTTP/1.1",
@@ -117,6 +145,8 @@ def http_api_event(
     }
     if cookies:
         event["cookies"] = cookies
+    if path_parameters:
+        event["pathParameters"] = dict(path_parameters)
     if raw_query:
         query: dict[str, str] = {}
         for name, value in urllib.parse.parse_qsl(raw_query, keep_blank_values=True):
@@ -204,10 +234,19 @@ class _ApiHandler(AnyMethodHandler):
     error_content_type = "application/json"
     error_message_format = '{"message":"%(message)s"}'
 
+    # The matched route key ("-" before or without a match), logged instead of the request line:
+    # a path may carry the CRM token (`POST /crm/events/{token}`), as in the stack's access log.
+    route_key = "-"
+
     def log_message(self, format: str, *args: Any) -> None:
         print(f"{self.address_string()} {format % args}", file=sys.stderr, flush=True)
 
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        status = code.value if isinstance(code, HTTPStatus) else code
+        self.log_message('"%s" %s %s', self.route_key, str(status), str(size))
+
     def _serve(self) -> None:
+        self.route_key = "-"
         parsed = urllib.parse.urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_PAYLOAD_BYTES:
@@ -215,10 +254,12 @@ class _ApiHandler(AnyMethodHandler):
             self.close_connection = True
             return
         body = self.rfile.read(length) if length > 0 else b""
-        route_key = match_route(self.command, parsed.path)
-        if route_key is None:
+        matched = route_match(self.command, parsed.path)
+        if matched is None:
             self._answer(*json_response(404, {"message": "Not Found"}))
             return
+        route_key, path_parameters = matched
+        self.route_key = route_key
         event = http_api_event(
             method=self.command,
             raw_path=parsed.path,
@@ -226,6 +267,7 @@ class _ApiHandler(AnyMethodHandler):
             headers=self.headers.items(),
             body=body,
             route_key=route_key,
+            path_parameters=path_parameters,
             source_ip=self.client_address[0],
             domain_name=self.headers.get("Host", "127.0.0.1").split(":", 1)[0],
             protocol=self.request_version,

@@ -21,6 +21,7 @@ from typing import Any
 from infra.config import PipelineSettings
 from infra.environment import (
     CRM_SECRET,
+    CRM_TOKEN_SECRET,
     JOURNAL,
     RECONCILER,
     SMS_CONSUMER,
@@ -36,7 +37,7 @@ from local.sns_subscription import ASYNC_ATTEMPTS
 from pipeline.registry import CONSUMERS, Consumer, enabled
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
-WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET)
+WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET, CRM_TOKEN_SECRET)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class LocalResources:
             topic_arn=self.topic_arn,
             telegram_secret_id=self.secrets[TELEGRAM_SECRET],
             crm_secret_id=self.secrets[CRM_SECRET],
+            crm_token_secret_id=self.secrets[CRM_TOKEN_SECRET],
         )
 
     def consumer_environment(self, consumer: Consumer) -> dict[str, str]:
@@ -150,6 +152,7 @@ SecretValue = Callable[[LocalSettings, Mapping[str, str]], str]
 LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
     "telegram": lambda settings, fakes: settings.telegram_secret,
     "crm": lambda settings, fakes: settings.crm_signing_key,
+    "crm_token": lambda settings, fakes: settings.crm_token,
     "crm_api": lambda settings, fakes: json.dumps(
         {"kind": "webhook", "url": f"{fakes['crm']}/leads", "auth_header": settings.crm_auth_header}
     ),

@@ -585,6 +585,8 @@ class Runtime:
             "crm_url": self.crm_url,
             "telegram_secret": self.settings.telegram_secret,
             "crm_signing_key": self.settings.crm_signing_key,
+            "crm_token": self.settings.crm_token,
+            "crm_auth": self.settings.deployment.crm_auth,
             "telegram_bot_token": self.settings.telegram_bot_token,
             "aws_endpoint": self.aws_endpoint,
             "region": self.settings.region,

@@ -39,6 +39,8 @@ class LocalSettings:
     region: str = "eu-central-1"
     telegram_secret: str = "local-telegram-secret-token"  # noqa: S105 - a documented local value
     crm_signing_key: str = "local-crm-signing-key"
+    # The static token (`crm_auth` token or signature_or_token); A-Za-z0-9 like the generated one.
+    crm_token: str = "localCrmToken0123456789abcdefghijklmnopqrstuv"  # noqa: S105 - a documented local value
     telegram_bot_token: str = DEFAULT_BOT_TOKEN
     crm_auth_header: str = "Bearer local"
     sms_gateway_token: str = SMS_GATEWAY_TOKEN

@@ -119,6 +119,7 @@ def _local_outputs(data: Mapping[str, Any]) -> dict[str, str]:
         OutputKey.EVENTS_TOPIC_ARN: data.get("topic_arn"),
         OutputKey.TELEGRAM_SECRET_ID: secrets.get("telegram"),
         OutputKey.CRM_SECRET_ID: secrets.get("crm"),
+        OutputKey.CRM_TOKEN_SECRET_ID: secrets.get("crm_token"),
         OutputKey.BOT_TOKEN_SECRET_ID: secrets.get("telegram_bot_token"),
         OutputKey.JOURNAL_TABLE: tables.get("journal"),
     }

@@ -19,7 +19,16 @@ app = APIGatewayHttpResolver()
 
 TELEGRAM_ROUTE = "/telegram/webhook"
 CRM_ROUTE = "/crm/events"
+# The CRM route for senders that cannot set a header: the static token is the last path segment.
+CRM_TOKEN_ROUTE = f"{CRM_ROUTE}/<token>"
 ROUTE_SOURCES = {TELEGRAM_ROUTE: "telegram", CRM_ROUTE: "crm"}
+
+
+def route_source(path: str) -> str:
+    """The metric `source` of a request path (a token path is the CRM's; never logged)."""
+    if path.startswith(f"{CRM_ROUTE}/"):
+        return "crm"
+    return ROUTE_SOURCES.get(path, "none")
 
 
 def _request() -> ingest.Request:
@@ -49,6 +58,11 @@ def crm_events() -> Response:
     return _respond(ingest.ingest_crm(_request(), ingest.Settings.from_env()))
 
 
+@app.post(CRM_TOKEN_ROUTE)
+def crm_events_with_token(token: str) -> Response:
+    return _respond(ingest.ingest_crm(_request(), ingest.Settings.from_env(), path_token=token))
+
+
 @app.not_found
 def not_found(_: NotFoundError) -> Response:
     # Registered explicitly so the catch-all handler below does not turn 404s into 500s.
@@ -59,7 +73,7 @@ def not_found(_: NotFoundError) -> Response:
 @app.exception_handler(Exception)
 def unexpected_error(error: Exception) -> Response:
     logger.exception("Unhandled error")
-    ingest.record_rejection(ROUTE_SOURCES.get(app.current_event.path, "none"), "error")
+    ingest.record_rejection(route_source(app.current_event.path), "error")
     return _respond(
         ingest.Outcome(500, {"ok": False, "error": "internal_error", "message": "Internal error"})
     )

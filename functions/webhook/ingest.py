@@ -56,6 +56,9 @@ class Settings:
     telegram_secret_id: str
     crm_secret_id: str
     bot_id: str
+    # The static token templated CRM senders present instead of a signature (`crm_auth`).
+    crm_token_secret_id: str = ""
+    crm_auth: crm.CrmAuth = crm.DEFAULT_CRM_AUTH
     # Networks Telegram webhook calls may come from; empty: any (the secret token still applies).
     telegram_ip_allowlist: tuple[IpNetwork, ...] = ()
     # Region national CRM phone forms are read in (validated at synth); None: international only.
@@ -68,6 +71,8 @@ class Settings:
             telegram_secret_id=os.environ["TELEGRAM_SECRET_ID"],
             crm_secret_id=os.environ["CRM_SECRET_ID"],
             bot_id=os.environ["TELEGRAM_BOT_ID"],
+            crm_token_secret_id=os.environ.get("CRM_TOKEN_SECRET_ID", ""),
+            crm_auth=crm.crm_auth_mode(os.environ.get(crm.CRM_AUTH_ENV, crm.DEFAULT_CRM_AUTH)),
             telegram_ip_allowlist=ip_allowlist(os.environ.get("TELEGRAM_IP_ALLOWLIST", "")),
             phone_default_region=os.environ.get(phones.DEFAULT_REGION_ENV, "").strip() or None,
         )
@@ -297,19 +302,60 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
     return _handle("telegram", work)
 
 
-def ingest_crm(request: Request, settings: Settings) -> Outcome:
-    """A CRM order-status event, authenticated by an HMAC signature over the raw body."""
+def crm_token(request: Request, path_token: str | None) -> str | None:
+    """The static token the request presents, if any: in the URL path, in `X-Crm-Token`, or as
+    `Authorization: Bearer <token>` (first found wins); "" when one is presented empty."""
+    if path_token is not None:
+        return path_token
+    header = request.header(crm.TOKEN_HEADER)
+    if header is not None:
+        return header.strip()
+    authorization = request.header("Authorization")
+    if authorization is not None:
+        scheme, _, credentials = authorization.strip().partition(" ")
+        if scheme.lower() == crm.BEARER_SCHEME:
+            return credentials.strip()
+    return None
+
+
+def _authenticate_crm(request: Request, raw: bytes, settings: Settings, path_token: str | None) -> None:
+    """A signed request is judged by its signature (where signatures are accepted), one that
+    presents a token by the token, any other as unsigned; a mode the deployment does not enable
+    (`crm_auth`) refuses. No message or log field quotes the token."""
+    header = request.header(crm.SIGNATURE_HEADER)
+    token = crm_token(request, path_token)
+    signed = header is not None and crm.accepts_signature(settings.crm_auth)
+    if token is not None and not signed:
+        if not crm.accepts_token(settings.crm_auth):
+            _reject(401, "unauthorized", "token authentication is not enabled", detail="token_disabled")
+        if not token:
+            _reject(401, "unauthorized", "missing token", detail="missing")
+        if not _check_secret(
+            settings.crm_token_secret_id,
+            lambda candidates: _token_matches(token, candidates),
+            retry_if=lambda matched: not matched,
+        ):
+            _reject(401, "unauthorized", "wrong token", detail="mismatch")
+        return
+    if not crm.accepts_signature(settings.crm_auth):
+        detail = "missing" if header is None else "signature_disabled"
+        _reject(401, "unauthorized", "missing token", detail=detail)
+    check = _check_secret(
+        settings.crm_secret_id,
+        lambda keys: crm.verify(header, raw, keys),
+        retry_if=lambda result: result is crm.SignatureCheck.MISMATCH,
+    )
+    if check is not crm.SignatureCheck.VALID:
+        _reject(401, "unauthorized", f"signature {check.value}", detail=check.value)
+
+
+def ingest_crm(request: Request, settings: Settings, path_token: str | None = None) -> Outcome:
+    """A CRM order-status event, authenticated by an HMAC signature over the raw body or, where
+    the deployment accepts it, by a static token (`path_token`: the one in the URL path)."""
 
     def work() -> Outcome:
         raw = request.raw_body()
-        header = request.header(crm.SIGNATURE_HEADER)
-        check = _check_secret(
-            settings.crm_secret_id,
-            lambda keys: crm.verify(header, raw, keys),
-            retry_if=lambda result: result is crm.SignatureCheck.MISMATCH,
-        )
-        if check is not crm.SignatureCheck.VALID:
-            _reject(401, "unauthorized", f"signature {check.value}", detail=check.value)
+        _authenticate_crm(request, raw, settings, path_token)
         payload = parse_json(raw)
         context = crm.validation_context(settings.phone_default_region)
         event: crm.CrmEvent = _validate(crm.CrmEvent, payload, 422, context)

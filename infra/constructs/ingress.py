@@ -22,6 +22,8 @@ from infra.settings import PipelineSettings, cdk_log_retention, cdk_removal_poli
 
 TELEGRAM_PATH = "/telegram/webhook"
 CRM_PATH = "/crm/events"
+# The CRM route whose last segment is the static token (senders that cannot set a header).
+CRM_TOKEN_PATH = f"{CRM_PATH}/{{token}}"
 # The webhook's rejection metric: EventsRejected{service=webhook, source, reason} (webhook.ingest).
 REJECTED_METRIC = "EventsRejected"
 UNAUTHORIZED_REASON = "unauthorized"
@@ -29,8 +31,10 @@ UNAUTHORIZED_REASON = "unauthorized"
 INVALID_PHONE_REASON = "invalid_phone"
 AUTHENTICATED_SOURCES = ("telegram", "crm")
 
-# HTTP API access log fields ($context variables of HTTP APIs). No headers and no body: the
-# Telegram secret travels in a header and updates carry personal data.
+# HTTP API access log fields ($context variables of HTTP APIs). No headers, no body and no path:
+# the Telegram secret and the CRM token travel in headers, the CRM token also in the path of
+# `POST /crm/events/{token}` (the route key shows the `{token}` placeholder, never the value),
+# and updates carry personal data.
 ACCESS_LOG_FIELDS = {
     "requestId": "$context.requestId",
     "requestTime": "$context.requestTime",
@@ -38,7 +42,6 @@ ACCESS_LOG_FIELDS = {
     "userAgent": "$context.identity.userAgent",
     "httpMethod": "$context.httpMethod",
     "routeKey": "$context.routeKey",
-    "path": "$context.path",
     "status": "$context.status",
     "protocol": "$context.protocol",
     "responseLength": "$context.responseLength",
@@ -68,7 +71,8 @@ class _AccessLogSettings:
 
 
 class Ingress(Construct):
-    """`POST /telegram/webhook` and `POST /crm/events` on a throttled, access-logged HTTP API."""
+    """`POST /telegram/webhook`, `POST /crm/events` and `POST /crm/events/{token}` on a
+    throttled, access-logged HTTP API."""
 
     def __init__(
         self,
@@ -81,6 +85,7 @@ class Ingress(Construct):
         events: EventsTopic,
         telegram_secret: secretsmanager.ISecret,
         crm_secret: secretsmanager.ISecret,
+        crm_token_secret: secretsmanager.ISecret,
     ) -> None:
         super().__init__(scope, construct_id)
         self.webhook = PipelineFunction(
@@ -96,12 +101,14 @@ class Ingress(Construct):
                 topic_arn=events.topic.topic_arn,
                 telegram_secret_id=telegram_secret.secret_arn,
                 crm_secret_id=crm_secret.secret_arn,
+                crm_token_secret_id=crm_token_secret.secret_arn,
             ),
         )
         webhook_fn = self.webhook.function
         events.grant_publish(webhook_fn)
         telegram_secret.grant_read(webhook_fn)
         crm_secret.grant_read(webhook_fn)
+        crm_token_secret.grant_read(webhook_fn)
 
         self.api = apigwv2.HttpApi(
             self,
@@ -130,14 +137,14 @@ class Ingress(Construct):
         integration = HttpLambdaIntegration(
             "Webhook", webhook_fn, payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0
         )
-        for path in (TELEGRAM_PATH, CRM_PATH):
+        for path in (TELEGRAM_PATH, CRM_PATH, CRM_TOKEN_PATH):
             self.api.add_routes(path=path, methods=[apigwv2.HttpMethod.POST], integration=integration)
         Validations.of(self.api).acknowledge(
             Ack(
                 id="AwsSolutions-APIG4",
                 reason="Telegram and the CRM cannot sign requests for an API Gateway authorizer; "
                 "the webhook authenticates each call itself (Telegram secret_token header, CRM "
-                "HMAC signature, constant-time comparison) before anything is published.",
+                "HMAC signature or static token, constant-time comparison) before anything is published.",
             )
         )
 

@@ -1,4 +1,4 @@
-"""Secrets Manager secrets: the two the webhook verifies requests with, and the consumers' ones.
+"""Secrets Manager secrets: the three the webhook verifies requests with, and the consumers' ones.
 
 The webhook's secrets are generated here (the operator reads them and gives them to Telegram's
 setWebhook and to the CRM). Consumer secrets hold credentials only the operator has (a bot
@@ -71,7 +71,8 @@ def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> Non
 
 
 class WebhookSecrets(Construct):
-    """Telegram's webhook secret_token and the CRM's HMAC signing key, both generated."""
+    """Telegram's webhook secret_token, the CRM's HMAC signing key and its static token (for
+    senders that cannot sign), all generated."""
 
     def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
         super().__init__(scope, construct_id)
@@ -84,12 +85,18 @@ class WebhookSecrets(Construct):
             "CrmSigningKey",
             "HMAC-SHA256 key the CRM signs its notifications with; checked on every request.",
         )
+        self.crm_token = self._generated(
+            "CrmToken",
+            "Static token of CRM senders that cannot sign (crm_auth=token or signature_or_token): "
+            "Authorization: Bearer <token>, X-Crm-Token: <token>, or POST /crm/events/<token>.",
+        )
         rotation = (
             "Rotated by the operator: the new value must also be registered with {} at the same "
             "time, and the webhook accepts AWSPREVIOUS for SECRET_ROTATION_GRACE_SECONDS meanwhile."
         )
         _acknowledge_manual_rotation(self.telegram, rotation.format("Telegram setWebhook"))
         _acknowledge_manual_rotation(self.crm, rotation.format("the CRM"))
+        _acknowledge_manual_rotation(self.crm_token, rotation.format("the CRM's templates"))
 
     def _generated(self, construct_id: str, description: str) -> secretsmanager.Secret:
         return secretsmanager.Secret(

@@ -4,7 +4,8 @@ The secrets are random per session (not the documented local values) so the log 
 looks for strings that can only have come from this run. The reconciler runs every 2 s instead of
 30 s so unknown SMS outcomes settle within a scenario.
 
-The session's pipeline runs the stack's default configuration (End User Messaging for SMS). The
+The session's pipeline runs the stack's default configuration (End User Messaging for SMS) but
+for `crm_auth=signature_or_token`, so CRM events arrive both signed and with the static token. The
 SMS scenarios also run on the HTTP gateway, in a second, smaller pipeline (webhook, `sms`,
 reconciler), started only when one of them runs.
 
@@ -33,8 +34,10 @@ DRAIN_TIMEOUT_SECONDS = 120.0
 
 def session_settings() -> LocalSettings:
     return LocalSettings.from_cdk_json(
+        context={"crm_auth": "signature_or_token"},
         telegram_secret=f"tg-secret-{secrets.token_urlsafe(24)}",
         crm_signing_key=f"crm-key-{secrets.token_urlsafe(24)}",
+        crm_token=f"crmToken{secrets.token_hex(24)}",
         telegram_bot_token=f"{secrets.randbelow(9_000_000) + 1_000_000}:{secrets.token_urlsafe(30)}",
         crm_auth_header=f"Bearer crm-{secrets.token_urlsafe(24)}",
         sms_gateway_token=f"sms-{secrets.token_urlsafe(24)}",

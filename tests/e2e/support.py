@@ -152,6 +152,16 @@ class Pipeline:
         )
         return status
 
+    def send_crm_event_with_path_token(self, event: dict[str, Any], token: str | None = None) -> int:
+        """An unsigned CRM event, the token in the URL path (`POST /crm/events/<token>`)."""
+        status, _ = http(
+            "POST",
+            f"{self.runtime.crm_url}/{token or self.settings.crm_token}",
+            json.dumps(event).encode(),
+            {"Content-Type": "application/json"},
+        )
+        return status
+
     def event_id(self, update: dict[str, Any]) -> str:
         return f"telegram:{self.settings.telegram_bot_id}:{update['update_id']}"
 

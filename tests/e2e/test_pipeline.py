@@ -52,6 +52,7 @@ SMS_HANG = 6
 SMS_LOST_ANSWER = 7
 LOG_SCAN = 8
 SMS_NO_EVIDENCE = 9
+CRM_TOKEN_PATH = 10
 TELEGRAM_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
 METRIC = "TelegramUpdates"  # the analytics consumer's EMF metric, one per update
 # Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
@@ -578,6 +579,30 @@ def test_an_sms_whose_answer_and_delivery_events_are_lost_stays_unknown_and_is_n
     assert [e.get("dropped") for e in events if e["message_id"] == message["message_id"]] == [True]
 
 
+def test_a_crm_event_with_the_token_in_the_url_path_sends_its_sms(pipeline: Pipeline) -> None:
+    """Templated senders (issue 11): `POST /crm/events/<token>`, no signature, no header; a wrong
+    token is 401 and sends nothing."""
+    assert pipeline.deployment.crm_auth == "signature_or_token"
+    phone = phone_number(CRM_TOKEN_PATH, 1)
+    SENT_PHONES.add(phone)
+    refused_order, order_id = f"E2E-{CRM_TOKEN_PATH}-0", f"E2E-{CRM_TOKEN_PATH}-1"
+    wrong = pipeline.settings.crm_token[:-1] + ("x" if not pipeline.settings.crm_token.endswith("x") else "y")
+
+    refused = order_status_changed(
+        f"evt-e2e-{CRM_TOKEN_PATH}-0", refused_order, "ready_for_pickup", "paid", phone
+    )
+    assert pipeline.send_crm_event_with_path_token(refused, token=wrong) == 401
+    event = order_status_changed(f"evt-e2e-{CRM_TOKEN_PATH}-1", order_id, "ready_for_pickup", "paid", phone)
+    assert pipeline.send_crm_event_with_path_token(event) == 200
+
+    gateway = END_USER_MESSAGING
+    [sms] = wait_for(lambda: gateway.sends(pipeline, order_id), 30, "the order SMS")
+    assert sms
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+    assert gateway.sends(pipeline, order_id) == [sms], "exactly one SMS"
+    assert gateway.sends(pipeline, refused_order) == []
+
+
 def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipeline) -> None:
     """Issue 6: no log of the run (functions, moto, runtime, ops CLI, status) holds a secret or phone.
 
@@ -626,6 +651,7 @@ def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipelin
     needles = {
         "the Telegram secret token": settings.telegram_secret,
         "the CRM signing key": settings.crm_signing_key,
+        "the CRM token": settings.crm_token,
         "the bot token": settings.telegram_bot_token,
         "the bot token's secret part": settings.telegram_bot_token.split(":", 1)[1],
         "the CRM auth header": settings.crm_auth_header,
@@ -686,6 +712,7 @@ def test_every_aws_call_of_every_function_is_allowed_by_its_role_in_the_synthesi
     secrets = [
         settings.telegram_secret,
         settings.crm_signing_key,
+        settings.crm_token,
         settings.telegram_bot_token,
         settings.sms_gateway_token,
     ]

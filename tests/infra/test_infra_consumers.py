@@ -384,6 +384,7 @@ def test_dlqs_secrets_and_tables_follow_the_removal_policy_and_retained_tables_r
     secrets = [
         stack.webhook_secrets.telegram,
         stack.webhook_secrets.crm,
+        stack.webhook_secrets.crm_token,
         *stack.consumer_secrets.by_name.values(),
     ]
     tables = list(stack.tables.by_name.values())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
-from infra.constructs.ingress import CRM_PATH, TELEGRAM_PATH
+from infra.constructs.ingress import ACCESS_LOG_FIELDS, CRM_PATH, CRM_TOKEN_PATH, TELEGRAM_PATH
 from infra.naming import pascal_case
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -34,6 +35,7 @@ def ids(synth: Synthesized) -> dict[str, str]:
         "key": synth.logical_id(stack.events.key),
         "telegram_secret": synth.logical_id(stack.webhook_secrets.telegram),
         "crm_secret": synth.logical_id(stack.webhook_secrets.crm),
+        "crm_token": synth.logical_id(stack.webhook_secrets.crm_token),
     }
 
 
@@ -48,7 +50,7 @@ def test_api_routes_post_telegram_and_crm_to_the_webhook_with_payload_v2(
     assert ref_name(integration["Properties"]["IntegrationUri"]) == ids["webhook"]
     routes = of_type(synth.resources, "AWS::ApiGatewayV2::Route").values()
     assert sorted(r["Properties"]["RouteKey"] for r in routes) == sorted(
-        [f"POST {TELEGRAM_PATH}", f"POST {CRM_PATH}"]
+        [f"POST {TELEGRAM_PATH}", f"POST {CRM_PATH}", f"POST {CRM_TOKEN_PATH}"]
     )
     for route in routes:
         assert ref_name(route["Properties"]["ApiId"]) == ids["api"]
@@ -65,7 +67,11 @@ def test_api_gateway_may_invoke_the_webhook_only_from_those_routes(
     others = [p for p in every_permission if p not in permissions]
     assert all(p["Properties"]["Principal"] != "apigateway.amazonaws.com" for p in others)
     assert [arn.rsplit(":", 1)[1] for arn in source_arns] == sorted(
-        [f"${{{ids['api']}}}/*/*{CRM_PATH}", f"${{{ids['api']}}}/*/*{TELEGRAM_PATH}"]
+        [
+            f"${{{ids['api']}}}/*/*{CRM_PATH}",
+            f"${{{ids['api']}}}/*/*{CRM_TOKEN_PATH}",
+            f"${{{ids['api']}}}/*/*{TELEGRAM_PATH}",
+        ]
     )
 
 
@@ -86,11 +92,34 @@ def test_default_stage_is_throttled_and_writes_json_access_logs(
     assert props(synth.resources, ids["access_logs"])["RetentionInDays"] == 30
 
 
+# $context variables that would record a path, a header or a body: the Telegram secret and the
+# CRM token travel in headers, the CRM token also in the path of POST /crm/events/{token}.
+REQUEST_CONTENT_VARIABLES = re.compile(
+    r"\$(context\.(path|resourcePath)|request\.|input\.|context\.requestOverride|context\.authorizer)",
+    flags=re.IGNORECASE,
+)
+
+
+def test_the_access_log_records_the_route_key_and_no_path_header_or_body(synth: Synthesized) -> None:
+    (stage,) = of_type(synth.resources, "AWS::ApiGatewayV2::Stage").values()
+    log_format = json.loads(stage["Properties"]["AccessLogSettings"]["Format"])
+
+    assert log_format == ACCESS_LOG_FIELDS
+    # The route key shows `POST /crm/events/{token}` with the placeholder, never the token.
+    assert log_format["routeKey"] == "$context.routeKey"
+    assert all(value.startswith("$context.") for value in log_format.values())
+    recorded = [value for value in log_format.values() if REQUEST_CONTENT_VARIABLES.search(value)]
+    assert recorded == []
+    assert not any("path" in value.lower() for value in log_format.values())
+
+
 def test_webhook_environment_names_topic_secrets_and_bot(synth: Synthesized, ids: dict[str, str]) -> None:
     env = function_env(synth.resources, ids["webhook"])
     assert ref_name(env["EVENTS_TOPIC_ARN"]) == ids["topic"]
     assert ref_name(env["TELEGRAM_SECRET_ID"]) == ids["telegram_secret"]
     assert ref_name(env["CRM_SECRET_ID"]) == ids["crm_secret"]
+    assert ref_name(env["CRM_TOKEN_SECRET_ID"]) == ids["crm_token"]
+    assert env["CRM_AUTH"] == "signature", "the CRM signs its events unless token auth is asked for"
     assert env["TELEGRAM_BOT_ID"] == "default"
     assert env["SECRET_ROTATION_GRACE_SECONDS"] == "3600"
     assert env["TELEGRAM_IP_ALLOWLIST"] == "", "the IP allow-list is off unless asked for"
@@ -104,7 +133,7 @@ def test_the_ip_allow_list_setting_gives_the_webhook_telegrams_ranges(full_synth
     assert env["TELEGRAM_IP_ALLOWLIST"] == "149.154.160.0/20,91.108.4.0/22"
 
 
-def test_webhook_role_may_only_publish_to_the_topic_and_read_its_two_secrets(
+def test_webhook_role_may_only_publish_to_the_topic_and_read_its_three_secrets(
     synth: Synthesized, ids: dict[str, str]
 ) -> None:
     assert role_permissions(synth.resources, ids["webhook_role"]) == {
@@ -112,6 +141,7 @@ def test_webhook_role_may_only_publish_to_the_topic_and_read_its_two_secrets(
         ids["key"]: {"kms:Decrypt", "kms:GenerateDataKey"},
         ids["telegram_secret"]: SECRET_READ,
         ids["crm_secret"]: SECRET_READ,
+        ids["crm_token"]: SECRET_READ,
         ids["webhook_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
         "*": XRAY_ACTIONS,
     }
@@ -142,7 +172,7 @@ def test_topic_policy_denies_publishing_without_tls(synth: Synthesized, ids: dic
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
-@pytest.mark.parametrize("secret", ["telegram_secret", "crm_secret"])
+@pytest.mark.parametrize("secret", ["telegram_secret", "crm_secret", "crm_token"])
 def test_webhook_secrets_are_generated_from_telegram_safe_characters(
     synth: Synthesized, ids: dict[str, str], secret: str
 ) -> None:
@@ -153,7 +183,7 @@ def test_webhook_secrets_are_generated_from_telegram_safe_characters(
     generator = properties["GenerateSecretString"]
     assert generator["ExcludePunctuation"] is True
     assert generator["IncludeSpace"] is False
-    assert 16 <= generator["PasswordLength"] <= 256
+    assert 40 <= generator["PasswordLength"] <= 256
 
 
 def test_consumer_secrets_start_as_placeholders_the_operator_replaces(synth: Synthesized) -> None:
@@ -174,6 +204,7 @@ def test_outputs_give_operators_every_endpoint_and_id(synth: Synthesized, ids: d
     assert ref_name(outputs["EventsTopicArn"]["Value"]) == ids["topic"]
     assert ref_name(outputs["TelegramSecretId"]["Value"]) == ids["telegram_secret"]
     assert ref_name(outputs["CrmSecretId"]["Value"]) == ids["crm_secret"]
+    assert ref_name(outputs["CrmTokenSecretId"]["Value"]) == ids["crm_token"]
     for name, table in synth.stack.tables.by_name.items():
         assert ref_name(outputs[f"{pascal_case(name)}TableName"]["Value"]) == synth.logical_id(table)
     for name, secret in synth.stack.consumer_secrets.by_name.items():

@@ -76,6 +76,8 @@ def test_defaults_apply_without_context() -> None:
         ("phone_default_region", "XX"),  # not a region
         ("phone_default_region", "UK"),  # the ISO code is GB
         ("phone_default_region", "BLR"),  # alpha-3
+        ("crm_auth", "none"),  # the CRM route is never unauthenticated
+        ("crm_auth", "Token"),
     ],
 )
 def test_invalid_context_is_rejected_naming_the_key(key: str, value: str) -> None:
@@ -91,6 +93,17 @@ def test_the_synth_refuses_an_unknown_phone_region_naming_the_key() -> None:
 @pytest.mark.parametrize(("given", "read"), [("BY", "BY"), (" by ", "BY"), ("", None), (None, None)])
 def test_the_phone_region_is_an_upper_case_region_code_or_unset(given: str | None, read: str | None) -> None:
     assert _settings({"phone_default_region": given}).phone_default_region == read
+
+
+def test_crm_auth_defaults_to_the_signature_and_accepts_the_token_modes() -> None:
+    assert _settings({}).crm_auth == "signature"
+    for mode in ("signature", "token", "signature_or_token"):
+        assert _settings({"crm_auth": mode}).crm_auth == mode
+
+
+def test_the_synth_refuses_an_unknown_crm_auth_naming_the_key() -> None:
+    with pytest.raises(ValidationError, match="crm_auth"):
+        build_app({"aws:cdk:bundling-stacks": [], "crm_auth": "hmac"}, nag=False)
 
 
 def test_the_http_sms_gateway_needs_its_url() -> None:

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.parser.models import APIGatewayProxyEventV2Model
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from local.apigw import ROUTES, http_api_event, http_response, match_route
+from local.apigw import ROUTES, http_api_event, http_response, match_route, route_match
 from local.lambda_host import LocalLambdaContext
 
 UPDATE = {"update_id": 5, "message": {"message_id": 1, "date": 1, "chat": {"id": 1, "type": "private"}}}
@@ -74,10 +74,35 @@ def test_binary_body_arrives_base64_encoded() -> None:
 
 
 def test_only_the_stack_routes_match() -> None:
-    assert ROUTES == ("POST /telegram/webhook", "POST /crm/events")
+    assert ROUTES == ("POST /telegram/webhook", "POST /crm/events", "POST /crm/events/{token}")
     assert match_route("post", "/crm/events") == "POST /crm/events"
     assert match_route("GET", "/telegram/webhook") is None
     assert match_route("POST", "/telegram/webhook/") is None
+
+
+def test_the_token_route_matches_one_non_empty_segment_and_gives_it_as_a_path_parameter() -> None:
+    assert route_match("POST", "/crm/events/abc123") == ("POST /crm/events/{token}", {"token": "abc123"})
+    assert route_match("POST", "/crm/events/a%2Fb") == ("POST /crm/events/{token}", {"token": "a/b"})
+    assert route_match("POST", "/crm/events") == ("POST /crm/events", {})
+    for path in ("/crm/events/", "/crm/events/a/b", "/telegram/webhook/abc"):
+        assert route_match("POST", path) is None, path
+    assert route_match("GET", "/crm/events/abc123") is None
+
+
+def test_the_event_of_the_token_route_carries_the_route_key_and_path_parameters() -> None:
+    built = http_api_event(
+        method="POST",
+        raw_path="/crm/events/abc123",
+        raw_query="",
+        headers=[("Content-Type", "application/json")],
+        body=b"{}",
+        route_key="POST /crm/events/{token}",
+        path_parameters={"token": "abc123"},
+    )
+    parsed = APIGatewayProxyEventV2Model.model_validate(built)
+
+    assert parsed.routeKey == parsed.requestContext.routeKey == "POST /crm/events/{token}"
+    assert parsed.pathParameters == {"token": "abc123"}
 
 
 def test_the_webhooks_resolver_routes_the_event_and_the_answer_comes_back() -> None:

@@ -119,6 +119,7 @@ def test_secrets_hold_the_local_values(stack: LocalResources) -> None:
     settings = LocalSettings()
     assert value("telegram") == settings.telegram_secret
     assert value("crm") == settings.crm_signing_key
+    assert value("crm_token") == settings.crm_token
     assert json.loads(value("crm_api")) == {
         "kind": "webhook",
         "url": "http://127.0.0.1:1111/leads",
@@ -154,6 +155,8 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         "EVENTS_TOPIC_ARN": stack.topic_arn,
         "TELEGRAM_SECRET_ID": stack.secrets["telegram"],
         "CRM_SECRET_ID": stack.secrets["crm"],
+        "CRM_TOKEN_SECRET_ID": stack.secrets["crm_token"],
+        "CRM_AUTH": "signature",
         "TELEGRAM_BOT_ID": "default",
         "SECRET_ROTATION_GRACE_SECONDS": "3600",
         "TELEGRAM_IP_ALLOWLIST": "",

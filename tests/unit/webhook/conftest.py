@@ -19,6 +19,7 @@ from tests.unit.consumer_support import CurrentStdout, FakeLambdaContext
 from tests.unit.webhook.support import (
     BOT_ID,
     CRM_KEY,
+    CRM_TOKEN,
     TELEGRAM_TOKEN,
     CapturedOutput,
     Invoke,
@@ -89,9 +90,12 @@ def pipeline(moto_backend: None, env: None, monkeypatch: pytest.MonkeyPatch) -> 
     sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=attributes["QueueArn"])
     telegram_secret = secretsmanager.create_secret(Name=f"telegram-{suffix}", SecretString=TELEGRAM_TOKEN)
     crm_secret = secretsmanager.create_secret(Name=f"crm-{suffix}", SecretString=CRM_KEY)
+    crm_token = secretsmanager.create_secret(Name=f"crm-token-{suffix}", SecretString=CRM_TOKEN)
     monkeypatch.setenv("EVENTS_TOPIC_ARN", topic_arn)
     monkeypatch.setenv("TELEGRAM_SECRET_ID", telegram_secret["ARN"])
     monkeypatch.setenv("CRM_SECRET_ID", crm_secret["ARN"])
+    monkeypatch.setenv("CRM_TOKEN_SECRET_ID", crm_token["ARN"])
+    monkeypatch.delenv("CRM_AUTH", raising=False)  # the stack's default: signatures only
 
     calls: Counter[str] = Counter()
 
@@ -101,7 +105,8 @@ def pipeline(moto_backend: None, env: None, monkeypatch: pytest.MonkeyPatch) -> 
     # Every AWS call the webhook makes goes through these cached clients: count them.
     for client in (sns, secretsmanager):
         client.meta.events.register("before-call", count)
-    yield Pipeline(topic_arn, queue_url, telegram_secret["ARN"], crm_secret["ARN"], calls)
+    secret_ids = (telegram_secret["ARN"], crm_secret["ARN"])
+    yield Pipeline(topic_arn, queue_url, *secret_ids, calls, crm_token_secret_id=crm_token["ARN"])
     for client in (sns, secretsmanager):
         client.meta.events.unregister("before-call", count)
     _clear_secret_caches()

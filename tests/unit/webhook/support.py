@@ -28,6 +28,8 @@ TELEGRAM_START = FIXTURES / "telegram" / "private_start.json"
 BOT_ID = "testbot"
 TELEGRAM_TOKEN = "tg_Secret-Token_8f3a2c91d4e6b7a0"
 CRM_KEY = "crm-signing-key-6b1e9d04a7c35f28"
+# The static CRM token (A-Za-z0-9, as the stack generates it).
+CRM_TOKEN = "crmToken4f7A1c9E2b8D6a0F3e5C7b9A1d3F5e7G9h"
 TELEGRAM_PATH = "/telegram/webhook"
 CRM_PATH = "/crm/events"
 TOKEN_HEADER = "x-telegram-bot-api-secret-token"
@@ -110,6 +112,23 @@ def crm_event(
     return http_event(CRM_PATH, body=raw, headers=headers, **kwargs)
 
 
+def crm_token_event(payload: Any, token: str | None = CRM_TOKEN, *, where: str = "bearer") -> dict[str, Any]:
+    """An unsigned CRM event presenting `token`: `where` is "bearer" (Authorization), "header"
+    (X-Crm-Token) or "path" (POST /crm/events/<token>, with pathParameters as API Gateway sends)."""
+    body = payload if isinstance(payload, str) else json.dumps(payload)
+    headers: dict[str, str] = {}
+    if token is not None and where == "bearer":
+        headers["authorization"] = f"Bearer {token}"
+    elif token is not None and where == "header":
+        headers[crm.TOKEN_HEADER] = token
+    if where != "path" or token is None:
+        return http_event(CRM_PATH, body=body, headers=headers)
+    event = http_event(f"{CRM_PATH}/{token}", body=body)
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"POST {CRM_PATH}/{{token}}"
+    event["pathParameters"] = {"token": token}
+    return event
+
+
 @dataclass
 class Published:
     envelope: dict[str, Any]
@@ -125,6 +144,7 @@ class Pipeline:
     telegram_secret_id: str
     crm_secret_id: str
     calls: Counter[str]
+    crm_token_secret_id: str = ""
 
     def published(self) -> list[Published]:
         sqs = aws.client("sqs")

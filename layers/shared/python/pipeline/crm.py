@@ -12,6 +12,12 @@ during its own rotation); any one matching any candidate key is enough.
 deployment's default region, given as validation context:
 `CrmEvent.model_validate(payload, context=validation_context("BY"))`; without it (a consumer
 reading a payload the webhook already normalised) only international forms are accepted.
+
+A sender that cannot compute an HMAC (a templated CRM robot or trigger) may instead present a
+static token, when the deployment's `crm_auth` enables it (`CRM_AUTH_MODES`): in a header
+(`Authorization: Bearer <token>` or `X-Crm-Token: <token>`) or in the URL path
+(`POST /crm/events/<token>`). The webhook compares it in constant time with the `crm_token`
+secret, as it does Telegram's secret token.
 """
 
 from __future__ import annotations
@@ -30,6 +36,32 @@ from pydantic_core import PydanticCustomError
 from pipeline import phones
 
 SIGNATURE_HEADER = "X-Signature"
+# Static-token authentication (`crm_auth` = "token" or "signature_or_token").
+TOKEN_HEADER = "X-Crm-Token"  # noqa: S105 - a header name, not a value
+BEARER_SCHEME = "bearer"
+CrmAuth = Literal["signature", "token", "signature_or_token"]
+CRM_AUTH_MODES: tuple[CrmAuth, ...] = ("signature", "token", "signature_or_token")
+DEFAULT_CRM_AUTH: CrmAuth = "signature"
+# The webhook's environment variable naming the accepted modes (set from the `crm_auth` setting).
+CRM_AUTH_ENV = "CRM_AUTH"
+
+
+def crm_auth_mode(value: str) -> CrmAuth:
+    """`value` as a mode; anything else is a deployment error (validated at synth)."""
+    for mode in CRM_AUTH_MODES:
+        if value == mode:
+            return mode
+    raise ValueError(f"{CRM_AUTH_ENV} must be one of {list(CRM_AUTH_MODES)}")
+
+
+def accepts_signature(mode: CrmAuth) -> bool:
+    return mode in ("signature", "signature_or_token")
+
+
+def accepts_token(mode: CrmAuth) -> bool:
+    return mode in ("token", "signature_or_token")
+
+
 SIGNATURE_TOLERANCE_SECONDS = 300
 ORDER_STATUS_CHANGED = "order.status_changed"
 
