@@ -80,6 +80,14 @@ def _telegram_options() -> argparse.ArgumentParser:
     return telegram
 
 
+def _show_secrets_option() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--show-secrets", action="store_true", help="print secret values (hidden by default)"
+    )
+    return options
+
+
 def _max_connections_option(default: int | None, default_text: str) -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
@@ -159,6 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
         "then setWebhook with it.",
         telegram,
         _max_connections_option(None, "keep Telegram's current setting"),
+    )
+    command(
+        commands,
+        "rotate-crm-token",
+        webhook.rotate_crm_token,
+        "Store a new CRM token (crm_auth token mode) as AWSCURRENT; the old one is accepted for the "
+        "grace period while the CRM's templates are updated.",
+        _show_secrets_option(),
     )
 
     outputs_command = command(

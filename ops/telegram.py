@@ -47,8 +47,12 @@ class TelegramApiError(OpsError):
         super().__init__(message)
 
 
-def generate_secret_token() -> str:
-    return "".join(secrets.choice(SECRET_TOKEN_ALPHABET) for _ in range(SECRET_TOKEN_LENGTH))
+# The CRM token goes in URL paths and templates: letters and digits only, as the stack generates it.
+CRM_TOKEN_ALPHABET = string.ascii_letters + string.digits
+
+
+def generate_secret_token(alphabet: str = SECRET_TOKEN_ALPHABET) -> str:
+    return "".join(secrets.choice(alphabet) for _ in range(SECRET_TOKEN_LENGTH))
 
 
 def check_bot_token(token: str, origin: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 from infra.outputs import OutputKey
 from ops.context import Context
 from ops.errors import OpsError
-from ops.telegram import DEFAULT_MAX_CONNECTIONS, BotApi, generate_secret_token
+from ops.telegram import CRM_TOKEN_ALPHABET, DEFAULT_MAX_CONNECTIONS, BotApi, generate_secret_token
 from pipeline import aws
 from pipeline.registry import telegram_allowed_updates
 from pipeline.telegram import UPDATE_KINDS
@@ -93,3 +93,17 @@ def delete_webhook(ctx: Context) -> None:
     drop = bool(ctx.option("drop_pending_updates"))
     ctx.bot_api().delete_webhook(drop_pending_updates=drop)
     ctx.line(f"deleteWebhook: ok (pending updates {'dropped' if drop else 'kept'})")
+
+
+def rotate_crm_token(ctx: Context) -> None:
+    """Store a new CRM token (`crm_auth` token mode) as AWSCURRENT; the old one becomes AWSPREVIOUS
+    and is still accepted for the grace period, within which the CRM's templates get the new one.
+    Printed only with --show-secrets (the operator pastes it into the templates)."""
+    secret_id = ctx.stack().require(OutputKey.CRM_TOKEN_SECRET_ID)
+    new_token = generate_secret_token(CRM_TOKEN_ALPHABET)
+    version = aws.client("secretsmanager").put_secret_value(SecretId=secret_id, SecretString=new_token)
+    ctx.line(
+        f"secret {secret_id}: new AWSCURRENT version {version['VersionId']} (the old token is AWSPREVIOUS,"
+        " accepted for secret_rotation_grace_seconds: update the CRM's templates now)"
+    )
+    ctx.field("crm_token", ctx.secret(new_token))

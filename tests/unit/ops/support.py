@@ -26,6 +26,7 @@ from pipeline.sms.journal import BY_STATE_INDEX
 BOT_TOKEN = "123456789:AAH-test-token_for-ops-cli-0123456789"
 TELEGRAM_SECRET = "initialSecretToken_" + "x" * 45
 CRM_SIGNING_KEY = "crm-signing-key-0123456789abcdefghijklmnopqrstuvwxyz"
+CRM_TOKEN = "crm-token-0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
 WEBHOOK_URL = "https://abc123.execute-api.eu-central-1.amazonaws.com/telegram"
 # The `ai` consumer is off unless a Bedrock model is configured: the stack has no queues for it.
 DEPLOYED_CONSUMERS = tuple(c.name for c in CONSUMERS if c.requires_setting is None)
@@ -73,6 +74,7 @@ def create_resources() -> Deployed:
     ]
     secrets.create_secret(Name="pipeline/crm-signing-key", SecretString=CRM_SIGNING_KEY)
     bot_token = secrets.create_secret(Name="pipeline/telegram-bot-token", SecretString=BOT_TOKEN)["ARN"]
+    secrets.create_secret(Name="pipeline/crm-token", SecretString=CRM_TOKEN)
     boto3.client("dynamodb").create_table(
         TableName="pipeline-journal",
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -98,6 +100,7 @@ def create_resources() -> Deployed:
         OutputKey.TELEGRAM_SECRET_ID: telegram,
         OutputKey.CRM_SECRET_ID: "pipeline/crm-signing-key",
         OutputKey.BOT_TOKEN_SECRET_ID: bot_token,
+        OutputKey.CRM_TOKEN_SECRET_ID: "pipeline/crm-token",
         OutputKey.JOURNAL_TABLE: "pipeline-journal",
         **{OutputKey.queue_url(name): url for name, url in queue_urls.items()},
         **{OutputKey.dlq_url(name): url for name, url in dlq_urls.items()},

@@ -22,6 +22,7 @@ COMMANDS = [
     ("webhook-info",),
     ("delete-webhook",),
     ("rotate-secret",),
+    ("rotate-crm-token",),
     ("outputs",),
     ("dlq", "list"),
     ("dlq", "peek"),

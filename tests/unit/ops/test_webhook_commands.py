@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import boto3
 import pytest
 
+from infra.outputs import OutputKey
 from ops.context import HIDDEN
 from pipeline.registry import telegram_allowed_updates
 from pipeline.telegram import UPDATE_KINDS
-from tests.unit.ops.support import BOT_TOKEN, TELEGRAM_SECRET, WEBHOOK_URL, Deployed, FakeTelegram
+from tests.unit.ops.support import BOT_TOKEN, CRM_TOKEN, TELEGRAM_SECRET, WEBHOOK_URL, Deployed, FakeTelegram
 
 
 def secret_value(secret_id: str, stage: str = "AWSCURRENT") -> str:
@@ -220,3 +221,22 @@ def test_delete_webhook(
 
     assert result.code == 0, result.err
     assert telegram.params("deleteWebhook") == [{"drop_pending_updates": expected}]
+
+
+def test_rotate_crm_token_makes_the_old_one_previous_and_hides_the_new_one_unless_asked(
+    deployed: Deployed, run
+) -> None:
+    secret_id = deployed.outputs[OutputKey.CRM_TOKEN_SECRET_ID]
+
+    result = run("rotate-crm-token")
+
+    assert result.code == 0, result.err
+    new_token = secret_value(secret_id)
+    assert new_token != CRM_TOKEN and re.fullmatch(r"[A-Za-z0-9]{64}", new_token)  # fits a URL path
+    assert secret_value(secret_id, "AWSPREVIOUS") == CRM_TOKEN  # still accepted for the grace period
+    assert new_token not in result.out + result.err
+    assert f"crm_token: {HIDDEN}" in result.out
+
+    shown = run("rotate-crm-token", "--show-secrets")
+    assert shown.code == 0, shown.err
+    assert f"crm_token: {secret_value(secret_id)}" in shown.out
