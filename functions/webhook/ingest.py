@@ -218,6 +218,17 @@ def _token_matches(token: str, candidates: tuple[str, ...]) -> bool:
     return matched
 
 
+def _require_secret_token(token: str | None, secret_id: str, what: str) -> None:
+    """401 (naming `what`, never the value) unless `token` is the secret's current value, or its
+    previous one within the rotation grace period."""
+    if not token:
+        _reject(401, "unauthorized", f"missing {what}", detail="missing")
+    if not _check_secret(
+        secret_id, lambda candidates: _token_matches(token, candidates), retry_if=lambda matched: not matched
+    ):
+        _reject(401, "unauthorized", f"wrong {what}", detail="mismatch")
+
+
 @tracer.capture_method
 def publish(envelope: Envelope, attributes: dict[str, str | None], topic_arn: str) -> Outcome:
     """Publish one envelope; 413 if SNS would refuse its size, 503 if SNS cannot be reached."""
@@ -281,15 +292,9 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
     def work() -> Outcome:
         if not ip_allowed(request.source_ip, settings.telegram_ip_allowlist):
             _reject(403, "forbidden_ip", "caller is outside Telegram's networks", detail=request.source_ip)
-        token = request.header(TELEGRAM_AUTH_HEADER)
-        if not token:
-            _reject(401, "unauthorized", "missing secret token", detail="missing")
-        if not _check_secret(
-            settings.telegram_secret_id,
-            lambda candidates: _token_matches(token, candidates),
-            retry_if=lambda matched: not matched,
-        ):
-            _reject(401, "unauthorized", "wrong secret token", detail="mismatch")
+        _require_secret_token(
+            request.header(TELEGRAM_AUTH_HEADER), settings.telegram_secret_id, "secret token"
+        )
         payload = parse_json(request.raw_body())
         if not isinstance(payload, dict):
             _reject(400, "invalid", "body must be a JSON object (a Telegram Update)")
@@ -328,14 +333,7 @@ def _authenticate_crm(request: Request, raw: bytes, settings: Settings, path_tok
     if token is not None and not signed:
         if not crm.accepts_token(settings.crm_auth):
             _reject(401, "unauthorized", "token authentication is not enabled", detail="token_disabled")
-        if not token:
-            _reject(401, "unauthorized", "missing token", detail="missing")
-        if not _check_secret(
-            settings.crm_token_secret_id,
-            lambda candidates: _token_matches(token, candidates),
-            retry_if=lambda matched: not matched,
-        ):
-            _reject(401, "unauthorized", "wrong token", detail="mismatch")
+        _require_secret_token(token, settings.crm_token_secret_id, "token")
         return
     if not crm.accepts_signature(settings.crm_auth):
         detail = "missing" if header is None else "signature_disabled"

@@ -221,3 +221,17 @@ def oversized_event(path: str) -> dict[str, Any]:
     event = load_fixture(CRM_ORDER_EVENT)
     event["order"]["notes"] = padding
     return crm_event(event)
+
+
+def assert_crm_unauthorized(
+    response: dict[str, Any], pipeline: Pipeline, output: CapturedOutput, detail: str
+) -> None:
+    """A CRM request refused as the webhook refuses them: 401, nothing published, one warning
+    with `detail`, and the `EventsRejected{source=crm, reason=unauthorized}` metric."""
+    assert response["statusCode"] == 401
+    assert response_json(response)["error"] == "unauthorized"
+    assert pipeline.published() == []
+    lines = output.lines()
+    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
+    assert warning["detail"] == detail
+    assert ("EventsRejected", {"source": "crm", "reason": "unauthorized"}) in metrics_emitted(lines)

@@ -19,6 +19,7 @@ from tests.unit.webhook.support import (
     CapturedOutput,
     Invoke,
     Pipeline,
+    assert_crm_unauthorized,
     crm_event,
     http_event,
     load_fixture,
@@ -111,13 +112,7 @@ def test_bad_signature_is_401_and_publishes_nothing(
 ) -> None:
     response = invoke(_with_signature(make_header()))
 
-    assert response["statusCode"] == 401
-    assert response_json(response)["error"] == "unauthorized"
-    assert pipeline.published() == []
-    lines = output.lines()
-    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
-    assert warning["detail"] == detail
-    assert ("EventsRejected", {"source": "crm", "reason": "unauthorized"}) in metrics_emitted(lines)
+    assert_crm_unauthorized(response, pipeline, output, detail)
 
 
 def test_signature_of_another_timestamp_is_rejected(invoke: Invoke, pipeline: Pipeline) -> None:

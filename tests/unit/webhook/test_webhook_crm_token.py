@@ -22,11 +22,11 @@ from tests.unit.webhook.support import (
     CapturedOutput,
     Invoke,
     Pipeline,
+    assert_crm_unauthorized,
     crm_event,
     crm_token_event,
     leaked,
     load_fixture,
-    metrics_emitted,
     response_json,
 )
 
@@ -49,18 +49,6 @@ def _event(event_id: str = "evt-token-1") -> dict[str, Any]:
     event = load_fixture(CRM_ORDER_EVENT)
     event["event_id"] = event_id
     return event
-
-
-def _assert_unauthorized(
-    response: dict[str, Any], pipeline: Pipeline, output: CapturedOutput, detail: str
-) -> None:
-    assert response["statusCode"] == 401
-    assert response_json(response)["error"] == "unauthorized"
-    assert pipeline.published() == []
-    lines = output.lines()
-    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
-    assert warning["detail"] == detail
-    assert ("EventsRejected", {"source": "crm", "reason": "unauthorized"}) in metrics_emitted(lines)
 
 
 @pytest.mark.parametrize("mode", TOKEN_MODES)
@@ -90,7 +78,7 @@ def test_a_wrong_token_is_401_and_publishes_nothing(
 
     response = invoke(crm_token_event(_event(), token=CRM_TOKEN[:-1] + "x", where=where))
 
-    _assert_unauthorized(response, pipeline, output, "mismatch")
+    assert_crm_unauthorized(response, pipeline, output, "mismatch")
 
 
 @pytest.mark.parametrize(
@@ -107,7 +95,7 @@ def test_a_missing_token_is_401_in_token_mode(
 
     response = invoke(event)
 
-    _assert_unauthorized(response, pipeline, output, "missing")
+    assert_crm_unauthorized(response, pipeline, output, "missing")
 
 
 @pytest.mark.parametrize("where", PLACES)
@@ -117,7 +105,7 @@ def test_the_token_is_refused_when_the_deployment_accepts_only_signatures(
     # No CRM_AUTH: the stack's default, signatures only.
     response = invoke(crm_token_event(_event(), where=where))
 
-    _assert_unauthorized(response, pipeline, output, "token_disabled")
+    assert_crm_unauthorized(response, pipeline, output, "token_disabled")
 
 
 def test_a_signature_is_refused_when_the_deployment_accepts_only_the_token(
@@ -127,7 +115,7 @@ def test_a_signature_is_refused_when_the_deployment_accepts_only_the_token(
 
     response = invoke(crm_event(_event()))
 
-    _assert_unauthorized(response, pipeline, output, "signature_disabled")
+    assert_crm_unauthorized(response, pipeline, output, "signature_disabled")
 
 
 def test_either_is_accepted_with_signature_or_token_and_a_signed_request_is_judged_by_its_signature(
