@@ -137,20 +137,21 @@ class FunctionEnvironments:
         """Fail the synth (or the local start), not every message, on an environment
         `pipeline.worker.WorkerSettings` would refuse; a variable built from a deployment
         setting is named by its context key, any other by itself."""
+
+        def named(loc: tuple[int | str, ...]) -> str:
+            variable = WORKER_VARIABLES[str(loc[0])]
+            key = WORKER_SETTINGS.get(variable)
+            if key is not None and variable not in consumer.environment:
+                return key
+            return f"{variable} (of the {consumer.name} worker)"
+
         try:
             WorkerSettings.from_environment(environment)
         except ValidationError as error:
-            problems = []
-            for detail in error.errors():
-                variable = WORKER_VARIABLES[str(detail["loc"][0])]
-                key = WORKER_SETTINGS.get(variable)
-                name = (
-                    key
-                    if key is not None and variable not in consumer.environment
-                    else f"{variable} (of the {consumer.name} worker)"
-                )
-                problems.append(Problem(name, str(detail["msg"]), environment.get(variable)))
-            raise SettingsError(problems) from None
+            given = {
+                named((field,)): environment.get(variable) for field, variable in WORKER_VARIABLES.items()
+            }
+            raise SettingsError(validation_problems(error, named, given)) from None
 
     # -- SMS: the worker, the reconciler and the delivery-event handler -----------------------------
     @property
