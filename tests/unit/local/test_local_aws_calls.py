@@ -164,38 +164,39 @@ def test_the_recorder_writes_one_line_per_call_with_identifiers_and_no_values(tm
     }
 
 
-def test_calls_of_the_event_source_mapping_are_marked_as_the_lambda_services(tmp_path: Path) -> None:
-    from local.aws_calls import as_lambda_service
+@pytest.mark.parametrize(
+    ("made_by", "recorded"),
+    [
+        # The event source mapping's receives are Lambda's, made with the function's role.
+        ("as_lambda_service", [("ReceiveMessage", "lambda"), ("DeleteMessage", "handler")]),
+        # SNS invokes a subscribed function without any role of the function: the local runtime's
+        # queue standing in for that delivery is not the function's to be allowed.
+        ("as_local_emulation", [("DeleteMessage", "handler")]),
+    ],
+)
+def test_who_makes_a_call_decides_how_it_is_recorded(
+    tmp_path: Path, made_by: str, recorded: list[tuple[str, str]]
+) -> None:
+    from local import aws_calls
 
-    path = tmp_path / "store.jsonl"
+    path = tmp_path / "calls.jsonl"
     session, _ = recorded_session(path)
     client = session.client("sqs")
     with Stubber(client) as stub:
         stub.add_response("receive_message", {})
-        with as_lambda_service():
+        with getattr(aws_calls, made_by)():
             client.receive_message(QueueUrl=QUEUE_URL)
         stub.add_response("delete_message", {})
         client.delete_message(QueueUrl=QUEUE_URL, ReceiptHandle="r")
-    assert [json.loads(line)["by"] for line in path.read_text().splitlines()] == ["lambda", "handler"]
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(line["operation"], line["by"]) for line in lines] == recorded
 
 
-def test_calls_standing_in_for_snss_delivery_are_not_recorded(tmp_path: Path) -> None:
-    """SNS invokes a subscribed function without any role of the function: the local runtime's
-    queue standing in for that delivery is not the function's to be allowed."""
+def test_the_sns_subscription_pollers_calls_are_local_emulation() -> None:
     from local.aws_calls import as_local_emulation
     from local.sns_subscription import SnsSubscriptionPoller
 
     assert SnsSubscriptionPoller.service_calls is as_local_emulation
-    path = tmp_path / "sms_events.jsonl"
-    session, _ = recorded_session(path)
-    client = session.client("sqs")
-    with Stubber(client) as stub:
-        stub.add_response("receive_message", {})
-        with as_local_emulation():
-            client.receive_message(QueueUrl=QUEUE_URL)
-        stub.add_response("delete_message", {})
-        client.delete_message(QueueUrl=QUEUE_URL, ReceiptHandle="r")
-    assert [json.loads(line)["operation"] for line in path.read_text().splitlines()] == ["DeleteMessage"]
 
 
 def test_without_the_variable_nothing_is_registered_and_the_derivation_is_not_imported() -> None:
