@@ -28,6 +28,7 @@ from infra.environment import SMS_CONSUMER, SettingsError, check_sms_environment
 from pipeline import aws
 from pipeline.registry import by_name
 from pipeline.sms.journal import Clock, Draft, Finish, Journal, State
+from pipeline.sms.orders import OrderState
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
@@ -489,7 +490,7 @@ def _unknown_notification(journal: Journal) -> str:
         received_at=now,
         correlation_id="corr-1",
     )
-    assert journal.create(draft)
+    assert journal.record_entry(OrderState.first(draft.order_id, draft.order_status, now), None, draft)
     assert journal.claim(draft.key, "worker-1", from_states=(State.PENDING,)) is not None
     finished = journal.finish(draft.key, "worker-1", Finish(State.UNKNOWN, {"outcome": "unknown"}))
     assert finished is not None and finished.state is State.UNKNOWN

@@ -13,6 +13,7 @@ from aws_lambda_powertools import Metrics
 from pipeline.observability import mask_phone
 from pipeline.sms.gateways import FakeGateway
 from pipeline.sms.journal import KEY_PREFIX, Draft, Finish, Journal, State, notification_key
+from pipeline.sms.orders import OrderState
 from pipeline.sms.rules import load_rules
 from pipeline.sms.settings import SmsSettings
 from tests.unit.ops.support import Deployed
@@ -24,7 +25,10 @@ ORDER_ID = "1000200030004"  # long enough to look like a phone number: must stil
 def record(journal: Journal, order_id: str, final: State | None) -> str:
     """A notification taken through the journal's own transitions: pending -> sending -> `final`."""
     key = notification_key("order.status_changed", order_id, "ready#1", "sms", PHONE)
-    journal.create(
+    first_entry = OrderState.first(order_id, "ready", datetime(2026, 1, 1, tzinfo=UTC))
+    journal.record_entry(
+        first_entry,
+        None,
         Draft(
             key=key,
             event_type="order.status_changed",
@@ -40,7 +44,7 @@ def record(journal: Journal, order_id: str, final: State | None) -> str:
             occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
             received_at=datetime(2026, 1, 1, tzinfo=UTC),
             correlation_id=f"corr-{order_id}",
-        )
+        ),
     )
     if final is not None:
         assert journal.claim(key, "worker-1", from_states=(State.PENDING,)) is not None

@@ -5,8 +5,9 @@ A record lives in the journal table (shared with Powertools idempotency) under
 digits; Powertools' own ids are `<consumer>#<32 hex digits>`, so the two never collide). Every
 write is conditional:
 
-- `create` puts the record, state `pending`, *before* any gateway call, with
-  `attribute_not_exists(id)`: of two workers, one creates it and the other learns it exists;
+- `record_entry` puts the record, state `pending`, *before* any gateway call, with
+  `attribute_not_exists(id)`, in one transaction with its order's new state
+  (`pipeline.sms.orders`): of two workers, one creates it and the other learns it exists;
 - `claim` moves `pending` to `sending` with a lease (`lease_owner`, `lease_expires_at`): of two
   workers, one gets it; nobody else sends while the lease holds;
 - `finish` saves an attempt's outcome only for the lease owner; `expire_lease` turns a
@@ -358,18 +359,6 @@ class Journal:
             "expiration": self._expiration(now),
         }
         return {name: value for name, value in item.items() if value is not None}
-
-    def create(self, draft: Draft) -> bool:
-        """Record a notification before any gateway call; False when it was already known."""
-        try:
-            self.table.put_item(
-                Item=self._notification_item(draft), ConditionExpression="attribute_not_exists(id)"
-            )
-        except ClientError as error:
-            if _is_conflict(error):
-                return False
-            raise
-        return True
 
     def record_entry(self, state: OrderState, expected_version: int | None, draft: Draft | None) -> bool:
         """Save an order's new status entry and, when one is due, its notification, atomically.

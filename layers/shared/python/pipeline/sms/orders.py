@@ -53,6 +53,13 @@ class OrderState:
     version: int
 
     @classmethod
+    def first(
+        cls, order_id: str, status: str, occurred_at: datetime, transition_ref: str | None = None
+    ) -> OrderState:
+        """The state of an order the pipeline has never seen, after its first event."""
+        return cls(order_id, status, 1, occurred_at, occurred_at, transition_ref, 1)
+
+    @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> OrderState:
         return cls(
             order_id=str(item["order_id"]),
@@ -110,7 +117,7 @@ def observe(
 ) -> Observation:
     """Place one order-status event in the order's history (pure: the caller reads and writes)."""
     if state is None:
-        first = OrderState(order_id, status, 1, occurred_at, occurred_at, transition_ref, 1)
+        first = OrderState.first(order_id, status, occurred_at, transition_ref)
         return Observation("entered", status, 1, crm_previous_status, "first event of the order", first)
     same_status = status == state.status
     known_refs = None not in (transition_ref, state.transition_ref)
