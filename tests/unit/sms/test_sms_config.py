@@ -27,7 +27,7 @@ def _rules(*rules: dict[str, Any]) -> str:
 
 def test_default_rules_cover_ready_for_pickup_and_shipped_and_fill_placeholders() -> None:
     rules = load_rules("")
-    assert rules.statuses() == ["ready_for_pickup", "shipped"]
+    assert [rule.status for rule in rules.rules] == ["ready_for_pickup", "shipped"]
     event = CrmEvent.model_validate(order_event("ready_for_pickup", "paid", order_id="ORD-7"))
     rule = rules.rule_for("ready_for_pickup", "paid")
     assert rule is not None
@@ -78,11 +78,11 @@ def test_sms_rules_json_overrides_the_shipped_file_inline_or_as_a_path(
 ) -> None:
     inline = _rules({"name": "delivered", "status": "delivered", "template": "Order {order_id} delivered"})
     monkeypatch.setenv(RULES_ENV, inline)
-    assert load_rules().statuses() == ["delivered"]
+    assert [rule.status for rule in load_rules().rules] == ["delivered"]
     path = tmp_path / "rules.json"
     path.write_text(_rules({"name": "paid", "status": "paid", "template": "Paid {order_id}"}))
     monkeypatch.setenv(RULES_ENV, str(path))
-    assert load_rules().statuses() == ["paid"]
+    assert [rule.status for rule in load_rules().rules] == ["paid"]
 
 
 def test_the_notification_key_changes_with_each_part_and_never_shows_the_phone() -> None:

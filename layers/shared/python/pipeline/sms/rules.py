@@ -104,10 +104,6 @@ class SmsRules(BaseModel):
     def rule_for(self, status: str, previous_status: str | None) -> SmsRule | None:
         return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)
 
-    def statuses(self) -> list[str]:
-        """The statuses that may send an SMS."""
-        return sorted({rule.status for rule in self.rules})
-
 
 def load_rules(source: str | None = None) -> SmsRules:
     """The rules from `source` (inline JSON or a path), else `SMS_RULES_JSON`, else `rules.json`."""
