@@ -16,12 +16,21 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from pipeline import phones
 from pipeline.crm import DEFAULT_CRM_AUTH, CrmAuth
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
+from pipeline.status_map import parse_status_map
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -114,6 +123,22 @@ class PipelineSettings(BaseModel):
     # Region (ISO 3166 alpha-2, e.g. "BY") in which the webhook reads national phone forms
     # ("8 029 123-45-67"); unset: only international (+...) forms are accepted (pipeline.phones).
     phone_default_region: str | None = None
+    # -- CRMs connected by their own webhooks (pipeline.status_map) ----------------------------
+    # Bitrix24 deal stages as order statuses, {CATEGORY_ID: {STAGE_ID: status}}: set, POST
+    # /crm/bitrix24 takes the portal's outgoing webhook and the `bitrix24` consumer reads deals.
+    bitrix24_stages: str | None = None
+    # amoCRM lead statuses as order statuses, {pipeline_id: {status_id: status}}: set, POST
+    # /crm/amocrm/<crm_token> takes the account's webhook and the `amocrm` consumer reads leads.
+    amocrm_statuses: str | None = None
+
+    @field_validator("bitrix24_stages", "amocrm_statuses", mode="before")
+    @classmethod
+    def _status_map(cls, value: Any, info: ValidationInfo) -> Any:
+        """A JSON object (cdk.json) or its text (`cdk -c`), kept as canonical JSON: what the
+        consumer's environment gets."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return parse_status_map(value, str(info.field_name)).to_json()
 
     @field_validator("phone_default_region", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ from infra.config import (
     validation_problems,
 )
 from pipeline.crm import CRM_AUTH_ENV
+from pipeline.order_events import TOPIC_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.replies import REPLIES_ENV, parse_replies
@@ -66,6 +67,34 @@ RECONCILER = FunctionSpec("reconciler", "reconciler.app.lambda_handler", timeout
 SMS_EVENTS = FunctionSpec("sms_events", "sms_events.app.lambda_handler", timeout_seconds=30, memory_mb=256)
 
 
+# The HTTP API's routes, all to the webhook (`infra.constructs.ingress`; `local.apigw` locally).
+TELEGRAM_PATH = "/telegram/webhook"
+CRM_PATH = "/crm/events"
+# The CRM route whose last segment is the static token (senders that cannot set a header).
+CRM_TOKEN_PATH = f"{CRM_PATH}/{{token}}"
+# CRMs posting their own webhooks, routed only where connected: Bitrix24 (token in the body) and
+# amoCRM (the crm_token in the path: it can neither sign nor set a header).
+BITRIX24_PATH = "/crm/bitrix24"
+AMOCRM_PATH = "/crm/amocrm/{token}"
+# Logical name of the secret holding Bitrix24's application token (the portal issues it).
+BITRIX24_APP_TOKEN_SECRET = "bitrix24_app_token"  # noqa: S105 - a logical name, not a value
+
+
+def webhook_paths(settings: PipelineSettings) -> tuple[str, ...]:
+    """The paths the deployment's API routes (POST): the CRM sources' only where connected."""
+    paths = [TELEGRAM_PATH, CRM_PATH, CRM_TOKEN_PATH]
+    if settings.bitrix24_stages:
+        paths.append(BITRIX24_PATH)
+    if settings.amocrm_statuses:
+        paths.append(AMOCRM_PATH)
+    return tuple(paths)
+
+
+def webhook_routes(settings: PipelineSettings) -> tuple[str, ...]:
+    """API Gateway route keys of `webhook_paths`."""
+    return tuple(f"POST {path}" for path in webhook_paths(settings))
+
+
 @dataclass(frozen=True)
 class FunctionEnvironments:
     """The environment of each kind of function of one deployment (settings + stack name)."""
@@ -81,10 +110,23 @@ class FunctionEnvironments:
         }
 
     def webhook(
-        self, *, topic_arn: str, telegram_secret_id: str, crm_secret_id: str, crm_token_secret_id: str
+        self,
+        *,
+        topic_arn: str,
+        telegram_secret_id: str,
+        crm_secret_id: str,
+        crm_token_secret_id: str,
+        bitrix24_app_token_secret_id: str | None = None,
     ) -> dict[str, str]:
+        """`bitrix24_app_token_secret_id`: where Bitrix24 is connected (`bitrix24_stages`)."""
         settings = self.settings
+        bitrix24 = {}
+        if settings.bitrix24_stages:
+            if not bitrix24_app_token_secret_id:
+                raise ValueError("bitrix24_stages is set: the webhook needs the bitrix24_app_token secret")
+            bitrix24[secret_env_var(BITRIX24_APP_TOKEN_SECRET)] = bitrix24_app_token_secret_id
         return {
+            **bitrix24,
             **self.powertools(WEBHOOK.service_name),
             "EVENTS_TOPIC_ARN": topic_arn,
             secret_env_var(TELEGRAM_SECRET): telegram_secret_id,
@@ -109,9 +151,10 @@ class FunctionEnvironments:
         dlq_url: str,
         tables: Mapping[str, str],
         secrets: Mapping[str, str],
+        topic_arn: str | None = None,
     ) -> dict[str, str]:
         """`tables` and `secrets` map logical names to table names and secret ids (at least the
-        consumer's own)."""
+        consumer's own); `topic_arn`, the events topic, for a consumer that publishes."""
         environment = {
             **self.powertools(consumer.name),
             "CONSUMER_NAME": consumer.name,
@@ -126,6 +169,14 @@ class FunctionEnvironments:
             environment[consumer.requires_setting.upper()] = str(
                 self.settings.registry_settings()[consumer.requires_setting]
             )
+        if consumer.publishes:
+            if not topic_arn:
+                raise ValueError(
+                    f"the {consumer.name} consumer publishes: its environment needs the topic ARN"
+                )
+            environment[TOPIC_ENV] = topic_arn
+            # It validates the order events it publishes as the webhook does (`pipeline.crm`).
+            environment[DEFAULT_REGION_ENV] = self.settings.phone_default_region or ""
         check_function_settings(consumer)
         environment.update(consumer.environment)
         if consumer.name == SMS_CONSUMER:

@@ -18,6 +18,10 @@ class OutputKey:
     CRM_SECRET_ID = "CrmSecretId"  # noqa: S105
     CRM_TOKEN_SECRET_ID = "CrmTokenSecretId"  # noqa: S105
     BOT_TOKEN_SECRET_ID = "TelegramBotTokenSecretId"  # noqa: S105
+    # CRMs posting their own webhooks (where connected): the URLs to paste into the CRM.
+    BITRIX24_URL = "Bitrix24WebhookUrl"
+    BITRIX24_APP_TOKEN_SECRET_ID = "Bitrix24AppTokenSecretId"  # noqa: S105
+    AMOCRM_URL = "AmoCrmWebhookUrl"
     JOURNAL_TABLE = "JournalTableName"
     # Monitoring: subscribe to the alarm topic; the dashboard shows the whole pipeline.
     ALARM_TOPIC_ARN = "AlarmTopicArn"
@@ -67,6 +71,9 @@ class OutputKey:
             cls.TELEGRAM_SECRET_ID,
             cls.CRM_SECRET_ID,
             cls.CRM_TOKEN_SECRET_ID,
+            cls.BITRIX24_URL,
+            cls.BITRIX24_APP_TOKEN_SECRET_ID,
+            cls.AMOCRM_URL,
             *(cls.secret_id(secret) for secret in secrets),
             *(cls.table_name(table) for table in tables),
             *(

@@ -44,7 +44,10 @@ class PipelineStack(Stack):
         environments = FunctionEnvironments(settings, stack_name=self.stack_name)
         self.events = EventsTopic(self, "Events", removal_policy=cdk_removal_policy(settings))
         self.webhook_secrets = WebhookSecrets(
-            self, "WebhookSecrets", removal_policy=cdk_removal_policy(settings)
+            self,
+            "WebhookSecrets",
+            removal_policy=cdk_removal_policy(settings),
+            bitrix24=bool(settings.bitrix24_stages),
         )
         self.ingress = Ingress(
             self,
@@ -56,6 +59,7 @@ class PipelineStack(Stack):
             telegram_secret=self.webhook_secrets.telegram,
             crm_secret=self.webhook_secrets.crm,
             crm_token_secret=self.webhook_secrets.crm_token,
+            bitrix24_app_token_secret=self.webhook_secrets.bitrix24_app_token,
         )
         self.tables = DataTables(
             self,
@@ -77,7 +81,7 @@ class PipelineStack(Stack):
                 settings=settings,
                 defaults=defaults,
                 environments=environments,
-                topic=self.events.topic,
+                events=self.events,
                 tables=self.tables.by_name,
                 secrets=self.consumer_secrets.by_name,
             )
@@ -137,6 +141,23 @@ class PipelineStack(Stack):
             self.webhook_secrets.crm_token.secret_arn,
             "Secret holding the CRM static token (crm_auth token or signature_or_token)",
         )
+        if self.ingress.bitrix24_url and self.webhook_secrets.bitrix24_app_token:
+            output(
+                OutputKey.BITRIX24_URL,
+                self.ingress.bitrix24_url,
+                "Bitrix24 outgoing webhook: paste as the handler URL (events ONCRMDEALADD, ONCRMDEALUPDATE)",
+            )
+            output(
+                OutputKey.BITRIX24_APP_TOKEN_SECRET_ID,
+                self.webhook_secrets.bitrix24_app_token.secret_arn,
+                "Fill in: the application token Bitrix24 shows for the outgoing webhook",
+            )
+        if self.ingress.amocrm_url:
+            output(
+                OutputKey.AMOCRM_URL,
+                self.ingress.amocrm_url,
+                "amoCRM webhook URL: replace {token} with the CrmTokenSecretId value",
+            )
         for name, table in self.tables.by_name.items():
             output(OutputKey.table_name(name), table.table_name, f"DynamoDB table '{name}'")
         for name, secret in self.consumer_secrets.by_name.items():

@@ -43,6 +43,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-ai", action="store_true", help="leave the ai consumer off (no Bedrock fake use)"
     )
     parser.add_argument(
+        "--no-crm-sources",
+        action="store_true",
+        help="leave Bitrix24 and amoCRM unconnected (no stand-in webhooks, no bitrix24/amocrm consumers)",
+    )
+    parser.add_argument(
         "--sms-gateway",
         choices=("end_user_messaging", "http"),
         help="the SMS gateway (default: the deployment's, End User Messaging unless cdk.json says otherwise)",
@@ -148,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, ai_consumer=False)
     if args.sms_gateway:
         settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
+    if args.no_crm_sources:
+        settings = dataclasses.replace(settings, crm_sources=False)
     runtime = Runtime(ports=Ports(api=args.port), settings=settings, state_dir=args.state_dir)
     print("Starting the local pipeline (moto, fakes, functions)...", flush=True)
     try:

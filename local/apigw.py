@@ -36,7 +36,8 @@ from local.lambda_host import (
 )
 
 EXIT_CANNOT_LISTEN = 2
-# The routes of the HTTP API, as in the stack (`infra/constructs/ingress.py`).
+# The routes every deployment's HTTP API has; the runtime passes the deployment's own
+# (`infra.environment.webhook_routes`, what the stack creates) with `--route`.
 ROUTES: tuple[str, ...] = ("POST /telegram/webhook", "POST /crm/events", "POST /crm/events/{token}")
 API_ID = "local"
 STAGE = "$default"
@@ -206,9 +207,15 @@ class ApiServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], host: FunctionHost, status: StatusChannel, stopper: Stopper
+        self,
+        address: tuple[str, int],
+        host: FunctionHost,
+        status: StatusChannel,
+        stopper: Stopper,
+        routes: tuple[str, ...] = ROUTES,
     ) -> None:
         super().__init__(address, _ApiHandler)
+        self.routes = routes
         self.function = host
         self.status = status
         self.stopper = stopper
@@ -254,7 +261,7 @@ class _ApiHandler(AnyMethodHandler):
             self.close_connection = True
             return
         body = self.rfile.read(length) if length > 0 else b""
-        matched = route_match(self.command, parsed.path)
+        matched = route_match(self.command, parsed.path, self.server.routes)
         if matched is None:
             self._answer(*json_response(404, {"message": "Not Found"}))
             return
@@ -323,6 +330,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=10)
     parser.add_argument("--memory", type=int, default=256)
     parser.add_argument("--status-fd", type=int)
+    parser.add_argument(
+        "--route", action="append", dest="routes", help="a route key `POST /path` (default: ROUTES)"
+    )
     return parser.parse_args(argv)
 
 
@@ -334,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         args.handler, args.function_name, min(args.timeout, INTEGRATION_TIMEOUT_SECONDS), args.memory
     )
     try:
-        server = ApiServer((args.host, args.port), host, status, stopper)
+        server = ApiServer((args.host, args.port), host, status, stopper, tuple(args.routes or ROUTES))
     except OSError as error:
         status.send(
             "state", state="init error", detail=f"cannot listen on {args.host}:{args.port}: {error.strerror}"

@@ -9,7 +9,10 @@ from the deployment settings cdk.json gives (`infra.config`). On top of that, lo
      (`python -m local --sms-gateway http`); the HTTP gateway is the SMS fake;
    - the `ai` consumer runs with LOCAL_BEDROCK_MODEL_ID when no `bedrock_model_id` is configured
      (the Bedrock fake answers any model), or not at all with `python -m local --no-ai`;
-   - no Telegram IP allow-list: local callers are on loopback, never in Telegram's ranges.
+   - no Telegram IP allow-list: local callers are on loopback, never in Telegram's ranges;
+   - Bitrix24 and amoCRM are connected to their stand-ins, with LOCAL_BITRIX24_STAGES and
+     LOCAL_AMOCRM_STATUSES (the stand-ins' demo pipelines) where the deployment maps none, or
+     not at all with `python -m local --no-crm-sources`.
 2. Each function's environment gets the local overlay (`local_overlay`), which only adds keys:
    the endpoints of moto and the fakes (for the functions that send SMS through End User
    Messaging, `AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2`: its stand-in), no X-Ray, and a short SMS
@@ -30,6 +33,32 @@ if TYPE_CHECKING:
     from local.settings import LocalSettings
 
 LOCAL_BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+# The demo pipelines of the CRM stand-ins, in the statuses of pipeline/sms/rules.json: Bitrix24's
+# default deal category (its system stages), and an amoCRM pipeline with the system statuses
+# 142 (won) and 143 (lost).
+LOCAL_BITRIX24_STAGES = {
+    "0": {
+        "NEW": "new",
+        "PREPARATION": "processing",
+        "PREPAYMENT_INVOICE": "awaiting_payment",
+        "EXECUTING": "ready_for_pickup",
+        "FINAL_INVOICE": "shipped",
+        "WON": "completed",
+        "LOSE": "cancelled",
+        "APOLOGY": "cancelled",
+    }
+}
+LOCAL_AMOCRM_PIPELINE = 7001
+LOCAL_AMOCRM_STATUSES = {
+    str(LOCAL_AMOCRM_PIPELINE): {
+        "70011": "new",
+        "70012": "processing",
+        "70013": "ready_for_pickup",
+        "70014": "shipped",
+        "142": "completed",
+        "143": "cancelled",
+    }
+}
 # Seconds an `unknown` SMS must age before a lookup miss counts as proof it never arrived; AWS
 # keeps pipeline.sms.settings' default (120 s), locally rehearsed gateway hangs resolve sooner.
 LOCAL_SMS_LOOKUP_SETTLE_SECONDS = "10"
@@ -54,6 +83,12 @@ def local_deployment(settings: LocalSettings, fakes: Mapping[str, str]) -> Pipel
         "sms_gateway": gateway,
         "bedrock_model_id": model_id,
         "telegram_ip_allowlist": False,
+        "bitrix24_stages": (deployment.bitrix24_stages or LOCAL_BITRIX24_STAGES)
+        if settings.crm_sources
+        else None,
+        "amocrm_statuses": (deployment.amocrm_statuses or LOCAL_AMOCRM_STATUSES)
+        if settings.crm_sources
+        else None,
     }
     if gateway == "http":
         changes["sms_http_base_url"] = fakes["sms"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from infra.config import PipelineSettings
 from infra.environment import (
+    BITRIX24_APP_TOKEN_SECRET,
     CRM_SECRET,
     CRM_TOKEN_SECRET,
     JOURNAL,
@@ -85,13 +86,19 @@ class LocalResources:
             telegram_secret_id=self.secrets[TELEGRAM_SECRET],
             crm_secret_id=self.secrets[CRM_SECRET],
             crm_token_secret_id=self.secrets[CRM_TOKEN_SECRET],
+            bitrix24_app_token_secret_id=self.secrets.get(BITRIX24_APP_TOKEN_SECRET),
         )
 
     def consumer_environment(self, consumer: Consumer) -> dict[str, str]:
         """A worker's environment variables, as the stack sets them (`infra.environment`)."""
         queue = self.queues[consumer.name]
         return self.environments.worker(
-            consumer, queue_url=queue.url, dlq_url=queue.dlq_url, tables=self.tables, secrets=self.secrets
+            consumer,
+            queue_url=queue.url,
+            dlq_url=queue.dlq_url,
+            tables=self.tables,
+            secrets=self.secrets,
+            topic_arn=self.topic_arn,
         )
 
     @property
@@ -156,13 +163,22 @@ LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
     "crm_api": lambda settings, fakes: json.dumps(
         {"kind": "webhook", "url": f"{fakes['crm']}/leads", "auth_header": settings.crm_auth_header}
     ),
+    "bitrix24_app_token": lambda settings, fakes: settings.bitrix24_application_token,
+    "bitrix24_api": lambda settings, fakes: json.dumps(
+        {"url": f"{fakes['bitrix24']}/rest/1/{settings.bitrix24_webhook_code}/"}
+    ),
+    "amocrm_api": lambda settings, fakes: json.dumps(
+        {"base_url": fakes["amocrm"], "token": settings.amocrm_token}
+    ),
     "telegram_bot_token": lambda settings, fakes: settings.telegram_bot_token,
     "sms_gateway": lambda settings, fakes: settings.sms_gateway_token,
 }
 
 
-def secret_names(consumers: tuple[Consumer, ...]) -> list[str]:
-    return sorted({*WEBHOOK_SECRETS, *(name for consumer in consumers for name in consumer.secrets)})
+def secret_names(consumers: tuple[Consumer, ...], deployment: PipelineSettings) -> list[str]:
+    """The webhook's secrets (Bitrix24's where it is connected, as in the stack) and the consumers'."""
+    webhook = (*WEBHOOK_SECRETS, *((BITRIX24_APP_TOKEN_SECRET,) if deployment.bitrix24_stages else ()))
+    return sorted({*webhook, *(name for consumer in consumers for name in consumer.secrets)})
 
 
 def table_names(consumers: tuple[Consumer, ...]) -> list[str]:
@@ -182,7 +198,7 @@ def create_resources(
     """
     deployment = local_deployment(settings, fakes)
     chosen = enabled(deployment.registry_settings(), CONSUMERS) if consumers is None else consumers
-    unknown_secrets = [name for name in secret_names(chosen) if name not in LOCAL_SECRET_VALUES]
+    unknown_secrets = [name for name in secret_names(chosen, deployment) if name not in LOCAL_SECRET_VALUES]
     if unknown_secrets:
         raise ValueError(
             f"the registry names secrets without a local value: {unknown_secrets} (see LOCAL_SECRET_VALUES)"
@@ -205,7 +221,7 @@ def create_resources(
         name: secretsmanager.create_secret(
             Name=f"{prefix}/{name}", SecretString=LOCAL_SECRET_VALUES[name](settings, fakes)
         )["ARN"]
-        for name in secret_names(chosen)
+        for name in secret_names(chosen, deployment)
     }
     environments = FunctionEnvironments(deployment, stack_name=prefix)
     configuration_set = environments.sms_configuration_set

@@ -31,10 +31,12 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 
-from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from infra.environment import AMOCRM_PATH, BITRIX24_PATH, RECONCILER, SMS_EVENTS, WEBHOOK, webhook_routes
 from local import aws_calls
+from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
+from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.fakes.crm import CrmFake
 from local.fakes.end_user_messaging import EndUserMessagingFake
 from local.fakes.sms import SmsGatewayFake
@@ -75,6 +77,8 @@ class Ports:
     sms: int = 0
     end_user_messaging: int = 0
     sns: int = 0
+    bitrix24: int = 0
+    amocrm: int = 0
 
 
 class LocalRuntimeError(RuntimeError):
@@ -186,6 +190,14 @@ class Runtime:
             ),
             # The webhook's way to SNS (moto), where publishing can be made to fail.
             "sns": SnsFaultProxy(upstream=lambda: self.aws_endpoint, port=self.ports.sns),
+            # CRMs that post their own webhooks (to the API, once it listens) and answer the
+            # consumers' reads.
+            "bitrix24": Bitrix24PortalFake(
+                port=self.ports.bitrix24,
+                webhook_code=self.settings.bitrix24_webhook_code,
+                application_token=self.settings.bitrix24_application_token,
+            ),
+            "amocrm": AmoCrmFake(port=self.ports.amocrm, token=self.settings.amocrm_token),
         }
         self.resources: LocalResources | None = None
         self.functions: dict[str, FunctionStatus] = {}
@@ -265,6 +277,7 @@ class Runtime:
             self._supervisor = threading.Thread(target=self._supervise, name="local-supervisor", daemon=True)
             self._supervisor.start()
             self._wait_started(timeout)
+            self._connect_crm_stand_ins()
         except BaseException as error:
             self.log(f"start failed: {type(error).__name__}: {error}")
             self.stop()
@@ -272,6 +285,32 @@ class Runtime:
         self.log(f"started; API at {self.api_url}")
         self.write_state()
         return self
+
+    @property
+    def bitrix24_url(self) -> str:
+        return f"{self.api_url}{BITRIX24_PATH}"
+
+    @property
+    def amocrm_url(self) -> str:
+        """amoCRM's webhook URL, with the crm_token in its path as the operator pastes it."""
+        return f"{self.api_url}{AMOCRM_PATH.replace('{token}', self.settings.crm_token)}"
+
+    @property
+    def bitrix24(self) -> Bitrix24PortalFake:
+        fake = self.fakes["bitrix24"]
+        assert isinstance(fake, Bitrix24PortalFake)
+        return fake
+
+    @property
+    def amocrm(self) -> AmoCrmFake:
+        fake = self.fakes["amocrm"]
+        assert isinstance(fake, AmoCrmFake)
+        return fake
+
+    def _connect_crm_stand_ins(self) -> None:
+        """Point the CRM stand-ins' webhooks at the API, as the operator does in each CRM."""
+        self.bitrix24.configure_handler(self.bitrix24_url, self.settings.bitrix24_application_token)
+        self.amocrm.configure_handler(self.amocrm_url)
 
     def log(self, message: str) -> None:
         """One timestamped line in `logs/runtime.log` (never secrets: names, URLs, exit codes, counters)."""
@@ -365,6 +404,11 @@ class Runtime:
                 str(WEBHOOK_TIMEOUT_SECONDS),
                 "--memory",
                 str(WEBHOOK_MEMORY_MB),
+                *(
+                    argument
+                    for route in webhook_routes(resources.deployment)
+                    for argument in ("--route", route)
+                ),
             ],
             env=environments[WEBHOOK.service_name],
         )
@@ -587,6 +631,9 @@ class Runtime:
             "crm_signing_key": self.settings.crm_signing_key,
             "crm_token": self.settings.crm_token,
             "crm_auth": self.settings.deployment.crm_auth,
+            "bitrix24_url": self.bitrix24_url,
+            "bitrix24_application_token": self.settings.bitrix24_application_token,
+            "amocrm_url": self.amocrm_url,
             "telegram_bot_token": self.settings.telegram_bot_token,
             "aws_endpoint": self.aws_endpoint,
             "region": self.settings.region,

@@ -35,6 +35,9 @@ class LocalSettings:
     # stand-in, as the stack does); "http" the generic HTTP gateway on the SMS fake
     # (`python -m local --sms-gateway http`).
     sms_gateway: Literal["end_user_messaging", "http"] | None = None
+    # Connect the Bitrix24 portal and amoCRM account stand-ins, with the demo status maps of
+    # `local.overlay` where the deployment maps none (`python -m local --no-crm-sources`: off).
+    crm_sources: bool = True
     # -- local only ---------------------------------------------------------------------------------
     region: str = "eu-central-1"
     telegram_secret: str = "local-telegram-secret-token"  # noqa: S105 - a documented local value
@@ -42,6 +45,11 @@ class LocalSettings:
     # The static token (`crm_auth` token or signature_or_token); A-Za-z0-9 like the generated one.
     crm_token: str = "localCrmToken0123456789abcdefghijklmnopqrstuv"  # noqa: S105 - a documented local value
     telegram_bot_token: str = DEFAULT_BOT_TOKEN
+    # The Bitrix24 portal stand-in's outgoing-webhook token and inbound-webhook code, and the
+    # amoCRM stand-in's long-lived token (what the operator would copy from each CRM).
+    bitrix24_application_token: str = "localBitrixAppToken0123456789"  # noqa: S105 - a documented local value
+    bitrix24_webhook_code: str = "localbitrixcode"
+    amocrm_token: str = "localAmoLongLivedToken0123456789"  # noqa: S105 - a documented local value
     crm_auth_header: str = "Bearer local"
     sms_gateway_token: str = SMS_GATEWAY_TOKEN
     # How often the reconciler's schedule fires locally (in AWS: its EventBridge rule's rate).

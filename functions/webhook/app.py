@@ -21,11 +21,17 @@ TELEGRAM_ROUTE = "/telegram/webhook"
 CRM_ROUTE = "/crm/events"
 # The CRM route for senders that cannot set a header: the static token is the last path segment.
 CRM_TOKEN_ROUTE = f"{CRM_ROUTE}/<token>"
-ROUTE_SOURCES = {TELEGRAM_ROUTE: "telegram", CRM_ROUTE: "crm"}
+# CRMs that post their own webhooks: Bitrix24 (token in the body), amoCRM (token in the path).
+BITRIX24_ROUTE = "/crm/bitrix24"
+AMOCRM_PREFIX = "/crm/amocrm"
+AMOCRM_ROUTE = f"{AMOCRM_PREFIX}/<token>"
+ROUTE_SOURCES = {TELEGRAM_ROUTE: "telegram", CRM_ROUTE: "crm", BITRIX24_ROUTE: "bitrix24"}
 
 
 def route_source(path: str) -> str:
-    """The metric `source` of a request path (a token path is the CRM's; never logged)."""
+    """The metric `source` of a request path (a token path is its CRM's; never logged)."""
+    if path.startswith(f"{AMOCRM_PREFIX}/"):
+        return "amocrm"
     if path.startswith(f"{CRM_ROUTE}/"):
         return "crm"
     return ROUTE_SOURCES.get(path, "none")
@@ -61,6 +67,16 @@ def crm_events() -> Response:
 @app.post(CRM_TOKEN_ROUTE)
 def crm_events_with_token(token: str) -> Response:
     return _respond(ingest.ingest_crm(_request(), ingest.Settings.from_env(), path_token=token))
+
+
+@app.post(BITRIX24_ROUTE)
+def bitrix24_events() -> Response:
+    return _respond(ingest.ingest_bitrix24(_request(), ingest.Settings.from_env()))
+
+
+@app.post(AMOCRM_ROUTE)
+def amocrm_events(token: str) -> Response:
+    return _respond(ingest.ingest_amocrm(_request(), ingest.Settings.from_env(), path_token=token))
 
 
 @app.not_found

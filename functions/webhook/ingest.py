@@ -15,6 +15,7 @@ import ipaddress
 import json
 import os
 import re
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -26,7 +27,7 @@ from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterEr
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import aws, crm, phones, secrets, telegram
+from pipeline import amocrm, aws, bitrix24, crm, forms, phones, secrets, telegram
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
     Envelope,
@@ -45,6 +46,10 @@ metrics = Metrics()
 TELEGRAM_AUTH_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 # The rejection reason of a CRM event refused only for its customer's phone (an alarm watches it).
 INVALID_PHONE_REASON = "invalid_phone"
+# A CRM webhook for an event this pipeline does not handle (a Bitrix24 lead event, an amoCRM
+# webhook not subscribed to lead status changes): 422, so the sender's log shows the refusal.
+UNSUPPORTED_EVENT_REASON = "unsupported_event"
+BITRIX24_APP_TOKEN_ENV = "BITRIX24_APP_TOKEN_SECRET_ID"  # noqa: S105 - a variable name
 
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -63,6 +68,9 @@ class Settings:
     telegram_ip_allowlist: tuple[IpNetwork, ...] = ()
     # Region national CRM phone forms are read in (validated at synth); None: international only.
     phone_default_region: str | None = None
+    # Bitrix24's application token (`auth[application_token]` of its outgoing webhook); empty:
+    # Bitrix24 is not connected (no route in the stack either).
+    bitrix24_app_token_secret_id: str = ""
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -75,6 +83,7 @@ class Settings:
             crm_auth=crm.crm_auth_mode(os.environ.get(crm.CRM_AUTH_ENV, crm.DEFAULT_CRM_AUTH)),
             telegram_ip_allowlist=ip_allowlist(os.environ.get("TELEGRAM_IP_ALLOWLIST", "")),
             phone_default_region=os.environ.get(phones.DEFAULT_REGION_ENV, "").strip() or None,
+            bitrix24_app_token_secret_id=os.environ.get(BITRIX24_APP_TOKEN_ENV, ""),
         )
 
 
@@ -374,3 +383,112 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
         return publish(envelope, attributes, settings.topic_arn)
 
     return _handle("crm", work)
+
+
+# -- CRMs that post their own webhooks ---------------------------------------------------------
+def _form(request: Request) -> dict[str, Any]:
+    """The form-encoded body (Bitrix24 and amoCRM post `application/x-www-form-urlencoded`)."""
+    try:
+        return forms.parse_form(request.raw_body())
+    except forms.FormError as error:
+        _reject(400, "invalid", f"body is not a form-encoded webhook: {error}")
+
+
+def _delivery_id(*parts: object) -> str:
+    """An event id for one delivery. These CRMs give an event no id of their own, and a retried
+    delivery is not told from a new change by its body: each delivery is its own event, and the
+    consumer's read of the order's current state (and the sms consumer's history) makes a
+    repeat harmless."""
+    return ":".join(str(part) for part in (*parts, uuid.uuid4().hex))
+
+
+def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
+    """A Bitrix24 outgoing webhook (ONCRMDEALADD, ONCRMDEALUPDATE), authenticated by the
+    portal's application token in the body (`auth[application_token]`): the form is parsed
+    first, since the credential is in it. Published without the `auth` block's tokens."""
+
+    def work() -> Outcome:
+        if not settings.bitrix24_app_token_secret_id:
+            _reject(404, "not_found", "Bitrix24 is not connected (bitrix24_stages is not set)")
+        form = _form(request)
+        auth = form.get("auth")
+        token = auth.get("application_token") if isinstance(auth, dict) else None
+        _require_secret_token(
+            token if isinstance(token, str) else None,
+            settings.bitrix24_app_token_secret_id,
+            "application token",
+        )
+        try:
+            event = bitrix24.OutgoingEvent.from_form(form)
+        except (ValidationError, ValueError) as error:
+            errors = field_errors(error) if isinstance(error, ValidationError) else []
+            _reject(422, "invalid", "body is not a Bitrix24 deal event", errors)
+        if event.event not in bitrix24.DEAL_EVENTS:
+            _reject(
+                422,
+                UNSUPPORTED_EVENT_REASON,
+                f"event {event.event[:64]!r} is not handled; subscribe the webhook to "
+                f"{' and '.join(bitrix24.DEAL_EVENTS)} only",
+            )
+        payload: dict[str, Any] = {
+            "event": event.event,
+            "event_handler_id": event.event_handler_id,
+            "data": {"FIELDS": {"ID": str(event.deal_id)}},
+            "ts": str(event.ts) if event.ts is not None else None,
+            "auth": {"domain": event.domain, "member_id": event.member_id},
+        }
+        envelope = Envelope(
+            event_id=_delivery_id("bitrix24", event.domain or "-", "deal", event.deal_id),
+            source="bitrix24",
+            type=event.event,
+            correlation_id=request.correlation_id,
+            received_at=utc_now(),
+            payload=payload,
+        )
+        return publish(envelope, {"source": "bitrix24", "type": event.event}, settings.topic_arn)
+
+    return _handle("bitrix24", work)
+
+
+AMOCRM_EVENT_TYPE = "lead.status_changed"
+
+
+def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outcome:
+    """An amoCRM webhook (lead status changed), authenticated by the `crm_token` secret in its
+    URL (`POST /crm/amocrm/<token>`: amoCRM cannot sign or set headers). Every lead of the batch
+    is published as its own event; answered 200 only once all are published (a retried batch
+    republishes the first ones, which their consumer reads as the repeats they are)."""
+
+    def work() -> Outcome:
+        _require_secret_token(path_token, settings.crm_token_secret_id, "token")
+        form = _form(request)
+        try:
+            account, changes = amocrm.status_changes(form)
+        except ValidationError as error:
+            _reject(422, "invalid", "body is not an amoCRM lead status webhook", field_errors(error))
+        except ValueError as error:
+            _reject(422, UNSUPPORTED_EVENT_REASON, str(error))
+        event_ids = []
+        for change in changes:
+            envelope = Envelope(
+                event_id=_delivery_id("amocrm", account.id or "-", "lead", change.lead_id),
+                source="amocrm",
+                type=AMOCRM_EVENT_TYPE,
+                correlation_id=request.correlation_id,
+                received_at=utc_now(),
+                payload={
+                    "account": account.model_dump(mode="json"),
+                    "lead": {
+                        "id": change.lead_id,
+                        "status_id": change.status_id,
+                        "pipeline_id": change.pipeline_id,
+                        "old_status_id": change.old_status_id,
+                        "old_pipeline_id": change.old_pipeline_id,
+                    },
+                },
+            )
+            publish(envelope, {"source": "amocrm", "type": AMOCRM_EVENT_TYPE}, settings.topic_arn)
+            event_ids.append(envelope.event_id)
+        return Outcome(200, {"ok": True, "event_ids": event_ids})
+
+    return _handle("amocrm", work)

@@ -22,6 +22,7 @@ from aws_cdk.aws_lambda_event_sources import SqsEventSource
 from constructs import Construct
 
 from infra.config import Problem, SettingsError
+from infra.constructs.events_topic import EventsTopic
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
 from infra.environment import FunctionEnvironments
@@ -172,12 +173,13 @@ class ConsumerPipeline(Construct):
         settings: PipelineSettings,
         defaults: FunctionDefaults,
         environments: FunctionEnvironments,
-        topic: sns.ITopic,
+        events: EventsTopic,
         tables: Mapping[str, dynamodb.ITable],
         secrets: Mapping[str, secretsmanager.ISecret],
     ) -> None:
         super().__init__(scope, construct_id)
         self.consumer = consumer
+        topic = events.topic
         # Messages the worker gave up on: after max_receive_count deliveries, or at once for a
         # permanent error (the worker sends those here itself).
         self.dlq = dead_letter_queue(self, "Dlq", removal_policy=defaults.removal_policy)
@@ -224,9 +226,12 @@ class ConsumerPipeline(Construct):
                 dlq_url=self.dlq.queue_url,
                 tables={name: table.table_name for name, table in tables.items()},
                 secrets={name: secret.secret_arn for name, secret in secrets.items()},
+                topic_arn=topic.topic_arn if consumer.publishes else None,
             ),
         )
         self._grant(settings, tables, secrets)
+        if consumer.publishes:
+            events.grant_publish(self.worker.function)
         self.worker.function.add_event_source(
             SqsEventSource(
                 self.queue,
@@ -256,7 +261,8 @@ class ConsumerPipeline(Construct):
         secrets: Mapping[str, secretsmanager.ISecret],
     ) -> None:
         """Its own queue (consume, via the event source, and change visibility to back off), its
-        own DLQ (send), its tables and secrets; nothing else."""
+        own DLQ (send), its tables and secrets (and, for a consumer that publishes, the events
+        topic: granted by the caller); nothing else."""
         function = self.worker.function
         self.queue.grant(function, "sqs:ChangeMessageVisibility")
         self.dlq.grant_send_messages(function)

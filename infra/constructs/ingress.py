@@ -17,24 +17,36 @@ from constructs import Construct
 
 from infra.constructs.events_topic import EventsTopic
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
-from infra.environment import WEBHOOK, FunctionEnvironments
+from infra.environment import (
+    AMOCRM_PATH,
+    BITRIX24_PATH,
+    CRM_PATH,
+    CRM_TOKEN_PATH,
+    TELEGRAM_PATH,
+    WEBHOOK,
+    FunctionEnvironments,
+    webhook_paths,
+)
 from infra.settings import PipelineSettings, cdk_log_retention, cdk_removal_policy
 
-TELEGRAM_PATH = "/telegram/webhook"
-CRM_PATH = "/crm/events"
-# The CRM route whose last segment is the static token (senders that cannot set a header).
-CRM_TOKEN_PATH = f"{CRM_PATH}/{{token}}"
 # The webhook's rejection metric: EventsRejected{service=webhook, source, reason} (webhook.ingest).
 REJECTED_METRIC = "EventsRejected"
 UNAUTHORIZED_REASON = "unauthorized"
 # A CRM event refused only for its customer's phone (webhook.ingest.INVALID_PHONE_REASON).
 INVALID_PHONE_REASON = "invalid_phone"
-AUTHENTICATED_SOURCES = ("telegram", "crm")
+# The metric `source` of each authenticated route's refusals (webhook.app.route_source).
+PATH_SOURCES = {
+    TELEGRAM_PATH: "telegram",
+    CRM_PATH: "crm",
+    CRM_TOKEN_PATH: "crm",
+    BITRIX24_PATH: "bitrix24",
+    AMOCRM_PATH: "amocrm",
+}
 
 # HTTP API access log fields ($context variables of HTTP APIs). No headers, no body and no path:
 # the Telegram secret and the CRM token travel in headers, the CRM token also in the path of
 # `POST /crm/events/{token}` (the route key shows the `{token}` placeholder, never the value),
-# and updates carry personal data.
+# and updates carry personal data; amoCRM's `POST /crm/amocrm/{token}` carries the token too.
 ACCESS_LOG_FIELDS = {
     "requestId": "$context.requestId",
     "requestTime": "$context.requestTime",
@@ -71,8 +83,9 @@ class _AccessLogSettings:
 
 
 class Ingress(Construct):
-    """`POST /telegram/webhook`, `POST /crm/events` and `POST /crm/events/{token}` on a
-    throttled, access-logged HTTP API."""
+    """`POST /telegram/webhook`, `POST /crm/events` and `POST /crm/events/{token}` (and, where
+    connected, `POST /crm/bitrix24` and `POST /crm/amocrm/{token}`) on a throttled,
+    access-logged HTTP API."""
 
     def __init__(
         self,
@@ -86,8 +99,10 @@ class Ingress(Construct):
         telegram_secret: secretsmanager.ISecret,
         crm_secret: secretsmanager.ISecret,
         crm_token_secret: secretsmanager.ISecret,
+        bitrix24_app_token_secret: secretsmanager.ISecret | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.paths = webhook_paths(settings)
         self.webhook = PipelineFunction(
             self,
             "Webhook",
@@ -102,6 +117,9 @@ class Ingress(Construct):
                 telegram_secret_id=telegram_secret.secret_arn,
                 crm_secret_id=crm_secret.secret_arn,
                 crm_token_secret_id=crm_token_secret.secret_arn,
+                bitrix24_app_token_secret_id=(
+                    bitrix24_app_token_secret.secret_arn if bitrix24_app_token_secret else None
+                ),
             ),
         )
         webhook_fn = self.webhook.function
@@ -109,6 +127,8 @@ class Ingress(Construct):
         telegram_secret.grant_read(webhook_fn)
         crm_secret.grant_read(webhook_fn)
         crm_token_secret.grant_read(webhook_fn)
+        if bitrix24_app_token_secret is not None:
+            bitrix24_app_token_secret.grant_read(webhook_fn)
 
         self.api = apigwv2.HttpApi(
             self,
@@ -137,7 +157,7 @@ class Ingress(Construct):
         integration = HttpLambdaIntegration(
             "Webhook", webhook_fn, payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0
         )
-        for path in (TELEGRAM_PATH, CRM_PATH, CRM_TOKEN_PATH):
+        for path in self.paths:
             self.api.add_routes(path=path, methods=[apigwv2.HttpMethod.POST], integration=integration)
         Validations.of(self.api).acknowledge(
             Ack(
@@ -148,15 +168,20 @@ class Ingress(Construct):
             )
         )
 
+    @property
+    def authenticated_sources(self) -> list[str]:
+        """The metric sources of the routes this API has, in route order."""
+        return list(dict.fromkeys(PATH_SOURCES[path] for path in self.paths))
+
     def rejected_metric(self, source: str, reason: str) -> cloudwatch.Metric:
         return self.webhook.emitted_metric(REJECTED_METRIC, dimensions={"source": source, "reason": reason})
 
     def unauthorized_requests(self) -> cloudwatch.MathExpression:
-        """Requests refused for a missing or wrong secret/signature, on both routes together.
+        """Requests refused for a missing or wrong secret/signature/token, on every route together.
 
         HTTP APIs publish no per-status metric, so this is the webhook's own count."""
         metrics = {
-            source: self.rejected_metric(source, UNAUTHORIZED_REASON) for source in AUTHENTICATED_SOURCES
+            source: self.rejected_metric(source, UNAUTHORIZED_REASON) for source in self.authenticated_sources
         }
         return cloudwatch.MathExpression(
             expression=" + ".join(f"FILL({name}, 0)" for name in metrics),
@@ -176,3 +201,13 @@ class Ingress(Construct):
     @property
     def crm_url(self) -> str:
         return f"{self.api.api_endpoint}{CRM_PATH}"
+
+    @property
+    def bitrix24_url(self) -> str | None:
+        """The handler URL of the portal's outgoing webhook, where Bitrix24 is connected."""
+        return f"{self.api.api_endpoint}{BITRIX24_PATH}" if BITRIX24_PATH in self.paths else None
+
+    @property
+    def amocrm_url(self) -> str | None:
+        """amoCRM's webhook URL, `{token}` to be replaced with the crm_token secret's value."""
+        return f"{self.api.api_endpoint}{AMOCRM_PATH}" if AMOCRM_PATH in self.paths else None

@@ -25,6 +25,9 @@ PIP_PLATFORM = "manylinux2014_aarch64"
 PIP_PYTHON_VERSION = "3.13"
 PHONENUMBERS_REQUIREMENTS = PHONENUMBERS_LAYER_DIR / "requirements.txt"
 CRM_SOURCE = "crm"
+# Sources whose consumers validate `CrmEvent`: the order events, and the CRM webhooks whose
+# consumers build one (Bitrix24, amoCRM).
+CRM_EVENT_SOURCES = frozenset({CRM_SOURCE, "bitrix24", "amocrm"})
 
 _PIN = re.compile(r"^phonenumbers==(?P<version>[0-9][0-9A-Za-z.]*)$")
 
@@ -98,7 +101,7 @@ def validates_crm_events(consumer: Consumer) -> bool:
     """A consumer that receives CRM events validates them with `pipeline.crm.CrmEvent`, whose
     phone check imports `phonenumbers`: it needs the phonenumbers layer."""
     sources = consumer.filter_policy.get("source")
-    return sources is None or CRM_SOURCE in sources
+    return sources is None or any(source in CRM_EVENT_SOURCES for source in sources)
 
 
 def powertools_parameter_name(version: str) -> str:

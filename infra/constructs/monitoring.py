@@ -35,6 +35,7 @@ from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
 from infra.settings import cdk_removal_policy
+from pipeline.crm_sources import MISCONFIGURED_METRIC
 from pipeline.registry import Consumer
 
 PERIOD = METRIC_PERIOD
@@ -81,6 +82,7 @@ class AlarmKind(StrEnum):
     SMS_UNKNOWN_AGE = "sms_unknown_age"
     SMS_UNKNOWN_PAST_DEADLINE = "sms_unknown_past_deadline"
     SMS_FAILED_RATE = "sms_failed_rate"
+    CRM_SOURCE_MISCONFIGURED = "crm_source_misconfigured"
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,9 @@ class Monitoring(Construct):
         for name, function in self.functions.items():
             self._function_alarms(name, function)
         self._api_alarms(ingress)
+        for name, pipeline in pipelines.items():
+            if pipeline.consumer.publishes:
+                self._crm_source_alarm(name, pipeline)
         if sms:
             self._sms_alarms(settings, sms)
 
@@ -275,6 +280,21 @@ class Monitoring(Construct):
             description="The CRM sent order events whose customer.phone is not a valid phone number "
             "(or a national form without phone_default_region): they were refused with 422 and no "
             "SMS is sent. Fix the number in the CRM (or the setting) and have the CRM resend.",
+        )
+
+    def _crm_source_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:
+        """A CRM webhook's event that cannot become an order event until the configuration is
+        fixed (`pipeline.crm_sources`): each one may be a customer's SMS, so from the first."""
+        self._alarm(
+            AlarmKind.CRM_SOURCE_MISCONFIGURED,
+            name,
+            f"CrmSourceMisconfigured-{name}",
+            pipeline.emitted_metric(MISCONFIGURED_METRIC),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{name} events could not become order events (a stage missing from the map, "
+            "no phone where an SMS rule applies, the API credential revoked): the reason is in the "
+            f"{name} log and on each message in the {name} DLQ; fix it, then redrive (python -m ops dlq).",
         )
 
     def _sms_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:

@@ -40,6 +40,20 @@ CONSUMER_SECRET_SPECS: dict[str, ConsumerSecretSpec] = {
         ),
         placeholder=json.dumps({"kind": "webhook", "url": "", "auth_header": ""}),
     ),
+    "bitrix24_api": ConsumerSecretSpec(
+        description=(
+            'Bitrix24 portal REST access for the bitrix24 consumer. JSON: {"url": "https://<portal>/rest/'
+            '<user>/<code>/"}: an inbound webhook with the crm scope (it reads deals and contacts).'
+        ),
+        placeholder=json.dumps({"url": ""}),
+    ),
+    "amocrm_api": ConsumerSecretSpec(
+        description=(
+            'amoCRM API access for the amocrm consumer. JSON: {"base_url": "https://<subdomain>.amocrm.ru", '
+            '"token": "<long-lived access token of a private integration>"} (it reads leads and contacts).'
+        ),
+        placeholder=json.dumps({"base_url": "", "token": ""}),
+    ),
     "telegram_bot_token": ConsumerSecretSpec(
         description="Telegram bot token from @BotFather (plain string, e.g. 123456:ABC-DEF...).",
         placeholder="REPLACE_WITH_BOT_TOKEN",
@@ -72,9 +86,12 @@ def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> Non
 
 class WebhookSecrets(Construct):
     """Telegram's webhook secret_token, the CRM's HMAC signing key and its static token (for
-    senders that cannot sign), all generated."""
+    senders that cannot sign, amoCRM's webhook URL among them), all generated; with `bitrix24`,
+    also the portal's application token, which Bitrix24 issues (a placeholder to replace)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, bitrix24: bool = False
+    ) -> None:
         super().__init__(scope, construct_id)
         self.removal_policy = removal_policy
         self.telegram = self._generated(
@@ -97,6 +114,25 @@ class WebhookSecrets(Construct):
         _acknowledge_manual_rotation(self.telegram, rotation.format("Telegram setWebhook"))
         _acknowledge_manual_rotation(self.crm, rotation.format("the CRM"))
         _acknowledge_manual_rotation(self.crm_token, rotation.format("the CRM's templates"))
+        self.bitrix24_app_token: secretsmanager.Secret | None = None
+        if bitrix24:
+            # Generated until the operator pastes the portal's token: no request can match it before.
+            self.bitrix24_app_token = self._generated(
+                "Bitrix24ApplicationToken",
+                "Application token of the Bitrix24 outgoing webhook (shown by the portal when the webhook "
+                "is saved, sent as auth[application_token]): replace this generated value with it.",
+            )
+            _acknowledge_manual_rotation(
+                self.bitrix24_app_token,
+                "Issued by the Bitrix24 portal (a new outgoing webhook issues a new one); the operator "
+                "replaces it, and the webhook accepts AWSPREVIOUS for SECRET_ROTATION_GRACE_SECONDS.",
+            )
+
+    @property
+    def all(self) -> list[secretsmanager.Secret]:
+        """Every secret the webhook checks requests against."""
+        optional = [self.bitrix24_app_token] if self.bitrix24_app_token is not None else []
+        return [self.telegram, self.crm, self.crm_token, *optional]
 
     def _generated(self, construct_id: str, description: str) -> secretsmanager.Secret:
         return secretsmanager.Secret(

@@ -62,12 +62,25 @@ CUSTOM_CONTEXT: dict[str, Any] = {
 }
 
 
+# The CRM sources' status maps (`pipeline.status_map`), as `-c` passes them: JSON text.
+BITRIX24_STAGES = '{"0": {"NEW": "new", "EXECUTING": "ready_for_pickup"}, "2": {"C2:NEW": "new"}}'
+AMOCRM_STATUSES = '{"7001": {"70011": "new", "70013": "ready_for_pickup", "142": "completed"}}'
+# Settings that must be valid values, not any text, to switch their consumer on.
+REQUIRED_SETTING_VALUES = {
+    "bedrock_model_id": BEDROCK_MODEL_ID,
+    "bitrix24_stages": BITRIX24_STAGES,
+    "amocrm_statuses": AMOCRM_STATUSES,
+}
+
+
 def full_context() -> dict[str, Any]:
     """Context that switches on every consumer of the registry, whatever setting it requires,
     and every optional feature (FULL_FEATURES)."""
-    settings = {c.requires_setting: f"test-{c.requires_setting}" for c in CONSUMERS if c.requires_setting}
-    if "bedrock_model_id" in settings:
-        settings["bedrock_model_id"] = BEDROCK_MODEL_ID
+    settings = {
+        c.requires_setting: REQUIRED_SETTING_VALUES.get(c.requires_setting, f"test-{c.requires_setting}")
+        for c in CONSUMERS
+        if c.requires_setting
+    }
     return {**BASE_CONTEXT, **settings, **FULL_FEATURES}
 
 

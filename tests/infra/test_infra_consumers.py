@@ -156,6 +156,10 @@ def test_worker_environment_follows_the_contract(
         expected[consumer.requires_setting.upper()] = synth.stack.settings.registry_settings()[
             consumer.requires_setting
         ]
+    if consumer.publishes:
+        # The topic it publishes order events to, and the region it reads their phones in.
+        expected["EVENTS_TOPIC_ARN"] = _id(synth, synth.stack.events.topic)
+        expected["PHONE_DEFAULT_REGION"] = synth.stack.settings.phone_default_region or ""
     if consumer.name == SMS_CONSUMER:
         # The SMS settings the stack adds (their values: test_infra_sms).
         assert synth.stack.sms is not None
@@ -174,6 +178,12 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     bedrock = {r for r in permissions if ":bedrock:" in r}
     sms_voice = {r for r in permissions if ":sms-voice:" in r}  # exactly which: test_infra_sms
     expected = {queue_id, dlq_id, *own_tables, *own_secrets, _id(synth, pipeline.worker.log_group), "*"}
+    # A consumer that publishes: the events topic, and its key for exactly what publishing needs.
+    topic_id, key_id = _id(synth, synth.stack.events.topic), _id(synth, synth.stack.events.key)
+    if consumer.publishes:
+        expected |= {topic_id, key_id}
+        assert permissions[topic_id] == {"sns:Publish"}
+        assert permissions[key_id] == {"kms:Decrypt", "kms:GenerateDataKey"}
     assert set(permissions) == expected | bedrock | sms_voice
     assert not sms_voice or consumer.name == SMS_CONSUMER, "only the sms worker may send SMS"
     assert not [r for r in permissions if "/index/" in r], "no worker queries an index"
@@ -382,9 +392,7 @@ def test_dlqs_secrets_and_tables_follow_the_removal_policy_and_retained_tables_r
     dlqs = [q for p in stack.pipelines.values() for q in (p.dlq, p.delivery_dlq)]
     dlqs += list(stack.sms.delivery_events_dlqs.values()) if stack.sms else []
     secrets = [
-        stack.webhook_secrets.telegram,
-        stack.webhook_secrets.crm,
-        stack.webhook_secrets.crm_token,
+        *stack.webhook_secrets.all,
         *stack.consumer_secrets.by_name.values(),
     ]
     tables = list(stack.tables.by_name.values())

@@ -9,7 +9,8 @@ import pytest
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
-from infra.constructs.ingress import ACCESS_LOG_FIELDS, CRM_PATH, CRM_TOKEN_PATH, TELEGRAM_PATH
+from infra.constructs.ingress import ACCESS_LOG_FIELDS
+from infra.environment import CRM_PATH, CRM_TOKEN_PATH, TELEGRAM_PATH
 from infra.naming import pascal_case
 
 XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}

@@ -81,6 +81,9 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         AlarmKind.SMS_UNKNOWN_PAST_DEADLINE: 1,
         AlarmKind.SMS_FAILED_RATE: 1,
     }
+    publishing = [c for c in stack.consumers if c.publishes]
+    if publishing:
+        expected[AlarmKind.CRM_SOURCE_MISCONFIGURED] = len(publishing)
     assert counts == expected
     assert len(of_type(synth.resources, "AWS::CloudWatch::Alarm")) == sum(expected.values())
 
@@ -181,8 +184,13 @@ def _expression_alarm(
 def test_a_burst_of_unauthorized_requests_on_either_route_alarms(synth: Synthesized) -> None:
     alarm, metrics = _expression_alarm(synth, AlarmKind.UNAUTHORIZED_SPIKE)
     (result,) = [m for m in metrics.values() if m.get("ReturnData", True)]
-    assert result["Expression"] == "FILL(telegram, 0) + FILL(crm, 0)"
-    for source in ("telegram", "crm"):
+    sources = ["telegram", "crm"]
+    if synth.stack.settings.bitrix24_stages:
+        sources.append("bitrix24")
+    if synth.stack.settings.amocrm_statuses:
+        sources.append("amocrm")
+    assert result["Expression"] == " + ".join(f"FILL({source}, 0)" for source in sources)
+    for source in sources:
         stat = metrics[source]["MetricStat"]
         assert (stat["Metric"]["Namespace"], stat["Metric"]["MetricName"]) == (
             "TelegramCrmPipeline",

@@ -231,9 +231,10 @@ def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
     result = run_app(tmp_path, BASE_CONTEXT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     # The summary, to stderr, after the synth.
-    assert "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id)" in (
-        result.stderr.splitlines()
-    )
+    assert (
+        "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id),"
+        " bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
+    ) in (result.stderr.splitlines())
     assert not list(tmp_path.glob("asset.*/python/phonenumbers")), "the layer was bundled"
     template = json.loads((tmp_path / "TelegramCrmPipeline.template.json").read_text())
     assert json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"] == []
@@ -378,7 +379,10 @@ def test_the_synth_summary_says_what_will_be_deployed(
 ) -> None:
     default = synth_summary(default_synth.stack)
     assert default[1:] == [
-        "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id)",
+        (
+            "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id),"
+            " bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
+        ),
         "  SMS gateway: end_user_messaging, sender any origination identity of the account,"
         " configuration set TelegramCrmPipeline-sms (created by the stack)",
         "  alarm e-mail: none: alarms notify the topic only",

@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Source = Literal["telegram", "crm"]
+# `crm`: order-status events; `bitrix24`, `amocrm`: those CRMs' own webhook events.
+Source = Literal["telegram", "crm", "bitrix24", "amocrm"]
 
 # SNS limit for a whole message: body plus attributes (256 KiB).
 SNS_MAX_MESSAGE_BYTES = 262_144

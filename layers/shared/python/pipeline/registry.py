@@ -6,6 +6,10 @@ tests all read `CONSUMERS`. Adding a consumer is one entry here plus one handler
 
 A filter policy is an SNS filter policy on the message attributes the webhook sets:
 `source`, `type`, and where they apply `chat_type`, `command`, `status`.
+
+Sources: `telegram` (updates), `crm` (order-status events: the JSON contract, or what a CRM
+source's consumer publishes), and the CRMs whose own webhooks the webhook accepts, `bitrix24` and
+`amocrm`: their consumers look the deal up and publish a `crm` order-status event.
 """
 
 from __future__ import annotations
@@ -77,6 +81,9 @@ class Consumer:
     # JMESPath over the envelope naming one business event for Powertools idempotency: by default
     # its `event_id`. A consumer whose sender may reuse an id for another event keys on content.
     idempotency_key: str = "event_id"
+    # Publishes events of its own to the events topic (a CRM source's consumer turns a vendor
+    # event into an order-status event): granted sns:Publish there, topic ARN in EVENTS_TOPIC_ARN.
+    publishes: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -169,6 +176,29 @@ CONSUMERS: tuple[Consumer, ...] = (
             "SMS_MAX_ATTEMPTS": "5",
             "SMS_LEASE_SECONDS": "120",
         },
+    ),
+    Consumer(
+        name="bitrix24",
+        description="Reads a Bitrix24 deal and its contact on each deal event; publishes its order status.",
+        filter_policy={"source": ["bitrix24"]},
+        timeout_seconds=30,
+        max_concurrency=2,
+        # The portal's REST API: QUERY_LIMIT_EXCEEDED and outages retry for about 20 minutes.
+        retry=RetryPolicy(max_receive_count=10, base_delay_seconds=5, max_delay_seconds=300),
+        secrets=("bitrix24_api",),
+        requires_setting="bitrix24_stages",
+        publishes=True,
+    ),
+    Consumer(
+        name="amocrm",
+        description="Reads an amoCRM lead's contact on each lead status change; publishes its order status.",
+        filter_policy={"source": ["amocrm"]},
+        timeout_seconds=30,
+        max_concurrency=2,
+        retry=RetryPolicy(max_receive_count=10, base_delay_seconds=5, max_delay_seconds=300),
+        secrets=("amocrm_api",),
+        requires_setting="amocrm_statuses",
+        publishes=True,
     ),
 )
 

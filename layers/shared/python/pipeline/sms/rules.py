@@ -101,6 +101,10 @@ class SmsRules(BaseModel):
                     raise ValueError(f"rules {rule.name!r} and {other.name!r} match the same transition")
         return self
 
+    def sends_for(self, status: str) -> bool:
+        """Whether an entry into `status` may send an SMS (from some previous status)."""
+        return any(rule.status == status for rule in self.rules)
+
     def rule_for(self, status: str, previous_status: str | None) -> SmsRule | None:
         return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)
 

@@ -1,0 +1,108 @@
+"""What the consumers of CRM webhooks (`bitrix24`, `amocrm`) share: mapping, refusals, publishing.
+
+Each reads the deal or lead the CRM only named, maps its stage (`pipeline.status_map`), reads
+the contact's phone and publishes the order-status event (`pipeline.order_events`). What can go
+wrong ends in one of two ways, both logged with the reason and counted, never silently:
+
+- **ignored** (`CrmEventsIgnored`, info log): nothing the SMS could be about: a deal of a pipeline
+  the deployment does not connect, a deal deleted since, an edit that did not move the stage, a
+  status no SMS rule sends for whose contact has no phone;
+- **misconfigured** (`CrmSourceMisconfigured`, error log, alarmed, and the record dead-lettered
+  with the reason, for a redrive once it is fixed): a stage missing from the status map, no
+  contact or no usable phone where an SMS rule applies, the API credential revoked or short of
+  rights. Redelivering it would only fail again, so nothing retries it.
+
+The CRM itself was answered 200 when the webhook published its event: it never retries, and so
+never floods, what can only succeed after a person acts.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NoReturn
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from pipeline.envelope import Envelope
+from pipeline.errors import PermanentError
+from pipeline.observability import mask_phone
+from pipeline.order_events import InvalidCustomerPhone, OrderStatus, publish_order_status
+from pipeline.sms.rules import SmsRules, load_rules
+from pipeline.status_map import Lookup, StatusMap, parse_status_map
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+IGNORED_METRIC = "CrmEventsIgnored"
+MISCONFIGURED_METRIC = "CrmSourceMisconfigured"
+
+
+class SourceMisconfigured(PermanentError):
+    """A CRM event that cannot become an order event until a person fixes the configuration."""
+
+    def __init__(self, reason: str, kind: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+
+
+def status_map(variable: str) -> StatusMap:
+    """The deployment's map from the consumer's environment (validated at synth)."""
+    return parse_status_map(os.environ.get(variable, ""), variable)
+
+
+def ignored(why: str, **log_fields: Any) -> dict[str, Any]:
+    metrics.add_metric(name=IGNORED_METRIC, unit=MetricUnit.Count, value=1)
+    logger.info("CRM event ignored", extra={"reason": why, **log_fields})
+    return {"published": False, "reason": why}
+
+
+def misconfigured(kind: str, reason: str, **log_fields: Any) -> NoReturn:
+    """Count, log and raise: the worker dead-letters the record with `reason`."""
+    metrics.add_metric(name=MISCONFIGURED_METRIC, unit=MetricUnit.Count, value=1)
+    logger.error("CRM source misconfigured", extra={"kind": kind, "reason": reason, **log_fields})
+    raise SourceMisconfigured(reason, kind)
+
+
+def mapped_status(lookup: Lookup, *, setting: str, pipeline: str, stage: str, what: str) -> str | None:
+    """The order status of a stage; None when its pipeline is not connected (the caller ignores
+    the event); a stage missing from a connected pipeline is misconfiguration."""
+    if lookup.kind == "pipeline_not_connected":
+        return None
+    if lookup.kind == "unknown_stage" or lookup.status is None:
+        misconfigured(
+            "unknown_stage",
+            f"{what}: stage {stage!r} of pipeline {pipeline!r} is not in {setting};"
+            " add it and redrive the DLQ",
+        )
+    return lookup.status
+
+
+def rules() -> SmsRules:
+    return load_rules()
+
+
+def missing_phone(order_status: str, why: str, **log_fields: Any) -> dict[str, Any]:
+    """No phone to text: misconfiguration if an SMS rule may send for the status, else ignored."""
+    if rules().sends_for(order_status):
+        misconfigured("no_phone", f"{why}, and status {order_status!r} has an SMS rule", **log_fields)
+    return ignored(f"{why}; no SMS rule for status {order_status!r}", **log_fields)
+
+
+def publish(order: OrderStatus, envelope: Envelope) -> dict[str, Any]:
+    """Publish the order event; an invalid phone is misconfiguration only where a rule applies."""
+    try:
+        event_id = publish_order_status(order, correlation_id=envelope.correlation_id)
+    except InvalidCustomerPhone as error:
+        return missing_phone(order.status, error.reason, order_id=order.order_id)
+    logger.info(
+        "Order status published",
+        extra={
+            "order_id": order.order_id,
+            "status": order.status,
+            "event_id": event_id,
+            "recipient": mask_phone(order.phone),
+        },
+    )
+    metrics.add_metric(name="OrderEventsPublished", unit=MetricUnit.Count, value=1)
+    return {"published": True, "event_id": event_id, "order_id": order.order_id, "status": order.status}
