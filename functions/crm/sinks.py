@@ -18,19 +18,19 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Protocol
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from crm.leads import Lead
+from pipeline.bitrix24 import BITRIX_TRANSIENT_ERRORS as BITRIX_TRANSIENT_ERRORS
+from pipeline.bitrix24 import Bitrix24Rest
+from pipeline.bitrix24 import url_secrets as url_secrets
 from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient, JsonResponse
 from pipeline.observability import mask_phones
 
-# Bitrix24 system errors that go away by themselves (REST docs, "Statuses and System Error Codes").
-BITRIX_TRANSIENT_ERRORS = frozenset(
-    {"QUERY_LIMIT_EXCEEDED", "OPERATION_TIME_LIMIT", "INTERNAL_SERVER_ERROR", "ERROR_UNEXPECTED_ANSWER"}
-)
+# BITRIX_TRANSIENT_ERRORS and url_secrets live in pipeline.bitrix24 now; imported `as` themselves,
+# they stay importable from here.
 _URL_PATTERN = r"^https?://\S+$"
 
 
@@ -59,16 +59,6 @@ class Bitrix24Config(BaseModel):
 
 CrmConfig = Annotated[WebhookConfig | Bitrix24Config, Field(discriminator="kind")]
 _CONFIG: TypeAdapter[WebhookConfig | Bitrix24Config] = TypeAdapter(CrmConfig)
-
-
-def url_secrets(url: str) -> tuple[str, ...]:
-    """What to redact of a configured URL: itself, and its path segments and query that may carry a code.
-
-    A remote error message may quote the webhook code alone (`/rest/1/<code>/`), not the URL.
-    """
-    parts = urlsplit(url)
-    pieces = [segment for segment in parts.path.split("/") if len(segment) >= 8]
-    return (url, url.rstrip("/"), *pieces, *([parts.query] if parts.query else []))
 
 
 def _short(value: Any, limit: int = 200) -> str | None:
@@ -110,12 +100,15 @@ class WebhookSink:
 
 
 class Bitrix24Sink:
-    """Bitrix24 inbound webhook `crm.lead.add` (POST JSON `{"fields": ..., "params": ...}`)."""
+    """Bitrix24 inbound webhook `crm.lead.add` (POST JSON `{"fields": ..., "params": ...}`).
+
+    Errors are `Bitrix24Rest`'s: TransientError for limits and server errors, RemoteRefused
+    (a PermanentError) for refusals, reasons "bitrix24 crm.lead.add: HTTP <status> <code>: ...".
+    """
 
     def __init__(self, config: Bitrix24Config) -> None:
-        self.endpoint = f"{config.url.rstrip('/')}/crm.lead.add.json"
+        self.rest = Bitrix24Rest(config.url)
         self.source_id = config.source_id
-        self.http = JsonHttpClient("bitrix24 crm.lead.add", secrets=url_secrets(config.url))
 
     def request(self, lead: Lead) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -149,18 +142,7 @@ class Bitrix24Sink:
         return html.escape("\n".join(line for line in lines if line), quote=False)
 
     def push(self, lead: Lead) -> str | None:
-        response = self.http.post(self.endpoint, self.request(lead))
-        body = response.body if isinstance(response.body, Mapping) else {}
-        # Bitrix reports errors in the body (`error`, `error_description`), whatever the status.
-        if "error" in body:
-            code = str(body.get("error") or "")
-            description = _short(body.get("error_description")) or "-"
-            reason = f"HTTP {response.status} {code or 'error'}: {description}"
-            if code in BITRIX_TRANSIENT_ERRORS or response.status >= 500 or response.status == 429:
-                raise self.http.transient(reason)
-            raise self.http.permanent(reason)
-        self.http.check(response)
-        result = body.get("result")
+        result = self.rest.call("crm.lead.add", self.request(lead))
         return str(result) if isinstance(result, int | str) and not isinstance(result, bool) else None
 
 

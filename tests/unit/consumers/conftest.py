@@ -1,7 +1,7 @@
 """Fixtures of the crm, autoreply and ai consumer tests, on top of `tests/unit/conftest.py`.
 
-- `http_fake`: a real HTTP server on 127.0.0.1 (in a thread) that records each request and
-  answers with scripted responses: it plays Telegram's Bot API and the CRMs.
+- `http_fake`: a real HTTP server on 127.0.0.1 (in a thread) that records each request (POST or
+  GET) and answers with scripted responses: it plays Telegram's Bot API and the CRMs.
 - `put_secret`: a Secrets Manager secret (moto) for a consumer's logical secret name, with
   Powertools' parameter providers and caches reset around the test.
 - `run_consumer`: a consumer deployed as the stack does it (queues, environment), whose real
@@ -93,7 +93,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeHttpServer:
-    """Answers each POST with the next scripted response, then with `default`."""
+    """Answers each POST or GET with the next scripted response, then with `default`."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
@@ -104,13 +104,19 @@ class FakeHttpServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                self._answer("POST")
+
+            def do_GET(self) -> None:
+                self._answer("GET")
+
+            def _answer(self, method: str) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw
                 headers = {name.lower(): value for name, value in self.headers.items()}
-                scripted = fake._next(Recorded("POST", self.path, headers, body))
+                scripted = fake._next(Recorded(method, self.path, headers, body))
                 time.sleep(scripted.delay_seconds)
                 payload = scripted.raw if scripted.raw is not None else b""
                 if scripted.raw is None and scripted.body is not None:

@@ -30,3 +30,22 @@ class TransientError(ConsumerError):
 
 class PermanentError(ConsumerError):
     """Do not retry: dead-letter the record now."""
+
+
+# What a `RemoteRefused` was refused for; consumers use it as a metric dimension.
+REFUSAL_KINDS = ("unauthorized", "not_found", "refused")
+
+
+class RemoteRefused(PermanentError):
+    """A remote service definitely said no; `kind` says to what:
+
+    - "unauthorized": the credential is invalid, revoked or lacks the scope/permission;
+    - "not_found": the entity asked for does not exist (or no longer does);
+    - "refused": any other definite refusal (a malformed answer included).
+    """
+
+    def __init__(self, reason: str, kind: str) -> None:
+        if kind not in REFUSAL_KINDS:
+            raise ValueError(f"kind must be one of {list(REFUSAL_KINDS)}")
+        super().__init__(reason)
+        self.kind = kind

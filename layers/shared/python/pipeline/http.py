@@ -6,7 +6,8 @@ every failure becomes one of:
 
 - `TransientError`: connection failures, timeouts, HTTP 408, 429 and 5xx. A 429 (or 503) carries
   the remote's wait from the `Retry-After` header or Telegram's `parameters.retry_after`.
-- `PermanentError`: any other non-2xx status, or a URL that cannot work.
+- `PermanentError`: any other non-2xx status, or a URL that cannot work. A client that knows
+  what the remote's refusal means raises `RemoteRefused` (a PermanentError with a `kind`).
 
 Reasons name the service ("telegram sendMessage"), never the URL, and every secret the client
 was given (a bot token in Telegram URLs, a webhook code, an auth header) is replaced by `***`:
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import PermanentError, RemoteRefused, TransientError
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # A JSON API answer is small; anything bigger is not parsed (and not kept in memory).
@@ -84,7 +85,7 @@ def retry_after_seconds(response: JsonResponse) -> float | None:
 
 
 class JsonHttpClient:
-    """POST JSON to one remote service; `service` names it in every error reason.
+    """POST JSON to (or GET JSON from) one remote service; `service` names it in every error reason.
 
     `secrets` are the strings that must never appear in a reason (tokens, auth headers, secret
     URL parts); they are redacted from anything the client builds, including remote messages.
@@ -114,6 +115,10 @@ class JsonHttpClient:
     def permanent(self, reason: str) -> PermanentError:
         return PermanentError(self.redact(f"{self.service}: {reason}"))
 
+    def refused(self, reason: str, kind: str) -> RemoteRefused:
+        """A definite refusal of `kind` (see `RemoteRefused`), redacted like `permanent`."""
+        return RemoteRefused(self.redact(f"{self.service}: {reason}"), kind)
+
     def check(self, response: JsonResponse, detail: str | None = None) -> JsonResponse:
         """Return a 2xx response; raise the classified error for any other status.
 
@@ -133,18 +138,26 @@ class JsonHttpClient:
         Raises TransientError when no response arrived (refused, reset, timed out) and
         PermanentError for a URL that is not http(s).
         """
+        self._check_scheme(url)
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        return self._send("POST", url, body, {"Content-Type": "application/json", **(headers or {})})
+
+    def get(self, url: str, headers: Mapping[str, str] | None = None) -> JsonResponse:
+        """GET `url` (no body) and return the response whatever its status; failures as for `post`."""
+        self._check_scheme(url)
+        return self._send("GET", url, None, headers or {})
+
+    def _check_scheme(self, url: str) -> None:
         if not url.lower().startswith(("https://", "http://")):
             raise self.permanent("URL must start with https:// (or http:// for a local fake)")
-        request = urllib.request.Request(  # noqa: S310 - scheme checked above
+
+    def _send(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str]) -> JsonResponse:
+        """One request, redirects refused, answered with any status; TransientError if no answer."""
+        request = urllib.request.Request(  # noqa: S310 - scheme checked by post/get
             url,
-            data=json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode(),
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": USER_AGENT,
-                **(headers or {}),
-            },
+            data=body,
+            method=method,
+            headers={"Accept": "application/json", "User-Agent": USER_AGENT, **headers},
         )
         try:
             with _OPENER.open(request, timeout=self.timeout) as response:

@@ -1,0 +1,409 @@
+"""amoCRM: lead-status webhooks, API v4 lead and contact answers, the API client's errors."""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pipeline.amocrm import (
+    NO_STATUS_CHANGES,
+    Account,
+    AmoCrmApi,
+    AmoWebhookError,
+    Contact,
+    Lead,
+    StatusChange,
+    status_changes,
+)
+from pipeline.errors import PermanentError, RemoteRefused, TransientError
+from pipeline.forms import parse_form
+from pipeline.observability import mask_phone
+from tests.unit.consumers.conftest import FakeHttpServer, Scripted
+from tests.unit.crm_sources.conftest import fixture_bytes, fixture_json
+
+TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.long-lived.s1gn4tur3"
+
+
+def webhook() -> dict[str, Any]:
+    return parse_form(fixture_bytes("amocrm", "lead_status_two_leads.form"))
+
+
+# -- the webhook ---------------------------------------------------------------------------------
+def test_two_status_changes_and_the_account_from_the_vendor_body() -> None:
+    account, changes = status_changes(webhook())
+
+    assert account == Account(id=31415926, subdomain="exampleshop")
+    assert [(c.lead_id, c.status_id, c.pipeline_id, c.old_status_id, c.old_pipeline_id) for c in changes] == [
+        (21804135, 61482550, 7391542, 61482546, 7391542),
+        (21804177, 142, 7391542, 61482550, 7391542),
+    ]
+    assert [c.changed_at for c in changes] == [
+        datetime(2024, 1, 9, 7, 15, 7, tzinfo=UTC),
+        datetime(2024, 1, 9, 7, 15, 12, tzinfo=UTC),
+    ]
+    assert all(isinstance(c, StatusChange) and isinstance(c.lead_id, int) for c in changes)
+
+
+def test_changes_come_in_numeric_index_order() -> None:
+    form = {
+        "leads": {
+            "status": {
+                str(index): {"id": str(100 + index), "status_id": "1", "pipeline_id": "2"}
+                for index in (10, 2, 0, 1)
+            }
+        }
+    }
+
+    _, changes = status_changes(form)
+
+    assert [c.lead_id for c in changes] == [100, 101, 102, 110]
+
+
+def test_the_minimal_shape_has_no_time_and_no_account_is_an_empty_account() -> None:
+    form = parse_form(
+        b"leads%5Bstatus%5D%5B0%5D%5Bid%5D=916659&leads%5Bstatus%5D%5B0%5D%5Bstatus_id%5D=45648904"
+        b"&leads%5Bstatus%5D%5B0%5D%5Bpipeline_id%5D=5080363"
+    )
+
+    account, [change] = status_changes(form)
+
+    assert account == Account(id=None, subdomain=None)
+    assert (change.lead_id, change.old_status_id, change.old_pipeline_id, change.changed_at) == (
+        916659,
+        None,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize("value", ["-5", "99999999999999999999", "soon", "1.5"])
+def test_a_time_that_is_not_a_unix_time_names_the_field(value: str) -> None:
+    entry = {"id": "1", "status_id": "2", "pipeline_id": "3", "last_modified": value}
+
+    with pytest.raises(
+        AmoWebhookError, match=r"^invalid status change \(leads\[status\]\[0\]\[last_modified\]\)$"
+    ):
+        status_changes({"leads": {"status": {"0": entry}}})
+
+
+def test_changed_at_falls_back_to_updated_at() -> None:
+    entry = {"id": "1", "status_id": "2", "pipeline_id": "3", "updated_at": "1704784507", "last_modified": ""}
+
+    assert StatusChange.model_validate(entry).changed_at == datetime(2024, 1, 9, 7, 15, 7, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {},
+        {"account": {"id": "1", "subdomain": "x"}},
+        {"leads": {"add": {"0": {"id": "1"}}}, "account": {"id": "1"}},
+        {"leads": "status"},
+    ],
+)
+def test_a_webhook_without_status_changes_says_how_to_subscribe(form: dict[str, Any]) -> None:
+    with pytest.raises(ValueError) as caught:
+        status_changes(form)
+    assert str(caught.value) == (
+        "no lead status changes in the webhook (is it subscribed to 'lead status changed'?)"
+    )
+    assert str(caught.value) == NO_STATUS_CHANGES
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ({"leads": {"status": ["1"]}}, "leads[status] is not a set of indexed entries"),
+        ({"leads": {"status": "1"}}, "leads[status] is not a set of indexed entries"),
+        ({"leads": {"status": {"x": {"id": "1"}}}}, "leads[status] has an index that is not a number"),
+        ({"leads": {"status": {"0": "secret-ish"}}}, "leads[status][0] is not an entry"),
+        (
+            {"leads": {"status": {"0": {"id": "1", "status_id": "2", "pipeline_id": "3"}, "1": {"id": "9"}}}},
+            "invalid status change (leads[status][1][pipeline_id], leads[status][1][status_id])",
+        ),
+        (
+            {"leads": {"status": {"0": {"id": "+79123456789x", "status_id": "2", "pipeline_id": "3"}}}},
+            "invalid status change (leads[status][0][id])",
+        ),
+        (
+            {
+                "leads": {"status": {"0": {"id": "1", "status_id": "2", "pipeline_id": "3"}}},
+                "account": {"id": "shop"},
+            },
+            "invalid account (account[id])",
+        ),
+    ],
+)
+def test_malformed_entries_name_the_fields_never_the_values(form: dict[str, Any], message: str) -> None:
+    with pytest.raises(AmoWebhookError) as caught:
+        status_changes(form)
+    assert str(caught.value) == message
+    assert isinstance(caught.value, ValueError)
+    assert "+7912" not in str(caught.value) and "secret-ish" not in str(caught.value)
+
+
+# -- API v4 answers ------------------------------------------------------------------------------
+def test_a_lead_from_the_api_picks_the_main_contact() -> None:
+    lead = Lead.from_api(fixture_json("amocrm", "lead_with_contacts.json"))
+
+    assert (lead.id, lead.name, lead.status_id, lead.pipeline_id) == (
+        21804135,
+        "Заказ #1042",
+        61482550,
+        7391542,
+    )
+    assert lead.updated_at == datetime(2024, 1, 9, 7, 15, 7, tzinfo=UTC)
+    assert lead.main_contact_id == 40112299  # is_main, though listed second
+
+
+@pytest.mark.parametrize(
+    ("embedded", "expected"),
+    [
+        ({"contacts": [{"id": 7, "is_main": False}, {"id": 8, "is_main": False}]}, 7),
+        ({"contacts": [{"id": 7}]}, 7),
+        ({"contacts": []}, None),
+        ({"tags": []}, None),
+        (None, None),
+    ],
+)
+def test_without_a_main_contact_the_first_one_else_none(embedded: Any, expected: int | None) -> None:
+    body = {
+        "id": 1,
+        "name": None,
+        "status_id": 2,
+        "pipeline_id": 3,
+        "updated_at": None,
+        "_embedded": embedded,
+    }
+
+    lead = Lead.from_api(body)
+
+    assert (lead.main_contact_id, lead.name, lead.updated_at) == (expected, "", None)
+
+
+def test_a_malformed_lead_names_the_fields() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Lead.from_api({"id": 1, "pipeline_id": "x"})
+    assert sorted(error["loc"] for error in caught.value.errors()) == [("pipeline_id",), ("status_id",)]
+
+
+def test_a_contact_from_the_api_texts_the_mobile_number() -> None:
+    contact = Contact.from_api(fixture_json("amocrm", "contact.json"))
+
+    assert (contact.id, contact.name) == (40112299, "Иван Петров")
+    assert contact.phones == ("+7 495 123-45-67", "+7 912 345-67-89")  # EMAIL values are not phones
+    assert contact.phone_codes == ("WORK", "MOB")
+    assert contact.phone() == "+7 912 345-67-89"
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            [{"field_code": "PHONE", "values": [{"value": "+7 495 123-45-67", "enum_code": "WORK"}]}],
+            "+7 495 123-45-67",
+        ),
+        (
+            [
+                {"field_code": "PHONE", "values": [{"value": " ", "enum_code": "MOB"}]},
+                {"field_code": "PHONE", "values": [{"value": "+7 912 345-67-89", "enum_code": "OTHER"}]},
+            ],
+            "+7 912 345-67-89",
+        ),
+        ([{"field_code": "EMAIL", "values": [{"value": "a@example.com", "enum_code": "WORK"}]}], None),
+        (None, None),
+    ],
+)
+def test_contact_phone_choice(fields: Any, expected: str | None) -> None:
+    contact = Contact.from_api({"id": 5, "name": "", "custom_fields_values": fields})
+
+    assert (contact.phone(), contact.name) == (expected, None)
+
+
+# -- the API client ------------------------------------------------------------------------------
+def api(http_fake: FakeHttpServer, timeout: float = 5.0) -> AmoCrmApi:
+    return AmoCrmApi(http_fake.base_url, TOKEN, timeout=timeout)
+
+
+def test_lead_gets_the_lead_with_its_contacts_with_the_bearer_token(http_fake: FakeHttpServer) -> None:
+    http_fake.respond(Scripted(200, fixture_json("amocrm", "lead_with_contacts.json")))
+
+    lead = api(http_fake).lead(21804135)
+
+    assert lead.main_contact_id == 40112299
+    [request] = http_fake.requests
+    assert (request.method, request.path) == ("GET", "/api/v4/leads/21804135?with=contacts")
+    assert request.headers["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_contact_gets_the_contact(http_fake: FakeHttpServer) -> None:
+    http_fake.respond(Scripted(200, fixture_json("amocrm", "contact.json")))
+
+    contact = AmoCrmApi(f"{http_fake.base_url}/", TOKEN).contact(40112299)
+
+    assert contact.phone() == "+7 912 345-67-89"
+    [request] = http_fake.requests
+    assert (request.method, request.path) == ("GET", "/api/v4/contacts/40112299")
+
+
+PROBLEM_403 = {
+    "title": "Forbidden",
+    "type": "https://httpstatus.es/403",
+    "status": 403,
+    "detail": "Access denied",
+}
+PROBLEM_400 = {
+    "title": "Bad Request",
+    "type": "https://httpstatus.es/400",
+    "status": 400,
+    "detail": "Invalid id",
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "reason"),
+    [
+        (
+            401,
+            fixture_json("amocrm", "unauthorized.json"),
+            "unauthorized",
+            "HTTP 401 Unauthorized: Invalid user name or password",
+        ),
+        (403, PROBLEM_403, "unauthorized", "HTTP 403 Forbidden: Access denied"),
+        (204, None, "not_found", "HTTP 204 (no such lead)"),
+        (404, None, "not_found", "HTTP 404"),
+        (400, PROBLEM_400, "refused", "HTTP 400 Bad Request: Invalid id"),
+        (402, {"title": "Payment Required"}, "refused", "HTTP 402 Payment Required"),
+        (302, None, "refused", "HTTP 302"),
+        (200, None, "refused", "HTTP 200: the answer is not a lead"),
+        (200, [1, 2], "refused", "HTTP 200: the answer is not a lead"),
+    ],
+)
+def test_refusals_are_classified_by_kind(
+    http_fake: FakeHttpServer, status: int, body: Any, kind: str, reason: str
+) -> None:
+    http_fake.respond(Scripted(status, body, {"Content-Type": "application/problem+json"}))
+
+    with pytest.raises(RemoteRefused) as caught:
+        api(http_fake).lead(21804135)
+
+    assert isinstance(caught.value, PermanentError)
+    assert (caught.value.kind, caught.value.reason) == (kind, f"amocrm lead: {reason}")
+
+
+def test_a_missing_contact_is_not_found(http_fake: FakeHttpServer) -> None:
+    http_fake.respond(Scripted(204, None))
+
+    with pytest.raises(RemoteRefused) as caught:
+        api(http_fake).contact(1)
+    assert (caught.value.kind, caught.value.reason) == (
+        "not_found",
+        "amocrm contact: HTTP 204 (no such contact)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "retry_after"),
+    [
+        (429, {"Retry-After": "3"}, 3.0),
+        (429, {}, None),
+        (500, {}, None),
+        (502, {}, None),
+        (503, {"Retry-After": "60"}, 60.0),
+        (408, {}, None),
+    ],
+)
+def test_limits_and_server_errors_are_transient(
+    http_fake: FakeHttpServer, status: int, headers: dict[str, str], retry_after: float | None
+) -> None:
+    http_fake.respond(Scripted(status, {"title": "Too Many Requests", "status": status}, headers))
+
+    with pytest.raises(TransientError) as caught:
+        api(http_fake).lead(1)
+    assert caught.value.reason.startswith(f"amocrm lead: HTTP {status}")
+    assert caught.value.retry_after == retry_after
+
+
+def test_no_answer_in_time_is_transient(http_fake: FakeHttpServer) -> None:
+    http_fake.respond(Scripted(200, fixture_json("amocrm", "contact.json"), delay_seconds=1.0))
+
+    with pytest.raises(TransientError) as caught:
+        api(http_fake, timeout=0.2).contact(40112299)
+    assert caught.value.reason.startswith("amocrm contact: ")
+
+
+def test_a_refused_connection_is_transient() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    with pytest.raises(TransientError, match="connection failed"):
+        AmoCrmApi(f"http://127.0.0.1:{port}", TOKEN).lead(1)
+
+
+def test_the_token_never_shows_and_phones_are_masked(http_fake: FakeHttpServer) -> None:
+    client = api(http_fake)
+    detail = f"token Bearer {TOKEN} revoked; call +79123456789"
+    http_fake.respond(Scripted(401, {"title": "Unauthorized", "status": 401, "detail": detail}))
+
+    with pytest.raises(RemoteRefused) as caught:
+        client.lead(1)
+
+    reason = caught.value.reason
+    assert TOKEN not in reason and "+79123456789" not in reason
+    assert (
+        reason == f"amocrm lead: HTTP 401 Unauthorized: token *** revoked; call {mask_phone('+79123456789')}"
+    )
+    assert TOKEN not in repr(client)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("lead", {"id": 21804135, "name": "x", "pipeline_id": 1}, "amocrm lead: malformed lead (status_id)"),
+        (
+            "lead",
+            {**fixture_json("amocrm", "lead_with_contacts.json"), "id": 5},
+            "amocrm lead: answered lead 5 for 21804135",
+        ),
+        ("contact", {"id": "x"}, "amocrm contact: malformed contact (id)"),
+        ("contact", {"id": 5}, "amocrm contact: answered contact 5 for 21804135"),
+    ],
+)
+def test_a_malformed_answer_is_refused_naming_the_field(
+    http_fake: FakeHttpServer, path: str, body: dict[str, Any], message: str
+) -> None:
+    http_fake.respond(Scripted(200, body))
+    client = api(http_fake)
+
+    with pytest.raises(RemoteRefused) as caught:
+        client.lead(21804135) if path == "lead" else client.contact(21804135)
+    assert (caught.value.kind, caught.value.reason) == ("refused", message)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "token"),
+    [
+        ("ftp://shop.amocrm.ru", TOKEN),
+        ("https://shop.amocrm.ru/api/v4", TOKEN),
+        ("https://shop.amocrm.ru?x=1", TOKEN),
+        ("shop.amocrm.ru", TOKEN),
+        ("https://shop.amocrm.ru", ""),
+        ("https://shop.amocrm.ru", f" {TOKEN}"),
+        ("https://shop.amocrm.ru", f"{TOKEN}\r\nX-Evil: 1"),
+    ],
+)
+def test_a_bad_configuration_is_refused_without_quoting_the_token(base_url: str, token: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        AmoCrmApi(base_url, token)
+    assert TOKEN not in str(caught.value)
+
+
+def test_a_bad_id_is_a_programming_error(http_fake: FakeHttpServer) -> None:
+    with pytest.raises(ValueError, match="positive integer"):
+        api(http_fake).lead(-1)
+    assert http_fake.requests == []
