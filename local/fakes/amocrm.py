@@ -56,6 +56,7 @@ from local.fakes.emitting import (
     Delivery,
     NoHandlerError,
     bad_request,
+    existing,
     id_field,
     json_object,
     not_found,
@@ -395,7 +396,7 @@ class AmoCrmFake(FakeService):
             raise ControlInputError("give either contact or contact_id, not both")
         contact_id = id_field(document, "contact_id", required=False)
         if contact_id is not None:
-            self.contact(contact_id)
+            existing(self.contact, contact_id)
         elif "contact" in document:
             contact = document["contact"]
             if not isinstance(contact, dict):
@@ -424,6 +425,7 @@ class AmoCrmFake(FakeService):
             status_id = int(id_field(entry, "status_id") or 0)
             pipeline_id = id_field(entry, "pipeline_id", required=False)
             changes.append((lead_id, status_id) if pipeline_id is None else (lead_id, status_id, pipeline_id))
+            existing(self.lead, lead_id)
         return self.change_statuses(changes)
 
     def _contact_from(self, document: Mapping[str, Any]) -> int:

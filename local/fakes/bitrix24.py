@@ -59,6 +59,7 @@ from local.fakes.emitting import (
     Delivery,
     NoHandlerError,
     bad_request,
+    existing,
     id_field,
     json_object,
     not_found,
@@ -645,7 +646,7 @@ class Bitrix24PortalFake(FakeService):
         self._handler()
         contact_id = id_field(document, "contact_id", required=False)
         if contact_id is not None:
-            self.contact(contact_id)
+            existing(self.contact, contact_id)
         elif "contact" in document:
             contact = document["contact"]
             if not isinstance(contact, dict):

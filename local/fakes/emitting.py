@@ -93,9 +93,12 @@ def _scalar(value: object) -> str:
 
 
 def post_form(
-    url: str, payload: str, headers: Mapping[str, str], timeout: float = EMIT_TIMEOUT_SECONDS
+    url: str, payload: str, headers: Mapping[str, str], timeout: float | None = None
 ) -> tuple[int | None, Any, str | None]:
-    """POST a form body; returns (status, answer, error). Never raises for the handler's failures."""
+    """POST a form body; returns (status, answer, error). Never raises for the handler's failures.
+
+    `timeout` defaults to `EMIT_TIMEOUT_SECONDS`: a handler that hangs costs the caller that long.
+    """
     request = urllib.request.Request(  # noqa: S310 - the handler URL the runtime or a test configured
         url,
         data=payload.encode(),
@@ -103,7 +106,7 @@ def post_form(
         headers={"Content-Type": FORM_CONTENT_TYPE, **headers},
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - as above
+        with urllib.request.urlopen(request, timeout=timeout or EMIT_TIMEOUT_SECONDS) as response:  # noqa: S310 - as above
             return response.status, _answer(response.read(MAX_ANSWER_BYTES)), None
     except urllib.error.HTTPError as error:
         with error:
@@ -165,6 +168,14 @@ def id_field(document: Mapping[str, Any], key: str, *, required: bool = True) ->
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ControlInputError(f"{key} must be a positive integer")
     return value
+
+
+def existing(lookup: Callable[[int], object], entity_id: int) -> None:
+    """An id a control body names must exist: a KeyError is the body's fault (400), not the path's."""
+    try:
+        lookup(entity_id)
+    except KeyError as error:
+        raise ControlInputError(str(error.args[0])) from None
 
 
 def bad_request(message: str) -> FakeResponse:
