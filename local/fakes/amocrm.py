@@ -47,14 +47,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
 from local.fakes.emitting import (
     Clock,
     ControlInputError,
-    Delivery,
     NoHandlerError,
+    WebhookDelivery,
     bad_request,
     existing,
     id_field,
@@ -85,6 +86,13 @@ _API_PATH = re.compile(r"^/api/v4/(?P<entity>leads|contacts)/(?P<id>\d+)$")
 _LEAD_ROUTE = re.compile(r"^/_leads/(?P<id>\d+)$")
 
 StatusChange = tuple[int, int] | tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Delivery(WebhookDelivery):
+    """The pipeline's answer to one `leads[status]` webhook about `lead_ids` (event "leads.status")."""
+
+    lead_ids: tuple[int, ...]
 
 
 class AmoCrmFake(FakeService):
@@ -309,7 +317,7 @@ class AmoCrmFake(FakeService):
     def _deliver(lead_ids: tuple[int, ...], payload: str, headers: dict[str, str], url: str) -> Delivery:
         """Outside the account lock: the handler may read the leads while it answers."""
         status, body, error = post_form(url, payload, headers)
-        return Delivery(status, body, error, EVENT, lead_ids=lead_ids, payload=payload)
+        return Delivery(status, body, error, EVENT, lead_ids, payload=payload)
 
     # -- API -----------------------------------------------------------------------------------------------
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:

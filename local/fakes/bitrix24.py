@@ -49,6 +49,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
@@ -56,8 +57,8 @@ from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phra
 from local.fakes.emitting import (
     Clock,
     ControlInputError,
-    Delivery,
     NoHandlerError,
+    WebhookDelivery,
     bad_request,
     existing,
     id_field,
@@ -143,6 +144,13 @@ def full_stage_id(stage_id: str, category_id: int) -> str:
     if match["category"] is not None and int(match["category"]) != category_id:
         raise ValueError(f"stage {stage_id} belongs to category {match['category']}, not {category_id}")
     return match["stage"] if category_id == 0 else f"C{category_id}:{match['stage']}"
+
+
+@dataclass(frozen=True)
+class Delivery(WebhookDelivery):
+    """The pipeline's answer to one ONCRMDEALADD / ONCRMDEALUPDATE about `deal_id`."""
+
+    deal_id: int
 
 
 class Bitrix24PortalFake(FakeService):

@@ -1,6 +1,7 @@
 """What the CRM stand-ins that send webhooks to the pipeline share (`bitrix24`, `amocrm`).
 
-- `Delivery`: the pipeline's answer to one emitted webhook (or why it could not be reached);
+- `WebhookDelivery`: the pipeline's answer to one emitted webhook (or why it could not be
+  reached), which each stand-in's `Delivery` extends with what the webhook carried;
 - `php_form`: a form body encoded the way PHP's `http_build_query` encodes it, which is what
   Bitrix24 and amoCRM send (`data%5BFIELDS%5D%5BID%5D=759`, spaces as `+`);
 - `post_form`: one synchronous POST of such a body, with a short timeout;
@@ -19,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from local.fakes.base import FakeRequest, FakeResponse
@@ -38,40 +39,31 @@ class ControlInputError(ValueError):
 
 
 @dataclass(frozen=True)
-class Delivery:
-    """One emitted webhook and the pipeline's answer to it.
+class WebhookDelivery:
+    """One emitted webhook and the pipeline's answer to it (each stand-in adds what it carried).
 
     `status` is the HTTP status the handler answered (None, with `error`, when it could not be
-    reached or did not answer); `body` its answer (JSON when it is JSON, else text). Bitrix24
-    deliveries name the `deal_id`, amoCRM ones the `lead_ids` they carry. `payload` is the form
-    body exactly as sent.
+    reached or did not answer); `body` its answer (JSON when it is JSON, else text); `payload`
+    the form body exactly as sent.
     """
 
     status: int | None
     body: Any
     error: str | None
     event: str
-    deal_id: int | None = None
-    lead_ids: tuple[int, ...] = ()
-    payload: str = ""
+    payload: str = field(default="", kw_only=True)
 
     @property
     def delivered(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
 
     def as_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "status": self.status,
-            "body": self.body,
-            "error": self.error,
-            "event": self.event,
+        """JSON-ready, for the control endpoints' answers."""
+        return {
+            item.name: list(value) if isinstance(value, tuple) else value
+            for item in fields(self)
+            for value in [getattr(self, item.name)]
         }
-        if self.deal_id is not None:
-            document["deal_id"] = self.deal_id
-        if self.lead_ids:
-            document["lead_ids"] = list(self.lead_ids)
-        document["payload"] = self.payload
-        return document
 
 
 def php_quote(value: str) -> str:
