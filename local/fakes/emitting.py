@@ -132,10 +132,8 @@ class Clock:
 
 
 # -- control endpoint input -----------------------------------------------------------------------
-def json_object(request: FakeRequest, *, allow_empty: bool = False) -> dict[str, Any]:
+def json_object(request: FakeRequest) -> dict[str, Any]:
     document = request.json()
-    if document is None and allow_empty and not request.body.strip():
-        return {}
     if not isinstance(document, dict):
         raise ControlInputError("expected a JSON object body")
     return document
