@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import FakeService
 from local.fakes.bedrock import BedrockFake
+from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.fakes.crm import CrmFake
 from local.fakes.end_user_messaging import EndUserMessagingFake
 from local.fakes.sms import SmsGatewayFake
@@ -11,7 +13,9 @@ from local.fakes.sns import SnsFaultProxy
 from local.fakes.telegram import TelegramFake
 
 __all__ = [
+    "AmoCrmFake",
     "BedrockFake",
+    "Bitrix24PortalFake",
     "CrmFake",
     "EndUserMessagingFake",
     "FakeService",

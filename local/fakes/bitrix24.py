@@ -1,0 +1,770 @@
+"""A stand-in for a Bitrix24 portal: deals and contacts, its REST API, its outgoing webhooks.
+
+REST, through the portal's inbound webhook (`rest_url()`, what the operator puts into the
+pipeline's secret): `POST` or `GET /rest/<user>/<code>/<method>` (or `<method>.json`) with the
+parameters as a JSON body, a form body or the query string, answered
+`{"result": ..., "time": {...}}` like the portal:
+
+- `crm.deal.get` / `crm.contact.get` (`id`): the deal or contact with Bitrix24's field names and
+  its string values (`"ID": "7"`, `"CLOSED": "N"`, dates as `2026-12-01T10:15:07+03:00` in the
+  portal's time zone, a contact's `PHONE` multifield only when it has a phone); a missing one is
+  400 `{"error": "", "error_description": "Not found"}`, a bad id 400 "ID is not defined or
+  invalid.";
+- `crm.deal.list` (`filter` of exact field values, optionally `=FIELD`) and `crm.status.list`
+  (`filter[ENTITY_ID]` `DEAL_STAGE` or `DEAL_STAGE_<category>`: the standard stages);
+- another method: 404 `ERROR_METHOD_NOT_FOUND`; another user or code, or a revoked webhook
+  (`revoke_webhook()`): 401 `INVALID_CREDENTIALS`. The code is masked in `/_calls`.
+
+Stages: a deal in the default category (0) has `NEW`, `WON`, ...; one in category 2 has
+`C2:NEW`, `C2:WON`, ... (Bitrix24 prefixes the category's stages). `STAGE_SEMANTIC_ID` is `S` for
+`WON`, `F` for `LOSE` and `APOLOGY`, `P` otherwise; `CLOSED` is `Y` for the final ones.
+
+Outgoing webhooks (`configure_handler(url)`): `create_deal` emits `ONCRMDEALADD`, `move_deal` and
+`edit_deal` emit `ONCRMDEALUPDATE`, as a form-encoded POST shaped like Bitrix24's
+(`event=ONCRMDEALUPDATE&event_handler_id=13&data%5BFIELDS%5D%5BID%5D=7&ts=...&auth%5Bdomain%5D=...`);
+the deal's fields are not in it, the handler reads them with `crm.deal.get`. Each emission is
+synchronous and returns the pipeline's answer as a `Delivery`; `resend_last()` posts the last
+body again, byte for byte, as a retried delivery.
+
+Faults (`POST /_faults`, see `local.fakes.base`) apply to the REST calls only, answered with
+Bitrix24's errors: 5xx `INTERNAL_SERVER_ERROR`, `rate_limit_next` and 503 `QUERY_LIMIT_EXCEEDED`
+(503, no Retry-After), 429 `OPERATION_TIME_LIMIT`, 401 `INVALID_CREDENTIALS`. Control endpoints
+for the portal (JSON bodies; a body it cannot follow is 400 with the reason):
+
+    POST /_contacts {"name", "phone", "last_name"?}            -> {"contact_id"}
+    POST /_deals {"title", "stage_id"?, "category_id"?, "contact": {"name", "phone"}? | "contact_id"?}
+                                                              -> {"deal_id", "contact_id", "delivery"}
+    POST /_deals/<id>/move {"stage_id"}                       -> {"deal", "delivery"}
+    POST /_deals/<id>/edit {"TITLE": ..., "OPPORTUNITY": ...} -> {"deal", "delivery"}
+    POST /_deals/<id>/resend                                  -> {"delivery"}
+    GET  /_deals/<id>                                         -> the deal as crm.deal.get has it
+    POST /_webhook/revoke, POST /_webhook/restore; GET /_portal (the REST URL, the handler)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, ClassVar
+
+from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+from local.fakes.emitting import (
+    Clock,
+    ControlInputError,
+    NoHandlerError,
+    WebhookDelivery,
+    bad_request,
+    existing,
+    id_field,
+    json_object,
+    not_found,
+    php_form,
+    post_form,
+    text_field,
+)
+
+DEFAULT_WEBHOOK_CODE = "localbitrixcode"
+DEFAULT_DOMAIN = "local.bitrix24.test"
+DEFAULT_APPLICATION_TOKEN = "localBitrixAppToken0123456789"  # noqa: S105 - a fake's token
+PORTAL_OFFSET = timezone(timedelta(hours=3))  # the portal's time zone (Moscow, no DST)
+SERVER_ENDPOINT = "https://oauth.bitrix.info/rest/"
+USER_AGENT = "Bitrix24 Webhook Engine"
+EVENT_ADD = "ONCRMDEALADD"
+EVENT_UPDATE = "ONCRMDEALUPDATE"
+# One outgoing-webhook binding per event, each with its own handler id, as event.bind makes them.
+EVENT_HANDLER_IDS = {EVENT_ADD: 11, EVENT_UPDATE: 13}
+STANDARD_STAGES = ("NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE")
+SUCCESS_STAGES = frozenset({"WON"})
+FAILURE_STAGES = frozenset({"LOSE", "APOLOGY"})
+STAGE_NAMES = {
+    "NEW": "New",
+    "PREPARATION": "Preparing documents",
+    "PREPAYMENT_INVOICE": "Invoice",
+    "EXECUTING": "In progress",
+    "FINAL_INVOICE": "Final invoice",
+    "WON": "Deal won",
+    "LOSE": "Deal lost",
+    "APOLOGY": "Analyze failure",
+}
+# The fields move_deal owns, or the portal sets itself: edit_deal refuses them.
+SYSTEM_FIELDS = frozenset(
+    {
+        "ID",
+        "STAGE_ID",
+        "CATEGORY_ID",
+        "STAGE_SEMANTIC_ID",
+        "CLOSED",
+        "IS_NEW",
+        "MOVED_BY_ID",
+        "MOVED_TIME",
+        "DATE_CREATE",
+        "DATE_MODIFY",
+        "CREATED_BY_ID",
+        "MODIFY_BY_ID",
+    }
+)
+_REST_PATH = re.compile(
+    r"^/rest/(?P<user>\d+)/(?P<code>[^/]+)/(?P<method>[A-Za-z0-9_.]+?)(?:\.(?:json|xml))?$"
+)
+_STAGE = re.compile(r"^(?:C(?P<category>\d+):)?(?P<stage>[A-Z][A-Z0-9_]*)$")
+_DEAL_ROUTE = re.compile(r"^/_deals/(?P<id>\d+)(?:/(?P<action>move|edit|resend))?$")
+
+
+def portal_time(seconds: int) -> str:
+    """A Bitrix24 datetime: `2026-12-01T10:15:07+03:00`."""
+    return datetime.fromtimestamp(seconds, PORTAL_OFFSET).isoformat(timespec="seconds")
+
+
+def portal_date(seconds: int, days: int = 0) -> str:
+    """A Bitrix24 date field (`BEGINDATE`, `CLOSEDATE`): the day at UTC midnight, in portal time."""
+    day = datetime.fromtimestamp(seconds, PORTAL_OFFSET).date() + timedelta(days=days)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).astimezone(PORTAL_OFFSET).isoformat()
+
+
+def stage_semantic(stage_id: str) -> str:
+    stage = stage_id.rpartition(":")[2]
+    if stage in SUCCESS_STAGES:
+        return "S"
+    if stage in FAILURE_STAGES:
+        return "F"
+    return "P"
+
+
+def full_stage_id(stage_id: str, category_id: int) -> str:
+    """`NEW` in category 2 is `C2:NEW`; an already prefixed id must name the deal's category."""
+    match = _STAGE.match(stage_id)
+    if match is None:
+        raise ValueError(f"stage_id {stage_id!r} is not a stage id such as NEW, WON or C2:NEW")
+    if match["category"] is not None and int(match["category"]) != category_id:
+        raise ValueError(f"stage {stage_id} belongs to category {match['category']}, not {category_id}")
+    return match["stage"] if category_id == 0 else f"C{category_id}:{match['stage']}"
+
+
+@dataclass(frozen=True)
+class Delivery(WebhookDelivery):
+    """The pipeline's answer to one ONCRMDEALADD / ONCRMDEALUPDATE about `deal_id`."""
+
+    deal_id: int
+
+
+class Bitrix24PortalFake(FakeService):
+    name: ClassVar[str] = "bitrix24"
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        user_id: int = 1,
+        webhook_code: str = DEFAULT_WEBHOOK_CODE,
+        domain: str = DEFAULT_DOMAIN,
+        application_token: str = DEFAULT_APPLICATION_TOKEN,
+        handler_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(host, port)
+        self.user_id = user_id
+        self.webhook_code = webhook_code
+        self.domain = domain
+        self.application_token = application_token
+        self.handler_url = handler_url
+        self.member_id = hashlib.sha256(domain.encode()).hexdigest()[:32]
+        self._clock = Clock(clock)
+        self._portal_lock = threading.Lock()
+        self._revoked = False
+        self._contacts: dict[int, dict[str, Any]] = {}
+        self._deals: dict[int, dict[str, Any]] = {}
+        self._contact_ids = itertools.count(1)
+        self._deal_ids = itertools.count(1)
+        self._multifield_ids = itertools.count(1)
+        # The last emitted (event, deal id, form body): overall and per deal, for resend_last.
+        self._last_sent: tuple[str, int, str] | None = None
+        self._last_sent_by_deal: dict[int, tuple[str, int, str]] = {}
+
+    # -- configuration -----------------------------------------------------------------------------
+    def configure_handler(self, url: str, application_token: str | None = None) -> None:
+        """Where the outgoing webhooks go (the pipeline's URL, known once it has started)."""
+        with self._portal_lock:
+            self.handler_url = url
+            if application_token is not None:
+                self.application_token = application_token
+
+    def rest_url(self) -> str:
+        """The inbound webhook's base URL: the consumer appends the method (`crm.deal.get`)."""
+        return f"{self.url}/rest/{self.user_id}/{self.webhook_code}/"
+
+    def revoke_webhook(self) -> None:
+        """Every REST call is refused with 401 INVALID_CREDENTIALS, as after deleting the webhook."""
+        with self._portal_lock:
+            self._revoked = True
+
+    def restore_webhook(self) -> None:
+        with self._portal_lock:
+            self._revoked = False
+
+    @property
+    def webhook_revoked(self) -> bool:
+        return self._revoked
+
+    # -- the portal ----------------------------------------------------------------------------------
+    def create_contact(self, name: str, phone: str | None, last_name: str | None = None) -> int:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("a contact needs a name")
+        if phone is not None and (not isinstance(phone, str) or not phone.strip()):
+            raise ValueError("phone must be a non-empty string or None")
+        now = self._clock.tick()
+        with self._portal_lock:
+            contact_id = next(self._contact_ids)
+            contact = self._new_contact(contact_id, name, phone, last_name, now)
+            self._contacts[contact_id] = contact
+        return contact_id
+
+    def create_deal(
+        self,
+        title: str,
+        stage_id: str = "NEW",
+        category_id: int = 0,
+        contact_id: int | None = None,
+        emit: bool = True,
+    ) -> Delivery:
+        """A new deal; with `emit`, ONCRMDEALADD goes to the handler (else the Delivery says so)."""
+        if not isinstance(title, str) or not title.strip():
+            raise ValueError("a deal needs a title")
+        if isinstance(category_id, bool) or not isinstance(category_id, int) or category_id < 0:
+            raise ValueError("category_id must be an integer >= 0")
+        stage = full_stage_id(stage_id, category_id)
+        if emit:
+            self._handler()
+        now = self._clock.tick()
+        with self._portal_lock:
+            if contact_id is not None and contact_id not in self._contacts:
+                raise ValueError(f"no contact {contact_id}")
+            deal_id = next(self._deal_ids)
+            self._deals[deal_id] = self._new_deal(deal_id, title, stage, category_id, contact_id, now)
+            if not emit:
+                return Delivery(None, None, "not emitted (emit=False)", EVENT_ADD, deal_id)
+            payload = self._record_payload(EVENT_ADD, deal_id, now)
+        return self._deliver(EVENT_ADD, deal_id, payload)
+
+    def move_deal(self, deal_id: int, stage_id: str) -> Delivery:
+        """The deal moves to another stage of its category (`WON` or `C2:WON`): ONCRMDEALUPDATE.
+
+        A move to the stage it is in is a re-save: DATE_MODIFY changes, MOVED_TIME does not.
+        """
+        handler_checked = self._handler()
+        now = self._clock.tick()
+        with self._portal_lock:
+            deal = self._existing_deal(deal_id)
+            stage = full_stage_id(stage_id, int(deal["CATEGORY_ID"]))
+            if stage != deal["STAGE_ID"]:
+                semantic = stage_semantic(stage)
+                deal.update(
+                    STAGE_ID=stage,
+                    STAGE_SEMANTIC_ID=semantic,
+                    CLOSED="N" if semantic == "P" else "Y",
+                    IS_NEW="Y" if stage.endswith("NEW") else "N",
+                    MOVED_BY_ID=str(self.user_id),
+                    MOVED_TIME=portal_time(now),
+                )
+            self._touch(deal, now)
+            payload = self._record_payload(EVENT_UPDATE, deal_id, now)
+        return self._deliver(EVENT_UPDATE, deal_id, payload, handler_checked)
+
+    def edit_deal(self, deal_id: int, **fields: str) -> Delivery:
+        """Other fields change (TITLE, OPPORTUNITY, COMMENTS, UF_CRM_...): ONCRMDEALUPDATE.
+
+        Only DATE_MODIFY moves; the stage and MOVED_TIME stay as they were.
+        """
+        if not fields:
+            raise ValueError("edit_deal needs at least one field")
+        refused = sorted(set(fields) & SYSTEM_FIELDS)
+        if refused:
+            raise ValueError(f"{', '.join(refused)} cannot be edited (the stage changes with move_deal)")
+        for key, value in fields.items():
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]*", key):
+                raise ValueError(f"{key!r} is not a Bitrix24 field name (upper case, like TITLE)")
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{key} must be a string, as Bitrix24 has it")
+        handler_checked = self._handler()
+        now = self._clock.tick()
+        with self._portal_lock:
+            deal = self._existing_deal(deal_id)
+            deal.update(fields)
+            self._touch(deal, now)
+            payload = self._record_payload(EVENT_UPDATE, deal_id, now)
+        return self._deliver(EVENT_UPDATE, deal_id, payload, handler_checked)
+
+    def resend_last(self, deal_id: int | None = None) -> Delivery:
+        """The last emitted body (for `deal_id`, or any) posted again, byte for byte."""
+        handler_checked = self._handler()
+        with self._portal_lock:
+            last = self._last_sent if deal_id is None else self._last_sent_by_deal.get(deal_id)
+        if last is None:
+            raise LookupError(
+                "nothing emitted yet" if deal_id is None else f"nothing emitted for deal {deal_id}"
+            )
+        event, sent_deal_id, payload = last
+        return self._deliver(event, sent_deal_id, payload, handler_checked)
+
+    def deal(self, deal_id: int) -> dict[str, Any]:
+        """The deal as crm.deal.get returns it (a copy); KeyError if there is none."""
+        with self._portal_lock:
+            return dict(self._existing_deal(deal_id))
+
+    def contact(self, contact_id: int) -> dict[str, Any]:
+        with self._portal_lock:
+            if contact_id not in self._contacts:
+                raise KeyError(f"no contact {contact_id}")
+            return _copy_contact(self._contacts[contact_id])
+
+    # -- records -------------------------------------------------------------------------------------
+    def _new_contact(
+        self, contact_id: int, name: str, phone: str | None, last_name: str | None, now: int
+    ) -> dict[str, Any]:
+        user = str(self.user_id)
+        contact: dict[str, Any] = {
+            "ID": str(contact_id),
+            "POST": None,
+            "COMMENTS": None,
+            "HONORIFIC": None,
+            "NAME": name,
+            "SECOND_NAME": None,
+            "LAST_NAME": last_name,
+            "PHOTO": None,
+            "LEAD_ID": None,
+            "TYPE_ID": "CLIENT",
+            "SOURCE_ID": "STORE",
+            "SOURCE_DESCRIPTION": None,
+            "COMPANY_ID": None,
+            "BIRTHDATE": "",
+            "EXPORT": "Y",
+            "HAS_PHONE": "Y" if phone else "N",
+            "HAS_EMAIL": "N",
+            "HAS_IMOL": "N",
+            "DATE_CREATE": portal_time(now),
+            "DATE_MODIFY": portal_time(now),
+            "ASSIGNED_BY_ID": user,
+            "CREATED_BY_ID": user,
+            "MODIFY_BY_ID": user,
+            "OPENED": "Y",
+            "ORIGINATOR_ID": None,
+            "ORIGIN_ID": None,
+            "ORIGIN_VERSION": None,
+            "FACE_ID": None,
+            "LAST_ACTIVITY_TIME": portal_time(now),
+            "ADDRESS": None,
+            "UTM_SOURCE": None,
+            "UTM_MEDIUM": None,
+            "UTM_CAMPAIGN": None,
+            "UTM_CONTENT": None,
+            "UTM_TERM": None,
+            "LAST_ACTIVITY_BY": user,
+        }
+        if phone:
+            contact["PHONE"] = [
+                {
+                    "ID": str(next(self._multifield_ids)),
+                    "VALUE_TYPE": "MOBILE",
+                    "VALUE": phone,
+                    "TYPE_ID": "PHONE",
+                }
+            ]
+        return contact
+
+    def _new_deal(
+        self, deal_id: int, title: str, stage: str, category_id: int, contact_id: int | None, now: int
+    ) -> dict[str, Any]:
+        user = str(self.user_id)
+        semantic = stage_semantic(stage)
+        return {
+            "ID": str(deal_id),
+            "TITLE": title,
+            "TYPE_ID": "SALE",
+            "STAGE_ID": stage,
+            "PROBABILITY": None,
+            "CURRENCY_ID": "RUB",
+            "OPPORTUNITY": "0.00",
+            "IS_MANUAL_OPPORTUNITY": "N",
+            "TAX_VALUE": "0.00",
+            "LEAD_ID": None,
+            "COMPANY_ID": "0",
+            "CONTACT_ID": None if contact_id is None else str(contact_id),
+            "QUOTE_ID": None,
+            "BEGINDATE": portal_date(now),
+            "CLOSEDATE": portal_date(now, days=7),
+            "ASSIGNED_BY_ID": user,
+            "CREATED_BY_ID": user,
+            "MODIFY_BY_ID": user,
+            "DATE_CREATE": portal_time(now),
+            "DATE_MODIFY": portal_time(now),
+            "OPENED": "Y",
+            "CLOSED": "N" if semantic == "P" else "Y",
+            "COMMENTS": None,
+            "ADDITIONAL_INFO": None,
+            "LOCATION_ID": None,
+            "CATEGORY_ID": str(category_id),
+            "STAGE_SEMANTIC_ID": semantic,
+            "IS_NEW": "Y" if stage.endswith("NEW") else "N",
+            "IS_RECURRING": "N",
+            "IS_RETURN_CUSTOMER": "N",
+            "IS_REPEATED_APPROACH": "N",
+            "SOURCE_ID": "STORE",
+            "SOURCE_DESCRIPTION": None,
+            "ORIGINATOR_ID": None,
+            "ORIGIN_ID": None,
+            "MOVED_BY_ID": user,
+            "MOVED_TIME": portal_time(now),
+            "LAST_ACTIVITY_TIME": portal_time(now),
+            "UTM_SOURCE": None,
+            "UTM_MEDIUM": None,
+            "UTM_CAMPAIGN": None,
+            "UTM_CONTENT": None,
+            "UTM_TERM": None,
+            "LAST_ACTIVITY_BY": user,
+        }
+
+    def _touch(self, deal: dict[str, Any], now: int) -> None:
+        deal["DATE_MODIFY"] = portal_time(now)
+        deal["MODIFY_BY_ID"] = str(self.user_id)
+
+    def _existing_deal(self, deal_id: int) -> dict[str, Any]:
+        """Under the portal lock."""
+        deal = self._deals.get(deal_id)
+        if deal is None:
+            raise KeyError(f"no deal {deal_id}")
+        return deal
+
+    # -- emission --------------------------------------------------------------------------------------
+    def _handler(self) -> str:
+        url = self.handler_url
+        if not url:
+            raise NoHandlerError(
+                "the bitrix24 fake has no handler for its outgoing webhooks: call configure_handler(url)"
+            )
+        return url
+
+    def event_payload(self, event: str, deal_id: int, ts: int) -> str:
+        """The form body Bitrix24's outgoing webhook posts for a deal event."""
+        return php_form(
+            [
+                ("event", event),
+                ("event_handler_id", EVENT_HANDLER_IDS[event]),
+                ("data[FIELDS][ID]", deal_id),
+                ("ts", ts),
+                ("auth[domain]", self.domain),
+                ("auth[client_endpoint]", f"https://{self.domain}/rest/"),
+                ("auth[server_endpoint]", SERVER_ENDPOINT),
+                ("auth[member_id]", self.member_id),
+                ("auth[application_token]", self.application_token),
+            ]
+        )
+
+    def _record_payload(self, event: str, deal_id: int, now: int) -> str:
+        """Under the portal lock: the body to send, remembered for resend_last."""
+        payload = self.event_payload(event, deal_id, now)
+        self._last_sent = self._last_sent_by_deal[deal_id] = (event, deal_id, payload)
+        return payload
+
+    def _deliver(self, event: str, deal_id: int, payload: str, url: str | None = None) -> Delivery:
+        """Outside the portal lock: the handler may call crm.deal.get while it answers."""
+        status, body, error = post_form(url or self._handler(), payload, {"User-Agent": USER_AGENT})
+        return Delivery(status, body, error, event, deal_id, payload=payload)
+
+    # -- REST --------------------------------------------------------------------------------------------
+    def redact_path(self, path: str) -> str:
+        return _REST_PATH.sub(lambda m: f"/rest/{m['user']}/<code>/{m['method']}", path)
+
+    def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
+        if retry_after is not None or status == 503:
+            return _error(503, "QUERY_LIMIT_EXCEEDED", "Too many requests")
+        if status == 429:
+            return _error(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit")
+        if status >= 500:
+            return _error(status, "INTERNAL_SERVER_ERROR", "Internal server error")
+        if status == 401:
+            return _invalid_credentials()
+        if status == 404:
+            return _error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
+        if status == 403:
+            return _error(403, "ACCESS_DENIED", "Access denied")
+        return _error(status, "", status_phrase(status) if status != 400 else "Not found")
+
+    def answer(self, request: FakeRequest) -> FakeResponse:
+        started = time.time()
+        match = _REST_PATH.match(request.path)
+        if match is None:
+            if request.path.startswith("/rest/"):
+                return _error(401, "NO_AUTH_FOUND", "Wrong authorization data")
+            return FakeResponse(404, {"error": "not found"})
+        if request.method not in ("GET", "POST"):
+            return FakeResponse(405, {"error": "method not allowed"})
+        if self._revoked or match["user"] != str(self.user_id) or match["code"] != self.webhook_code:
+            return _invalid_credentials()
+        method = match["method"].lower()
+        handler = self._methods().get(method)
+        if handler is None:
+            return _error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
+        try:
+            result, extra = handler(request.params())
+        except _RestError as error:
+            return _error(400, error.code, str(error))
+        return FakeResponse(
+            200,
+            {"result": result, **extra, "time": _timing(started)},
+            {"Content-Type": "application/json; charset=utf-8"},
+        )
+
+    def _methods(self) -> dict[str, Callable[[dict[str, Any]], tuple[Any, dict[str, Any]]]]:
+        return {
+            "crm.deal.get": self._rest_deal_get,
+            "crm.contact.get": self._rest_contact_get,
+            "crm.deal.list": self._rest_deal_list,
+            "crm.status.list": self._rest_status_list,
+        }
+
+    def _rest_deal_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        deal_id = _rest_id(params)
+        with self._portal_lock:
+            deal = self._deals.get(deal_id)
+            if deal is None:
+                raise _RestError("Not found")
+            return dict(deal), {}
+
+    def _rest_contact_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        contact_id = _rest_id(params)
+        with self._portal_lock:
+            contact = self._contacts.get(contact_id)
+            if contact is None:
+                raise _RestError("Not found")
+            return _copy_contact(contact), {}
+
+    def _rest_deal_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        conditions = {key.lstrip("="): str(value) for key, value in _nested(params, "filter").items()}
+        with self._portal_lock:
+            deals = [
+                dict(deal)
+                for _, deal in sorted(self._deals.items())
+                if all(str(deal.get(field)) == value for field, value in conditions.items())
+            ]
+        start = _start(params)
+        page = deals[start : start + 50]
+        extra: dict[str, Any] = {"total": len(deals)}
+        if start + 50 < len(deals):
+            extra["next"] = start + 50
+        return page, extra
+
+    def _rest_status_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        entity = _nested(params, "filter").get("ENTITY_ID", "DEAL_STAGE")
+        match = re.fullmatch(r"DEAL_STAGE(?:_(\d+))?", str(entity))
+        if match is None:
+            return [], {"total": 0}
+        category = int(match[1] or 0)
+        items = []
+        for sort, stage in enumerate((*STANDARD_STAGES, "WON", "LOSE", "APOLOGY"), start=1):
+            semantic = stage_semantic(stage)
+            items.append(
+                {
+                    "ID": str(category * 100 + sort),
+                    "ENTITY_ID": str(entity),
+                    "STATUS_ID": full_stage_id(stage, category),
+                    "NAME": STAGE_NAMES[stage],
+                    "NAME_INIT": STAGE_NAMES[stage],
+                    "SORT": str(sort * 10),
+                    "SYSTEM": "Y" if stage in ("NEW", "WON", "LOSE") else "N",
+                    "CATEGORY_ID": str(category),
+                    "SEMANTICS": {"S": "S", "F": "F"}.get(semantic),
+                }
+            )
+        return items, {"total": len(items)}
+
+    # -- control endpoints ---------------------------------------------------------------------------------
+    def control(self, request: FakeRequest) -> FakeResponse:
+        try:
+            response = self._control(request)
+        except (ControlInputError, ValueError) as error:
+            return bad_request(str(error))
+        except KeyError as error:
+            return not_found(str(error.args[0]) if error.args else "not found")
+        except LookupError as error:
+            return FakeResponse(409, {"error": str(error)})
+        except NoHandlerError as error:
+            return FakeResponse(409, {"error": str(error)})
+        return response if response is not None else super().control(request)
+
+    def _control(self, request: FakeRequest) -> FakeResponse | None:
+        route = (request.method, request.path)
+        if route == ("GET", "/_portal"):
+            return FakeResponse(200, self._portal_state())
+        if route == ("POST", "/_contacts"):
+            document = json_object(request)
+            contact_id = self._contact_from(document)
+            return FakeResponse(201, {"contact_id": contact_id})
+        if route == ("POST", "/_deals"):
+            return self._control_create_deal(json_object(request))
+        if route in (("POST", "/_webhook/revoke"), ("POST", "/_webhook/restore")):
+            if request.path.endswith("revoke"):
+                self.revoke_webhook()
+            else:
+                self.restore_webhook()
+            return FakeResponse(200, {"webhook_revoked": self.webhook_revoked})
+        match = _DEAL_ROUTE.match(request.path)
+        if match is None:
+            return None
+        deal_id, action = int(match["id"]), match["action"]
+        if action is None and request.method == "GET":
+            return FakeResponse(200, self.deal(deal_id))
+        if action is None or request.method != "POST":
+            return None
+        self.deal(deal_id)  # 404 before anything else for a deal that does not exist
+        if action == "resend":
+            return FakeResponse(200, {"delivery": self.resend_last(deal_id).as_dict()})
+        document = json_object(request)
+        if action == "move":
+            stage_id = text_field(document, "stage_id")
+            unknown = set(document) - {"stage_id"}
+            if unknown:
+                raise ControlInputError(f"unknown keys {sorted(unknown)}; a move takes only stage_id")
+            delivery = self.move_deal(deal_id, str(stage_id))
+        else:
+            if not document:
+                raise ControlInputError('expected the fields to change, e.g. {"TITLE": "Order 42"}')
+            delivery = self.edit_deal(deal_id, **_field_strings(document))
+        return FakeResponse(200, {"deal": self.deal(deal_id), "delivery": delivery.as_dict()})
+
+    def _control_create_deal(self, document: dict[str, Any]) -> FakeResponse:
+        unknown = set(document) - {"title", "stage_id", "category_id", "contact", "contact_id"}
+        if unknown:
+            raise ControlInputError(
+                f"unknown keys {sorted(unknown)}; known: title, stage_id, category_id, contact, contact_id"
+            )
+        title = str(text_field(document, "title"))
+        stage_id = text_field(document, "stage_id", required=False) or "NEW"
+        category = document.get("category_id", 0)
+        if isinstance(category, bool) or not isinstance(category, int) or category < 0:
+            raise ControlInputError("category_id must be an integer >= 0")
+        full_stage_id(stage_id, category)  # a bad stage is refused before anything is created
+        if "contact" in document and "contact_id" in document:
+            raise ControlInputError("give either contact or contact_id, not both")
+        self._handler()
+        contact_id = id_field(document, "contact_id", required=False)
+        if contact_id is not None:
+            existing(self.contact, contact_id)
+        elif "contact" in document:
+            contact = document["contact"]
+            if not isinstance(contact, dict):
+                raise ControlInputError('contact must be an object such as {"name": "Ann", "phone": "+7..."}')
+            contact_id = self._contact_from(contact)
+        delivery = self.create_deal(title, stage_id, category, contact_id)
+        return FakeResponse(
+            201, {"deal_id": delivery.deal_id, "contact_id": contact_id, "delivery": delivery.as_dict()}
+        )
+
+    def _contact_from(self, document: Mapping[str, Any]) -> int:
+        unknown = set(document) - {"name", "phone", "last_name"}
+        if unknown:
+            raise ControlInputError(f"unknown keys {sorted(unknown)}; a contact has name, phone, last_name")
+        return self.create_contact(
+            str(text_field(document, "name")),
+            text_field(document, "phone", required=False),
+            text_field(document, "last_name", required=False),
+        )
+
+    def _portal_state(self) -> dict[str, Any]:
+        with self._portal_lock:
+            deals, contacts = len(self._deals), len(self._contacts)
+        return {
+            "rest_url": self.rest_url(),
+            "domain": self.domain,
+            "handler_url": self.handler_url,
+            "webhook_revoked": self.webhook_revoked,
+            "deals": deals,
+            "contacts": contacts,
+        }
+
+
+class _RestError(Exception):
+    """A method's own error: 400 with `error` (usually empty) and `error_description`."""
+
+    def __init__(self, description: str, code: str = "") -> None:
+        super().__init__(description)
+        self.code = code
+
+
+def _error(status: int, code: str, description: str) -> FakeResponse:
+    return FakeResponse(
+        status,
+        {"error": code, "error_description": description},
+        {"Content-Type": "application/json; charset=utf-8"},
+    )
+
+
+def _invalid_credentials() -> FakeResponse:
+    return _error(401, "INVALID_CREDENTIALS", "Invalid request credentials")
+
+
+def _timing(started: float) -> dict[str, Any]:
+    finished = time.time()
+    return {
+        "start": started,
+        "finish": finished,
+        "duration": finished - started,
+        "processing": finished - started,
+        "date_start": datetime.fromtimestamp(started, PORTAL_OFFSET).isoformat(timespec="seconds"),
+        "date_finish": datetime.fromtimestamp(finished, PORTAL_OFFSET).isoformat(timespec="seconds"),
+        "operating_reset_at": int(finished) + 600,
+        "operating": 0,
+    }
+
+
+def _rest_id(params: Mapping[str, Any]) -> int:
+    """`id` or `ID`, a positive integer (a number or its digits)."""
+    value = params.get("id", params.get("ID"))
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _RestError("ID is not defined or invalid.")
+    return value
+
+
+def _nested(params: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """`filter` as a JSON object, or `filter[KEY]=value` form/query fields."""
+    value = params.get(name)
+    if isinstance(value, dict):
+        return value
+    prefix = f"{name}["
+    return {
+        key[len(prefix) : -1]: item
+        for key, item in params.items()
+        if key.startswith(prefix) and key.endswith("]")
+    }
+
+
+def _start(params: Mapping[str, Any]) -> int:
+    value = params.get("start", 0)
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _copy_contact(contact: dict[str, Any]) -> dict[str, Any]:
+    copied = dict(contact)
+    if "PHONE" in copied:
+        copied["PHONE"] = [dict(entry) for entry in copied["PHONE"]]
+    return copied
+
+
+def _field_strings(document: Mapping[str, Any]) -> dict[str, str]:
+    """Control-endpoint field values as Bitrix24 stores them: strings (numbers allowed in JSON)."""
+    fields = {}
+    for key, value in document.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ControlInputError(f"{key} must be a string or a number")
+        fields[key] = value if isinstance(value, str) else str(value)
+    return fields
