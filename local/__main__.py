@@ -79,8 +79,21 @@ def crm_token_line(info: dict[str, Any]) -> str:
     return f"\n      token ({where}): {info['crm_token']}"
 
 
+def crm_sources_lines(runtime: Runtime, info: dict[str, Any]) -> str:
+    """Where the Bitrix24 and amoCRM stand-ins post, when they are connected."""
+    deployment = runtime.resources.deployment if runtime.resources is not None else None
+    if deployment is None or not (deployment.bitrix24_stages or deployment.amocrm_statuses):
+        return ""
+    bitrix24, amocrm = info["fakes"]["bitrix24"], info["fakes"]["amocrm"]
+    return f"""
+  Bitrix24 webhook  {info["bitrix24_url"]}  (from the portal stand-in {bitrix24})
+      application token: {info["bitrix24_application_token"]}
+  amoCRM webhook    {info["amocrm_url"]}  (from the account stand-in {amocrm})"""
+
+
 def banner(runtime: Runtime) -> str:
     info = runtime.stack_info()
+    crm_sources = crm_sources_lines(runtime, info)
     width = max(len(name) for name in info["fakes"])
     fakes = "\n".join(f"  {name:<{width}} {url}" for name, url in info["fakes"].items())
     return f"""
@@ -89,7 +102,7 @@ Local pipeline is up, on loopback only. Details: {runtime.state_dir / "stack.jso
   Telegram webhook  {info["webhook_url"]}
       header X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}
   CRM events        {info["crm_url"]}
-      signing key (X-Signature HMAC): {info["crm_signing_key"]}{crm_token_line(info)}
+      signing key (X-Signature HMAC): {info["crm_signing_key"]}{crm_token_line(info)}{crm_sources}
   AWS (moto)        {info["aws_endpoint"]}  region {info["region"]}
 
 Fakes of the outside services (GET /_calls, POST /_faults; see local/README.md):
@@ -98,7 +111,19 @@ Fakes of the outside services (GET /_calls, POST /_faults; see local/README.md):
 Try:  curl -s {info["webhook_url"]} -H 'X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}' \\
         -H 'Content-Type: application/json' -d '{EXAMPLE_UPDATE}'
 
-Ctrl-C stops everything.
+{crm_sources_try(info)}Ctrl-C stops everything.
+"""
+
+
+def crm_sources_try(info: dict[str, Any]) -> str:
+    if "bitrix24" not in info["fakes"] or not info.get("bitrix24_connected"):
+        return ""
+    bitrix24, messages = info["fakes"]["bitrix24"], f"{info['fakes']['end_user_messaging']}/_messages"
+    deal = '{"title": "Order 1", "contact": {"name": "Ann", "phone": "+375291234567"}}'
+    return f"""A Bitrix24 deal moved to "ready" (one SMS; see {messages}):
+      curl -s -XPOST {bitrix24}/_deals -d '{deal}'
+      curl -s -XPOST {bitrix24}/_deals/1/move -d '{{"stage_id": "EXECUTING"}}'
+
 """
 
 

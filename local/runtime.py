@@ -631,6 +631,7 @@ class Runtime:
             "crm_signing_key": self.settings.crm_signing_key,
             "crm_token": self.settings.crm_token,
             "crm_auth": self.settings.deployment.crm_auth,
+            "bitrix24_connected": bool(self.resources and self.resources.deployment.bitrix24_stages),
             "bitrix24_url": self.bitrix24_url,
             "bitrix24_application_token": self.settings.bitrix24_application_token,
             "amocrm_url": self.amocrm_url,

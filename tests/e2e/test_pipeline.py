@@ -53,6 +53,10 @@ SMS_LOST_ANSWER = 7
 LOG_SCAN = 8
 SMS_NO_EVIDENCE = 9
 CRM_TOKEN_PATH = 10
+BITRIX24_DEAL = 11
+BITRIX24_OUTAGE = 12
+BITRIX24_UNMAPPED = 13
+AMOCRM_BATCH = 14
 TELEGRAM_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
 METRIC = "TelegramUpdates"  # the analytics consumer's EMF metric, one per update
 # Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
@@ -603,6 +607,120 @@ def test_a_crm_event_with_the_token_in_the_url_path_sends_its_sms(pipeline: Pipe
     assert gateway.sends(pipeline, refused_order) == []
 
 
+# -- CRMs that post their own webhooks (issue 11) -------------------------------------------------
+def texts_to(pipeline: Pipeline, phone: str) -> list[dict[str, Any]]:
+    """The SMS End User Messaging's stand-in was asked to send to `phone`."""
+    return [
+        call
+        for call in pipeline.fake(END_USER_MESSAGING.fake).calls()
+        if (call["body"] or {}).get("DestinationPhoneNumber") == phone
+    ]
+
+
+def portal_customer(pipeline: Pipeline, scenario: int) -> tuple[int, str]:
+    """A contact in the Bitrix24 stand-in with a phone as a manager types it; (its id, E.164)."""
+    phone = phone_number(scenario, 1)
+    SENT_PHONES.add(phone)
+    written = f"{phone[:3]} {phone[3:7]} {phone[7:10]}-{phone[10:]}"
+    return pipeline.runtime.bitrix24.create_contact(f"Customer{scenario}", written), phone
+
+
+def test_a_bitrix24_deal_moved_to_ready_texts_once_and_edits_and_resends_text_nothing(
+    pipeline: Pipeline,
+) -> None:
+    portal = pipeline.runtime.bitrix24
+    contact, phone = portal_customer(pipeline, BITRIX24_DEAL)
+    created = portal.create_deal(f"Order {BITRIX24_DEAL}", contact_id=contact)
+    assert created.status == 200, created.body
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+    assert texts_to(pipeline, phone) == [], "a new deal (stage NEW, no SMS rule) texts nobody"
+
+    moved = portal.move_deal(created.deal_id, "EXECUTING")  # mapped to ready_for_pickup
+
+    assert moved.status == 200, moved.body
+    [sms] = wait_for(lambda: texts_to(pipeline, phone), 30, "the ready-for-pickup SMS")
+    assert f"your order {created.deal_id} is ready for pickup" in sms["body"]["MessageBody"]
+    # A manager edits the deal five times (ONCRMDEALUPDATE each time, no stage change), then
+    # the portal's move event arrives again.
+    edits = [portal.edit_deal(created.deal_id, COMMENTS=f"call first ({n})") for n in range(5)]
+    assert [edit.status for edit in edits] == [200] * 5
+    assert portal.resend_last().status == 200
+    assert pipeline.runtime.wait_until_drained(timeout=60)
+    assert texts_to(pipeline, phone) == [sms], "exactly one SMS"
+    assert pipeline.dlq_depth("bitrix24") == 0
+    # Read through the portal's REST API each time: the state decides, not the event.
+    reads = [
+        c for c in pipeline.fake("bitrix24").calls("crm.deal.get") if c["body"] == {"id": created.deal_id}
+    ]
+    assert len(reads) >= 8
+
+
+def test_a_bitrix24_portal_down_for_a_minute_texts_once_after_it_recovers(pipeline: Pipeline) -> None:
+    portal = pipeline.runtime.bitrix24
+    contact, phone = portal_customer(pipeline, BITRIX24_OUTAGE)
+    created = portal.create_deal(f"Order {BITRIX24_OUTAGE}", contact_id=contact)
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+    pipeline.fake("bitrix24").inject(down_for=60)
+    down_since = time.monotonic()
+    wait_for(pipeline.fake("bitrix24").is_down, 5, "the portal to go down")
+
+    moved = portal.move_deal(created.deal_id, "EXECUTING")
+
+    assert moved.status == 200, "the webhook answers at once; the portal's REST API is what is down"
+    [sms] = wait_for(lambda: texts_to(pipeline, phone), 240, "the SMS after the portal recovered")
+    assert time.monotonic() - down_since >= 60
+    assert pipeline.runtime.wait_until_drained(timeout=60)
+    assert texts_to(pipeline, phone) == [sms], "exactly one SMS"
+    retries = [r for r in pipeline.log_records("bitrix24") if r.get("message") == "record will be retried"]
+    assert retries and all("bitrix24 crm.deal.get" in r["reason"] for r in retries)
+    assert pipeline.dlq_depth("bitrix24") == 0
+
+
+def test_a_bitrix24_stage_missing_from_the_map_waits_in_the_dlq_with_the_reason(pipeline: Pipeline) -> None:
+    portal = pipeline.runtime.bitrix24
+    contact, phone = portal_customer(pipeline, BITRIX24_UNMAPPED)
+    created = portal.create_deal(f"Order {BITRIX24_UNMAPPED}", contact_id=contact)
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+    before = pipeline.dlq_depth("bitrix24")
+
+    moved = portal.move_deal(created.deal_id, "UC_NOT_MAPPED")
+
+    assert moved.status == 200, "answered: the portal never retries what a person must fix"
+    wait_for(lambda: pipeline.dlq_depth("bitrix24") == before + 1, 30, "the dead-lettered event")
+    reasons = [
+        m["MessageAttributes"]["dead_letter_reason"]["StringValue"] for m in pipeline.dlq_messages("bitrix24")
+    ]
+    assert any(
+        f"deal {created.deal_id}: stage 'UC_NOT_MAPPED'" in r and "bitrix24_stages" in r for r in reasons
+    )
+    assert any(r.get("message") == "CRM source misconfigured" for r in pipeline.log_records("bitrix24"))
+    assert texts_to(pipeline, phone) == []
+
+
+def test_an_amocrm_webhook_carrying_two_leads_texts_each_customer_once(pipeline: Pipeline) -> None:
+    account = pipeline.runtime.amocrm
+    phones = [phone_number(AMOCRM_BATCH, index) for index in (1, 2)]
+    SENT_PHONES.update(phones)
+    pipeline_id, processing, ready, shipped = 7001, 70012, 70013, 70014  # local.overlay's demo pipeline
+    leads = [
+        account.create_lead(
+            f"Order {AMOCRM_BATCH}-{n}", pipeline_id, processing, account.create_contact(f"Buyer{n}", phone)
+        )
+        for n, phone in enumerate(phones, start=1)
+    ]
+
+    delivery = account.change_statuses([(leads[0], ready), (leads[1], shipped)])
+
+    assert delivery.status == 200, delivery.body
+    first = wait_for(lambda: texts_to(pipeline, phones[0]), 30, "the first lead's SMS")
+    second = wait_for(lambda: texts_to(pipeline, phones[1]), 30, "the second lead's SMS")
+    assert "is ready for pickup" in first[0]["body"]["MessageBody"]
+    assert "has been shipped" in second[0]["body"]["MessageBody"]
+    assert account.resend_last().status == 200  # amoCRM retrying the same webhook
+    assert pipeline.runtime.wait_until_drained(timeout=60)
+    assert [len(texts_to(pipeline, phone)) for phone in phones] == [1, 1]
+
+
 def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipeline) -> None:
     """Issue 6: no log of the run (functions, moto, runtime, ops CLI, status) holds a secret or phone.
 
@@ -657,6 +775,9 @@ def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipelin
         "the CRM auth header": settings.crm_auth_header,
         "the CRM auth header's credential": settings.crm_auth_header.split()[-1],
         "the SMS gateway token": settings.sms_gateway_token,
+        "the Bitrix24 application token": settings.bitrix24_application_token,
+        "the Bitrix24 inbound webhook code": settings.bitrix24_webhook_code,
+        "the amoCRM token": settings.amocrm_token,
     }
     for index, number in enumerate(sorted(SENT_PHONES)):
         needles[f"phone number {index}"] = number

@@ -35,6 +35,8 @@ FAKES = {
     "sms": "http://127.0.0.1:1004",
     "sns": "http://127.0.0.1:1005",
     "end_user_messaging": "http://127.0.0.1:1006",
+    "bitrix24": "http://127.0.0.1:1007",
+    "amocrm": "http://127.0.0.1:1008",
 }
 # The local overlay, documented in local/overlay.py: what every function gets on top of the
 # stack's environment, and what some get besides.

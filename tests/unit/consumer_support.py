@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -87,6 +88,48 @@ def crm_envelope(event: dict[str, Any]) -> Published:
         payload=event,
     )
     return Published(envelope, {"source": "crm", "type": event["type"], "status": event["order"]["status"]})
+
+
+def bitrix24_envelope(deal_id: int, event: str = "ONCRMDEALUPDATE", ts: float | None = None) -> Published:
+    """What the webhook publishes for a Bitrix24 deal event (`webhook.ingest.ingest_bitrix24`:
+    the outgoing webhook's fields, without the `auth` block's tokens)."""
+    envelope = Envelope(
+        event_id=f"bitrix24:local.bitrix24.test:deal:{deal_id}:{uuid.uuid4().hex}",
+        source="bitrix24",
+        type=event,
+        correlation_id=str(uuid.uuid4()),
+        received_at=utc_now(),
+        payload={
+            "event": event,
+            "event_handler_id": "13",
+            "data": {"FIELDS": {"ID": str(deal_id)}},
+            "ts": str(int(ts if ts is not None else time.time())),
+            "auth": {"domain": "local.bitrix24.test", "member_id": "0" * 32},
+        },
+    )
+    return Published(envelope, {"source": "bitrix24", "type": event})
+
+
+def amocrm_envelope(lead_id: int, status_id: int, old_status_id: int, pipeline_id: int) -> Published:
+    """What the webhook publishes for one lead of an amoCRM status webhook (`ingest_amocrm`)."""
+    envelope = Envelope(
+        event_id=f"amocrm:29085955:lead:{lead_id}:{uuid.uuid4().hex}",
+        source="amocrm",
+        type="lead.status_changed",
+        correlation_id=str(uuid.uuid4()),
+        received_at=utc_now(),
+        payload={
+            "account": {"id": 29085955, "subdomain": "localshop"},
+            "lead": {
+                "id": lead_id,
+                "status_id": status_id,
+                "pipeline_id": pipeline_id,
+                "old_status_id": old_status_id,
+                "old_pipeline_id": pipeline_id,
+            },
+        },
+    )
+    return Published(envelope, {"source": "amocrm", "type": "lead.status_changed"})
 
 
 @dataclass

@@ -8,9 +8,16 @@ import sys
 import pytest
 
 from infra.config import PipelineSettings
-from local.overlay import LOCAL_BEDROCK_MODEL_ID, local_deployment, local_overlay
+from local.overlay import (
+    LOCAL_AMOCRM_STATUSES,
+    LOCAL_BEDROCK_MODEL_ID,
+    LOCAL_BITRIX24_STAGES,
+    local_deployment,
+    local_overlay,
+)
 from local.settings import PROJECT_ROOT, LocalSettings
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
+from pipeline.status_map import parse_status_map
 
 FAKES = {
     "telegram": "http://127.0.0.1:1001",
@@ -20,6 +27,7 @@ FAKES = {
     "end_user_messaging": "http://127.0.0.1:1005",
 }
 MOTO = "http://127.0.0.1:1000"
+CRM_SOURCE_SETTINGS = ("bitrix24_stages", "amocrm_statuses")
 EVERY_FUNCTION = {
     "AWS_ENDPOINT_URL": MOTO,
     "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": FAKES["bedrock"],
@@ -47,7 +55,8 @@ def test_the_deployment_keeps_end_user_messaging_the_stacks_default_and_every_ot
 
     assert deployment.telegram_ip_allowlist is False, "local callers are on loopback"
     assert deployment.bedrock_model_id == LOCAL_BEDROCK_MODEL_ID
-    changed = {"telegram_ip_allowlist", "bedrock_model_id"}
+    # The CRM stand-ins are connected with their demo maps (test_the_crm_stand_ins_...).
+    changed = {"telegram_ip_allowlist", "bedrock_model_id", *CRM_SOURCE_SETTINGS}
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
 
 
@@ -73,7 +82,13 @@ def test_the_http_gateway_keeps_every_other_setting() -> None:
     deployment = local_deployment(LocalSettings(deployment=configured, sms_gateway="http"), FAKES)
 
     assert (deployment.sms_gateway, deployment.sms_http_base_url) == ("http", FAKES["sms"])
-    changed = {"sms_gateway", "sms_http_base_url", "telegram_ip_allowlist", "bedrock_model_id"}
+    changed = {
+        "sms_gateway",
+        "sms_http_base_url",
+        "telegram_ip_allowlist",
+        "bedrock_model_id",
+        *CRM_SOURCE_SETTINGS,
+    }
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
 
 
@@ -85,6 +100,29 @@ def test_a_configured_bedrock_model_is_kept_and_no_ai_switches_the_consumer_off(
     )
     without_ai = LocalSettings(deployment=configured, ai_consumer=False)
     assert local_deployment(without_ai, FAKES).bedrock_model_id is None
+
+
+def test_the_crm_stand_ins_are_connected_with_their_demo_maps_unless_the_deployment_maps_its_own() -> None:
+    demo = local_deployment(LocalSettings(), FAKES)
+    assert demo.bitrix24_stages == parse_status_map(LOCAL_BITRIX24_STAGES, "bitrix24_stages").to_json()
+    assert demo.amocrm_statuses == parse_status_map(LOCAL_AMOCRM_STATUSES, "amocrm_statuses").to_json()
+
+    own = PipelineSettings.from_context({"bitrix24_stages": {"2": {"C2:NEW": "new"}}})
+    assert local_deployment(LocalSettings(deployment=own), FAKES).bitrix24_stages == '{"2":{"C2:NEW":"new"}}'
+
+    unconnected = local_deployment(LocalSettings(deployment=own, crm_sources=False), FAKES)
+    assert (unconnected.bitrix24_stages, unconnected.amocrm_statuses) == (None, None)
+
+
+def test_the_demo_maps_name_statuses_the_sms_rules_send_for() -> None:
+    """`make local`'s deals and leads can be moved into a status with an SMS rule."""
+    from pipeline.sms.rules import load_rules
+
+    rules = load_rules()
+    for demo in (LOCAL_BITRIX24_STAGES, LOCAL_AMOCRM_STATUSES):
+        statuses = {status for stages in demo.values() for status in stages.values()}
+        assert {"ready_for_pickup", "shipped"} <= statuses
+        assert all(rules.sends_for(status) for status in ("ready_for_pickup", "shipped"))
 
 
 def test_the_deployment_needs_the_stand_in_of_its_gateway() -> None:

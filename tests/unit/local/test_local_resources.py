@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.data_classes import SNSEvent
 from pydantic import ValidationError
 
 from infra.config import PipelineSettings
-from local.overlay import LOCAL_BEDROCK_MODEL_ID
+from local.overlay import LOCAL_AMOCRM_STATUSES, LOCAL_BEDROCK_MODEL_ID, LOCAL_BITRIX24_STAGES
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
 from local.sns_subscription import sns_record
@@ -27,6 +27,8 @@ FAKES = {
     "crm": "http://127.0.0.1:1111",
     "sms": "http://127.0.0.1:2222",
     "end_user_messaging": "http://127.0.0.1:3333",
+    "bitrix24": "http://127.0.0.1:4444",
+    "amocrm": "http://127.0.0.1:5555",
 }
 
 
@@ -42,8 +44,16 @@ def stack() -> Iterator[LocalResources]:
 
 def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
     sqs = client("sqs")
-    # Locally the `ai` consumer runs on the Bedrock fake even without a configured model.
-    expected = enabled(PipelineSettings(bedrock_model_id=LOCAL_BEDROCK_MODEL_ID).registry_settings())
+    # Locally the `ai` consumer runs on the Bedrock fake even without a configured model, and the
+    # CRM sources' consumers on their stand-ins with the demo maps.
+    local = PipelineSettings.from_context(
+        {
+            "bedrock_model_id": LOCAL_BEDROCK_MODEL_ID,
+            "bitrix24_stages": LOCAL_BITRIX24_STAGES,
+            "amocrm_statuses": LOCAL_AMOCRM_STATUSES,
+        }
+    )
+    expected = enabled(local.registry_settings())
     assert [c.name for c in stack.consumers] == [c.name for c in expected]
     for consumer in stack.consumers:
         queue = stack.queues[consumer.name]
@@ -156,6 +166,7 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         "TELEGRAM_SECRET_ID": stack.secrets["telegram"],
         "CRM_SECRET_ID": stack.secrets["crm"],
         "CRM_TOKEN_SECRET_ID": stack.secrets["crm_token"],
+        "BITRIX24_APP_TOKEN_SECRET_ID": stack.secrets["bitrix24_app_token"],
         "CRM_AUTH": "signature",
         "TELEGRAM_BOT_ID": "default",
         "SECRET_ROTATION_GRACE_SECONDS": "3600",

@@ -45,6 +45,8 @@ def local_stack(moto_endpoint: str, telegram: FakeTelegram, tmp_path: Path) -> d
         "bedrock": unreachable,
         "sms": unreachable,
         "end_user_messaging": unreachable,
+        "bitrix24": unreachable,
+        "amocrm": unreachable,
     }
 
     def client(service: str) -> Any:

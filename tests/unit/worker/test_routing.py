@@ -16,6 +16,8 @@ from pipeline.registry import CONSUMERS, Consumer, matches
 from tests.unit.consumer_support import (
     TELEGRAM_FIXTURE_NAMES,
     Published,
+    amocrm_envelope,
+    bitrix24_envelope,
     create_queues,
     crm_envelope,
     crm_event,
@@ -28,7 +30,14 @@ CRM_FIXTURE_NAMES = ("order_status_changed", "order_created_first_status")
 
 def published_events() -> list[Published]:
     telegram = [telegram_envelope(telegram_update(name)) for name in TELEGRAM_FIXTURE_NAMES]
-    return telegram + [crm_envelope(crm_event(name)) for name in CRM_FIXTURE_NAMES]
+    crm = [crm_envelope(crm_event(name)) for name in CRM_FIXTURE_NAMES]
+    # The CRMs' own webhooks, as the webhook publishes them.
+    crm_sources = [
+        bitrix24_envelope(759),
+        bitrix24_envelope(760, "ONCRMDEALADD"),
+        amocrm_envelope(1, 2, 3, 4),
+    ]
+    return telegram + crm + crm_sources
 
 
 @pytest.mark.usefixtures("moto_aws")

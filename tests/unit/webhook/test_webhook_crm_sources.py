@@ -1,0 +1,283 @@
+"""POST /crm/bitrix24 and POST /crm/amocrm/<token>: CRMs that post their own form-encoded webhooks.
+
+Bitrix24 authenticates with its application token inside the body (`auth[application_token]`),
+amoCRM with the `crm_token` in the URL path. Both are answered as soon as the event is published
+(the consumers read the deal or lead later); the tokens are never published, logged or echoed.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import aws
+from tests.unit.webhook.support import (
+    CRM_TOKEN,
+    FIXTURES,
+    CapturedOutput,
+    Invoke,
+    Pipeline,
+    http_event,
+    leaked,
+    metrics_emitted,
+    response_json,
+)
+
+BITRIX24_FIXTURES = FIXTURES / "crm" / "bitrix24"
+AMOCRM_FIXTURES = FIXTURES / "crm" / "amocrm"
+# The token in the Bitrix24 fixtures (what the portal shows for its outgoing webhook).
+BITRIX24_TOKEN = "localBitrixAppToken0123456789"
+FORM = "application/x-www-form-urlencoded"
+
+
+def form_body(path: Path) -> str:
+    return path.read_text(encoding="utf-8").strip()
+
+
+def with_field(body: str, key: str, value: str) -> str:
+    """`body` with form field `key` set to `value` (replaced where present, else added)."""
+    fields = [(k, v) for k, v in urllib.parse.parse_qsl(body, keep_blank_values=True) if k != key]
+    return urllib.parse.urlencode([*fields, (key, value)])
+
+
+def bitrix24_request(body: str) -> dict[str, Any]:
+    event = http_event("/crm/bitrix24", body=body, headers={"content-type": FORM})
+    event["routeKey"] = event["requestContext"]["routeKey"] = "POST /crm/bitrix24"
+    return event
+
+
+def amocrm_request(body: str, token: str = CRM_TOKEN) -> dict[str, Any]:
+    event = http_event(f"/crm/amocrm/{token}", body=body, headers={"content-type": FORM})
+    event["routeKey"] = event["requestContext"]["routeKey"] = "POST /crm/amocrm/{token}"
+    event["pathParameters"] = {"token": token}
+    return event
+
+
+@pytest.fixture
+def bitrix24_connected(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Bitrix24 connected (`bitrix24_stages` set): the application token's secret, as the stack gives it."""
+    secret = aws.client("secretsmanager").create_secret(
+        Name=f"bitrix24-app-token-{uuid.uuid4().hex[:12]}", SecretString=BITRIX24_TOKEN
+    )
+    monkeypatch.setenv("BITRIX24_APP_TOKEN_SECRET_ID", secret["ARN"])
+    return str(secret["ARN"])
+
+
+def assert_refused(
+    response: dict[str, Any],
+    pipeline: Pipeline,
+    output: CapturedOutput,
+    status: int,
+    source: str,
+    reason: str,
+) -> None:
+    assert response["statusCode"] == status
+    assert response_json(response)["error"] == reason
+    assert pipeline.published() == []
+    assert ("EventsRejected", {"source": source, "reason": reason}) in metrics_emitted(output.lines())
+
+
+# -- Bitrix24 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("event", "deal_id", "ts"),
+    [("ONCRMDEALUPDATE", "759", "1704784507"), ("ONCRMDEALADD", "760", "1704780000")],
+)
+def test_a_bitrix24_deal_event_is_published_without_its_tokens(
+    invoke: Invoke,
+    pipeline: Pipeline,
+    bitrix24_connected: str,
+    output: CapturedOutput,
+    event: str,
+    deal_id: str,
+    ts: str,
+) -> None:
+    body = form_body(BITRIX24_FIXTURES / f"{event}.form")
+
+    response = invoke(bitrix24_request(body))
+
+    assert response["statusCode"] == 200, response["body"]
+    [published] = pipeline.published()
+    envelope = published.envelope
+    assert published.attributes == {"source": "bitrix24", "type": event}
+    assert (envelope["source"], envelope["type"]) == ("bitrix24", event)
+    assert envelope["payload"]["data"] == {"FIELDS": {"ID": deal_id}}
+    assert envelope["payload"]["ts"] == ts
+    assert envelope["payload"]["auth"] == {
+        "domain": "example-shop.bitrix24.by",
+        "member_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
+    }
+    assert response_json(response)["event_id"] == envelope["event_id"]
+    assert envelope["event_id"].startswith(f"bitrix24:example-shop.bitrix24.by:deal:{deal_id}:")
+    assert leaked(str(published) + response["body"] + output.text(), token=BITRIX24_TOKEN) == []
+
+
+def test_a_resent_bitrix24_event_is_a_delivery_of_its_own(
+    invoke: Invoke, pipeline: Pipeline, bitrix24_connected: str
+) -> None:
+    """Bitrix24 gives an event no id, and two changes in one second post the same body: each
+    delivery is published under its own id (the consumer reads the deal's state, which makes a
+    repeat harmless), so no change can be taken for another's duplicate."""
+    body = form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form")
+
+    assert invoke(bitrix24_request(body))["statusCode"] == 200
+    assert invoke(bitrix24_request(body))["statusCode"] == 200
+
+    ids = [p.envelope["event_id"] for p in pipeline.published()]
+    assert len(ids) == 2 and len(set(ids)) == 2
+
+
+@pytest.mark.parametrize(
+    ("token", "detail"), [("wrongBitrixAppToken0123456789", "mismatch"), ("", "missing"), (None, "missing")]
+)
+def test_a_bitrix24_event_without_the_application_token_is_401_and_publishes_nothing(
+    invoke: Invoke,
+    pipeline: Pipeline,
+    bitrix24_connected: str,
+    output: CapturedOutput,
+    token: str | None,
+    detail: str,
+) -> None:
+    body = form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form")
+    if token is None:
+        fields = urllib.parse.parse_qsl(body, keep_blank_values=True)
+        body = urllib.parse.urlencode([(k, v) for k, v in fields if k != "auth[application_token]"])
+    else:
+        body = with_field(body, "auth[application_token]", token)
+
+    response = invoke(bitrix24_request(body))
+
+    assert response["statusCode"] == 401
+    message = "missing application token" if detail == "missing" else "wrong application token"
+    assert response_json(response) == {"ok": False, "error": "unauthorized", "message": message}
+    lines = output.lines()
+    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
+    assert warning["detail"] == detail
+    assert pipeline.published() == []
+    assert ("EventsRejected", {"source": "bitrix24", "reason": "unauthorized"}) in metrics_emitted(lines)
+
+
+def test_the_previous_bitrix24_token_is_accepted_during_the_grace_period(
+    invoke: Invoke, pipeline: Pipeline, bitrix24_connected: str
+) -> None:
+    """The operator saves a new outgoing webhook (a new token) and pastes it: the portal's queued
+    events with the old one still go through for SECRET_ROTATION_GRACE_SECONDS."""
+    pipeline.rotate(bitrix24_connected, "newBitrixAppToken9876543210")
+    old = form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form")
+    new = with_field(old, "auth[application_token]", "newBitrixAppToken9876543210")
+
+    assert invoke(bitrix24_request(new))["statusCode"] == 200
+    assert invoke(bitrix24_request(old))["statusCode"] == 200
+    assert len(pipeline.published()) == 2
+
+
+def test_a_bitrix24_event_other_than_a_deal_event_is_422_and_publishes_nothing(
+    invoke: Invoke, pipeline: Pipeline, bitrix24_connected: str, output: CapturedOutput
+) -> None:
+    body = with_field(form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form"), "event", "ONCRMLEADADD")
+
+    response = invoke(bitrix24_request(body))
+
+    assert_refused(response, pipeline, output, 422, "bitrix24", "unsupported_event")
+    assert "ONCRMDEALADD and ONCRMDEALUPDATE" in response_json(response)["message"]
+
+
+def test_a_bitrix24_deal_event_without_a_deal_id_is_422_naming_the_field(
+    invoke: Invoke, pipeline: Pipeline, bitrix24_connected: str, output: CapturedOutput
+) -> None:
+    body = with_field(
+        form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form"), "data[FIELDS][ID]", "not-a-number"
+    )
+
+    response = invoke(bitrix24_request(body))
+
+    assert_refused(response, pipeline, output, 422, "bitrix24", "invalid")
+    assert ["data[FIELDS][ID]"] in [error["loc"][:1] for error in response_json(response)["errors"]] or any(
+        "data[FIELDS][ID]" in str(error["loc"]) for error in response_json(response)["errors"]
+    )
+
+
+def test_a_bitrix24_body_that_is_not_a_form_is_400(
+    invoke: Invoke, pipeline: Pipeline, bitrix24_connected: str, output: CapturedOutput
+) -> None:
+    response = invoke(bitrix24_request("a=1&a=2"))
+
+    assert_refused(response, pipeline, output, 400, "bitrix24", "invalid")
+
+
+def test_without_bitrix24_connected_its_route_is_404(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BITRIX24_APP_TOKEN_SECRET_ID", raising=False)
+
+    response = invoke(bitrix24_request(form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form")))
+
+    assert_refused(response, pipeline, output, 404, "bitrix24", "not_found")
+
+
+# -- amoCRM ---------------------------------------------------------------------------------------
+def test_an_amocrm_batch_publishes_one_event_per_lead_in_order(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    response = invoke(amocrm_request(form_body(AMOCRM_FIXTURES / "lead_status_two_leads.form")))
+
+    assert response["statusCode"] == 200, response["body"]
+    published = pipeline.published()
+    leads = [p.envelope["payload"]["lead"] for p in published]
+    assert [(lead["id"], lead["old_status_id"], lead["status_id"]) for lead in leads] == [
+        (21804135, 61482546, 61482550),
+        (21804177, 61482550, 142),
+    ]
+    assert {lead["pipeline_id"] for lead in leads} == {7391542}
+    assert all(p.attributes == {"source": "amocrm", "type": "lead.status_changed"} for p in published)
+    assert published[0].envelope["payload"]["account"]["subdomain"] == "exampleshop"
+    assert response_json(response)["event_ids"] == [p.envelope["event_id"] for p in published]
+    assert leaked(str(published) + response["body"] + output.text(), token=CRM_TOKEN) == []
+
+
+def test_an_amocrm_webhook_with_a_wrong_token_in_its_url_is_401_and_publishes_nothing(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    wrong = "crmWrongToken0000000000000000000000000000000000"
+
+    response = invoke(amocrm_request(form_body(AMOCRM_FIXTURES / "lead_status_two_leads.form"), token=wrong))
+
+    assert_refused(response, pipeline, output, 401, "amocrm", "unauthorized")
+    assert leaked(output.text() + response["body"], token=wrong) == []
+
+
+def test_an_amocrm_webhook_not_about_status_changes_is_422_and_publishes_nothing(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    body = "leads%5Badd%5D%5B0%5D%5Bid%5D=1&account%5Bid%5D=31415926&account%5Bsubdomain%5D=exampleshop"
+
+    response = invoke(amocrm_request(body))
+
+    assert_refused(response, pipeline, output, 422, "amocrm", "unsupported_event")
+    assert "lead status changed" in response_json(response)["message"]
+
+
+def test_an_amocrm_batch_whose_second_publish_fails_is_503_so_amocrm_resends_it(
+    invoke: Invoke, pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sns = aws.client("sns")
+    real_publish = sns.publish
+    calls: list[int] = []
+
+    def publish(**kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "down"}}, "Publish")
+        return real_publish(**kwargs)
+
+    monkeypatch.setattr(sns, "publish", publish)
+
+    response = invoke(amocrm_request(form_body(AMOCRM_FIXTURES / "lead_status_two_leads.form")))
+
+    assert response["statusCode"] == 503
+    assert [p.envelope["payload"]["lead"]["id"] for p in pipeline.published()] == [21804135]
