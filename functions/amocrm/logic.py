@@ -22,7 +22,15 @@ from datetime import datetime
 from typing import Any
 
 from pipeline.amocrm import AmoCrmApi, Lead
-from pipeline.crm_sources import ignored, mapped_status, misconfigured, missing_phone, publish, status_map
+from pipeline.crm_sources import (
+    contact_with_phone,
+    ignored,
+    mapped_status,
+    misconfigured,
+    publish,
+    refused,
+    status_map,
+)
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 from pipeline.order_events import OrderStatus
@@ -69,14 +77,8 @@ def account() -> AmoCrmApi:
     return AmoCrmApi(base_url.strip(), token.strip())
 
 
-def _refused(refused: RemoteRefused, what: str) -> Any:
-    kind = "unauthorized" if refused.kind == "unauthorized" else "api_refused"
-    hint = (
-        "; the long-lived token in the amocrm_api secret was revoked or expired"
-        if kind == "unauthorized"
-        else ""
-    )
-    misconfigured(kind, f"{what}: {refused.reason}{hint}")
+# What to check when amoCRM refuses the token.
+UNAUTHORIZED_HINT = "the long-lived token in the amocrm_api secret was revoked or expired"
 
 
 def _previous(statuses: StatusMap, change: Mapping[str, int | None], lead: Lead) -> str | None:
@@ -96,10 +98,10 @@ def sync_lead(envelope: Envelope) -> dict[str, Any]:
     api = account()
     try:
         lead = api.lead(lead_id)
-    except RemoteRefused as refused:
-        if refused.kind == "not_found":
+    except RemoteRefused as error:
+        if error.kind == "not_found":
             return ignored("lead not found (deleted since the event?)", lead_id=lead_id)
-        return _refused(refused, f"amocrm lead {lead_id}")
+        refused(error, f"amocrm lead {lead_id}", UNAUTHORIZED_HINT)
     what = f"amocrm lead {lead.id}"
     statuses = status_map(STATUSES_ENV)
     lookup = statuses.lookup(lead.pipeline_id, lead.status_id)
@@ -108,17 +110,17 @@ def sync_lead(envelope: Envelope) -> dict[str, Any]:
     log_fields = {"lead_id": lead.id, "pipeline_id": lead.pipeline_id, "status_id": lead.status_id}
     if status is None:
         return ignored(f"pipeline {pipeline!r} is not connected ({SETTING})", **log_fields)
-    if lead.main_contact_id is None:
-        return missing_phone(status, f"{what} has no contact", **log_fields)
-    try:
-        contact = api.contact(lead.main_contact_id)
-    except RemoteRefused as refused:
-        if refused.kind == "not_found":
-            return missing_phone(status, f"{what}: its contact {lead.main_contact_id} is gone", **log_fields)
-        return _refused(refused, f"{what}: contact {lead.main_contact_id}")
-    phone = contact.phone()
-    if phone is None:
-        return missing_phone(status, f"{what}: contact {contact.id} has no phone", **log_fields)
+    found = contact_with_phone(
+        api.contact,
+        lead.main_contact_id,
+        what=what,
+        status=status,
+        unauthorized_hint=UNAUTHORIZED_HINT,
+        **log_fields,
+    )
+    if isinstance(found, dict):
+        return found
+    contact, phone = found
     entered: datetime = lead.updated_at or envelope.received_at
     order = OrderStatus(
         source=SOURCE,

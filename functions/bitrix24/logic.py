@@ -26,7 +26,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pipeline.bitrix24 import Bitrix24Rest, Contact, Deal
-from pipeline.crm_sources import ignored, mapped_status, misconfigured, missing_phone, publish, status_map
+from pipeline.crm_sources import (
+    contact_with_phone,
+    ignored,
+    mapped_status,
+    misconfigured,
+    publish,
+    refused,
+    status_map,
+)
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 from pipeline.order_events import OrderStatus
@@ -75,15 +83,8 @@ def portal() -> Bitrix24Rest:
     return Bitrix24Rest(url.strip())
 
 
-def _refused(refused: RemoteRefused, what: str) -> Any:
-    """A definite refusal of the portal: the credential, or the call itself, is wrong."""
-    kind = "unauthorized" if refused.kind == "unauthorized" else "api_refused"
-    hint = (
-        "; check the inbound webhook in the bitrix24_api secret (revoked? crm scope?)"
-        if kind == "unauthorized"
-        else ""
-    )
-    misconfigured(kind, f"{what}: {refused.reason}{hint}")
+# What to check when the portal refuses the inbound webhook's credential.
+UNAUTHORIZED_HINT = "check the inbound webhook in the bitrix24_api secret (revoked? crm scope?)"
 
 
 def sync_deal(envelope: Envelope) -> dict[str, Any]:
@@ -92,10 +93,10 @@ def sync_deal(envelope: Envelope) -> dict[str, Any]:
     rest = portal()
     try:
         deal = rest.deal(deal_id)
-    except RemoteRefused as refused:
-        if refused.kind == "not_found":
+    except RemoteRefused as error:
+        if error.kind == "not_found":
             return ignored("deal not found (deleted since the event?)", deal_id=deal_id)
-        return _refused(refused, f"bitrix24 deal {deal_id}")
+        refused(error, f"bitrix24 deal {deal_id}", UNAUTHORIZED_HINT)
     what = f"bitrix24 deal {deal.id}"
     lookup = status_map(STAGES_ENV).lookup(deal.category_id, deal.stage_id)
     status = mapped_status(lookup, setting=SETTING, pipeline=deal.category_id, stage=deal.stage_id, what=what)
@@ -105,17 +106,17 @@ def sync_deal(envelope: Envelope) -> dict[str, Any]:
     sent = sent_at(envelope.payload)
     if is_edit(envelope.type, sent, deal):
         return ignored("an edit that did not move the stage", **log_fields)
-    if deal.contact_id is None:
-        return missing_phone(status, f"{what} has no contact", **log_fields)
-    try:
-        contact = rest.contact(deal.contact_id)
-    except RemoteRefused as refused:
-        if refused.kind == "not_found":
-            return missing_phone(status, f"{what}: its contact {deal.contact_id} is gone", **log_fields)
-        return _refused(refused, f"{what}: contact {deal.contact_id}")
-    phone = contact.phone()
-    if phone is None:
-        return missing_phone(status, f"{what}: contact {contact.id} has no phone", **log_fields)
+    found = contact_with_phone(
+        rest.contact,
+        deal.contact_id,
+        what=what,
+        status=status,
+        unauthorized_hint=UNAUTHORIZED_HINT,
+        **log_fields,
+    )
+    if isinstance(found, dict):
+        return found
+    contact, phone = found
     return publish(_order(deal, contact, status, phone, sent or envelope.received_at), envelope)
 
 

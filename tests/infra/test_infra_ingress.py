@@ -215,3 +215,45 @@ def test_outputs_give_operators_every_endpoint_and_id(synth: Synthesized, ids: d
         prefix = pascal_case(consumer.name)
         assert ref_name(outputs[f"{prefix}QueueUrl"]["Value"]) == synth.logical_id(pipeline.queue)
         assert ref_name(outputs[f"{prefix}DlqUrl"]["Value"]) == synth.logical_id(pipeline.dlq)
+
+
+def test_connected_crm_sources_get_their_routes_secret_and_outputs(full_synth: Synthesized) -> None:
+    """Bitrix24 and amoCRM connected (`full`): their routes, the application token's secret read by
+    the webhook (and only there), the URLs to paste into each CRM; the default stack has none."""
+    stack = full_synth.stack
+    routes = {
+        r["Properties"]["RouteKey"]
+        for r in of_type(full_synth.resources, "AWS::ApiGatewayV2::Route").values()
+    }
+    assert {"POST /crm/bitrix24", "POST /crm/amocrm/{token}"} <= routes
+    token = stack.webhook_secrets.bitrix24_app_token
+    assert token is not None
+    token_id = full_synth.logical_id(token)
+    webhook_id = full_synth.logical_id(stack.ingress.webhook.function)
+    assert (
+        ref_name(function_env(full_synth.resources, webhook_id)["BITRIX24_APP_TOKEN_SECRET_ID"]) == token_id
+    )
+    assert role_permissions(full_synth.resources, full_synth.logical_id(stack.ingress.webhook.role))[
+        token_id
+    ] == (SECRET_READ)
+    readers = [
+        name
+        for name, pipeline in stack.pipelines.items()
+        if token_id in role_permissions(full_synth.resources, full_synth.logical_id(pipeline.worker.role))
+    ]
+    assert readers == [], "only the webhook checks the application token"
+    outputs = full_synth.template.to_json()["Outputs"]
+    assert ref_name(outputs["Bitrix24WebhookUrl"]["Value"]).endswith("/crm/bitrix24")
+    assert ref_name(outputs["AmoCrmWebhookUrl"]["Value"]).endswith("/crm/amocrm/{token}")
+    assert ref_name(outputs["Bitrix24AppTokenSecretId"]["Value"]) == token_id
+
+
+def test_the_default_stack_connects_no_crm_source(synth: Synthesized) -> None:
+    routes = {
+        r["Properties"]["RouteKey"] for r in of_type(synth.resources, "AWS::ApiGatewayV2::Route").values()
+    }
+    assert not {key for key in routes if "bitrix24" in key or "amocrm" in key}
+    assert synth.stack.webhook_secrets.bitrix24_app_token is None
+    assert "BITRIX24_APP_TOKEN_SECRET_ID" not in function_env(
+        synth.resources, synth.logical_id(synth.stack.ingress.webhook.function)
+    )

@@ -432,3 +432,19 @@ def test_the_dashboard_is_named_by_stack_and_region_so_two_regions_never_share_o
         names.append(stack.resolve(dashboard.dashboard_name))  # type: ignore[union-attr]
     assert names == [f"{stack_name}-eu-central-1", f"{stack_name}-us-east-1"]
     assert all(DASHBOARD_NAME.match(name) for name in names)
+
+
+def test_a_crm_source_that_cannot_become_an_order_event_alarms_at_once(full_synth: Synthesized) -> None:
+    """`pipeline.crm_sources.misconfigured` counts CrmSourceMisconfigured with the worker's dimensions."""
+    watched = _of_kind(full_synth, AlarmKind.CRM_SOURCE_MISCONFIGURED)
+    assert sorted(w.subject for w in watched) == ["amocrm", "bitrix24"]
+    for alarm_of in watched:
+        alarm = _alarm(full_synth, alarm_of)
+        assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+            "TelegramCrmPipeline",
+            "CrmSourceMisconfigured",
+            "Sum",
+        )
+        assert _dimensions(alarm) == {"service": alarm_of.subject, "consumer": alarm_of.subject}
+        assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
+        assert "redrive" in alarm["AlarmDescription"]

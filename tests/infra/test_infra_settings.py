@@ -78,6 +78,13 @@ def test_defaults_apply_without_context() -> None:
         ("phone_default_region", "BLR"),  # alpha-3
         ("crm_auth", "none"),  # the CRM route is never unauthenticated
         ("crm_auth", "Token"),
+        ("bitrix24_stages", "NEW=new"),  # not JSON
+        ("bitrix24_stages", "{}"),  # connects nothing
+        ("bitrix24_stages", '{"0": ["NEW"]}'),  # stages without statuses
+        ("bitrix24_stages", '{"0": {"NEW": ""}}'),
+        ("bitrix24_stages", '{"0": {"NEW": "ready\\nfor pickup"}}'),  # a control character
+        ("amocrm_statuses", '{"7001": {"70013": 5}}'),
+        ("amocrm_statuses", '{"7001 main": {"70013": "ready"}}'),  # not an id
     ],
 )
 def test_invalid_context_is_rejected_naming_the_key(key: str, value: str) -> None:
@@ -93,6 +100,23 @@ def test_the_synth_refuses_an_unknown_phone_region_naming_the_key() -> None:
 @pytest.mark.parametrize(("given", "read"), [("BY", "BY"), (" by ", "BY"), ("", None), (None, None)])
 def test_the_phone_region_is_an_upper_case_region_code_or_unset(given: str | None, read: str | None) -> None:
     assert _settings({"phone_default_region": given}).phone_default_region == read
+
+
+def test_a_refused_status_map_names_the_pipeline_and_stage_and_fails_the_synth() -> None:
+    with pytest.raises(ValidationError) as refused:
+        build_app({"aws:cdk:bundling-stacks": [], "bitrix24_stages": {"2": {"C2:NEW": ""}}}, nag=False)
+    assert "bitrix24_stages[2][C2:NEW] must name an order status" in str(refused.value)
+
+
+def test_a_status_map_is_read_from_json_or_its_text_as_the_same_canonical_json() -> None:
+    as_object = _settings({"amocrm_statuses": {"7001": {"70013": "ready_for_pickup", 142: "completed"}}})
+    as_text = _settings({"amocrm_statuses": '{"7001": {"142": "completed", "70013": "ready_for_pickup"}}'})
+    assert (
+        as_object.amocrm_statuses
+        == as_text.amocrm_statuses
+        == ('{"7001":{"142":"completed","70013":"ready_for_pickup"}}')
+    )
+    assert _settings({"amocrm_statuses": "  "}).amocrm_statuses is None
 
 
 def test_crm_auth_defaults_to_the_signature_and_accepts_the_token_modes() -> None:

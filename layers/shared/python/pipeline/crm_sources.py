@@ -19,13 +19,14 @@ never floods, what can only succeed after a person acts.
 from __future__ import annotations
 
 import os
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from pipeline.envelope import Envelope
-from pipeline.errors import PermanentError
+from pipeline.errors import PermanentError, RemoteRefused
 from pipeline.observability import mask_phone
 from pipeline.order_events import InvalidCustomerPhone, OrderStatus, publish_order_status
 from pipeline.sms.rules import SmsRules, load_rules
@@ -62,6 +63,49 @@ def misconfigured(kind: str, reason: str, **log_fields: Any) -> NoReturn:
     metrics.add_metric(name=MISCONFIGURED_METRIC, unit=MetricUnit.Count, value=1)
     logger.error("CRM source misconfigured", extra={"kind": kind, "reason": reason, **log_fields})
     raise SourceMisconfigured(reason, kind)
+
+
+def refused(error: RemoteRefused, what: str, unauthorized_hint: str) -> NoReturn:
+    """A definite refusal of the CRM's API: its credential (`unauthorized_hint` says which to
+    check), or the call itself, is wrong; a person must act."""
+    if error.kind == "unauthorized":
+        misconfigured("unauthorized", f"{what}: {error.reason}; {unauthorized_hint}")
+    misconfigured("api_refused", f"{what}: {error.reason}")
+
+
+class Contact(Protocol):
+    @property
+    def id(self) -> int: ...
+
+    def phone(self) -> str | None: ...
+
+
+ContactT = TypeVar("ContactT", bound=Contact)
+
+
+def contact_with_phone(
+    read: Callable[[int], ContactT],
+    contact_id: int | None,
+    *,
+    what: str,
+    status: str,
+    unauthorized_hint: str,
+    **log_fields: Any,
+) -> tuple[ContactT, str] | dict[str, Any]:
+    """The deal's or lead's contact and the phone to text, or the outcome without one
+    (`missing_phone`: ignored, or misconfiguration where an SMS rule applies)."""
+    if contact_id is None:
+        return missing_phone(status, f"{what} has no contact", **log_fields)
+    try:
+        contact = read(contact_id)
+    except RemoteRefused as error:
+        if error.kind == "not_found":
+            return missing_phone(status, f"{what}: its contact {contact_id} is gone", **log_fields)
+        refused(error, f"{what}: contact {contact_id}", unauthorized_hint)
+    phone = contact.phone()
+    if phone is None:
+        return missing_phone(status, f"{what}: contact {contact.id} has no phone", **log_fields)
+    return contact, phone
 
 
 def mapped_status(lookup: Lookup, *, setting: str, pipeline: str, stage: str, what: str) -> str | None:
