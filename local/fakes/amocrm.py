@@ -43,24 +43,22 @@ from __future__ import annotations
 
 import itertools
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+from local.fakes.base import FakeRequest, FakeResponse, status_phrase
 from local.fakes.emitting import (
-    Clock,
     ControlInputError,
-    NoHandlerError,
+    EmittingFake,
     WebhookDelivery,
-    bad_request,
+    check_contact,
+    control_contact,
     existing,
     id_field,
     json_object,
-    not_found,
     php_form,
     post_form,
     text_field,
@@ -85,6 +83,25 @@ FIRST_CONTACT_ID = 42000001
 _API_PATH = re.compile(r"^/api/v4/(?P<entity>leads|contacts)/(?P<id>\d+)$")
 _LEAD_ROUTE = re.compile(r"^/_leads/(?P<id>\d+)$")
 
+# The fields of one lead in a `leads[status]` webhook, in amoCRM's order.
+_STATUS_FIELDS = (
+    "id",
+    "name",
+    "status_id",
+    "old_status_id",
+    "price",
+    "responsible_user_id",
+    "last_modified",
+    "modified_user_id",
+    "created_user_id",
+    "date_create",
+    "pipeline_id",
+    "old_pipeline_id",
+    "account_id",
+    "created_at",
+    "updated_at",
+)
+
 StatusChange = tuple[int, int] | tuple[int, int, int]
 
 
@@ -95,8 +112,9 @@ class Delivery(WebhookDelivery):
     lead_ids: tuple[int, ...]
 
 
-class AmoCrmFake(FakeService):
+class AmoCrmFake(EmittingFake):
     name: ClassVar[str] = "amocrm"
+    credential: ClassVar[str] = "token"
 
     def __init__(
         self,
@@ -109,14 +127,10 @@ class AmoCrmFake(FakeService):
         handler_url: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(host, port)
+        super().__init__(host, port, handler_url=handler_url, clock=clock)
         self.token = token
         self.subdomain = subdomain
         self.account_id = account_id
-        self.handler_url = handler_url
-        self._clock = Clock(clock)
-        self._account_lock = threading.Lock()
-        self._revoked = False
         self._contacts: dict[int, dict[str, Any]] = {}
         self._leads: dict[int, dict[str, Any]] = {}
         self._lead_contact: dict[int, int] = {}
@@ -136,17 +150,15 @@ class AmoCrmFake(FakeService):
         return f"https://{self.subdomain}.amocrm.ru"
 
     def configure_handler(self, url: str) -> None:
-        with self._account_lock:
+        with self._state_lock:
             self.handler_url = url
 
     def revoke_token(self) -> None:
         """Every API call is refused with 401, as after the long-lived token was revoked."""
-        with self._account_lock:
-            self._revoked = True
+        self._set_revoked(True)
 
     def restore_token(self) -> None:
-        with self._account_lock:
-            self._revoked = False
+        self._set_revoked(False)
 
     @property
     def token_revoked(self) -> bool:
@@ -154,13 +166,10 @@ class AmoCrmFake(FakeService):
 
     # -- the account -------------------------------------------------------------------------------
     def create_contact(self, name: str, phone: str | None) -> int:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError("a contact needs a name")
-        if phone is not None and (not isinstance(phone, str) or not phone.strip()):
-            raise ValueError("phone must be a non-empty string or None")
+        check_contact(name, phone)
         now = self._clock.tick()
         first, _, last = name.strip().partition(" ")
-        with self._account_lock:
+        with self._state_lock:
             contact_id = next(self._contact_ids)
             self._contacts[contact_id] = {
                 "id": contact_id,
@@ -188,7 +197,7 @@ class AmoCrmFake(FakeService):
         _positive("pipeline_id", pipeline_id)
         _positive("status_id", status_id)
         now = self._clock.tick()
-        with self._account_lock:
+        with self._state_lock:
             if contact_id is not None and contact_id not in self._contacts:
                 raise ValueError(f"no contact {contact_id}")
             lead_id = next(self._lead_ids)
@@ -227,7 +236,7 @@ class AmoCrmFake(FakeService):
             raise ValueError("a lead appears twice in one status change")
         url = self._handler()
         now = self._clock.tick()
-        with self._account_lock:
+        with self._state_lock:
             missing = [lead_id for lead_id in lead_ids if lead_id not in self._leads]
             if missing:
                 raise KeyError(f"no lead {missing[0]}")
@@ -255,7 +264,7 @@ class AmoCrmFake(FakeService):
     def resend_last(self) -> Delivery:
         """The last webhook posted again, byte for byte (same headers too)."""
         url = self._handler()
-        with self._account_lock:
+        with self._state_lock:
             last = self._last_sent
         if last is None:
             raise LookupError("nothing emitted yet")
@@ -264,13 +273,13 @@ class AmoCrmFake(FakeService):
 
     def lead(self, lead_id: int, with_contacts: bool = True) -> dict[str, Any]:
         """The lead as `GET /api/v4/leads/<id>` returns it; KeyError if there is none."""
-        with self._account_lock:
+        with self._state_lock:
             if lead_id not in self._leads:
                 raise KeyError(f"no lead {lead_id}")
             return self._lead_document(lead_id, with_contacts)
 
     def contact(self, contact_id: int) -> dict[str, Any]:
-        with self._account_lock:
+        with self._state_lock:
             if contact_id not in self._contacts:
                 raise KeyError(f"no contact {contact_id}")
             return self._contact_document(contact_id)
@@ -305,14 +314,6 @@ class AmoCrmFake(FakeService):
         return document
 
     # -- emission ---------------------------------------------------------------------------------------
-    def _handler(self) -> str:
-        url = self.handler_url
-        if not url:
-            raise NoHandlerError(
-                "the amocrm fake has no handler for its webhooks: call configure_handler(url)"
-            )
-        return url
-
     @staticmethod
     def _deliver(lead_ids: tuple[int, ...], payload: str, headers: dict[str, str], url: str) -> Delivery:
         """Outside the account lock: the handler may read the leads while it answers."""
@@ -344,7 +345,7 @@ class AmoCrmFake(FakeService):
             return _problem(405, "Method not allowed")
         entity_id = int(match["id"])
         with_values = {value.strip() for value in request.query.get("with", "").split(",")}
-        with self._account_lock:
+        with self._state_lock:
             if match["entity"] == "leads":
                 if entity_id not in self._leads:
                     return FakeResponse(204, b"")
@@ -356,19 +357,6 @@ class AmoCrmFake(FakeService):
         return FakeResponse(200, document, {"Content-Type": HAL_JSON})
 
     # -- control endpoints ----------------------------------------------------------------------------------
-    def control(self, request: FakeRequest) -> FakeResponse:
-        try:
-            response = self._control(request)
-        except (ControlInputError, ValueError) as error:
-            return bad_request(str(error))
-        except KeyError as error:
-            return not_found(str(error.args[0]) if error.args else "not found")
-        except LookupError as error:
-            return FakeResponse(409, {"error": str(error)})
-        except NoHandlerError as error:
-            return FakeResponse(409, {"error": str(error)})
-        return response if response is not None else super().control(request)
-
     def _control(self, request: FakeRequest) -> FakeResponse | None:
         route = (request.method, request.path)
         if route == ("GET", "/_account"):
@@ -381,12 +369,6 @@ class AmoCrmFake(FakeService):
             return FakeResponse(200, {"delivery": self._control_statuses(json_object(request)).as_dict()})
         if route == ("POST", "/_resend"):
             return FakeResponse(200, {"delivery": self.resend_last().as_dict()})
-        if route in (("POST", "/_token/revoke"), ("POST", "/_token/restore")):
-            if request.path.endswith("revoke"):
-                self.revoke_token()
-            else:
-                self.restore_token()
-            return FakeResponse(200, {"token_revoked": self.token_revoked})
         match = _LEAD_ROUTE.match(request.path)
         if match is not None and request.method == "GET":
             return FakeResponse(200, self.lead(int(match["id"])))
@@ -402,14 +384,7 @@ class AmoCrmFake(FakeService):
         status_id = int(id_field(document, "status_id") or 0)
         if "contact" in document and "contact_id" in document:
             raise ControlInputError("give either contact or contact_id, not both")
-        contact_id = id_field(document, "contact_id", required=False)
-        if contact_id is not None:
-            existing(self.contact, contact_id)
-        elif "contact" in document:
-            contact = document["contact"]
-            if not isinstance(contact, dict):
-                raise ControlInputError('contact must be an object such as {"name": "Ann", "phone": "+7..."}')
-            contact_id = self._contact_from(contact)
+        contact_id = control_contact(document, self.contact, self._contact_from)
         lead_id = self.create_lead(name, pipeline_id, status_id, contact_id)
         return FakeResponse(201, {"lead_id": lead_id, "contact_id": contact_id})
 
@@ -445,7 +420,7 @@ class AmoCrmFake(FakeService):
         )
 
     def _account_state(self) -> dict[str, Any]:
-        with self._account_lock:
+        with self._state_lock:
             leads, contacts = len(self._leads), len(self._contacts)
         return {
             "base_url": self.base_url,
@@ -476,25 +451,16 @@ def _status_fields(
     index: int, lead: Mapping[str, Any], old_status: int, old_pipeline: int
 ) -> list[tuple[str, object]]:
     """One lead of a `leads[status]` webhook, in amoCRM's order."""
-    prefix = f"leads[status][{index}]"
-    fields: list[tuple[str, object]] = [
-        ("id", lead["id"]),
-        ("name", lead["name"]),
-        ("status_id", lead["status_id"]),
-        ("old_status_id", old_status),
-        ("price", lead["price"]),
-        ("responsible_user_id", lead["responsible_user_id"]),
-        ("last_modified", lead["updated_at"]),
-        ("modified_user_id", lead["updated_by"]),
-        ("created_user_id", lead["created_by"]),
-        ("date_create", lead["created_at"]),
-        ("pipeline_id", lead["pipeline_id"]),
-        ("old_pipeline_id", old_pipeline),
-        ("account_id", lead["account_id"]),
-        ("created_at", lead["created_at"]),
-        ("updated_at", lead["updated_at"]),
-    ]
-    return [(f"{prefix}[{key}]", value) for key, value in fields]
+    values = {
+        **lead,
+        "old_status_id": old_status,
+        "old_pipeline_id": old_pipeline,
+        "last_modified": lead["updated_at"],
+        "modified_user_id": lead["updated_by"],
+        "created_user_id": lead["created_by"],
+        "date_create": lead["created_at"],
+    }
+    return [(f"leads[status][{index}][{key}]", values[key]) for key in _STATUS_FIELDS]
 
 
 def _phone_fields(phone: str | None) -> list[dict[str, Any]] | None:

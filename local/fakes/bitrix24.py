@@ -46,24 +46,20 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
-from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+from local.fakes.base import FakeRequest, FakeResponse, status_phrase
 from local.fakes.emitting import (
-    Clock,
     ControlInputError,
-    NoHandlerError,
+    EmittingFake,
     WebhookDelivery,
-    bad_request,
-    existing,
-    id_field,
+    check_contact,
+    control_contact,
     json_object,
-    not_found,
     php_form,
     post_form,
     text_field,
@@ -109,6 +105,10 @@ SYSTEM_FIELDS = frozenset(
         "MODIFY_BY_ID",
     }
 )
+# A contact's or deal's UTM fields, in Bitrix24's order: empty for what the stand-in creates.
+_NO_UTM: dict[str, None] = dict.fromkeys(
+    ("UTM_SOURCE", "UTM_MEDIUM", "UTM_CAMPAIGN", "UTM_CONTENT", "UTM_TERM")
+)
 _REST_PATH = re.compile(
     r"^/rest/(?P<user>\d+)/(?P<code>[^/]+)/(?P<method>[A-Za-z0-9_.]+?)(?:\.(?:json|xml))?$"
 )
@@ -153,8 +153,10 @@ class Delivery(WebhookDelivery):
     deal_id: int
 
 
-class Bitrix24PortalFake(FakeService):
+class Bitrix24PortalFake(EmittingFake):
     name: ClassVar[str] = "bitrix24"
+    credential: ClassVar[str] = "webhook"
+    webhooks: ClassVar[str] = "outgoing webhooks"
 
     def __init__(
         self,
@@ -168,16 +170,12 @@ class Bitrix24PortalFake(FakeService):
         handler_url: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(host, port)
+        super().__init__(host, port, handler_url=handler_url, clock=clock)
         self.user_id = user_id
         self.webhook_code = webhook_code
         self.domain = domain
         self.application_token = application_token
-        self.handler_url = handler_url
         self.member_id = hashlib.sha256(domain.encode()).hexdigest()[:32]
-        self._clock = Clock(clock)
-        self._portal_lock = threading.Lock()
-        self._revoked = False
         self._contacts: dict[int, dict[str, Any]] = {}
         self._deals: dict[int, dict[str, Any]] = {}
         self._contact_ids = itertools.count(1)
@@ -190,7 +188,7 @@ class Bitrix24PortalFake(FakeService):
     # -- configuration -----------------------------------------------------------------------------
     def configure_handler(self, url: str, application_token: str | None = None) -> None:
         """Where the outgoing webhooks go (the pipeline's URL, known once it has started)."""
-        with self._portal_lock:
+        with self._state_lock:
             self.handler_url = url
             if application_token is not None:
                 self.application_token = application_token
@@ -201,12 +199,10 @@ class Bitrix24PortalFake(FakeService):
 
     def revoke_webhook(self) -> None:
         """Every REST call is refused with 401 INVALID_CREDENTIALS, as after deleting the webhook."""
-        with self._portal_lock:
-            self._revoked = True
+        self._set_revoked(True)
 
     def restore_webhook(self) -> None:
-        with self._portal_lock:
-            self._revoked = False
+        self._set_revoked(False)
 
     @property
     def webhook_revoked(self) -> bool:
@@ -214,12 +210,9 @@ class Bitrix24PortalFake(FakeService):
 
     # -- the portal ----------------------------------------------------------------------------------
     def create_contact(self, name: str, phone: str | None, last_name: str | None = None) -> int:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError("a contact needs a name")
-        if phone is not None and (not isinstance(phone, str) or not phone.strip()):
-            raise ValueError("phone must be a non-empty string or None")
+        check_contact(name, phone)
         now = self._clock.tick()
-        with self._portal_lock:
+        with self._state_lock:
             contact_id = next(self._contact_ids)
             contact = self._new_contact(contact_id, name, phone, last_name, now)
             self._contacts[contact_id] = contact
@@ -242,7 +235,7 @@ class Bitrix24PortalFake(FakeService):
         if emit:
             self._handler()
         now = self._clock.tick()
-        with self._portal_lock:
+        with self._state_lock:
             if contact_id is not None and contact_id not in self._contacts:
                 raise ValueError(f"no contact {contact_id}")
             deal_id = next(self._deal_ids)
@@ -259,7 +252,7 @@ class Bitrix24PortalFake(FakeService):
         """
         handler_checked = self._handler()
         now = self._clock.tick()
-        with self._portal_lock:
+        with self._state_lock:
             deal = self._existing_deal(deal_id)
             stage = full_stage_id(stage_id, int(deal["CATEGORY_ID"]))
             if stage != deal["STAGE_ID"]:
@@ -293,7 +286,7 @@ class Bitrix24PortalFake(FakeService):
                 raise ValueError(f"{key} must be a string, as Bitrix24 has it")
         handler_checked = self._handler()
         now = self._clock.tick()
-        with self._portal_lock:
+        with self._state_lock:
             deal = self._existing_deal(deal_id)
             deal.update(fields)
             self._touch(deal, now)
@@ -303,7 +296,7 @@ class Bitrix24PortalFake(FakeService):
     def resend_last(self, deal_id: int | None = None) -> Delivery:
         """The last emitted body (for `deal_id`, or any) posted again, byte for byte."""
         handler_checked = self._handler()
-        with self._portal_lock:
+        with self._state_lock:
             last = self._last_sent if deal_id is None else self._last_sent_by_deal.get(deal_id)
         if last is None:
             raise LookupError(
@@ -314,11 +307,11 @@ class Bitrix24PortalFake(FakeService):
 
     def deal(self, deal_id: int) -> dict[str, Any]:
         """The deal as crm.deal.get returns it (a copy); KeyError if there is none."""
-        with self._portal_lock:
+        with self._state_lock:
             return dict(self._existing_deal(deal_id))
 
     def contact(self, contact_id: int) -> dict[str, Any]:
-        with self._portal_lock:
+        with self._state_lock:
             if contact_id not in self._contacts:
                 raise KeyError(f"no contact {contact_id}")
             return _copy_contact(self._contacts[contact_id])
@@ -359,11 +352,7 @@ class Bitrix24PortalFake(FakeService):
             "FACE_ID": None,
             "LAST_ACTIVITY_TIME": portal_time(now),
             "ADDRESS": None,
-            "UTM_SOURCE": None,
-            "UTM_MEDIUM": None,
-            "UTM_CAMPAIGN": None,
-            "UTM_CONTENT": None,
-            "UTM_TERM": None,
+            **_NO_UTM,
             "LAST_ACTIVITY_BY": user,
         }
         if phone:
@@ -421,11 +410,7 @@ class Bitrix24PortalFake(FakeService):
             "MOVED_BY_ID": user,
             "MOVED_TIME": portal_time(now),
             "LAST_ACTIVITY_TIME": portal_time(now),
-            "UTM_SOURCE": None,
-            "UTM_MEDIUM": None,
-            "UTM_CAMPAIGN": None,
-            "UTM_CONTENT": None,
-            "UTM_TERM": None,
+            **_NO_UTM,
             "LAST_ACTIVITY_BY": user,
         }
 
@@ -441,14 +426,6 @@ class Bitrix24PortalFake(FakeService):
         return deal
 
     # -- emission --------------------------------------------------------------------------------------
-    def _handler(self) -> str:
-        url = self.handler_url
-        if not url:
-            raise NoHandlerError(
-                "the bitrix24 fake has no handler for its outgoing webhooks: call configure_handler(url)"
-            )
-        return url
-
     def event_payload(self, event: str, deal_id: int, ts: int) -> str:
         """The form body Bitrix24's outgoing webhook posts for a deal event."""
         return php_form(
@@ -529,24 +506,28 @@ class Bitrix24PortalFake(FakeService):
         }
 
     def _rest_deal_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        deal_id = _rest_id(params)
-        with self._portal_lock:
-            deal = self._deals.get(deal_id)
-            if deal is None:
-                raise _RestError("Not found")
-            return dict(deal), {}
+        return self._rest_get(self._deals, params, dict)
 
     def _rest_contact_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        contact_id = _rest_id(params)
-        with self._portal_lock:
-            contact = self._contacts.get(contact_id)
-            if contact is None:
+        return self._rest_get(self._contacts, params, _copy_contact)
+
+    def _rest_get(
+        self,
+        records: Mapping[int, dict[str, Any]],
+        params: dict[str, Any],
+        copy: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> tuple[Any, dict[str, Any]]:
+        """`crm.<entity>.get`: a copy of the record `id` names, or 400 "Not found"."""
+        record_id = _rest_id(params)
+        with self._state_lock:
+            record = records.get(record_id)
+            if record is None:
                 raise _RestError("Not found")
-            return _copy_contact(contact), {}
+            return copy(record), {}
 
     def _rest_deal_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         conditions = {key.lstrip("="): str(value) for key, value in _nested(params, "filter").items()}
-        with self._portal_lock:
+        with self._state_lock:
             deals = [
                 dict(deal)
                 for _, deal in sorted(self._deals.items())
@@ -584,19 +565,6 @@ class Bitrix24PortalFake(FakeService):
         return items, {"total": len(items)}
 
     # -- control endpoints ---------------------------------------------------------------------------------
-    def control(self, request: FakeRequest) -> FakeResponse:
-        try:
-            response = self._control(request)
-        except (ControlInputError, ValueError) as error:
-            return bad_request(str(error))
-        except KeyError as error:
-            return not_found(str(error.args[0]) if error.args else "not found")
-        except LookupError as error:
-            return FakeResponse(409, {"error": str(error)})
-        except NoHandlerError as error:
-            return FakeResponse(409, {"error": str(error)})
-        return response if response is not None else super().control(request)
-
     def _control(self, request: FakeRequest) -> FakeResponse | None:
         route = (request.method, request.path)
         if route == ("GET", "/_portal"):
@@ -607,12 +575,6 @@ class Bitrix24PortalFake(FakeService):
             return FakeResponse(201, {"contact_id": contact_id})
         if route == ("POST", "/_deals"):
             return self._control_create_deal(json_object(request))
-        if route in (("POST", "/_webhook/revoke"), ("POST", "/_webhook/restore")):
-            if request.path.endswith("revoke"):
-                self.revoke_webhook()
-            else:
-                self.restore_webhook()
-            return FakeResponse(200, {"webhook_revoked": self.webhook_revoked})
         match = _DEAL_ROUTE.match(request.path)
         if match is None:
             return None
@@ -652,14 +614,7 @@ class Bitrix24PortalFake(FakeService):
         if "contact" in document and "contact_id" in document:
             raise ControlInputError("give either contact or contact_id, not both")
         self._handler()
-        contact_id = id_field(document, "contact_id", required=False)
-        if contact_id is not None:
-            existing(self.contact, contact_id)
-        elif "contact" in document:
-            contact = document["contact"]
-            if not isinstance(contact, dict):
-                raise ControlInputError('contact must be an object such as {"name": "Ann", "phone": "+7..."}')
-            contact_id = self._contact_from(contact)
+        contact_id = control_contact(document, self.contact, self._contact_from)
         delivery = self.create_deal(title, stage_id, category, contact_id)
         return FakeResponse(
             201, {"deal_id": delivery.deal_id, "contact_id": contact_id, "delivery": delivery.as_dict()}
@@ -676,7 +631,7 @@ class Bitrix24PortalFake(FakeService):
         )
 
     def _portal_state(self) -> dict[str, Any]:
-        with self._portal_lock:
+        with self._state_lock:
             deals, contacts = len(self._deals), len(self._contacts)
         return {
             "rest_url": self.rest_url(),

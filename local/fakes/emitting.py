@@ -8,6 +8,9 @@
 - a small `Clock` whose seconds always advance between two changes, so "modified" and "moved"
   times differ between two calls made within the same second, as they would between two edits
   by a person;
+- `EmittingFake`, their base: where the webhooks go (`handler_url`), the API credential a
+  control endpoint revokes and restores, and the control endpoints' answers to what they raise
+  (400, 404, 409);
 - the checks the control endpoints make of their JSON bodies (`ControlInputError` -> 400).
 """
 
@@ -21,9 +24,9 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
-from local.fakes.base import FakeRequest, FakeResponse
+from local.fakes.base import FakeRequest, FakeResponse, FakeService
 
 EMIT_TIMEOUT_SECONDS = 5.0
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
@@ -131,6 +134,80 @@ class Clock:
             return self._last
 
 
+class EmittingFake(FakeService):
+    """A stand-in that posts webhooks to `handler_url` and has control endpoints of its own.
+
+    `_state_lock` guards what a subclass keeps (its records, the handler, the revocation);
+    `_clock` dates its changes. While the API credential is revoked (`_revoked`) the subclass
+    refuses its API calls; `POST /_<credential>/revoke` and `POST /_<credential>/restore` switch
+    that and answer `{"<credential>_revoked": ...}`.
+
+    Subclasses implement `_control()`: the answer to one of their own control routes, or None
+    for a route they do not have (then `FakeService.control` answers it). What `_control` raises
+    is the caller's fault, answered as JSON `{"error": ...}`: a `ValueError` (and so a
+    `ControlInputError`) is 400, a `KeyError` 404 (something the path names does not exist), a
+    `LookupError` (nothing to resend) or a `NoHandlerError` 409.
+    """
+
+    # The API credential, as the revocation routes name it ("token": `/_token/revoke`).
+    credential: ClassVar[str]
+    # What the stand-in's webhooks are called, in the error for a missing handler.
+    webhooks: ClassVar[str] = "webhooks"
+
+    def __init__(self, host: str, port: int, *, handler_url: str | None, clock: Callable[[], float]) -> None:
+        super().__init__(host, port)
+        self.handler_url = handler_url
+        self._clock = Clock(clock)
+        self._state_lock = threading.Lock()
+        self._revoked = False
+
+    def _set_revoked(self, revoked: bool) -> None:
+        with self._state_lock:
+            self._revoked = revoked
+
+    def control(self, request: FakeRequest) -> FakeResponse:
+        try:
+            response = self._revocation_control(request)
+            if response is None:
+                response = self._control(request)
+        except ValueError as error:
+            return bad_request(str(error))
+        except KeyError as error:
+            return not_found(str(error.args[0]) if error.args else "not found")
+        except (LookupError, NoHandlerError) as error:
+            return FakeResponse(409, {"error": str(error)})
+        return response if response is not None else super().control(request)
+
+    def _control(self, request: FakeRequest) -> FakeResponse | None:
+        raise NotImplementedError
+
+    def _revocation_control(self, request: FakeRequest) -> FakeResponse | None:
+        if request.method != "POST" or request.path not in (
+            f"/_{self.credential}/revoke",
+            f"/_{self.credential}/restore",
+        ):
+            return None
+        self._set_revoked(request.path.endswith("revoke"))
+        return FakeResponse(200, {f"{self.credential}_revoked": self._revoked})
+
+    def _handler(self) -> str:
+        """The handler's URL; NoHandlerError before `configure_handler` has named one."""
+        url = self.handler_url
+        if not url:
+            raise NoHandlerError(
+                f"the {self.name} fake has no handler for its {self.webhooks}: call configure_handler(url)"
+            )
+        return url
+
+
+def check_contact(name: object, phone: object) -> None:
+    """A new contact's name and optional phone (ValueError when either is not a non-empty string)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("a contact needs a name")
+    if phone is not None and (not isinstance(phone, str) or not phone.strip()):
+        raise ValueError("phone must be a non-empty string or None")
+
+
 # -- control endpoint input -----------------------------------------------------------------------
 def json_object(request: FakeRequest) -> dict[str, Any]:
     document = request.json()
@@ -166,6 +243,25 @@ def existing(lookup: Callable[[int], object], entity_id: int) -> None:
         lookup(entity_id)
     except KeyError as error:
         raise ControlInputError(str(error.args[0])) from None
+
+
+def control_contact(
+    document: Mapping[str, Any],
+    lookup: Callable[[int], object],
+    create: Callable[[Mapping[str, Any]], int],
+) -> int | None:
+    """The contact a control body names: `contact_id` (which `lookup` must find) or a new one
+    `create` makes from the `contact` object; None when it names neither."""
+    contact_id = id_field(document, "contact_id", required=False)
+    if contact_id is not None:
+        existing(lookup, contact_id)
+        return contact_id
+    if "contact" not in document:
+        return None
+    contact = document["contact"]
+    if not isinstance(contact, dict):
+        raise ControlInputError('contact must be an object such as {"name": "Ann", "phone": "+7..."}')
+    return create(contact)
 
 
 def bad_request(message: str) -> FakeResponse:
