@@ -1,8 +1,9 @@
 """`python -m bench [NAME ...] [--quick]` (make bench): run benchmarks, save their figures, print a report.
 
 Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
-uses the figures the others measured, from this run or an earlier one), phones, sms. Figures are saved to
-.local/bench/results.json.
+uses the figures the others measured, from this run or an earlier one), bill (the fixed monthly
+bill of the default template, and the per-update cost against its floor), phones, sms. Figures
+are saved to .local/bench/results.json.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import cost, phones, pipeline, sms, webhook, worker
+from bench import bill, cost, phones, pipeline, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "worker": worker,
     "pipeline": pipeline,
     "cost": cost,
+    "bill": bill,
     "phones": phones,
     "sms": sms,
 }

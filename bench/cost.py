@@ -19,33 +19,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import load_results, table
+from infra.prices import REGION, TRAFFIC, TRAFFIC_PRICES_RECORDED
 from local.runtime import WEBHOOK_MEMORY_MB
 from pipeline.registry import Consumer, enabled, matches
 
 UPDATES = 1_000_000
 
-# -- prices ---------------------------------------------------------------------------------------------
-PRICES_AS_OF = "2025-06"
+# -- prices: infra/prices.py, the repository's one price table ---------------------------------------------
+PRICES = TRAFFIC
 PRICES_NOTE = (
-    f"eu-central-1 list prices in USD as known on {PRICES_AS_OF}, free tiers excluded: check them at "
-    "https://aws.amazon.com/<service>/pricing/ before relying on these figures"
+    f"{REGION} list prices in USD as recorded on {TRAFFIC_PRICES_RECORDED} (infra/prices.py, with each"
+    " one's page), free tiers excluded: check them there before relying on these figures"
 )
 
-
-@dataclass(frozen=True)
-class Prices:
-    lambda_arm_gb_second: float = 0.0000133334  # arm64, first 7.5 billion GB-s a month
-    lambda_request: float = 0.20 / 1e6
-    http_api_request: float = 1.20 / 1e6  # API Gateway HTTP API, first 300 M a month, per 512 KB
-    sns_publish: float = 0.50 / 1e6  # per 64 KB chunk; deliveries to SQS are free
-    sqs_request: float = 0.40 / 1e6  # standard queue, per 64 KB chunk
-    dynamodb_write_unit: float = 0.7625 / 1e6  # on-demand, after the November 2024 price cut
-    dynamodb_read_unit: float = 0.1525 / 1e6
-    logs_ingested_gb: float = 0.63  # CloudWatch Logs, standard class
-    xray_trace: float = 5.00 / 1e6  # traces recorded
-
-
-PRICES = Prices()
 
 # -- assumptions ------------------------------------------------------------------------------------------
 # Share of each kind of update in a bot's traffic: change it to your bot's.
@@ -73,10 +59,16 @@ COLD_START_SHARE = 0.01
 DUPLICATE_SHARE = 0.01
 # API Gateway access log line per request (the stack logs $context fields, no headers or body).
 ACCESS_LOG_BYTES = 350
-# X-Ray (every function has active tracing): the default sampling rule records the first
-# request each second and 5% of the rest, so at 0.4 updates a second nearly every request is
-# traced. An SQS-triggered invocation starts its own trace (linked, not continued).
+# X-Ray: off by default (the `tracing` setting, default false); the report adds the traced figure
+# as a line of its own. Traced, the default sampling rule records the first request each second
+# and 5% of the rest, so at 0.4 updates a second nearly every request is traced. An
+# SQS-triggered invocation starts its own trace (linked, not continued).
+TRACING_DEFAULT = False
 XRAY_SAMPLED_SHARE = 1.0
+# The goal of issue 12: the model's figure (default configuration) within this factor of the floor.
+FLOOR_GOAL_RATIO = 1.3
+# Records per SQS ReceiveMessage / DeleteMessageBatch in the floor: the API's maximum.
+SQS_MAX_BATCH = 10
 # Journal items (idempotency records) stay under 1 KB: one write unit per write (a refused
 # conditional write too), one read unit per strongly consistent read.
 JOURNAL_WRITE_UNITS = 1.0
@@ -286,8 +278,8 @@ def consumer_loads(inputs: Inputs, with_ai: bool) -> list[ConsumerLoad]:
     return loads
 
 
-def estimate(inputs: Inputs, with_ai: bool) -> Bill:
-    """Cost lines per UPDATES Telegram updates."""
+def estimate(inputs: Inputs, with_ai: bool, tracing: bool = TRACING_DEFAULT) -> Bill:
+    """Cost lines per UPDATES Telegram updates (X-Ray traces only with `tracing`)."""
     bill = Bill()
     consumers = consumer_loads(inputs, with_ai)
     webhook_ms = inputs.webhook_cpu_ms.value * cpu_factor(WEBHOOK_MEMORY_MB) + SNS_PUBLISH_MS
@@ -296,20 +288,22 @@ def estimate(inputs: Inputs, with_ai: bool) -> Bill:
     bill.fanout = sum(load.records for load in consumers) / UPDATES
     bill.consumer_ms = {load.consumer.name: load.function.ms_per_invocation for load in consumers}
 
-    bill.add("API Gateway HTTP API", "request", PRICES.http_api_request, UPDATES)
+    bill.add("API Gateway HTTP API", "request", PRICES.http_api_request.usd, UPDATES)
     for f in functions:
-        bill.add("Lambda requests", "request", PRICES.lambda_request, f.invocations)
+        bill.add("Lambda requests", "request", PRICES.lambda_request.usd, f.invocations)
     for f in functions:
         duration = f.invocations * billed_ms(f.ms_per_invocation) / 1000 * f.gb
-        bill.add(f"Lambda {f.name} ({f.memory_mb} MB)", "GB-s", PRICES.lambda_arm_gb_second, duration)
+        bill.add(f"Lambda {f.name} ({f.memory_mb} MB)", "GB-s", PRICES.lambda_arm_gb_second.usd, duration)
     for f in functions:
         # Not scaled by the CPU share: the init phase is not held to it the way invocations are.
         cold = f.invocations * COLD_START_SHARE * f.init_ms / 1000 * f.gb
-        bill.add("Lambda init (cold starts)", "GB-s", PRICES.lambda_arm_gb_second, cold)
-    bill.add("SNS publishes", "request", PRICES.sns_publish, UPDATES)
+        bill.add("Lambda init (cold starts)", "GB-s", PRICES.lambda_arm_gb_second.usd, cold)
+    bill.add("SNS publishes", "request", PRICES.sns_publish.usd, UPDATES)
     for load in consumers:
         # The SNS -> SQS delivery is a send; then per invocation one receive and one batch delete.
-        bill.add("SQS requests", "request", PRICES.sqs_request, load.records + 2 * load.function.invocations)
+        bill.add(
+            "SQS requests", "request", PRICES.sqs_request.usd, load.records + 2 * load.function.invocations
+        )
     new, duplicate = inputs.journal_calls_new, inputs.journal_calls_duplicate
     for load in consumers:
         duplicates = load.records * DUPLICATE_SHARE
@@ -317,20 +311,57 @@ def estimate(inputs: Inputs, with_ai: bool) -> Bill:
         reads = load.records * new.get("GetItem", 0.0) + duplicates * duplicate.get("GetItem", 0.0)
         work = CONSUMER_WORK.get(load.consumer.name, ConsumerWork())
         journal_units = writes * JOURNAL_WRITE_UNITS
-        bill.add("DynamoDB writes, journal (idempotency)", "WRU", PRICES.dynamodb_write_unit, journal_units)
-        bill.add("DynamoDB reads, journal (idempotency)", "RRU", PRICES.dynamodb_read_unit, reads)
+        bill.add(
+            "DynamoDB writes, journal (idempotency)", "WRU", PRICES.dynamodb_write_unit.usd, journal_units
+        )
+        bill.add("DynamoDB reads, journal (idempotency)", "RRU", PRICES.dynamodb_read_unit.usd, reads)
         bill.add(
             "DynamoDB writes, consumers' own",
             "WRU",
-            PRICES.dynamodb_write_unit,
+            PRICES.dynamodb_write_unit.usd,
             load.records * work.write_units,
         )
     log_bytes = UPDATES * (inputs.webhook_log_bytes.value + ACCESS_LOG_BYTES) + sum(
         load.records * inputs.consumer_log_bytes[load.consumer.name].value for load in consumers
     )
-    bill.add("CloudWatch Logs ingestion", "GB", PRICES.logs_ingested_gb, log_bytes / 1e9)
-    traces = sum(f.invocations for f in functions) * XRAY_SAMPLED_SHARE
-    bill.add("X-Ray traces", "trace", PRICES.xray_trace, traces)
+    bill.add("CloudWatch Logs ingestion", "GB", PRICES.logs_ingested_gb.usd, log_bytes / 1e9)
+    if tracing:
+        traces = sum(f.invocations for f in functions) * XRAY_SAMPLED_SHARE
+        bill.add("X-Ray traces", "trace", PRICES.xray_trace.usd, traces)
+    return bill
+
+
+def floor(with_ai: bool = False) -> Bill:
+    """The design's floor per UPDATES updates: the fewest billed units the architecture needs, each
+    at its minimum. Per update: 1 HTTP API request, 1 webhook invocation billed 1 ms, 1 SNS
+    publish; per record a consumer's filter policy takes: the SNS -> SQS delivery (a send), its
+    share of a receive and a batch delete of SQS_MAX_BATCH records, 1 invocation billed 1 ms, the
+    journal's 2 writes (INPROGRESS, then COMPLETED) and the consumer's own writes
+    (CONSUMER_WORK). No logs, no traces, no cold starts, no duplicates: none is needed to carry
+    an update through."""
+    bill = Bill()
+    consumers = [(c, UPDATES * records_per_update(c)) for c in telegram_consumers(with_ai)]
+    records = sum(n for _, n in consumers)
+    bill.fanout = records / UPDATES
+    lambda_ = PRICES.lambda_arm_gb_second.usd
+    bill.add("1 HTTP API request per update", "request", PRICES.http_api_request.usd, UPDATES)
+    bill.add("1 webhook invocation per update", "request", PRICES.lambda_request.usd, UPDATES)
+    bill.add("webhook billed 1 ms", "GB-s", lambda_, UPDATES * 0.001 * WEBHOOK_MEMORY_MB / 1024)
+    bill.add("1 SNS publish per update", "request", PRICES.sns_publish.usd, UPDATES)
+    bill.add("1 SQS send per record (SNS delivery)", "request", PRICES.sqs_request.usd, records)
+    bill.add(
+        f"SQS receive + delete per {SQS_MAX_BATCH} records",
+        "request",
+        PRICES.sqs_request.usd,
+        2 * records / SQS_MAX_BATCH,
+    )
+    bill.add("1 consumer invocation per record", "request", PRICES.lambda_request.usd, records)
+    for consumer, n in consumers:
+        bill.add("consumer invocations billed 1 ms", "GB-s", lambda_, n * 0.001 * consumer.memory_mb / 1024)
+    bill.add("2 journal writes per record", "WRU", PRICES.dynamodb_write_unit.usd, 2 * records)
+    for consumer, n in consumers:
+        work = CONSUMER_WORK.get(consumer.name, ConsumerWork())
+        bill.add("consumers' own writes", "WRU", PRICES.dynamodb_write_unit.usd, n * work.write_units)
     return bill
 
 
@@ -342,10 +373,22 @@ def run(quick: bool = False) -> dict[str, Any]:
     """`quick` changes nothing here: the model is arithmetic on the saved figures."""
     inputs = Inputs.from_results(load_results())
     bills = {"ai_off": estimate(inputs, with_ai=False), "ai_on": estimate(inputs, with_ai=True)}
+    traced = estimate(inputs, with_ai=False, tracing=True)
+    design_floor = floor(with_ai=False)
+    ratio = bills["ai_off"].total / design_floor.total
     return {
         "updates": UPDATES,
         "records_per_invocation": RECORDS_PER_INVOCATION,
-        "prices_as_of": PRICES_AS_OF,
+        "prices_as_of": TRAFFIC_PRICES_RECORDED,
+        "tracing_default": TRACING_DEFAULT,
+        "traced_ai_off_total_usd": round(traced.total, 4),
+        "floor": {
+            "total_usd": round(design_floor.total, 4),
+            "lines": {line.item: round(line.usd, 4) for line in design_floor.lines.values()},
+            "model_ratio": round(ratio, 3),
+            "goal_ratio": FLOOR_GOAL_RATIO,
+            "goal_met": ratio <= FLOOR_GOAL_RATIO,
+        },
         "inputs": {
             "webhook_cpu_ms": vars(inputs.webhook_cpu_ms),
             "webhook_init_ms": vars(inputs.webhook_init_ms),
@@ -413,7 +456,7 @@ def report(results: dict[str, Any]) -> list[str]:
             ]
         )
     rows.append(["total per 1 M updates", "", "", f"{off['total_usd']:.2f}", "", f"{on['total_usd']:.2f}"])
-    xray = on["lines"]["X-Ray traces"]["usd"] / on["total_usd"]
+    traced = results["traced_ai_off_total_usd"]
     lines = [
         f"cost per {results['updates'] / 1e6:g} M Telegram updates, USD ({PRICES_NOTE})",
         f"  records per update: {off['records_per_update']:.2f} without ai,"
@@ -434,13 +477,30 @@ def report(results: dict[str, Any]) -> list[str]:
         ),
         f"  journal calls per new record {inputs['journal_calls_new']}, per duplicate"
         f" {inputs['journal_calls_duplicate']} ({inputs['journal_source']})",
-        f"  X-Ray is {xray:.0%} of the total (ai on): every function traces actively, and at this rate"
-        " the default sampling rule records nearly every invocation",
+        f"  with tracing=true (X-Ray on every function; off by default): {traced:.2f} without ai"
+        f" (+{traced - off['total_usd']:.2f}: at this rate the default sampling rule records nearly"
+        " every invocation)",
+        *floor_report(results),
         "  estimated billed ms per record (ai on): "
         + ", ".join(f"{name} {ms:.0f}" for name, ms in on["consumer_ms_per_record"].items()),
         *(f"  {name}: {work.note}" for name, work in CONSUMER_WORK.items() if work.note),
-        "  not per update: Secrets Manager ($0.40/secret-month), alarms ($0.10 each), EMF custom metrics"
-        " ($0.30/metric-month), the SNS KMS key ($1/month), Lambda's idle long polling of each queue,"
-        " DynamoDB storage (~1.5 GB of conversations per 1 M updates) and Bedrock tokens.",
+        "  not per update: the fixed monthly charges (`python -m bench bill`: KMS key, secrets, alarms,"
+        " dashboard), EMF custom metrics ($0.30/metric-month), KMS requests for the encrypted topics"
+        " (SNS reuses data keys), Lambda's idle long polling of each queue, DynamoDB storage"
+        " (~1.5 GB of conversations per 1 M updates) and Bedrock tokens.",
     ]
     return lines
+
+
+def floor_report(results: dict[str, Any]) -> list[str]:
+    """The design's floor next to the model's figure (default configuration: without ai, untraced)."""
+    design = results["floor"]
+    model = results["scenarios"]["ai_off"]["total_usd"]
+    verdict = "met" if design["goal_met"] else "NOT met"
+    return [
+        f"  design floor (without ai): {design['total_usd']:.2f} per 1 M updates; the model {model:.2f} is"
+        f" {design['model_ratio']:.2f}x the floor, goal <= {design['goal_ratio']:g}x: {verdict}",
+        *(f"    {item}: {usd:.2f}" for item, usd in design["lines"].items()),
+        "    above the floor in the model: SQS receive + delete per record (one record per invocation at"
+        " this rate), Lambda durations and cold starts, CloudWatch Logs, duplicates",
+    ]

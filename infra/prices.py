@@ -1,32 +1,93 @@
-"""What an idle stack costs by the month: list prices of the resources billed whether or not a
-single event arrives, and the bill of a synthesized template (README's Deploy section quotes it,
-and a test checks the quote against the default template).
+"""Every AWS price the repository uses, in one dated table with the page each comes from.
 
-Prices are AWS's published list prices (USD, us-east-1) on the pages in `source`, as recorded on
-PRICES_RECORDED; they change and vary by region: re-check them there. Traffic (requests,
-invocations, messages, SMS) is priced apart, by the cost model of `make bench` (bench/cost.py).
+Two kinds, both read from here:
+- fixed monthly charges of the resources billed whether or not a single event arrives (KMS keys,
+  secrets, alarms, dashboards), and the bill of a synthesized template built from them (README's
+  Deploy section quotes it, a test checks the quote against the default template, and `make
+  bench` prints it: bench/bill.py);
+- unit prices of traffic (requests, GB-seconds, write units, log GB, traces), which the cost
+  model per 1 M updates multiplies by its volumes (bench/cost.py).
+
+USD list prices, on-demand, free tiers kept apart (`free_units`), for eu-central-1 (the fixed
+monthly prices are the same in us-east-1); each row says when it was recorded from its page.
+They change and vary by region: re-check them there.
 
 No CDK import: it reads a template's "Resources" as JSON.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+REGION = "eu-central-1"
+# When the fixed monthly prices (the ones README quotes) were last checked on their pages.
 PRICES_RECORDED = "2026-12-01"
+# When the traffic prices were recorded (bench/cost.py's table, moved here unchanged).
+TRAFFIC_PRICES_RECORDED = "2025-06"
+
 KMS_PRICING = "https://aws.amazon.com/kms/pricing/"
 SECRETS_MANAGER_PRICING = "https://aws.amazon.com/secrets-manager/pricing/"
 CLOUDWATCH_PRICING = "https://aws.amazon.com/cloudwatch/pricing/"
+LAMBDA_PRICING = "https://aws.amazon.com/lambda/pricing/"
+API_GATEWAY_PRICING = "https://aws.amazon.com/api-gateway/pricing/"
+SNS_PRICING = "https://aws.amazon.com/sns/pricing/"
+SQS_PRICING = "https://aws.amazon.com/sqs/pricing/"
+DYNAMODB_PRICING = "https://aws.amazon.com/dynamodb/pricing/on-demand/"
+XRAY_PRICING = "https://aws.amazon.com/xray/pricing/"
+
 # CloudWatch alarms of a period below this are high resolution, priced higher (not modelled).
 STANDARD_RESOLUTION_SECONDS = 60
+# The CloudWatch free tier's dashboards (3 a month) are those "referencing up to 50 metrics
+# each" (CLOUDWATCH_PRICING, free tier table, checked 2026-12-02): a bigger one is never free.
+FREE_DASHBOARD_METRICS = 50
 
 # Charged while idle but not by a resource of the template: a custom metric the scheduled
 # reconciler publishes on every run (first 10 of the account free), per metric-month.
 CUSTOM_METRIC_USD = 0.30
 
 
+# -- traffic ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UnitPrice:
+    """The price of one billed unit of traffic."""
+
+    usd: float
+    unit: str  # singular: "request", "GB-s"
+    source: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TrafficPrices:
+    lambda_arm_gb_second: UnitPrice = UnitPrice(
+        0.0000133334, "GB-s", LAMBDA_PRICING, "arm64, first 7.5 billion GB-s a month"
+    )
+    lambda_request: UnitPrice = UnitPrice(0.20 / 1e6, "request", LAMBDA_PRICING)
+    http_api_request: UnitPrice = UnitPrice(
+        1.20 / 1e6, "request", API_GATEWAY_PRICING, "HTTP API, first 300 M a month, per 512 KB"
+    )
+    sns_publish: UnitPrice = UnitPrice(
+        0.50 / 1e6, "request", SNS_PRICING, "per 64 KB chunk; SNS charges nothing to deliver to SQS"
+    )
+    sqs_request: UnitPrice = UnitPrice(0.40 / 1e6, "request", SQS_PRICING, "standard queue, per 64 KB chunk")
+    dynamodb_write_unit: UnitPrice = UnitPrice(
+        0.7625 / 1e6, "WRU", DYNAMODB_PRICING, "on-demand, after the November 2024 price cut"
+    )
+    dynamodb_read_unit: UnitPrice = UnitPrice(0.1525 / 1e6, "RRU", DYNAMODB_PRICING)
+    logs_ingested_gb: UnitPrice = UnitPrice(0.63, "GB", CLOUDWATCH_PRICING, "CloudWatch Logs, standard class")
+    xray_trace: UnitPrice = UnitPrice(5.00 / 1e6, "trace", XRAY_PRICING, "traces recorded")
+
+    def all(self) -> dict[str, UnitPrice]:
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+TRAFFIC = TrafficPrices()
+
+
+# -- fixed monthly charges --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MonthlyPrice:
     """A fixed monthly charge per billed unit of one CloudFormation resource type."""
@@ -46,6 +107,7 @@ PRICES: tuple[MonthlyPrice, ...] = (
     MonthlyPrice("AWS::SecretsManager::Secret", "secret", 0.40, SECRETS_MANAGER_PRICING),
     # Standard resolution, per alarm metric: a metric-math alarm pays for each metric it reads.
     MonthlyPrice("AWS::CloudWatch::Alarm", "alarm metric", 0.10, CLOUDWATCH_PRICING, free_units=10),
+    # Free only for a dashboard of at most FREE_DASHBOARD_METRICS metrics (`free_eligible`).
     MonthlyPrice("AWS::CloudWatch::Dashboard", "dashboard", 3.00, CLOUDWATCH_PRICING, free_units=3),
 )
 
@@ -60,6 +122,21 @@ def alarm_metrics(alarm: Mapping[str, Any]) -> int:
     return len(stats) or 1
 
 
+def dashboard_metrics(dashboard: Mapping[str, Any]) -> int:
+    """The metrics a dashboard's widgets reference (math expressions and searches not counted:
+    what they read is open-ended, so this is a lower bound)."""
+    body = dashboard["Properties"]["DashboardBody"]
+    if isinstance(body, Mapping):  # {"Fn::Join": ["", [text, {"Ref": ...}, ...]]}
+        body = "".join(part if isinstance(part, str) else "ref" for part in body["Fn::Join"][1])
+    widgets = json.loads(body)["widgets"]
+    return sum(
+        1
+        for widget in widgets
+        for line in widget.get("properties", {}).get("metrics", [])
+        if not any(isinstance(part, Mapping) and "expression" in part for part in line)
+    )
+
+
 def billed_units(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     """Billed units per priced resource type in a template's Resources."""
     units = {price.resource_type: 0 for price in PRICES}
@@ -70,9 +147,23 @@ def billed_units(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     return units
 
 
+def free_eligible_units(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """Of the billed units, those the free tier may cover: every standard alarm metric (alarms
+    here list their metrics, no Metrics Insights query), dashboards of up to 50 metrics."""
+    units = billed_units(resources)
+    units["AWS::CloudWatch::Dashboard"] = sum(
+        1
+        for resource in resources.values()
+        if resource["Type"] == "AWS::CloudWatch::Dashboard"
+        and dashboard_metrics(resource) <= FREE_DASHBOARD_METRICS
+    )
+    return units
+
+
 @dataclass(frozen=True)
 class IdleCost:
     units: dict[str, int]
+    free_eligible: dict[str, int]
 
     @property
     def lines(self) -> list[tuple[MonthlyPrice, int]]:
@@ -85,10 +176,12 @@ class IdleCost:
     @property
     def free_tier_saving(self) -> float:
         """The most the account's CloudWatch free tier can take off (if nothing else uses it)."""
-        return sum(price.usd * min(count, price.free_units) for price, count in self.lines)
+        return sum(
+            price.usd * min(self.free_eligible[price.resource_type], price.free_units) for price in PRICES
+        )
 
     def breakdown(self) -> str:
-        """`3 KMS keys x $1.00 + ...`, as README states it."""
+        """`1 KMS key x $1.00 + ...`, as README states it."""
         return " + ".join(
             f"{count} {price.unit}{'' if count == 1 else 's'} x ${price.usd:.2f}"
             for price, count in self.lines
@@ -96,4 +189,4 @@ class IdleCost:
 
 
 def idle_cost(resources: Mapping[str, Mapping[str, Any]]) -> IdleCost:
-    return IdleCost(billed_units(resources))
+    return IdleCost(billed_units(resources), free_eligible_units(resources))
