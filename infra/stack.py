@@ -98,6 +98,7 @@ class PipelineStack(Stack):
                 pipeline=self.pipelines[SMS_CONSUMER],
                 journal=self.tables.journal,
                 secrets=self.consumer_secrets.by_name,
+                key=self.events.key,
             )
         # The webhook and the consumers of CRM events validate `CrmEvent`, whose phone check needs
         # `phonenumbers` (in no other layer); no other function gets it.
@@ -114,6 +115,7 @@ class PipelineStack(Stack):
             ingress=self.ingress,
             pipelines=self.pipelines,
             sms=self.sms,
+            key=self.events.key,
         )
         self._outputs()
 

@@ -1,4 +1,12 @@
-"""SNS topics encrypted with their own KMS key: the events topic and the operational ones."""
+"""SNS topics encrypted with the stack's one customer-managed KMS key: the events topic (which
+creates the key) and the operational ones (alarms, SMS delivery events), which share it.
+
+One key, not one per topic: the topics belong to one stack and one operator, no principal is
+allowed to decrypt anything through the key outside SNS (publishers get `kms:GenerateDataKey`
+and `kms:Decrypt` to publish, and reading a topic needs an SNS subscription, granted per topic),
+and each AWS service that publishes is named in the key policy with the same conditions it had
+on a key of its own. A key costs $1 a month, more after each rotation.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +21,7 @@ from constructs import Construct
 
 
 class EncryptedTopic(Construct):
-    """KMS-encrypted (customer-managed key, yearly rotation), TLS-only topic.
+    """KMS-encrypted (customer-managed key, yearly rotation: `key`, else its own), TLS-only topic.
 
     A customer-managed key, not alias/aws/sns: AWS services that publish (CloudWatch alarms, End
     User Messaging) must be named in the key policy, which an AWS-managed key cannot be given.
@@ -27,10 +35,12 @@ class EncryptedTopic(Construct):
         display_name: str,
         key_description: str,
         removal_policy: RemovalPolicy,
+        key: kms.Key | None = None,
         tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.key = kms.Key(
+        # The stack's key when given (every topic but the events one), else a key of its own.
+        self.key = key or kms.Key(
             self,
             "Key",
             description=key_description,
@@ -81,19 +91,21 @@ class EncryptedTopic(Construct):
 
 
 class EventsTopic(EncryptedTopic):
-    """The topic every event is published to; X-Ray-traced; SNS may use the key to deliver."""
+    """The topic every event is published to; X-Ray-traced; SNS may use the key to deliver. Its
+    key is the stack's: the alarm and SMS delivery-event topics are encrypted with it too."""
 
     def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
         super().__init__(
             scope,
             construct_id,
             display_name="Telegram and CRM events",
-            key_description="Encrypts the pipeline's events topic at rest",
+            key_description="Encrypts the pipeline's SNS topics at rest: events, alarms, SMS delivery events",
             removal_policy=removal_policy,
             tracing=True,
         )
-        # SNS itself uses the key when delivering to subscriptions and when AWS services publish
-        # on a principal's behalf; scoped to this account so no other account's topic can use it.
+        # SNS itself uses the key when delivering to subscriptions (of every topic it encrypts) and
+        # when AWS services publish on a principal's behalf; scoped to this account so no other
+        # account's topic can use it.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowSnsDeliveryFromThisAccount",

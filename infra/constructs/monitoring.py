@@ -24,6 +24,7 @@ from enum import StrEnum
 from aws_cdk import ArnFormat, Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -104,7 +105,8 @@ def dashboard_name(stack: Stack) -> str:
 
 
 class Monitoring(Construct):
-    """The alarm topic (KMS, TLS-only; e-mail when `alarm_email` is set), alarms and dashboard."""
+    """The alarm topic (the stack's KMS key, TLS-only; e-mail when `alarm_email` is set), alarms
+    and dashboard."""
 
     def __init__(
         self,
@@ -115,6 +117,7 @@ class Monitoring(Construct):
         ingress: Ingress,
         pipelines: Mapping[str, ConsumerPipeline],
         sms: SmsSupport | None,
+        key: kms.Key,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarm_topic = EncryptedTopic(
@@ -123,9 +126,11 @@ class Monitoring(Construct):
             display_name="Telegram/CRM pipeline alarms",
             key_description="Encrypts the pipeline's alarm notifications at rest",
             removal_policy=cdk_removal_policy(settings),
+            key=key,
         )
-        # This account's alarms only. The key statement has no condition: it encrypts only this
-        # topic, and AWS documents CloudWatch's use of it by principal alone.
+        # This account's alarms only. The key statement has no condition, as AWS documents
+        # CloudWatch's use of a topic's key: by principal alone. The stack's key encrypts only
+        # its own topics, and CloudWatch only publishes alarm notifications with it.
         self.alarm_topic.allow_service_publish(
             sid="AllowCloudWatchAlarms",
             service="cloudwatch.amazonaws.com",

@@ -23,6 +23,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_smsvoice as smsvoice
@@ -147,9 +148,11 @@ class SmsSupport(Construct):
         pipeline: ConsumerPipeline,
         journal: dynamodb.Table,
         secrets: Mapping[str, secretsmanager.ISecret],
+        key: kms.Key,
     ) -> None:
         super().__init__(scope, construct_id)
         self.settings = settings
+        self.key = key
         self.pipeline = pipeline
         self.uses_end_user_messaging = settings.sms_gateway == "end_user_messaging"
         if self.uses_end_user_messaging:
@@ -246,6 +249,7 @@ class SmsSupport(Construct):
             display_name="SMS delivery events",
             key_description="Encrypts End User Messaging SMS delivery events at rest",
             removal_policy=defaults.removal_policy,
+            key=self.key,
         )
         # The topic only for this configuration set; the key as AWS documents it for sms-voice.
         topic.allow_service_publish(

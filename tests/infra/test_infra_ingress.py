@@ -162,6 +162,32 @@ def test_topic_is_encrypted_with_a_rotating_customer_key_that_sns_may_use(
     assert "aws:SourceAccount" in sns_statements[0]["Condition"]["StringEquals"]
 
 
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
+def test_the_events_key_is_the_stacks_only_key_and_encrypts_every_topic(
+    synth_name: str, request: pytest.FixtureRequest
+) -> None:
+    """One customer-managed key ($1 a month each): the alarm and SMS delivery-event topics use the
+    events topic's, whose policy names each AWS service that publishes once, under its own sid."""
+    synthesized: Synthesized = request.getfixturevalue(synth_name)
+    stack = synthesized.stack
+    key_id = synthesized.logical_id(stack.events.key)
+    assert list(of_type(synthesized.resources, "AWS::KMS::Key")) == [key_id]
+    topics = [stack.events.topic, stack.monitoring.alarm_topic.topic]
+    if stack.sms and stack.sms.delivery_events:
+        topics.append(stack.sms.delivery_events.topic)
+    encrypted = of_type(synthesized.resources, "AWS::SNS::Topic")
+    assert set(encrypted) == {synthesized.logical_id(topic) for topic in topics}
+    assert {ref_name(t["Properties"]["KmsMasterKeyId"]) for t in encrypted.values()} == {key_id}
+    statements = props(synthesized.resources, key_id)["KeyPolicy"]["Statement"]
+    services = [s["Principal"]["Service"] for s in statements if "Service" in s["Principal"]]
+    expected = ["sns.amazonaws.com", "cloudwatch.amazonaws.com"]
+    if stack.sms and stack.sms.delivery_events:
+        expected.append("sms-voice.amazonaws.com")
+    assert sorted(services) == sorted(expected)
+    sids = [s["Sid"] for s in statements if "Sid" in s]
+    assert len(sids) == len(set(sids))
+
+
 def test_topic_policy_denies_publishing_without_tls(synth: Synthesized, ids: dict[str, str]) -> None:
     (policy,) = [
         p
