@@ -2,8 +2,8 @@
 
 Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
 uses the figures the others measured, from this run or an earlier one), bill (the fixed monthly
-bill of the default template, and the per-update cost against its floor), phones, sms. Figures
-are saved to .local/bench/results.json.
+bill of the default template, and the per-update cost against its floor), phones, sms, latency.
+Figures are saved to .local/bench/results.json.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import bill, cost, phones, pipeline, sms, webhook, worker
+from bench import bill, cost, latency, phones, pipeline, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "bill": bill,
     "phones": phones,
     "sms": sms,
+    "latency": latency,
 }
 
 

@@ -62,12 +62,16 @@ class Sent:
 
 
 class Sender:
-    """Posts /start updates from new users to the local API; numbers are reserved across threads."""
+    """Posts /start updates from new users to the local API; numbers are reserved across threads.
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.url = runtime.webhook_url
+    `url` is another endpoint taking Telegram's webhook calls (default: the runtime's webhook);
+    senders in one run start their numbers `first` apart, so their users never meet.
+    """
+
+    def __init__(self, runtime: Runtime, url: str | None = None, first: int = 0) -> None:
+        self.url = url or runtime.webhook_url
         self.headers = {TELEGRAM_TOKEN_HEADER: runtime.settings.telegram_secret}
-        self._numbers = itertools.count()
+        self._numbers = itertools.count(first)
         self._lock = threading.Lock()
 
     def reserve(self) -> tuple[int, int]:

@@ -45,7 +45,16 @@ from local.fakes.telegram import TelegramFake
 from local.lambda_host import EXIT_STOPPED, EXIT_TIMED_OUT
 from local.resources import LocalResources, create_resources
 from local.settings import PROJECT_ROOT, LocalSettings
-from local.status import INIT_ERROR, MISSING, READY, RESTARTING, STOPPED, FunctionStatus, QueueDepth
+from local.status import (
+    INIT_ERROR,
+    MISSING,
+    READY,
+    RESTARTING,
+    STARTING,
+    STOPPED,
+    FunctionStatus,
+    QueueDepth,
+)
 from pipeline.registry import Consumer
 
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
@@ -137,6 +146,8 @@ class ChildProcess:
                     continue
                 if isinstance(message, dict):
                     self.on_message(self, message)
+                    for listener in list(self._listeners):
+                        listener(message)
 
     @property
     def exit_code(self) -> int | None:
@@ -210,6 +221,8 @@ class Runtime:
         self._changed = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
+        # Held by each supervision pass, and by `restart_functions` while it replaces processes.
+        self._supervision = threading.Lock()
         self._clients: dict[str, Any] = {}
 
     # -- URLs -------------------------------------------------------------------------------------
@@ -480,6 +493,42 @@ class Runtime:
         self.children[status.name] = child
         child.start()
 
+    def restart_functions(self, *names: str, timeout: float = STARTUP_TIMEOUT_SECONDS) -> dict[str, float]:
+        """Replace the named functions' processes with fresh ones, one after the other, as Lambda
+        gives a function a new execution environment after it sat idle: the next invocation of
+        each is its first (no client, connection or cached secret yet).
+
+        Each old process is stopped as at `stop()` (it finishes its invocation or long poll), not
+        counted as a crash. Returns, per name, the seconds from its new process's start until it
+        said its handler loaded (and, for the webhook, that the API listens): interpreter start
+        and the handler's import, Lambda's init phase.
+        """
+        unknown = [name for name in names if name not in self.functions]
+        if unknown:
+            raise ValueError(f"no such function(s): {unknown}")
+        init_seconds: dict[str, float] = {}
+        for name in names:
+            child = self.children[name]
+            with self._supervision:
+                child.stop()
+                with self._changed:
+                    status = self.functions[name]
+                    status.state, status.detail, status.busy = STARTING, None, False
+                    if status.kind == "api":
+                        self._api_listening = False
+                started = time.monotonic()
+                child.start()
+            self.log(f"{name} restarted on request")
+            self._wait_started(timeout)
+            init_seconds[name] = time.monotonic() - started
+        return init_seconds
+
+    def on_status(self, name: str, listener: Callable[[dict[str, Any]], None]) -> None:
+        """Call `listener` with each status message of function `name`'s processes, this one and
+        those that replace it (`{"event": "busy" | "invocation" | "state" | ..., "time": <unix>, ...}`),
+        on the thread reading them: keep it short."""
+        self.children[name]._listeners.append(listener)
+
     def _on_function_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
         with self._changed:
             status = self.functions[child.name]
@@ -526,8 +575,9 @@ class Runtime:
     # -- supervision --------------------------------------------------------------------------------
     def _supervise(self) -> None:
         while not self._stopping.wait(0.2):
-            for child in list(self.children.values()):
-                self._check(child)
+            with self._supervision:
+                for child in list(self.children.values()):
+                    self._check(child)
 
     def _check(self, child: ChildProcess) -> None:
         code = child.exit_code

@@ -196,7 +196,13 @@ class SqsPoller:
             if not messages:
                 continue
             records = [sqs_record(message, self.args.queue_arn, self.host.region) for message in messages]
-            self.status.send("busy", records=len(records))
+            # When SQS took each record (SentTimestamp, ms): the runtime's listeners see the queue hop.
+            sent_at = [
+                int(r["attributes"]["SentTimestamp"]) / 1000
+                for r in records
+                if "SentTimestamp" in r["attributes"]
+            ]
+            self.status.send("busy", records=len(records), sent_at=sent_at)
             invocation = self.host.invoke({"Records": records})
             failed = (
                 {r["messageId"] for r in records}

@@ -57,6 +57,7 @@ BITRIX24_DEAL = 11
 BITRIX24_OUTAGE = 12
 BITRIX24_UNMAPPED = 13
 AMOCRM_BATCH = 14
+RESTART = 15
 TELEGRAM_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
 METRIC = "TelegramUpdates"  # the analytics consumer's EMF metric, one per update
 # Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
@@ -719,6 +720,35 @@ def test_an_amocrm_webhook_carrying_two_leads_texts_each_customer_once(pipeline:
     assert account.resend_last().status == 200  # amoCRM retrying the same webhook
     assert pipeline.runtime.wait_until_drained(timeout=60)
     assert [len(texts_to(pipeline, phone)) for phone in phones] == [1, 1]
+
+
+def test_functions_restarted_on_request_answer_the_next_update_from_fresh_processes(
+    pipeline: Pipeline,
+) -> None:
+    runtime, ids = pipeline.runtime, Ids(RESTART)
+    names = ("webhook", "autoreply")
+    old_pids = {name: runtime.children[name].process.pid for name in names}  # type: ignore[union-attr]
+    heard: list[dict[str, Any]] = []
+    runtime.on_status("autoreply", heard.append)
+    before = counters(pipeline)
+
+    init_seconds = runtime.restart_functions(*names)
+
+    assert set(init_seconds) == set(names) and all(seconds > 0 for seconds in init_seconds.values())
+    after_restart = counters(pipeline)
+    for name in names:
+        assert runtime.children[name].process.pid != old_pids[name]  # type: ignore[union-attr]
+        assert after_restart[name]["state"] == "ready"
+        # Replaced on request: not a crash, not counted as a restart.
+        assert delta(before, after_restart, name, "restarts") == 0
+    sent = [start(ids, user(ids.number()))]
+    send_all(pipeline, sent)
+    wait_for_effects(pipeline, sent, timeout=30)
+    assert_exactly_once(pipeline, sent)
+    # The listener heard the new process: its batch, with when SQS took each record.
+    busy = [message for message in heard if message["event"] == "busy"]
+    assert busy and all(len(message["sent_at"]) == message["records"] for message in busy)
+    assert all(0 < message["time"] - sent_at < 30 for message in busy for sent_at in message["sent_at"])
 
 
 def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipeline) -> None:

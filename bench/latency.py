@@ -1,0 +1,480 @@
+"""Reply and ack latency of the pipeline against the single-function bot it replaces (issue 12).
+
+One `local.Runtime` on free ports (every function its own process, as `make local`), and beside
+it the baseline: `bench.inline_bot`, one handler doing the same work synchronously, served by the
+same local API Gateway (`local.apigw`) in its own process. The two are measured in the same run,
+their samples interleaved so machine load skews them alike. Updates are /start messages from new
+users (real-shaped: `bench.common.telegram_start`); the Telegram and CRM stand-ins stamp each call
+on arrival.
+
+- first reply after idle: the webhook's and autoreply's processes (the baseline's) are replaced
+  by fresh ones (`Runtime.restart_functions`), then one /start; the time from the POST to its
+  `sendMessage` at the Telegram stand-in. The local function host imports the handler when its
+  process starts, before any request, so the init phase (process start to handler loaded) is
+  measured apart and added: a cold reply is init + first invocation, for each process on the
+  path (webhook, then autoreply: Lambda starts the consumer's environment when the record comes).
+- warm reply: the same with the processes warm; beside it a queue hop: from the webhook's HTTP
+  answer (SNS has the event) to autoreply's poller handing the record to the handler (its `busy`
+  status message), per update.
+- ack with slow consumers: bursts of /start posted back to back, with the CRM stand-in answering
+  at once, then holding each lead 2 s (`hang_next`); the webhook's HTTP answer time. Likewise the
+  baseline, whose answer waits for its own CRM call.
+
+Every request must be answered 200, every /start get exactly one `sendMessage` and one lead
+(one per `Idempotency-Key`), or the benchmark fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.common import RESULTS_PATH, BenchError, Stats, require, table
+from bench.pipeline import Sender, Sent
+from local import aws_calls
+from local.apigw import INTEGRATION_TIMEOUT_SECONDS
+from local.fakes.base import FakeService
+from local.fakes.crm import LEADS_PATH
+from local.runtime import STARTUP_TIMEOUT_SECONDS, ChildProcess, Ports, Runtime
+from pipeline.envelope import telegram_event_id
+
+INLINE_HANDLER = "bench.inline_bot.lambda_handler"
+INLINE_NAME = "inline_bot"
+# The baseline's users: far from the pipeline's (`bench.pipeline.Sender` numbers).
+INLINE_FIRST = 50_000_000
+CRM_SLOW_SECONDS = 2.0
+# The legs of a pipeline reply (`Reply.path`).
+LEGS = ("to_queue", "queue_hop", "autoreply")
+EFFECT_TIMEOUT_SECONDS = 30.0
+DRAIN_TIMEOUT_SECONDS = 60.0
+# After a restart, before the first request: the new poller is in its first long poll (in AWS
+# the poller is Lambda's, always running; only the function's environment is new).
+SETTLE_SECONDS = 1.0
+# Goals (issue 12).
+COLD_RATIO_GOAL = 1.3
+ACK_SLOW_RATIO_GOAL = 1.1
+ACK_SPEEDUP_GOAL = 20.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    cold_samples: int = 5
+    warm_samples: int = 20
+    ack_rounds: int = 4  # each: a burst with the CRM answering at once, then one with it slow
+    ack_burst: int = 25
+    inline_fast_burst: int = 40
+    inline_slow_burst: int = 8
+
+
+QUICK = Sizes(
+    cold_samples=2, warm_samples=5, ack_rounds=1, ack_burst=10, inline_fast_burst=10, inline_slow_burst=3
+)
+
+
+class Arrivals:
+    """What reached the Telegram and CRM stand-ins: `sendMessage` per chat, lead calls per event id."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.telegram: FakeService = runtime.fakes["telegram"]
+        self.crm: FakeService = runtime.fakes["crm"]
+        self.bot_id = runtime.settings.telegram_bot_id
+
+    def replies(self) -> dict[int, list[float]]:
+        found: dict[int, list[float]] = {}
+        for call in self.telegram.calls():
+            body = call.get("body")
+            if call["path"].endswith("/sendMessage") and isinstance(body, dict):
+                found.setdefault(int(body.get("chat_id", 0)), []).append(call["time"])
+        return found
+
+    def leads(self) -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for call in self.crm.calls():
+            if call["path"] == LEADS_PATH:
+                found.setdefault(call["headers"].get("idempotency-key", ""), []).append(call)
+        return found
+
+    def wait_reply(self, chat_id: int) -> float:
+        """When the (first) sendMessage to `chat_id` arrived; polled, stamped by the stand-in."""
+        deadline = time.monotonic() + EFFECT_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            times = self.replies().get(chat_id)
+            if times:
+                return min(times)
+            time.sleep(0.01)
+        raise BenchError(f"no sendMessage to chat {chat_id} within {EFFECT_TIMEOUT_SECONDS:.0f}s")
+
+    def check(self, sent: Iterable[Sent], label: str) -> None:
+        """Every update answered 200, one sendMessage and one lead call each."""
+        sent = list(sent)
+        statuses = Counter(s.status for s in sent)
+        require(set(statuses) == {200}, f"{label}: HTTP statuses {dict(statuses)}")
+        replies, leads = self.replies(), self.leads()
+        wrong_replies = {s.user_id: len(replies.get(s.user_id, [])) for s in sent}
+        wrong_replies = {user: n for user, n in wrong_replies.items() if n != 1}
+        require(not wrong_replies, f"{label}: sendMessage count per /start is not 1: {wrong_replies}")
+        keys = {telegram_event_id(self.bot_id, s.update_id): s.update_id for s in sent}
+        wrong_leads = {
+            uid: len(leads.get(key, [])) for key, uid in keys.items() if len(leads.get(key, [])) != 1
+        }
+        require(not wrong_leads, f"{label}: lead calls per /start are not 1: {wrong_leads}")
+
+    def hung_leads(self, sent: Iterable[Sent]) -> int:
+        leads = self.leads()
+        keys = [telegram_event_id(self.bot_id, s.update_id) for s in sent]
+        return sum(1 for key in keys for call in leads.get(key, []) if call["fault"] == "hang")
+
+
+class BusyLog:
+    """When a function's poller handed each batch to its handler (its `busy` status messages)."""
+
+    def __init__(self, runtime: Runtime, name: str) -> None:
+        self.events: list[tuple[float, list[float]]] = []
+        self._lock = threading.Lock()
+        runtime.on_status(name, self._on_status)
+
+    def _on_status(self, message: dict[str, Any]) -> None:
+        if message.get("event") == "busy":
+            with self._lock:
+                self.events.append((float(message["time"]), list(message.get("sent_at") or [])))
+
+    def between(self, start: float, end: float) -> list[tuple[float, list[float]]]:
+        """(handed to the handler at, [SentTimestamp of each record, s]) of batches in [start, end]."""
+        with self._lock:
+            return [event for event in self.events if start <= event[0] <= end]
+
+
+class InlineBot:
+    """The baseline handler behind `local.apigw`, one process, as the runtime runs the webhook."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        require(runtime.resources is not None, "the runtime has not created its resources")
+        assert runtime.resources is not None
+        environments = runtime.function_environments(runtime.resources)
+        lambda_name = f"{runtime.settings.stack_name}-{INLINE_NAME}"
+        # What its work needs: the webhook's secret and bot id, store's table, autoreply's bot
+        # token and Telegram base URL, crm's CRM secret; Lambda's variables of its own.
+        environment = {
+            **environments["store"],
+            **environments["crm"],
+            **environments["autoreply"],
+            **environments["webhook"],
+            "AWS_LAMBDA_FUNCTION_NAME": lambda_name,
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{lambda_name}",
+            "POWERTOOLS_SERVICE_NAME": INLINE_NAME,
+            aws_calls.ENV_VAR: str(runtime.aws_calls_dir / f"{INLINE_NAME}.jsonl"),
+        }
+        self.port = 0
+        self.state: str | None = None
+        self._listening = threading.Event()
+        self.child = ChildProcess(
+            name=INLINE_NAME,
+            module="local.apigw",
+            args=lambda: [
+                *("--port", "0", "--handler", INLINE_HANDLER, "--function-name", lambda_name),
+                *("--timeout", str(INTEGRATION_TIMEOUT_SECONDS), "--memory", "256"),
+                *("--route", "POST /telegram/webhook"),
+            ],
+            env=environment,
+            log_path=runtime.log_dir / f"{INLINE_NAME}.log",
+            on_message=self._on_message,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/telegram/webhook"
+
+    def _on_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
+        if message.get("event") == "state":
+            self.state = str(message.get("state"))
+        if message.get("event") == "listening":
+            self.port = int(message["port"])
+            self._listening.set()
+
+    def start(self) -> float:
+        """Start a fresh process; seconds until its handler is loaded and it listens (its init)."""
+        self._listening.clear()
+        started = time.monotonic()
+        self.child.start()
+        if not self._listening.wait(STARTUP_TIMEOUT_SECONDS):
+            raise BenchError(f"the inline bot did not start; see {self.child.log_path}")
+        require(self.state == "ready", f"the inline bot's handler did not load ({self.state}); see its log")
+        return time.monotonic() - started
+
+    def restart(self) -> float:
+        self.child.stop()
+        return self.start()
+
+    def stop(self) -> None:
+        self.child.stop()
+
+
+@dataclass
+class Reply:
+    """One /start: its HTTP answer and its reply's arrival; for the pipeline, when SQS took the
+    record (`queued_at`, its SentTimestamp) and when autoreply's poller handed it to the handler."""
+
+    sent: Sent
+    replied_at: float
+    queued_at: float = 0.0
+    received_at: float = 0.0
+    init_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ack(self) -> float:
+        return self.sent.answered_at - self.sent.posted_at
+
+    @property
+    def reply(self) -> float:
+        return self.replied_at - self.sent.posted_at
+
+    @property
+    def cold_reply(self) -> float:
+        return self.reply + sum(self.init_seconds.values())
+
+    def path(self) -> dict[str, float]:
+        """The pipeline's reply in three legs: the webhook until SNS delivered to the queue, the
+        queue hop (SQS send -> the poller hands the record over), autoreply until sendMessage."""
+        return {
+            "to_queue": self.queued_at - self.sent.posted_at,
+            "queue_hop": self.received_at - self.queued_at,
+            "autoreply": self.replied_at - self.received_at,
+        }
+
+
+def one_reply(sender: Sender, arrivals: Arrivals, busy: BusyLog | None = None) -> Reply:
+    sent = sender.send()
+    require(sent.status == 200, f"HTTP {sent.status} for a /start")
+    reply = Reply(sent, arrivals.wait_reply(sent.user_id))
+    if busy is not None:
+        batches = busy.between(sent.posted_at, reply.replied_at)
+        require(len(batches) == 1 and len(batches[0][1]) == 1, f"autoreply batches for one update: {batches}")
+        reply.received_at, (reply.queued_at,) = batches[0]
+    return reply
+
+
+def quiet(runtime: Runtime) -> None:
+    """Until every consumer has worked off the last updates (the next sample starts on an idle machine)."""
+    require(
+        runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS, settle_seconds=0.2),
+        f"updates not processed within {DRAIN_TIMEOUT_SECONDS:.0f}s",
+    )
+
+
+def measure_replies(
+    runtime: Runtime, inline: InlineBot, arrivals: Arrivals, sizes: Sizes
+) -> dict[str, list[Reply]]:
+    pipeline = Sender(runtime)
+    baseline = Sender(runtime, url=inline.url, first=INLINE_FIRST)
+    busy = BusyLog(runtime, "autoreply")
+    samples: dict[str, list[Reply]] = {
+        "pipeline_cold": [],
+        "inline_cold": [],
+        "pipeline_warm": [],
+        "inline_warm": [],
+    }
+    for _ in range(sizes.cold_samples):
+        init = runtime.restart_functions("webhook", "autoreply")
+        time.sleep(SETTLE_SECONDS)
+        reply = one_reply(pipeline, arrivals, busy)
+        reply.init_seconds = init
+        samples["pipeline_cold"].append(reply)
+        quiet(runtime)
+        init_inline = inline.restart()
+        baseline.url = inline.url  # a fresh process, a new port
+        time.sleep(SETTLE_SECONDS)
+        reply = one_reply(baseline, arrivals)
+        reply.init_seconds = {INLINE_NAME: init_inline}
+        samples["inline_cold"].append(reply)
+        quiet(runtime)
+    for _ in range(sizes.warm_samples):
+        samples["pipeline_warm"].append(one_reply(pipeline, arrivals, busy))
+        quiet(runtime)
+        samples["inline_warm"].append(one_reply(baseline, arrivals))
+        quiet(runtime)
+    arrivals.check([r.sent for r in samples["pipeline_cold"] + samples["pipeline_warm"]], "pipeline replies")
+    arrivals.check([r.sent for r in samples["inline_cold"] + samples["inline_warm"]], "inline replies")
+    return samples
+
+
+def burst(sender: Sender, count: int) -> list[Sent]:
+    """`count` /start updates posted back to back, each as soon as the previous one is answered."""
+    return [sender.send() for _ in range(count)]
+
+
+def slow_crm(runtime: Runtime, count: int) -> Callable[[], None]:
+    """Make the CRM stand-in hold the next `count` lead calls; returns what ends it."""
+    crm = runtime.fakes["crm"]
+    crm.add_faults({"hang_next": count, "seconds": CRM_SLOW_SECONDS, "match": LEADS_PATH})
+    return crm.clear_faults
+
+
+def measure_acks(runtime: Runtime, inline: InlineBot, arrivals: Arrivals, sizes: Sizes) -> dict[str, Any]:
+    pipeline = Sender(runtime, first=1_000_000)
+    baseline = Sender(runtime, url=inline.url, first=INLINE_FIRST + 1_000_000)
+    fast: list[Sent] = []
+    slow: list[Sent] = []
+    for _ in range(sizes.ack_rounds):
+        fast += burst(pipeline, sizes.ack_burst)
+        quiet(runtime)
+        end_slowness = slow_crm(runtime, sizes.ack_burst)
+        round_sent = burst(pipeline, sizes.ack_burst)
+        # What the burst met: the consumer held by its first lead calls for the whole burst. The
+        # rest answer at once, so the round drains in seconds instead of ack_burst x 2 s.
+        end_slowness()
+        slow += round_sent
+        quiet(runtime)
+    arrivals.check(fast + slow, "pipeline acks")
+    hung = arrivals.hung_leads(slow)
+    require(hung >= sizes.ack_rounds, f"the CRM stand-in held only {hung} lead calls of the slow bursts")
+    inline_fast = burst(baseline, sizes.inline_fast_burst)
+    quiet(runtime)
+    end_slowness = slow_crm(runtime, sizes.inline_slow_burst)
+    inline_slow = burst(baseline, sizes.inline_slow_burst)
+    end_slowness()
+    quiet(runtime)
+    arrivals.check(inline_fast + inline_slow, "inline acks")
+    inline_hung = arrivals.hung_leads(inline_slow)
+    require(
+        inline_hung == len(inline_slow), f"the inline bot's lead calls held: {inline_hung}/{len(inline_slow)}"
+    )
+
+    def stats(sent: list[Sent]) -> dict[str, Any]:
+        return asdict(Stats.of_seconds([s.answered_at - s.posted_at for s in sent]))
+
+    return {
+        "pipeline_fast": stats(fast),
+        "pipeline_slow": stats(slow),
+        "pipeline_slow_leads_held": hung,
+        "inline_fast": stats(inline_fast),
+        "inline_slow": stats(inline_slow),
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    sizes = QUICK if quick else Sizes()
+    with Runtime(ports=Ports(), state_dir=RESULTS_PATH.parent / "runtime") as runtime:
+        arrivals = Arrivals(runtime)
+        inline = InlineBot(runtime)
+        try:
+            inline.start()
+            # Warm-up of both (first calls to moto and the stand-ins), not measured.
+            for sender in (
+                Sender(runtime, first=2_000_000),
+                Sender(runtime, inline.url, INLINE_FIRST + 2_000_000),
+            ):
+                one_reply(sender, arrivals)
+            quiet(runtime)
+            samples = measure_replies(runtime, inline, arrivals, sizes)
+            acks = measure_acks(runtime, inline, arrivals, sizes)
+        finally:
+            inline.stop()
+        status = runtime.status()
+    restarts = {name: f["restarts"] for name, f in status.items() if f.get("restarts")}
+    require(not restarts, f"function processes crashed or timed out: {restarts}")
+
+    def stats(values: Iterable[float]) -> dict[str, Any]:
+        return asdict(Stats.of_seconds(list(values)))
+
+    cold_p, cold_i = samples["pipeline_cold"], samples["inline_cold"]
+    warm_p, warm_i = samples["pipeline_warm"], samples["inline_warm"]
+    replies = {
+        "pipeline_cold": stats(r.cold_reply for r in cold_p),
+        "pipeline_cold_first_invocation": stats(r.reply for r in cold_p),
+        **{f"pipeline_cold_{leg}": stats(r.path()[leg] for r in cold_p) for leg in LEGS},
+        "pipeline_init_webhook": stats(r.init_seconds["webhook"] for r in cold_p),
+        "pipeline_init_autoreply": stats(r.init_seconds["autoreply"] for r in cold_p),
+        "inline_cold": stats(r.cold_reply for r in cold_i),
+        "inline_cold_first_invocation": stats(r.reply for r in cold_i),
+        "inline_init": stats(r.init_seconds[INLINE_NAME] for r in cold_i),
+        "pipeline_warm": stats(r.reply for r in warm_p),
+        "pipeline_warm_ack": stats(r.ack for r in warm_p),
+        **{f"pipeline_warm_{leg}": stats(r.path()[leg] for r in warm_p) for leg in LEGS},
+        "inline_warm": stats(r.reply for r in warm_i),
+    }
+    return {"sizes": asdict(sizes), "replies": replies, "acks": acks, "goals": goals(replies, acks)}
+
+
+def goals(replies: dict[str, Any], acks: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each goal of issue 12: the measured value, the bound, and whether it is met."""
+    cold_ratio = replies["pipeline_cold"]["p50"] / replies["inline_cold"]["p50"]
+    warm_bound = replies["inline_warm"]["p50"] + replies["pipeline_warm_queue_hop"]["p50"]
+    slow_ratio = acks["pipeline_slow"]["p99"] / acks["pipeline_fast"]["p99"]
+    speedup = acks["inline_slow"]["p99"] / acks["pipeline_slow"]["p99"]
+    return {
+        "cold_reply_ratio": {
+            "value": round(cold_ratio, 2),
+            "goal": f"<= {COLD_RATIO_GOAL}",
+            "met": cold_ratio <= COLD_RATIO_GOAL,
+        },
+        "warm_reply_ms": {
+            "value": replies["pipeline_warm"]["p50"],
+            "goal": f"<= {warm_bound:.1f} (inline warm p50 + queue hop p50)",
+            "met": replies["pipeline_warm"]["p50"] <= warm_bound,
+        },
+        "ack_p99_slow_over_fast": {
+            "value": round(slow_ratio, 2),
+            "goal": f"<= {ACK_SLOW_RATIO_GOAL}",
+            "met": slow_ratio <= ACK_SLOW_RATIO_GOAL,
+        },
+        "ack_p99_speedup_over_inline_slow": {
+            "value": round(speedup, 1),
+            "goal": f">= {ACK_SPEEDUP_GOAL:.0f}",
+            "met": speedup >= ACK_SPEEDUP_GOAL,
+        },
+    }
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    replies, acks, goal = results["replies"], results["acks"], results["goals"]
+
+    def line(label: str, document: dict[str, Any]) -> str:
+        return f"    {label:<44} {Stats.from_dict(document).line()}"
+
+    def legs(prefix: str) -> list[str]:
+        labels = {
+            "to_queue": "POST -> in autoreply's queue",
+            "queue_hop": "queue hop: SQS send -> poller hands over",
+            "autoreply": "autoreply: handed over -> sendMessage",
+        }
+        return [line(f"    {labels[leg]}", replies[f"{prefix}_{leg}"]) for leg in LEGS]
+
+    def verdict(name: str) -> str:
+        g = goal[name]
+        return f"  goal {g['goal']}: {g['value']}  {'met' if g['met'] else 'NOT MET'}"
+
+    lines = [
+        "reply and ack latency: the pipeline (local runtime) vs one inline handler (bench.inline_bot),"
+        " same run, samples interleaved",
+        "  first reply after idle (fresh processes; cold = init + first invocation, init = process start"
+        " to handler loaded):",
+        line("pipeline cold: POST -> sendMessage + inits", replies["pipeline_cold"]),
+        line("  first invocation: POST -> sendMessage", replies["pipeline_cold_first_invocation"]),
+        *legs("pipeline_cold"),
+        line("  init webhook", replies["pipeline_init_webhook"]),
+        line("  init autoreply", replies["pipeline_init_autoreply"]),
+        line("inline cold: POST -> sendMessage + init", replies["inline_cold"]),
+        line("  first invocation: POST -> sendMessage", replies["inline_cold_first_invocation"]),
+        line("  init inline_bot", replies["inline_init"]),
+        f"  cold p50 pipeline / inline{verdict('cold_reply_ratio')}",
+        "  warm reply:",
+        line("pipeline warm: POST -> sendMessage", replies["pipeline_warm"]),
+        line("  webhook answered", replies["pipeline_warm_ack"]),
+        *legs("pipeline_warm"),
+        line("inline warm: POST -> sendMessage", replies["inline_warm"]),
+        f"  warm p50 pipeline, ms{verdict('warm_reply_ms')}",
+        f"  ack (HTTP answer) of /start bursts, CRM answering at once vs holding each lead"
+        f" {CRM_SLOW_SECONDS:.0f} s:",
+        line("pipeline, CRM fast", acks["pipeline_fast"]),
+        line(f"pipeline, CRM slow ({acks['pipeline_slow_leads_held']} leads held)", acks["pipeline_slow"]),
+        line("inline, CRM fast", acks["inline_fast"]),
+        line("inline, CRM slow", acks["inline_slow"]),
+        f"  ack p99 pipeline slow / fast{verdict('ack_p99_slow_over_fast')}",
+        f"  ack p99 inline slow / pipeline slow{verdict('ack_p99_speedup_over_inline_slow')}",
+    ]
+    rows = [[name, g["value"], g["goal"], "met" if g["met"] else "NOT MET"] for name, g in goal.items()]
+    return [*lines, *("  " + row for row in table(["goal", "measured", "bound", ""], rows))]
