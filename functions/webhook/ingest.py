@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NoReturn
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import BotoCoreError, ClientError
@@ -37,9 +37,10 @@ from pipeline.envelope import (
     sns_attributes,
     utc_now,
 )
+from pipeline.observability import service_tracer
 
 logger = Logger(child=True)
-tracer = Tracer()
+tracer = service_tracer()
 metrics = Metrics()
 
 # The header name, set with setWebhook(secret_token=...); its value is the secret.
