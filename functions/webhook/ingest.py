@@ -23,11 +23,10 @@ from typing import Any, NoReturn
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import amocrm, aws, bitrix24, crm, forms, phones, secrets, telegram
+from pipeline import amocrm, aws, bitrix24, crm, forms, phones, telegram
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
     Envelope,
@@ -210,6 +209,12 @@ def record_rejection(source: str, reason: str) -> None:
 def _check_secret(
     secret_id: str, check: Callable[[tuple[str, ...]], Any], retry_if: Callable[[Any], bool]
 ) -> Any:
+    # Imported by the first request that authenticates: Powertools Parameters imports boto3 (and
+    # with it s3transfer), which nothing before this point needs (a cold start's init is shorter).
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    from pipeline import secrets
+
     try:
         return secrets.check_with_refresh(secret_id, check, retry_if)
     except GetParameterError:
