@@ -3,7 +3,9 @@
 With tracing off (the default deployment) no handler module loads the X-Ray SDK; none loads boto3
 (nor s3transfer, which `import boto3` always loads): clients are botocore's, and Powertools
 Parameters and idempotency, which import boto3, are imported with the first request that needs
-them. How long the imports take is `python -m bench imports`' business, not a test's.
+them. Nor Powertools' parser models, which its batch utility builds when pydantic is loaded
+before it (the consumers import the worker runtime first). How long the imports take is
+`python -m bench imports`' business, not a test's.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ HANDLER_MODULES = [
     for spec in (WEBHOOK.handler, *(c.handler for c in CONSUMERS), RECONCILER.handler, SMS_EVENTS.handler)
 ]
 DEFERRED = {"aws_xray_sdk", "boto3", "s3transfer"}
+PARSER_MODELS = "aws_lambda_powertools.utilities.parser"
 
 
 def _loaded_after_import(module: str, **environment: str) -> list[str]:
     script = (
         f"import json, sys, {module}\n"
-        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(DEFERRED)!r}))))\n"
+        f"loaded = {{m.split('.')[0] for m in sys.modules}} & set({sorted(DEFERRED)!r})\n"
+        f"loaded |= {{m for m in sys.modules if m == {PARSER_MODELS!r}}}\n"
+        "print(json.dumps(sorted(loaded)))\n"
     )
     env = {
         **os.environ,
@@ -48,7 +53,7 @@ def _loaded_after_import(module: str, **environment: str) -> list[str]:
 
 
 @pytest.mark.parametrize("module", HANDLER_MODULES)
-def test_an_untraced_handlers_init_loads_no_xray_sdk_and_no_boto3(module: str) -> None:
+def test_an_untraced_handlers_init_loads_no_xray_sdk_boto3_or_parser_models(module: str) -> None:
     assert _loaded_after_import(module, POWERTOOLS_TRACE_DISABLED="true") == []
 
 
