@@ -1,8 +1,8 @@
 """`python -m bench [NAME ...] [--quick]` (make bench): run benchmarks, save their figures, print a report.
 
 Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
-uses the figures the others measured, from this run or an earlier one), phones, sms. Figures are saved to
-.local/bench/results.json.
+uses the figures the others measured, from this run or an earlier one), phones, sms, imports.
+Figures are saved to .local/bench/results.json.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import cost, phones, pipeline, sms, webhook, worker
+from bench import cost, imports, phones, pipeline, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "cost": cost,
     "phones": phones,
     "sms": sms,
+    "imports": imports,
 }
 
 
