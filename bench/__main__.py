@@ -2,7 +2,8 @@
 
 Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
 uses the figures the others measured, from this run or an earlier one), bill (the fixed monthly
-bill of the default template, and the per-update cost against its floor), phones, sms, latency.
+bill of the default template, and the per-update cost against its floor), phones, sms, latency,
+imports.
 Figures are saved to .local/bench/results.json.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import bill, cost, latency, phones, pipeline, sms, webhook, worker
+from bench import bill, cost, imports, latency, phones, pipeline, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -27,6 +28,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "phones": phones,
     "sms": sms,
     "latency": latency,
+    "imports": imports,
 }
 
 

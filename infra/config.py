@@ -119,6 +119,11 @@ class PipelineSettings(BaseModel):
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Accept Telegram webhook calls only from Telegram's published ranges (TELEGRAM_CIDRS).
     telegram_ip_allowlist: bool = False
+    # X-Ray: active tracing of every function (and the events topic), with its write grants and
+    # Powertools Tracer capturing. Off by default: tracing every invocation is more than half the
+    # bill per million updates (bench/cost.py), and the X-Ray SDK is the largest part of a cold
+    # start's imports; off, the functions never import it (pipeline.observability.service_tracer).
+    tracing: bool = False
     # -- CRM phone numbers ----------------------------------------------------------------------
     # Region (ISO 3166 alpha-2, e.g. "BY") in which the webhook reads national phone forms
     # ("8 029 123-45-67"); unset: only international (+...) forms are accepted (pipeline.phones).

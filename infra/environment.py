@@ -23,6 +23,7 @@ from infra.config import (
     validation_problems,
 )
 from pipeline.crm import CRM_AUTH_ENV
+from pipeline.observability import TRACE_DISABLED_ENV
 from pipeline.order_events import TOPIC_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
@@ -103,10 +104,14 @@ class FunctionEnvironments:
     stack_name: str
 
     def powertools(self, service_name: str) -> dict[str, str]:
+        # Tracing off (the `tracing` setting): Powertools' own switch, which
+        # `pipeline.observability.service_tracer` reads too (no X-Ray SDK import then).
+        tracing = {} if self.settings.tracing else {TRACE_DISABLED_ENV: "true"}
         return {
             "POWERTOOLS_SERVICE_NAME": service_name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
+            **tracing,
         }
 
     def webhook(

@@ -42,7 +42,9 @@ class PipelineStack(Stack):
         defaults = FunctionDefaults.create(settings, layers.all)
         # Every function's environment (`infra.environment`, shared with the local runtime).
         environments = FunctionEnvironments(settings, stack_name=self.stack_name)
-        self.events = EventsTopic(self, "Events", removal_policy=cdk_removal_policy(settings))
+        self.events = EventsTopic(
+            self, "Events", removal_policy=cdk_removal_policy(settings), tracing=settings.tracing
+        )
         self.webhook_secrets = WebhookSecrets(
             self,
             "WebhookSecrets",

@@ -15,8 +15,9 @@ from the deployment settings cdk.json gives (`infra.config`). On top of that, lo
      not at all with `python -m local --no-crm-sources`.
 2. Each function's environment gets the local overlay (`local_overlay`), which only adds keys:
    the endpoints of moto and the fakes (for the functions that send SMS through End User
-   Messaging, `AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2`: its stand-in), no X-Ray, and a short SMS
-   lookup settle time.
+   Messaging, `AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2`: its stand-in), no X-Ray (there is no
+   daemon: POWERTOOLS_TRACE_DISABLED, unless the stack already sets it, its `tracing` setting
+   being off), and a short SMS lookup settle time.
 
 `tests/infra/test_infra_local_parity.py` checks that nothing else differs.
 """
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from infra.config import PipelineSettings
 from infra.environment import RECONCILER, SMS_CONSUMER, WEBHOOK
+from pipeline.observability import TRACE_DISABLED_ENV
 
 if TYPE_CHECKING:
     from local.settings import LocalSettings
@@ -104,8 +106,10 @@ def local_overlay(
         "AWS_ENDPOINT_URL": aws_endpoint,
         "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": fakes["bedrock"],
         "TELEGRAM_API_BASE": fakes["telegram"],
-        "POWERTOOLS_TRACE_DISABLED": "1",
     }
+    if TRACE_DISABLED_ENV not in environment:
+        # A stack that traces (the `tracing` setting); there is no X-Ray daemon locally.
+        overlay[TRACE_DISABLED_ENV] = "1"
     if function == WEBHOOK.service_name:
         # Only the webhook publishes; workers and operators see moto unchanged.
         overlay["AWS_ENDPOINT_URL_SNS"] = fakes["sns"]

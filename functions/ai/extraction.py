@@ -33,7 +33,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
 class Extraction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="ignore")
 
     intent: Intent
     name: str | None = Field(default=None, max_length=200)

@@ -34,7 +34,6 @@ from pipeline.crm_sources import (
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 from pipeline.order_events import OrderStatus
-from pipeline.secrets import secret_json
 from pipeline.status_map import StatusMap
 
 SOURCE = "amocrm"
@@ -61,6 +60,9 @@ def change_of(payload: Mapping[str, Any]) -> dict[str, int | None]:
 
 
 def account() -> AmoCrmApi:
+    # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
+    from pipeline.secrets import secret_json
+
     secret = secret_json("amocrm_api")
     base_url, token = secret.get("base_url"), secret.get("token")
     if (

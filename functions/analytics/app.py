@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from analytics.logic import record_update
+# The worker runtime first: Powertools' batch utility builds its pydantic parser models at
+# import when pydantic is already loaded (as the consumer's own code loads it), else not.
 from pipeline.worker import ConsumerWorker
+
+# isort: split
+from analytics.logic import record_update
 
 worker = ConsumerWorker(record_update)
 logger, metrics = worker.logger, worker.metrics

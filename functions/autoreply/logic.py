@@ -37,7 +37,6 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
 from pipeline.replies import DEFAULT_KEY, REPLIES_ENV, RepliesError, parse_replies
-from pipeline.secrets import secret_string
 from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, user_of
 
 logger = Logger(child=True)
@@ -76,6 +75,8 @@ def _record_blocked(chat_id: int, description: str, event_id: str) -> None:
 
 
 def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    from pipeline.secrets import secret_string  # at first use: it imports Powertools Parameters, and boto3
+
     api = BotApi(secret_string("telegram_bot_token"))
     try:
         api.call(method, params)

@@ -38,7 +38,6 @@ from pipeline.crm_sources import (
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 from pipeline.order_events import OrderStatus
-from pipeline.secrets import secret_json
 
 SOURCE = "bitrix24"
 SETTING = "bitrix24_stages"
@@ -73,6 +72,9 @@ def is_edit(event: str, sent: datetime | None, deal: Deal) -> bool:
 
 
 def portal() -> Bitrix24Rest:
+    # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
+    from pipeline.secrets import secret_json
+
     url = secret_json("bitrix24_api").get("url")
     if not isinstance(url, str) or not url.strip():
         misconfigured(

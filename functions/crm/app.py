@@ -2,8 +2,12 @@
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from crm.logic import push_lead
+# The worker runtime first: Powertools' batch utility builds its pydantic parser models at
+# import when pydantic is already loaded (as the consumer's own code loads it), else not.
 from pipeline.worker import ConsumerWorker
+
+# isort: split
+from crm.logic import push_lead
 
 worker = ConsumerWorker(push_lead)
 logger, metrics = worker.logger, worker.metrics

@@ -16,7 +16,7 @@ Trigger = Literal["start", "contact", "first_message"]
 class Lead(BaseModel):
     """One new contact, as every CRM client receives it (the generic webhook posts it as is)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     event_id: str
     trigger: Trigger

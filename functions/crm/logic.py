@@ -33,7 +33,6 @@ from crm.sinks import sink_from_config
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.observability import mask_phone
-from pipeline.secrets import secret_json
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -104,6 +103,8 @@ def push_lead(envelope: Envelope) -> dict[str, Any]:
     if not contacts.claim(lead):
         logger.info("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})
         return {"lead": "skipped", "reason": "contact already known"}
+
+    from pipeline.secrets import secret_json  # at first use: it imports Powertools Parameters, and boto3
 
     lead_id = sink_from_config(secret_json("crm_api")).push(lead)
     contacts.confirm(lead, lead_id)

@@ -41,7 +41,7 @@ class LeadSink(Protocol):
 
 
 class WebhookConfig(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     kind: Literal["webhook"]
     url: str = Field(pattern=_URL_PATTERN)
@@ -49,7 +49,7 @@ class WebhookConfig(BaseModel):
 
 
 class Bitrix24Config(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     kind: Literal["bitrix24"]
     url: str = Field(pattern=_URL_PATTERN)
@@ -58,7 +58,9 @@ class Bitrix24Config(BaseModel):
 
 
 CrmConfig = Annotated[WebhookConfig | Bitrix24Config, Field(discriminator="kind")]
-_CONFIG: TypeAdapter[WebhookConfig | Bitrix24Config] = TypeAdapter(CrmConfig)
+_CONFIG: TypeAdapter[WebhookConfig | Bitrix24Config] = TypeAdapter(
+    CrmConfig, config=ConfigDict(defer_build=True)
+)
 
 
 def _short(value: Any, limit: int = 200) -> str | None:

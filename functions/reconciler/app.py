@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Metrics, Tracer
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline.observability import service_logger
+from pipeline.observability import service_logger, service_tracer
 from pipeline.sms.reconcile import reconcile
 
 logger = service_logger()
-tracer = Tracer()
+tracer = service_tracer()
 metrics = Metrics()
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline.sms.service import send_notification
+# The worker runtime first: Powertools' batch utility builds its pydantic parser models at
+# import when pydantic is already loaded (as the consumer's own code loads it), else not.
 from pipeline.worker import ConsumerWorker
+
+# isort: split
+from pipeline.sms.service import send_notification
 
 worker = ConsumerWorker(send_notification)
 logger, metrics = worker.logger, worker.metrics

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Metrics, Tracer
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline.observability import service_logger
+from pipeline.observability import service_logger, service_tracer
 from pipeline.sms.delivery import handle_sns_event
 from pipeline.sms.service import runtime
 
 logger = service_logger()
-tracer = Tracer()
+tracer = service_tracer()
 metrics = Metrics()
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+# The worker runtime first: Powertools' batch utility builds its pydantic parser models at
+# import when pydantic is already loaded (as the consumer's own code loads it), else not.
 from pipeline.worker import ConsumerWorker
+
+# isort: split
 from store.logic import save_update
 
 worker = ConsumerWorker(save_update)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Metrics, Tracer
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline.observability import http_correlation_id, service_logger
+from pipeline.observability import http_correlation_id, service_logger, service_tracer
 from webhook import ingest
 
 logger = service_logger()
-tracer = Tracer()
+tracer = service_tracer()
 metrics = Metrics()
 app = APIGatewayHttpResolver()
 

@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, NoReturn
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import amocrm, aws, bitrix24, crm, forms, phones, secrets, telegram
+from pipeline import aws, crm, forms, phones, telegram
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
     Envelope,
@@ -37,9 +36,10 @@ from pipeline.envelope import (
     sns_attributes,
     utc_now,
 )
+from pipeline.observability import service_tracer
 
 logger = Logger(child=True)
-tracer = Tracer()
+tracer = service_tracer()
 metrics = Metrics()
 
 # The header name, set with setWebhook(secret_token=...); its value is the secret.
@@ -209,6 +209,12 @@ def record_rejection(source: str, reason: str) -> None:
 def _check_secret(
     secret_id: str, check: Callable[[tuple[str, ...]], Any], retry_if: Callable[[Any], bool]
 ) -> Any:
+    # Imported by the first request that authenticates: Powertools Parameters imports boto3 (and
+    # with it s3transfer), which nothing before this point needs (a cold start's init is shorter).
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    from pipeline import secrets
+
     try:
         return secrets.check_with_refresh(secret_id, check, retry_if)
     except GetParameterError:
@@ -407,6 +413,9 @@ def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
     portal's application token in the body (`auth[application_token]`): the form is parsed
     first, since the credential is in it. Published without the `auth` block's tokens."""
 
+    # Imported by the first Bitrix24 request: the other routes never need its models or REST client.
+    from pipeline import bitrix24
+
     def work() -> Outcome:
         if not settings.bitrix24_app_token_secret_id:
             _reject(404, "not_found", "Bitrix24 is not connected (bitrix24_stages is not set)")
@@ -458,6 +467,8 @@ def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outc
     URL (`POST /crm/amocrm/<token>`: amoCRM cannot sign or set headers). Every lead of the batch
     is published as its own event; answered 200 only once all are published (a retried batch
     republishes the first ones, which their consumer reads as the repeats they are)."""
+    # Imported by the first amoCRM request: the other routes never need its models or REST client.
+    from pipeline import amocrm
 
     def work() -> Outcome:
         _require_secret_token(path_token, settings.crm_token_secret_id, "token")

@@ -91,17 +91,20 @@ class EncryptedTopic(Construct):
 
 
 class EventsTopic(EncryptedTopic):
-    """The topic every event is published to; X-Ray-traced; SNS may use the key to deliver. Its
-    key is the stack's: the alarm and SMS delivery-event topics are encrypted with it too."""
+    """The topic every event is published to; X-Ray-traced with the `tracing` setting; SNS may use
+    the key to deliver. Its key is the stack's: the alarm and SMS delivery-event topics are
+    encrypted with it too."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, tracing: bool = False
+    ) -> None:
         super().__init__(
             scope,
             construct_id,
             display_name="Telegram and CRM events",
             key_description="Encrypts the pipeline's SNS topics at rest: events, alarms, SMS delivery events",
             removal_policy=removal_policy,
-            tracing=True,
+            tracing=tracing,
         )
         # SNS itself uses the key when delivering to subscriptions (of every topic it encrypts) and
         # when AWS services publish on a principal's behalf; scoped to this account so no other

@@ -24,13 +24,15 @@ METRIC_PERIOD = Duration.minutes(5)
 
 @dataclass(frozen=True)
 class FunctionDefaults:
-    """What every function shares: code asset, layers, logging and retention."""
+    """What every function shares: code asset, layers, logging, retention and tracing."""
 
     code: lambda_.Code
     layers: Sequence[lambda_.ILayerVersion]
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
     lambda_log_level: lambda_.ApplicationLogLevel
+    # X-Ray active tracing (the `tracing` setting); off, no tracing config and no X-Ray grant.
+    tracing: bool = False
 
     @classmethod
     def create(cls, settings: PipelineSettings, layers: Sequence[lambda_.ILayerVersion]) -> FunctionDefaults:
@@ -41,12 +43,14 @@ class FunctionDefaults:
             log_retention=cdk_log_retention(settings),
             removal_policy=cdk_removal_policy(settings),
             lambda_log_level=cdk_log_level(settings),
+            tracing=settings.tracing,
         )
 
 
 class PipelineFunction(Construct):
-    """A python3.13/arm64 function with JSON logs in its own log group, X-Ray tracing and a
-    dedicated role that starts with nothing but writing to that log group.
+    """A python3.13/arm64 function with JSON logs in its own log group and a dedicated role that
+    starts with nothing but writing to that log group (and, with the `tracing` setting, X-Ray
+    active tracing and the two X-Ray write actions it needs).
 
     Callers add only the grants the function needs, so every role stays least-privilege. The
     environment is the whole of it, as `infra.environment` builds it (Powertools' too).
@@ -101,16 +105,19 @@ class PipelineFunction(Construct):
             # Powertools filters the function's logs at `log_level` (infra.settings.cdk_log_level).
             application_log_level_v2=defaults.lambda_log_level,
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
-            tracing=lambda_.Tracing.ACTIVE,
+            # Without a tracing config (Lambda's default, PassThrough) the CDK grants no X-Ray
+            # action; with ACTIVE it adds xray:PutTraceSegments/PutTelemetryRecords on '*'.
+            tracing=lambda_.Tracing.ACTIVE if defaults.tracing else None,
             environment=dict(environment),
         )
-        Validations.of(self.role).acknowledge(
-            Ack(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="Only xray:PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no "
-                "resource-level permissions (asserted in tests/infra).",
+        if defaults.tracing:
+            Validations.of(self.role).acknowledge(
+                Ack(
+                    id="AwsSolutions-IAM5[Resource::*]",
+                    reason="Only xray:PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no "
+                    "resource-level permissions (asserted in tests/infra).",
+                )
             )
-        )
         Validations.of(self.function).acknowledge(
             Ack(
                 id="AwsSolutions-L1",

@@ -32,12 +32,13 @@ SMS_POOL_ID = "pool-0123456789abcdef0123456789abcdef"
 SMS_CONFIGURATION_SET = "shop-notifications"
 ALARM_EMAIL = "ops@example.org"
 # The optional features `full` switches on besides every consumer: a given SMS sender and
-# configuration set, alarm e-mails and the Telegram IP allow-list.
+# configuration set, alarm e-mails, the Telegram IP allow-list and X-Ray tracing.
 FULL_FEATURES: dict[str, Any] = {
     "sms_origination_identity": SMS_POOL_ID,
     "sms_configuration_set": SMS_CONFIGURATION_SET,
     "alarm_email": ALARM_EMAIL,
     "telegram_ip_allowlist": "true",
+    "tracing": "true",
 }
 SMS_HTTP_BASE_URL = "https://sms.example.org/api"
 # As `cdk deploy -c key=value` passes them: strings. Every value differs from its default.

@@ -6,6 +6,13 @@ from collections import defaultdict
 from typing import Any
 
 Resources = dict[str, dict[str, Any]]
+# What the CDK grants a function with active tracing: X-Ray has no resource-level permissions.
+XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def xray_grant(tracing: bool) -> dict[str, set[str]]:
+    """A role's X-Ray grant (`role_permissions` form): only where the stack traces (`tracing`)."""
+    return {"*": XRAY_ACTIONS} if tracing else {}
 
 
 def of_type(resources: Resources, cfn_type: str) -> Resources:

@@ -20,6 +20,7 @@ from template_queries import (
     ref_name,
     role_permissions,
     role_statements,
+    xray_grant,
 )
 
 from infra.application import build_app, settings_error_message
@@ -32,7 +33,6 @@ from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.journal import BY_STATE_INDEX
 
 FOURTEEN_DAYS = 14 * 24 * 3600
-XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 CONSUMER_NAMES = [c.name for c in CONSUMERS]
 # Bedrock ARNs of this stack's region and account, and of foundation models in any region.
@@ -177,7 +177,8 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     queue_id, dlq_id = _id(synth, pipeline.queue), _id(synth, pipeline.dlq)
     bedrock = {r for r in permissions if ":bedrock:" in r}
     sms_voice = {r for r in permissions if ":sms-voice:" in r}  # exactly which: test_infra_sms
-    expected = {queue_id, dlq_id, *own_tables, *own_secrets, _id(synth, pipeline.worker.log_group), "*"}
+    xray = xray_grant(synth.stack.settings.tracing)
+    expected = {queue_id, dlq_id, *own_tables, *own_secrets, _id(synth, pipeline.worker.log_group), *xray}
     # A consumer that publishes: the events topic, and its key for exactly what publishing needs.
     topic_id, key_id = _id(synth, synth.stack.events.topic), _id(synth, synth.stack.events.key)
     if consumer.publishes:
@@ -187,7 +188,7 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     assert set(permissions) == expected | bedrock | sms_voice
     assert not sms_voice or consumer.name == SMS_CONSUMER, "only the sms worker may send SMS"
     assert not [r for r in permissions if "/index/" in r], "no worker queries an index"
-    assert permissions["*"] == XRAY_ACTIONS
+    assert {resource: actions for resource, actions in permissions.items() if resource == "*"} == xray
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= permissions[queue_id]
     assert "sqs:SendMessage" in permissions[dlq_id]
     assert not permissions[dlq_id] & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}

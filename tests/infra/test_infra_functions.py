@@ -15,7 +15,7 @@ from aws_cdk.assertions import Template
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from synthesized import Synthesized
-from template_queries import function_env, of_type, props, ref_name
+from template_queries import function_env, of_type, props, ref_name, role_permissions
 
 from infra.config import METRICS_NAMESPACE, LogLevel, PipelineSettings
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
@@ -162,16 +162,45 @@ def test_every_function_logs_json_to_its_own_log_group_with_retention(synth: Syn
     assert len(set(used)) == len(used), "functions must not share a log group"
 
 
-def test_every_function_traces_and_names_its_powertools_service(synth: Synthesized) -> None:
+def test_every_function_names_its_powertools_service(synth: Synthesized) -> None:
     services = set()
     for function_id in _functions(synth):
-        function = props(synth.resources, function_id)
-        assert function["TracingConfig"] == {"Mode": "Active"}
         env = function_env(synth.resources, function_id)
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "TelegramCrmPipeline"
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
         services.add(env["POWERTOOLS_SERVICE_NAME"])
     assert services == {"webhook", *(c.name for c in synth.stack.consumers), "reconciler", "sms_events"}
+
+
+@pytest.mark.parametrize(("synth_name", "tracing"), [("default_synth", False), ("full_synth", True)])
+def test_functions_and_the_events_topic_trace_only_with_the_tracing_setting(
+    synth_name: str, tracing: bool, request: pytest.FixtureRequest
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    assert synth.stack.settings.tracing is tracing
+    for function_id in _functions(synth):
+        function = props(synth.resources, function_id)
+        env = function_env(synth.resources, function_id)
+        if tracing:
+            assert function["TracingConfig"] == {"Mode": "Active"}
+            assert "POWERTOOLS_TRACE_DISABLED" not in env
+        else:
+            # No tracing config: Lambda's PassThrough, and the CDK grants no X-Ray action.
+            assert "TracingConfig" not in function
+            assert env["POWERTOOLS_TRACE_DISABLED"] == "true"
+    xray_grants = sorted(
+        role_id
+        for role_id in of_type(synth.resources, "AWS::IAM::Role")
+        if any(
+            action.startswith("xray:")
+            for actions in role_permissions(synth.resources, role_id).values()
+            for action in actions
+        )
+    )
+    functions_roles = sorted(ref_name(props(synth.resources, f)["Role"]) for f in _functions(synth))
+    assert xray_grants == (functions_roles if tracing else [])
+    topic = props(synth.resources, synth.logical_id(synth.stack.events.topic))
+    assert topic.get("TracingConfig") == ("Active" if tracing else None)
 
 
 def _asset_dir(synth: Synthesized, s3_key: dict | str) -> Path:

@@ -7,13 +7,12 @@ import re
 
 import pytest
 from synthesized import Synthesized
-from template_queries import function_env, of_type, props, ref_name, role_permissions
+from template_queries import function_env, of_type, props, ref_name, role_permissions, xray_grant
 
 from infra.constructs.ingress import ACCESS_LOG_FIELDS
 from infra.environment import CRM_PATH, CRM_TOKEN_PATH, TELEGRAM_PATH
 from infra.naming import pascal_case
 
-XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 
 
@@ -144,7 +143,7 @@ def test_webhook_role_may_only_publish_to_the_topic_and_read_its_three_secrets(
         ids["crm_secret"]: SECRET_READ,
         ids["crm_token"]: SECRET_READ,
         ids["webhook_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
-        "*": XRAY_ACTIONS,
+        **xray_grant(synth.stack.settings.tracing),
     }
 
 

@@ -44,8 +44,9 @@ EVERY_FUNCTION = {
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
     "TELEGRAM_API_BASE",
-    "POWERTOOLS_TRACE_DISABLED",
 }
+# Added only where the stack traces (its `tracing` setting on); off, the stack sets it itself.
+WHERE_THE_STACK_TRACES = {"POWERTOOLS_TRACE_DISABLED"}
 ALSO = {
     "webhook": {"AWS_ENDPOINT_URL_SNS"},
     "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
@@ -116,11 +117,14 @@ def test_every_function_runs_locally_with_the_stacks_environment_plus_only_the_o
     # As `Runtime.start()` starts the processes (not started here: no moto, no fakes needed).
     local = Runtime(settings=local_resources.settings).function_environments(local_resources)
 
+    tracing = local_synth.stack.settings.tracing
     assert set(local) == set(deployed)
     for function, environment in deployed.items():
         local_environment = local[function]
         local_only = set(local_environment) - set(environment) - LAMBDA_SETS - RUNTIME_SETS
-        assert local_only == EVERY_FUNCTION | ALSO.get(function, set()), function
+        expected = EVERY_FUNCTION | ALSO.get(function, set()) | (WHERE_THE_STACK_TRACES if tracing else set())
+        assert local_only == expected, function
+        assert local_environment["POWERTOOLS_TRACE_DISABLED"] in {"true", "1"}, function
         assert set(environment) <= set(local_environment), function
         for key, value in environment.items():
             if isinstance(value, str):

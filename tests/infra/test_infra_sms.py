@@ -20,7 +20,7 @@ from aws_lambda_powertools import Metrics
 from moto import mock_aws
 from runtime_modules import imported
 from synthesized import BASE_CONTEXT, SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, SMS_POOL_ID, Synthesized
-from template_queries import function_env, of_type, props, ref_name, role_permissions
+from template_queries import function_env, of_type, props, ref_name, role_permissions, xray_grant
 
 from infra.application import build_app, settings_error_message
 from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
@@ -30,7 +30,6 @@ from pipeline.registry import by_name
 from pipeline.sms.journal import Clock, Draft, Finish, Journal, State
 from pipeline.sms.orders import OrderState
 
-XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
 SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 DLQ_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 FOURTEEN_DAYS = 14 * 24 * 3600
@@ -244,7 +243,7 @@ def test_reconciler_may_use_the_journal_its_index_and_send_exactly_as_the_worker
         ids["journal"]: {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         f"${{{ids['journal']}}}/index/by_state": {"dynamodb:Query"},
         ids["reconciler_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
-        "*": XRAY_ACTIONS,
+        **xray_grant(synth.stack.settings.tracing),
         **worker_sends,
     }
 
@@ -258,7 +257,7 @@ def test_with_the_http_gateway_the_reconciler_may_also_read_the_gateway_token(
         f"${{{ids['journal']}}}/index/by_state": {"dynamodb:Query"},
         ids["gateway_secret"]: SECRET_READ,
         ids["reconciler_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
-        "*": XRAY_ACTIONS,
+        **xray_grant(custom_synth.stack.settings.tracing),
     }
 
 
@@ -272,7 +271,7 @@ def test_sms_events_may_update_journal_records_and_dead_letter_only(
         ids["journal"]: {"dynamodb:GetItem", "dynamodb:UpdateItem"},
         ids["failed_dlq"]: DLQ_SEND,
         ids["events_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
-        "*": XRAY_ACTIONS,
+        **xray_grant(synth.stack.settings.tracing),
     }
 
 

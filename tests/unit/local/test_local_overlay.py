@@ -166,6 +166,15 @@ def test_the_overlay_adds_the_local_endpoints(
     assert overlay == {**EVERY_FUNCTION, **extra}
 
 
+def test_the_overlay_disables_tracing_only_where_the_stack_traces() -> None:
+    untraced = {"CONSUMER_NAME": "store", "POWERTOOLS_TRACE_DISABLED": "true"}
+
+    overlay = local_overlay("store", untraced, aws_endpoint=MOTO, fakes=FAKES)
+
+    assert "POWERTOOLS_TRACE_DISABLED" not in overlay
+    assert overlay == {k: v for k, v in EVERY_FUNCTION.items() if k != "POWERTOOLS_TRACE_DISABLED"}
+
+
 def test_the_overlay_never_changes_what_the_stack_sets() -> None:
     with pytest.raises(ValueError, match="TELEGRAM_API_BASE"):
         local_overlay(

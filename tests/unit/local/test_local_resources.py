@@ -175,6 +175,8 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         "POWERTOOLS_SERVICE_NAME": "webhook",
         "POWERTOOLS_METRICS_NAMESPACE": "TelegramCrmPipeline",
         "POWERTOOLS_LOG_LEVEL": "INFO",
+        # The `tracing` setting is off by default.
+        "POWERTOOLS_TRACE_DISABLED": "true",
     }
 
 

@@ -40,7 +40,9 @@ class AmoWebhookError(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, hide_input_in_errors=True, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, hide_input_in_errors=True, populate_by_name=True, extra="ignore"
+    )
 
 
 def _blank_is_none(value: Any) -> Any:

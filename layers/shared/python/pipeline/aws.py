@@ -1,31 +1,59 @@
-"""Lazy, cached boto3 clients.
+"""Lazy, cached AWS clients.
 
 Clients are built on first use, never at import time, so tests (moto's `mock_aws`) and the
 local runtime (a moto server, selected with the standard `AWS_ENDPOINT_URL` variable that
-boto3 honours) decide where they point. `reset_clients()` drops the cache between tests.
+botocore honours) decide where they point. `reset_clients()` drops the cache between tests.
+
+Clients are botocore's own: `import boto3` also imports s3transfer (boto3's S3 transfer
+manager, which nothing here uses), about a third of its import time. boto3 is imported only
+for a DynamoDB `resource` (tables with Python values instead of attribute-value maps).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-# Short timeouts: a Lambda must fail fast and let SQS/Telegram retry rather than hang.
-_CONFIG = Config(
-    connect_timeout=3,
-    read_timeout=10,
-    retries={"mode": "standard", "max_attempts": 3},
-)
+if TYPE_CHECKING:
+    from botocore.config import Config
+
+# `botocore.config` (it loads botocore's endpoint, parser and HTTP machinery) and `botocore.session`
+# (the client machinery) are imported when the first client is built, as part of building it:
+# together they are most of botocore's import time, which a function's init need not pay.
+
+
+def _config() -> Config:
+    """The clients' config, `_CONFIG`, built at first use (a test may replace it)."""
+    config: Config | None = globals().get("_CONFIG")
+    if config is None:
+        from botocore.config import Config
+
+        # Short timeouts: a Lambda must fail fast and let SQS/Telegram retry rather than hang.
+        config = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 3})
+        globals()["_CONFIG"] = config
+    return config
+
+
+def __getattr__(name: str) -> Any:
+    """`aws._CONFIG` reads as a constant, built on first access (PEP 562)."""
+    if name == "_CONFIG":
+        return _config()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _session() -> Any:
+    """A new botocore session for each client, as boto3's `Session().client` made one."""
+    import botocore.session
+
+    return botocore.session.get_session()
 
 
 @functools.cache
 def client(service: str) -> Any:
     """Return the process-wide client for `service` (e.g. "sns", "sqs", "dynamodb")."""
-    return boto3.session.Session().client(service, config=_CONFIG)  # type: ignore[call-overload]
+    return _session().create_client(service, config=_config())
 
 
 @functools.cache
@@ -36,14 +64,18 @@ def non_retrying_client(service: str) -> Any:
     an API without an idempotency token (sending an SMS) that resend is a second message. The
     caller decides instead, knowing whether the first request may have been taken.
     """
-    no_retries = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
-    return boto3.session.Session().client(service, config=no_retries)  # type: ignore[call-overload]
+    from botocore.config import Config
+
+    no_retries = _config().merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
+    return _session().create_client(service, config=no_retries)
 
 
 @functools.cache
 def resource(service: str) -> Any:
     """Return the process-wide resource for `service` (used for DynamoDB tables)."""
-    return boto3.session.Session().resource(service, config=_CONFIG)  # type: ignore[call-overload]
+    import boto3
+
+    return boto3.session.Session().resource(service, config=_config())  # type: ignore[call-overload]
 
 
 def error_code(error: ClientError) -> str:

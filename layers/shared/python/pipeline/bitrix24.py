@@ -104,7 +104,7 @@ class OutgoingEvent(BaseModel):
     """One outgoing-webhook request. Built by `from_form`; validation errors name the form fields
     (`data[FIELDS][ID]`, `auth[application_token]`), never their values."""
 
-    model_config = ConfigDict(frozen=True, hide_input_in_errors=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, hide_input_in_errors=True, populate_by_name=True)
 
     event: str = Field(alias="event", min_length=1, max_length=128, pattern=r"^[A-Z0-9_]+$")
     deal_id: int = Field(alias="data[FIELDS][ID]", gt=0)
@@ -157,7 +157,9 @@ class OutgoingEvent(BaseModel):
 # -- REST answers --------------------------------------------------------------------------------
 class _Entity(BaseModel):
     # Bitrix adds fields (UF_CRM_*, PARENT_ID_*) per portal: ignore what is not modelled.
-    model_config = ConfigDict(frozen=True, hide_input_in_errors=True, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        defer_build=True, frozen=True, hide_input_in_errors=True, populate_by_name=True, extra="ignore"
+    )
 
 
 def _empty_is_none(value: Any) -> Any:

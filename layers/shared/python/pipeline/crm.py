@@ -83,7 +83,7 @@ def validation_context(phone_default_region: str | None) -> dict[str, Any]:
 class _Open(BaseModel):
     # CRMs add fields over time: keep them rather than refuse the event.
     # No input in str(ValidationError) either: it may be a phone number and end up in a log.
-    model_config = ConfigDict(extra="allow", frozen=True, hide_input_in_errors=True)
+    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True, hide_input_in_errors=True)
 
 
 class Order(_Open):

@@ -23,7 +23,7 @@ SNS_MAX_MESSAGE_BYTES = 262_144
 class Envelope(BaseModel):
     """One business event. `payload` is the original body exactly as received."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     event_id: str = Field(min_length=1, description="Stable id of the business event")
     source: Source

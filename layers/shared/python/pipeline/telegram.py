@@ -106,7 +106,7 @@ KindObject = dict[str, Any] | None
 class TelegramUpdate(BaseModel):
     """An incoming update: strict integer `update_id`, known kinds objects, unknown keys kept."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True)
 
     update_id: StrictInt = Field(description="Telegram's id; the same update resent keeps it")
 

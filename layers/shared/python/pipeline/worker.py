@@ -24,20 +24,14 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline import aws
 from pipeline.envelope import Envelope
@@ -45,6 +39,9 @@ from pipeline.errors import PermanentError, TransientError
 from pipeline.observability import service_logger
 from pipeline.registry import Consumer, RetryPolicy, by_name
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 
 Process = Callable[[Envelope], dict[str, Any] | None]
 
@@ -68,6 +65,8 @@ class WorkerSettings(BaseModel):
     `infra.environment` validates every worker's environment with this model at synth (and at
     the local start), so a constraint added here is enforced before anything is deployed.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     consumer_name: str = Field(min_length=1)
     queue_url: str = Field(min_length=1)
@@ -154,6 +153,14 @@ class ConsumerWorker:
 
     def _wire(self) -> tuple[IdempotencyConfig, Callable[..., Any]]:
         if self._config is None or self._idempotent_process is None:
+            # Imported with the first invocation: Powertools idempotency imports boto3 (and with it
+            # s3transfer) for its DynamoDB layer, which the function's init does not need.
+            from aws_lambda_powertools.utilities.idempotency import (
+                DynamoDBPersistenceLayer,
+                IdempotencyConfig,
+                idempotent_function,
+            )
+
             settings = self.settings
             self._config = IdempotencyConfig(
                 event_key_jmespath=self.consumer.idempotency_key,
@@ -208,6 +215,9 @@ class ConsumerWorker:
             fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in error.errors())
             self._dead_letter(record, f"invalid envelope ({fields})", log_keys)
             return
+
+        # Loaded by `_wire`, which every invocation runs before its records.
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
         self.logger.set_correlation_id(envelope.correlation_id)
         self.logger.append_keys(event_id=envelope.event_id, event_type=envelope.type)

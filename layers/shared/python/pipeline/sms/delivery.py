@@ -35,7 +35,7 @@ Applied = Literal["recorded", "closed_unknown", "stale", "not_ours", "unknown_ke
 class DeliveryEvent(BaseModel):
     """The fields used from an End User Messaging SMS event; the rest (the phone too) is ignored."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True, populate_by_name=True)
 
     event_type: str = Field(alias="eventType", min_length=1)
     event_timestamp: int = Field(alias="eventTimestamp", ge=0, description="Unix time in milliseconds")

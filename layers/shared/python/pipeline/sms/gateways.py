@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from pipeline import aws, secrets
+from pipeline import aws
 from pipeline.errors import PermanentError, TransientError
 from pipeline.http import JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
@@ -208,6 +208,9 @@ class HttpGateway:
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.secret and os.environ.get(secret_env_var(self.secret)):
+            # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
+            from pipeline import secrets
+
             value = secrets.secret_string(self.secret)
             try:
                 parsed = json.loads(value)

@@ -48,7 +48,6 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from pipeline import aws
@@ -271,6 +270,9 @@ class Journal:
     def _state_query(
         self, state: State, newer_than: datetime | None, not_newer_than: datetime | None
     ) -> dict[str, Any]:
+        # Imported here, as `aws.resource` imports boto3: with the table this query runs on.
+        from boto3.dynamodb.conditions import Key
+
         condition = Key("sms_state").eq(state.value)
         if newer_than is not None:
             condition = condition & Key("state_since").gt(iso(newer_than))

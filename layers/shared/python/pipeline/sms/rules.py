@@ -40,7 +40,7 @@ def _placeholders(template: str) -> list[str]:
 class SmsRule(BaseModel):
     """A transition into `status` (from any other status, or only from `from_statuses`) sends `template`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[a-z0-9_]{1,64}$")
     status: str = Field(min_length=1, max_length=64)
@@ -84,7 +84,7 @@ class SmsRule(BaseModel):
 
 
 class SmsRules(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     version: int = Field(ge=1, le=1)
     rules: tuple[SmsRule, ...] = Field(min_length=1)

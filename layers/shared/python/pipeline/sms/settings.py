@@ -33,7 +33,7 @@ ENVIRONMENT_VARIABLES = {
 
 
 class SmsSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     gateway: GatewayKind = "end_user_messaging"
     journal_table: str = Field(min_length=1)

@@ -1,0 +1,76 @@
+"""What a function's init imports: nothing its first request can import instead.
+
+With tracing off (the default deployment) no handler module loads the X-Ray SDK; none loads boto3
+(nor s3transfer, which `import boto3` always loads): clients are botocore's, and Powertools
+Parameters and idempotency, which import boto3, are imported with the first request that needs
+them. Nor Powertools' parser models, which its batch utility builds when pydantic is loaded
+before it (the consumers import the worker runtime first). How long the imports take is
+`python -m bench imports`' business, not a test's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from pipeline.observability import UntracedFunction, service_tracer
+from pipeline.registry import CONSUMERS
+
+ROOT = Path(__file__).resolve().parents[2]
+HANDLER_MODULES = [
+    spec.rsplit(".", 1)[0]
+    for spec in (WEBHOOK.handler, *(c.handler for c in CONSUMERS), RECONCILER.handler, SMS_EVENTS.handler)
+]
+DEFERRED = {"aws_xray_sdk", "boto3", "s3transfer"}
+PARSER_MODELS = "aws_lambda_powertools.utilities.parser"
+
+
+def _loaded_after_import(module: str, **environment: str) -> list[str]:
+    script = (
+        f"import json, sys, {module}\n"
+        f"loaded = {{m.split('.')[0] for m in sys.modules}} & set({sorted(DEFERRED)!r})\n"
+        f"loaded |= {{m for m in sys.modules if m == {PARSER_MODELS!r}}}\n"
+        "print(json.dumps(sorted(loaded)))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("layers/shared/python", "functions")),
+        "AWS_DEFAULT_REGION": "eu-central-1",
+        **environment,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded
+
+
+@pytest.mark.parametrize("module", HANDLER_MODULES)
+def test_an_untraced_handlers_init_loads_no_xray_sdk_boto3_or_parser_models(module: str) -> None:
+    assert _loaded_after_import(module, POWERTOOLS_TRACE_DISABLED="true") == []
+
+
+def test_a_traced_handler_gets_powertools_tracer() -> None:
+    assert _loaded_after_import("webhook.app", POWERTOOLS_TRACE_DISABLED="false") == ["aws_xray_sdk"]
+
+
+@pytest.mark.parametrize("value", ["1", "true", "True"])
+def test_untraced_decorators_return_the_function_itself(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", value)
+    tracer = service_tracer()
+
+    def handler(event: dict, context: object) -> dict:
+        return event
+
+    assert isinstance(tracer, UntracedFunction)
+    assert tracer.capture_lambda_handler(handler) is handler
+    assert tracer.capture_lambda_handler(capture_response=False)(handler) is handler
+    assert tracer.capture_method(handler) is handler
+    assert tracer.capture_method(capture_error=False)(handler) is handler
