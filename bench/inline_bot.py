@@ -22,7 +22,7 @@ from typing import Any
 
 from autoreply.bot_api import BotApi
 from autoreply.logic import reply_text
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from crm.leads import lead_from_envelope
@@ -30,12 +30,12 @@ from crm.sinks import sink_from_config
 from store.logic import conversation_item
 
 from pipeline import aws, secrets, telegram
-from pipeline.observability import http_correlation_id
+from pipeline.observability import http_correlation_id, service_tracer
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 
 logger = Logger(service="inline_bot")
-tracer = Tracer()
+tracer = service_tracer()
 metrics = Metrics()
 
 

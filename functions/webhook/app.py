@@ -1,12 +1,18 @@
-"""Webhook Lambda behind an API Gateway HTTP API (payload 2.0). Thin: routes call `ingest`."""
+"""Webhook Lambda behind an API Gateway HTTP API (payload 2.0). Thin: routes call `ingest`.
+
+The routes are matched here, not by Powertools' event handler: the API has five POST routes, and
+importing `aws_lambda_powertools.event_handler` (asyncio and every event class) costs about a
+third of this function's init, which small bots pay at almost every conversation's first message.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Metrics
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pipeline.observability import http_correlation_id, service_logger, service_tracer
@@ -15,7 +21,6 @@ from webhook import ingest
 logger = service_logger()
 tracer = service_tracer()
 metrics = Metrics()
-app = APIGatewayHttpResolver()
 
 TELEGRAM_ROUTE = "/telegram/webhook"
 CRM_ROUTE = "/crm/events"
@@ -27,6 +32,8 @@ AMOCRM_PREFIX = "/crm/amocrm"
 AMOCRM_ROUTE = f"{AMOCRM_PREFIX}/<token>"
 ROUTE_SOURCES = {TELEGRAM_ROUTE: "telegram", CRM_ROUTE: "crm", BITRIX24_ROUTE: "bitrix24"}
 
+Handler = Callable[[ingest.Request, str | None], ingest.Outcome]
+
 
 def route_source(path: str) -> str:
     """The metric `source` of a request path (a token path is its CRM's; never logged)."""
@@ -37,62 +44,79 @@ def route_source(path: str) -> str:
     return ROUTE_SOURCES.get(path, "none")
 
 
-def _request() -> ingest.Request:
-    event = app.current_event
+def _pattern(route: str) -> re.Pattern[str]:
+    """A route with `<name>` segments as a regex; a parameter is one non-empty path segment."""
+    parts = [
+        f"(?P<{part[1:-1]}>[^/]+)" if part.startswith("<") else re.escape(part) for part in route.split("/")
+    ]
+    return re.compile("^" + "/".join(parts) + "$")
+
+
+ROUTES: tuple[tuple[re.Pattern[str], Handler], ...] = (
+    (
+        _pattern(TELEGRAM_ROUTE),
+        lambda request, _: ingest.ingest_telegram(request, ingest.Settings.from_env()),
+    ),
+    (_pattern(CRM_ROUTE), lambda request, _: ingest.ingest_crm(request, ingest.Settings.from_env())),
+    (
+        _pattern(CRM_TOKEN_ROUTE),
+        lambda request, token: ingest.ingest_crm(request, ingest.Settings.from_env(), path_token=token),
+    ),
+    (
+        _pattern(BITRIX24_ROUTE),
+        lambda request, _: ingest.ingest_bitrix24(request, ingest.Settings.from_env()),
+    ),
+    (
+        _pattern(AMOCRM_ROUTE),
+        lambda request, token: ingest.ingest_amocrm(
+            request, ingest.Settings.from_env(), path_token=token or ""
+        ),
+    ),
+)
+NOT_FOUND = ingest.Outcome(404, {"ok": False, "error": "not_found", "message": "Not found"})
+INTERNAL_ERROR = ingest.Outcome(500, {"ok": False, "error": "internal_error", "message": "Internal error"})
+
+
+def _request(event: Mapping[str, Any], correlation_id: str) -> ingest.Request:
+    context = event.get("requestContext") or {}
+    headers = event.get("headers") or {}
     return ingest.Request(
-        headers=event.headers,
-        body=event.body,
-        is_base64_encoded=bool(event.is_base64_encoded),
-        correlation_id=logger.get_correlation_id() or http_correlation_id(event.raw_event),
-        source_ip=event.request_context.http.source_ip,
+        # API Gateway lowercases HTTP API header names; a test or local caller may not.
+        headers={str(name).lower(): value for name, value in headers.items()},
+        body=event.get("body"),
+        is_base64_encoded=bool(event.get("isBase64Encoded")),
+        correlation_id=correlation_id,
+        source_ip=(context.get("http") or {}).get("sourceIp"),
     )
 
 
-def _respond(outcome: ingest.Outcome) -> Response:
-    return Response(
-        status_code=outcome.status_code, content_type=content_types.APPLICATION_JSON, body=outcome.body
-    )
+def _response(outcome: ingest.Outcome) -> dict[str, Any]:
+    return {
+        "statusCode": outcome.status_code,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(outcome.body, separators=(",", ":")),
+        "isBase64Encoded": False,
+    }
 
 
-@app.post(TELEGRAM_ROUTE)
-def telegram_webhook() -> Response:
-    return _respond(ingest.ingest_telegram(_request(), ingest.Settings.from_env()))
-
-
-@app.post(CRM_ROUTE)
-def crm_events() -> Response:
-    return _respond(ingest.ingest_crm(_request(), ingest.Settings.from_env()))
-
-
-@app.post(CRM_TOKEN_ROUTE)
-def crm_events_with_token(token: str) -> Response:
-    return _respond(ingest.ingest_crm(_request(), ingest.Settings.from_env(), path_token=token))
-
-
-@app.post(BITRIX24_ROUTE)
-def bitrix24_events() -> Response:
-    return _respond(ingest.ingest_bitrix24(_request(), ingest.Settings.from_env()))
-
-
-@app.post(AMOCRM_ROUTE)
-def amocrm_events(token: str) -> Response:
-    return _respond(ingest.ingest_amocrm(_request(), ingest.Settings.from_env(), path_token=token))
-
-
-@app.not_found
-def not_found(_: NotFoundError) -> Response:
-    # Registered explicitly so the catch-all handler below does not turn 404s into 500s.
+def dispatch(event: Mapping[str, Any], correlation_id: str) -> ingest.Outcome:
+    """The route's outcome; 404 for any other path or method (as API Gateway would have no route)."""
+    method = ((event.get("requestContext") or {}).get("http") or {}).get("method", "")
+    path = str(event.get("rawPath") or "")
+    for pattern, handle in ROUTES if method == "POST" else ():
+        match = pattern.match(path)
+        if match is None:
+            continue
+        # The token as API Gateway decoded it into pathParameters, else as the path carries it.
+        token = (event.get("pathParameters") or {}).get("token") or match.groupdict().get("token")
+        try:
+            return handle(_request(event, correlation_id), token)
+        except Exception:
+            logger.exception("Unhandled error")
+            ingest.record_rejection(route_source(path), "error")
+            return INTERNAL_ERROR
     ingest.record_rejection("none", "not_found")
-    return _respond(ingest.Outcome(404, {"ok": False, "error": "not_found", "message": "Not found"}))
-
-
-@app.exception_handler(Exception)
-def unexpected_error(error: Exception) -> Response:
-    logger.exception("Unhandled error")
-    ingest.record_rejection(route_source(app.current_event.path), "error")
-    return _respond(
-        ingest.Outcome(500, {"ok": False, "error": "internal_error", "message": "Internal error"})
-    )
+    return NOT_FOUND
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -101,6 +125,6 @@ def unexpected_error(error: Exception) -> Response:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     correlation_id = http_correlation_id(event)
     logger.set_correlation_id(correlation_id)
-    response = app.resolve(event, context)
-    response.setdefault("headers", {})["X-Correlation-Id"] = correlation_id
+    response = _response(dispatch(event, correlation_id))
+    response["headers"]["X-Correlation-Id"] = correlation_id
     return response
