@@ -50,7 +50,7 @@ FAKE_AWS_ENV = {
 # In-process benchmarks create the stack's secrets, some of which name the fakes' URLs; nothing
 # calls them there, so they point at a port where nothing listens.
 UNREACHABLE_URL = "http://127.0.0.1:9"
-FAKE_NAMES = ("telegram", "crm", "bedrock", "sms", "end_user_messaging")
+FAKE_NAMES = ("telegram", "crm", "bedrock", "sms", "end_user_messaging", "bitrix24", "amocrm")
 
 
 class BenchError(RuntimeError):
