@@ -1,16 +1,32 @@
 """A stand-in for the Telegram Bot API: `/bot<token>/<method>`, answered the way Telegram does.
 
 Every answer is `{"ok": true, "result": ...}` or `{"ok": false, "error_code": ..., "description":
-...}` (429 adds `parameters.retry_after`). `send*` methods return a `Message`; a wrong token gets
-401 like the real API, an unknown method 404. The token is masked in `/_calls`.
+...}` (429 adds `parameters.retry_after`). The methods, their required parameters and the type of
+their result come from aiogram's model of the Bot API (`telegram_api.json`, written by
+`telegram_api_gen`): every method a real bot calls is accepted, an unknown one gets 404 "Not
+Found", a missing required parameter 400 "Bad Request: <param> is empty" (or Telegram's own
+wording where it has one). `send*`/`forward*`/`edit*` methods return a `Message`, setters `true`,
+getters a minimal valid object; `setWebhook`/`deleteWebhook` change what `getWebhookInfo` shows.
+A wrong token gets 401 like the real API. The token is masked in `/_calls`.
+
+`strict=True` (tests) also checks each call against aiogram's pydantic model of its method, and
+refuses parameters the method does not have: a call aiogram would not make gets 400.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import email.parser
+import email.policy
+import functools
 import itertools
+import json
 import re
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
@@ -18,33 +34,41 @@ from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phra
 # Shaped like a BotFather token ("<id>:<at least 20 of A-Z a-z 0-9 _ ->"): clients check the shape.
 DEFAULT_BOT_TOKEN = "123456:LOCAL-fake-token-for-the-local-runtime"  # noqa: S105 - a fake's token
 MAX_MESSAGE_LENGTH = 4096
+DEFAULT_MAX_CONNECTIONS = 40
 _METHOD_PATH = re.compile(r"^/bot(?P<token>[^/]+)/(?P<method>[A-Za-z]+)$")
-
-# Methods answered with `true` (lowercased: Telegram matches method names case-insensitively).
-TRUE_METHODS = frozenset(
-    {
-        "answercallbackquery",
-        "sendchataction",
-        "setwebhook",
-        "deletewebhook",
-        "setmycommands",
-        "deletemessage",
-        "setmessagereaction",
-    }
-)
-# Fields of a send* request copied into the returned Message.
-_ECHOED_FIELDS = ("text", "caption", "reply_markup", "entities")
+_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+# Bot API methods by lowercased name (Telegram matches method names case-insensitively).
+API_TABLE_PATH = Path(__file__).with_name("telegram_api.json")
+API_METHODS: dict[str, dict[str, Any]] = json.loads(API_TABLE_PATH.read_text())
+# Telegram's own wording for some missing parameters; the rest are "<param> is empty".
+_MISSING: dict[tuple[str | None, str], str] = {
+    ("sendmessage", "text"): "message text is empty",
+    ("editmessagetext", "text"): "message text is empty",
+    (None, "callback_query_id"): "query is too old and response timeout expired or query ID is invalid",
+}
+# Fields of a request copied into the returned Message.
+_ECHOED_FIELDS = ("text", "caption", "reply_markup", "entities", "business_connection_id")
 
 
 class TelegramFake(FakeService):
     name: ClassVar[str] = "telegram"
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, token: str = DEFAULT_BOT_TOKEN) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str = DEFAULT_BOT_TOKEN,
+        strict: bool = False,
+    ) -> None:
         super().__init__(host, port)
         self.token = token
+        self.strict = strict
         self.bot_id = int(token.split(":", 1)[0]) if token.split(":", 1)[0].isdigit() else 1
         self._message_ids = itertools.count(1)
-        self._ids_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._webhook: dict[str, Any] = {}
+        # Updates Telegram would be holding for the webhook; the fake makes none, tests may set it.
+        self.pending_update_count = 0
 
     @property
     def bot_user(self) -> dict[str, Any]:
@@ -57,6 +81,21 @@ class TelegramFake(FakeService):
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
         }
+
+    @property
+    def webhook_info(self) -> dict[str, Any]:
+        """What `getWebhookInfo` answers now."""
+        with self._state_lock:
+            webhook = dict(self._webhook)
+            pending = self.pending_update_count
+        info: dict[str, Any] = {"url": webhook.get("url", ""), "has_custom_certificate": False}
+        info["pending_update_count"] = pending
+        if webhook:
+            info["max_connections"] = webhook["max_connections"]
+            for name in ("ip_address", "allowed_updates"):
+                if webhook.get(name) is not None:
+                    info[name] = webhook[name]
+        return info
 
     def redact_path(self, path: str) -> str:
         return _METHOD_PATH.sub(lambda m: f"/bot<token>/{m['method']}", path)
@@ -75,6 +114,10 @@ class TelegramFake(FakeService):
         return FakeResponse(status, body)
 
     @staticmethod
+    def _bad_request(description: str) -> FakeResponse:
+        return TelegramFake._error(400, f"Bad Request: {description}")
+
+    @staticmethod
     def _ok(result: Any) -> FakeResponse:
         return FakeResponse(200, {"ok": True, "result": result})
 
@@ -85,41 +128,123 @@ class TelegramFake(FakeService):
         if match["token"] != self.token:
             return self._error(401, "Unauthorized")
         method = match["method"].lower()
-        params = request.params()
-        if method == "getme":
-            return self._ok(self.bot_user)
-        if method == "getwebhookinfo":
-            return self._ok({"url": "", "has_custom_certificate": False, "pending_update_count": 0})
-        if method.startswith("send") and method != "sendchataction":
-            return self._send(method, params)
-        if method == "answercallbackquery" and not params.get("callback_query_id"):
-            return self._error(
-                400, "Bad Request: query is too old and response timeout expired or query ID is invalid"
-            )
-        if method in TRUE_METHODS:
-            return self._ok(True)
-        return self._error(404, "Not Found")
+        spec = API_METHODS.get(method)
+        if spec is None:
+            return self._error(404, "Not Found")
+        params = _decoded(_params(request))
+        if method == "setwebhook":
+            return self._set_webhook(params)
+        for name in spec["required"]:
+            if _missing(params.get(name)):
+                wording = _MISSING.get((method, name)) or _MISSING.get((None, name)) or f"{name} is empty"
+                return self._bad_request(wording)
+        if self.strict:
+            refusal = strict_refusal(spec["name"], params)
+            if refusal is not None:
+                return self._bad_request(refusal)
+        return self._result(method, spec, params)
 
-    def _send(self, method: str, params: dict[str, Any]) -> FakeResponse:
-        chat = self._chat(params.get("chat_id"))
+    def _result(self, method: str, spec: dict[str, Any], params: dict[str, Any]) -> FakeResponse:
+        kind = spec["result"]
+        if kind == "true":
+            if method == "deletewebhook":
+                self._delete_webhook(params)
+            return self._ok(True)
+        if kind == "bot_user":
+            return self._ok(self.bot_user)
+        if kind == "webhook_info":
+            return self._ok(self.webhook_info)
+        if method == "getupdates" and self.webhook_info["url"]:
+            return self._error(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to "
+                "delete the webhook first",
+            )
+        if kind == "sample":
+            return self._ok(copy.deepcopy(spec["sample"]))
+        if kind == "message_or_true" and params.get("inline_message_id"):
+            return self._ok(True)
+        has_chat_id = "chat_id" in spec["required"] or "chat_id" in spec["optional"]
+        chat = self._chat(params.get("chat_id") if has_chat_id else params.get("user_id", self.bot_id))
         if chat is None:
-            return self._error(400, "Bad Request: chat_id is empty")
-        text = params.get("text")
+            return self._bad_request("chat not found" if "chat_id" in params else "chat_id is empty")
+        if kind == "chat":
+            return self._ok({**spec["sample"], **chat})
+        if kind == "message_id":
+            return self._ok({"message_id": self._next_message_id()})
+        if kind == "message_ids":
+            ids = params.get("message_ids")
+            count = len(ids) if isinstance(ids, list) else 1
+            return self._ok([{"message_id": self._next_message_id()} for _ in range(count)])
+        if kind == "messages":
+            media = params.get("media")
+            count = len(media) if isinstance(media, list) else 1
+            return self._ok([self._message(method, params, chat) for _ in range(count)])
         if method == "sendmessage":
+            text = params.get("text")
             if not isinstance(text, str) or not text.strip():
-                return self._error(400, "Bad Request: message text is empty")
+                return self._bad_request("message text is empty")
             if len(text) > MAX_MESSAGE_LENGTH:
-                return self._error(400, "Bad Request: message is too long")
-        with self._ids_lock:
-            message_id = next(self._message_ids)
+                return self._bad_request("message is too long")
+        return self._ok(self._message(method, params, chat))
+
+    def _next_message_id(self) -> int:
+        with self._state_lock:
+            return next(self._message_ids)
+
+    def _message(self, method: str, params: dict[str, Any], chat: dict[str, Any]) -> dict[str, Any]:
+        edited = method.startswith("edit") or method.startswith("stop")
+        message_id = params.get("message_id") if edited else None
         message: dict[str, Any] = {
-            "message_id": message_id,
+            "message_id": message_id if isinstance(message_id, int) else self._next_message_id(),
             "from": self.bot_user,
             "chat": chat,
             "date": int(time.time()),
         }
+        if edited:
+            message["edit_date"] = int(time.time())
         message.update({name: params[name] for name in _ECHOED_FIELDS if params.get(name) is not None})
-        return self._ok(message)
+        return message
+
+    def _set_webhook(self, params: dict[str, Any]) -> FakeResponse:
+        url = params.get("url")
+        if _missing(url):  # Telegram: an empty url removes the webhook
+            self._delete_webhook(params)
+            return self._ok(True)
+        secret = params.get("secret_token")
+        if secret is not None and not (isinstance(secret, str) and _SECRET_TOKEN.fullmatch(secret)):
+            return self._bad_request("secret token contains unallowed characters")
+        max_connections = params.get("max_connections", DEFAULT_MAX_CONNECTIONS)
+        try:
+            max_connections = int(max_connections)
+        except (TypeError, ValueError):
+            return self._bad_request("invalid max_connections specified")
+        allowed = params.get("allowed_updates")
+        if allowed is not None and not (
+            isinstance(allowed, list) and all(isinstance(a, str) for a in allowed)
+        ):
+            return self._bad_request("can't parse allowed updates")
+        if self.strict:
+            refusal = strict_refusal("setWebhook", params)
+            if refusal is not None:
+                return self._bad_request(refusal)
+        with self._state_lock:
+            self._webhook = {
+                "url": url,
+                "secret_token": secret,
+                "max_connections": min(max(max_connections, 1), 100),
+                "allowed_updates": allowed,
+                "ip_address": params.get("ip_address"),
+            }
+            if _truthy(params.get("drop_pending_updates")):
+                self.pending_update_count = 0
+        return self._ok(True)
+
+    def _delete_webhook(self, params: dict[str, Any]) -> None:
+        with self._state_lock:
+            self._webhook = {}
+            if _truthy(params.get("drop_pending_updates")):
+                self.pending_update_count = 0
 
     @staticmethod
     def _chat(chat_id: Any) -> dict[str, Any] | None:
@@ -134,3 +259,77 @@ class TelegramFake(FakeService):
             return {"id": numeric, "type": "private", "first_name": "Local user"}
         chat_type = "supergroup" if str(numeric).startswith("-100") else "group"
         return {"id": numeric, "type": chat_type, "title": "Local group"}
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file sent in a multipart/form-data call (sendPhoto, sendDocument, uploadStickerFile...)."""
+
+    filename: str
+    data: bytes
+
+
+def _params(request: FakeRequest) -> dict[str, Any]:
+    """The call's parameters; multipart bodies too, their file parts as `Upload`s."""
+    content_type = request.headers.get("content-type", "")
+    if "multipart/form-data" not in content_type:
+        return request.params()
+    params: dict[str, Any] = dict(request.query)
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    document = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + request.body)
+    for part in document.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str):
+            continue
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        params[name] = Upload(filename, data) if filename else data.decode("utf-8", "replace")
+    return params
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value)
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1"))
+
+
+def _decoded(params: dict[str, Any]) -> dict[str, Any]:
+    """Form and query values that carry JSON (arrays, objects), decoded as Telegram does."""
+    decoded = dict(params)
+    for name, value in params.items():
+        if isinstance(value, str) and value[:1] in ("[", "{"):
+            with contextlib.suppress(ValueError):
+                decoded[name] = json.loads(value)
+    return decoded
+
+
+@functools.cache
+def _method_models() -> dict[str, Any]:
+    from local.fakes.telegram_api_gen import method_models  # aiogram: seconds to import, tests only
+
+    return method_models()
+
+
+def strict_refusal(api_name: str, params: dict[str, Any]) -> str | None:
+    """Why aiogram's model of `api_name` refuses these parameters, or None when it accepts them."""
+    from aiogram.types import BufferedInputFile
+    from pydantic import ValidationError
+
+    model = _method_models()[api_name]
+    params = {
+        name: BufferedInputFile(value.data, value.filename) if isinstance(value, Upload) else value
+        for name, value in params.items()
+    }
+    known = {field.alias or name for name, field in model.model_fields.items()}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        return f"{api_name} has no parameter {', '.join(unknown)}"
+    try:
+        model.model_validate(params)
+    except ValidationError as error:
+        first = error.errors()[0]
+        return f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}"
+    return None
