@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from aiogram.methods import AnswerCallbackQuery, SendMessage
-from pydantic import BaseModel
 
+from local.fakes.telegram import TelegramFake
+from local.fakes.telegram_api_gen import method_models
 from pipeline import aws
 from pipeline.registry import secret_env_var
 from pipeline.replies import DEFAULT_REPLIES
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
 from tests.unit.consumer_support import (
+    FIXTURES,
     JOURNAL_TABLE,
     Output,
     age_idempotency_records,
@@ -31,12 +32,8 @@ BLOCKED = Scripted(
     403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}
 )
 
-
-# aiogram's model of each Bot API method we call: the oracle for the parameters we send.
-BOT_API_METHODS: dict[str, type[BaseModel]] = {
-    "sendMessage": SendMessage,
-    "answerCallbackQuery": AnswerCallbackQuery,
-}
+# Every Telegram update kind in the fixtures: what the consumer may be handed.
+UPDATE_FIXTURES = sorted(path.stem for path in (FIXTURES / "telegram").glob("*.json"))
 
 
 def too_many_requests(retry_after: int) -> Scripted:
@@ -65,6 +62,22 @@ def bot(
     return consumer
 
 
+@pytest.fixture
+def strict_telegram(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[DeployedConsumer, TelegramFake]]:
+    """The consumer against the local Telegram stand-in in strict mode: a call aiogram's model of
+    its method refuses gets 400, as a call Telegram refuses would."""
+    consumer = run_consumer("autoreply")
+    put_secret("telegram_bot_token", BOT_TOKEN)
+    fake = TelegramFake(token=BOT_TOKEN, strict=True)
+    with fake:
+        monkeypatch.setenv("TELEGRAM_API_BASE", fake.url)
+        yield consumer, fake
+
+
 def default_replies() -> dict[str, str]:
     return DEFAULT_REPLIES
 
@@ -74,7 +87,7 @@ def api_call(request: Recorded) -> tuple[str, dict[str, Any]]:
     prefix = f"/bot{BOT_TOKEN}/"
     assert request.path.startswith(prefix)
     method = request.path.removeprefix(prefix)
-    model = BOT_API_METHODS[method]
+    model = method_models()[method]  # aiogram's model of the method: the oracle for what we send
     model.model_validate(request.body)
     assert set(request.body) <= set(model.model_fields)  # aiogram allows extras; Telegram would ignore them
     return method, request.body
@@ -282,3 +295,24 @@ def test_misconfiguration_dead_letters_with_a_clear_reason(
     [dead] = consumer.dead_letter_reasons()
     assert dead.startswith(reason)
     assert http_fake.requests == []
+
+
+def test_every_call_to_the_telegram_stand_in_is_valid_under_aiogram_s_models(
+    strict_telegram: tuple[DeployedConsumer, TelegramFake],
+) -> None:
+    bot, telegram = strict_telegram
+    envelopes = [telegram_envelope(telegram_update(name)) for name in UPDATE_FIXTURES]
+
+    for start in range(0, len(envelopes), 10):  # an SQS batch holds 10
+        assert bot.deliver(*envelopes[start : start + 10]).failed == []
+
+    assert bot.dead_letter_reasons() == []  # the strict fake refused nothing
+    calls = telegram.calls()
+    prefix = "/bot<token>/"
+    methods = {call["path"].removeprefix(prefix) for call in calls}
+    assert methods == {"sendMessage", "answerCallbackQuery"}
+    models = method_models()
+    for call in calls:
+        model = models[call["path"].removeprefix(prefix)]
+        model.model_validate(call["body"])
+        assert set(call["body"]) <= set(model.model_fields)
