@@ -131,7 +131,7 @@ class TelegramFake(FakeService):
         spec = API_METHODS.get(method)
         if spec is None:
             return self._error(404, "Not Found")
-        params = _decoded(_params(request))
+        params = _params(request)
         if method == "setwebhook":
             return self._set_webhook(params)
         for name in spec["required"]:
@@ -272,9 +272,12 @@ class Upload:
 def _params(request: FakeRequest) -> dict[str, Any]:
     """The call's parameters; multipart bodies too, their file parts as `Upload`s."""
     content_type = request.headers.get("content-type", "")
+    params: dict[str, Any] = _decoded(request.query)
+    if "application/x-www-form-urlencoded" in content_type:
+        return {**params, **_decoded(request.params())}
     if "multipart/form-data" not in content_type:
-        return request.params()
-    params: dict[str, Any] = dict(request.query)
+        document = request.json()  # JSON values are already typed: a text of "[1]" stays a string
+        return {**params, **document} if isinstance(document, dict) else params
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
     document = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + request.body)
     for part in document.iter_parts():
@@ -285,7 +288,7 @@ def _params(request: FakeRequest) -> dict[str, Any]:
         data = payload if isinstance(payload, bytes) else b""
         filename = part.get_filename()
         params[name] = Upload(filename, data) if filename else data.decode("utf-8", "replace")
-    return params
+    return _decoded(params)
 
 
 def _missing(value: Any) -> bool:
@@ -296,9 +299,9 @@ def _truthy(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1"))
 
 
-def _decoded(params: dict[str, Any]) -> dict[str, Any]:
+def _decoded(params: dict[str, Any] | dict[str, str]) -> dict[str, Any]:
     """Form and query values that carry JSON (arrays, objects), decoded as Telegram does."""
-    decoded = dict(params)
+    decoded: dict[str, Any] = dict(params)
     for name, value in params.items():
         if isinstance(value, str) and value[:1] in ("[", "{"):
             with contextlib.suppress(ValueError):

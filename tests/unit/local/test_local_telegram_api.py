@@ -190,6 +190,12 @@ def test_a_file_upload_in_multipart_form_data_is_accepted(telegram: TelegramFake
     )
 
 
+def test_a_json_text_that_looks_like_json_stays_text(telegram: TelegramFake) -> None:
+    status, body = call(telegram, "sendMessage", {"chat_id": 42, "text": "[1, 2]"})
+
+    assert (status, body["result"]["text"]) == (200, "[1, 2]")
+
+
 def test_strict_mode_refuses_a_call_aiogram_would_not_make(telegram: TelegramFake) -> None:
     status, body = call(telegram, "sendMessage", {"chat_id": 42, "text": "Hi", "txet": "typo"})
     assert (status, body["description"]) == (400, "Bad Request: sendMessage has no parameter txet")
