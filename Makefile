@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
 
-.PHONY: install lint test test-unit test-infra synth local demo bench clean
+.PHONY: install lint test test-unit test-infra synth local demo bench consumer clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ demo: install
 # Figures, not tests: latency, throughput and a cost model (see bench/README.md).
 bench: install
 	$(PY) -m bench
+
+# A new consumer, ready to edit: registry entry, functions/<name>/, its unit test, README row.
+consumer: install
+	@test -n "$(NAME)" || { echo "usage: make consumer NAME=<name>" >&2; exit 2; }
+	$(PY) -m ops new-consumer "$(NAME)"
 
 clean:
 	rm -rf cdk.out .local .pytest_cache .ruff_cache .mypy_cache

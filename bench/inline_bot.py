@@ -20,7 +20,6 @@ import json
 import os
 from typing import Any
 
-from autoreply.bot_api import BotApi
 from autoreply.logic import reply_text
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -30,6 +29,7 @@ from crm.sinks import sink_from_config
 from store.logic import conversation_item
 
 from pipeline import aws, secrets, telegram
+from pipeline.bot_api import BotApi
 from pipeline.observability import http_correlation_id, service_tracer
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"

@@ -20,7 +20,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from ops import dlq, journal, outputs, webhook
+from ops import dlq, journal, outputs, scaffold, webhook
 from ops.context import Context
 from ops.errors import OpsError
 from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME
@@ -111,6 +111,19 @@ def _phone_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--show-phone", action="store_true", help="print phone numbers unmasked")
     return options
+
+
+def _new_consumer(context: Context) -> None:
+    try:
+        written = scaffold.new_consumer(context.args.name, description=context.args.description)
+    except scaffold.ScaffoldError as error:
+        raise OpsError(str(error)) from error
+    for path in (*written.created, *written.edited):
+        print(f"wrote {path}", file=context.out)
+    print(
+        f"next: fill in functions/{written.name}/logic.py and its registry entry, then make test",
+        file=context.out,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -251,6 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="never send it (e.g. the customer was told another way): close it, stop alarming",
     )
+    scaffold_help = (
+        "Scaffold a consumer (make consumer NAME=<name>): its registry entry, handler package, "
+        "unit test and README row."
+    )
+    new_consumer = commands.add_parser("new-consumer", help=scaffold_help, description=scaffold_help)
+    new_consumer.add_argument("name", help="a lowercase Python identifier not yet in the registry")
+    new_consumer.add_argument("--description", help="one line for the registry and the README table")
+    new_consumer.set_defaults(handler=_new_consumer, region=None)
     return parser
 
 

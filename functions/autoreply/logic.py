@@ -31,8 +31,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from autoreply.bot_api import BotApi, BotBlockedError
 from pipeline import aws
+from pipeline.bot_api import BotApi, BotBlockedError
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS

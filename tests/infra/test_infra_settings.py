@@ -31,10 +31,17 @@ from infra.environment import FUNCTION_SETTING_PARSERS, FunctionEnvironments, ch
 from infra.paths import CDK_JSON, PROJECT_ROOT
 from infra.settings import LAMBDA_LOG_LEVELS, PipelineSettings, cdk_removal_policy, settings_from_node
 from local.settings import LocalSettings
-from pipeline.registry import Consumer, by_name, enabled
+from pipeline.registry import CONSUMERS, Consumer, by_name, enabled
 from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.rules import RULES_ENV
+
+# The default deployment's consumers: every one without a required setting, in registry order
+# (a consumer `make consumer` adds is on by default), and the three gated ones off.
+DEFAULT_CONSUMERS_LINE = (
+    f"  consumers on: {', '.join(c.name for c in CONSUMERS if c.requires_setting is None)};"
+    " off: ai (no bedrock_model_id), bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
+)
 
 
 def _settings(context: dict[str, object]) -> PipelineSettings:
@@ -255,10 +262,7 @@ def test_app_py_synthesizes_the_stack(tmp_path: Path) -> None:
     result = run_app(tmp_path, BASE_CONTEXT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     # The summary, to stderr, after the synth.
-    assert (
-        "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id),"
-        " bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
-    ) in (result.stderr.splitlines())
+    assert DEFAULT_CONSUMERS_LINE in result.stderr.splitlines()
     assert not list(tmp_path.glob("asset.*/python/phonenumbers")), "the layer was bundled"
     template = json.loads((tmp_path / "TelegramCrmPipeline.template.json").read_text())
     assert json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"] == []
@@ -403,10 +407,7 @@ def test_the_synth_summary_says_what_will_be_deployed(
 ) -> None:
     default = synth_summary(default_synth.stack)
     assert default[1:] == [
-        (
-            "  consumers on: store, crm, autoreply, analytics, sms; off: ai (no bedrock_model_id),"
-            " bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
-        ),
+        DEFAULT_CONSUMERS_LINE,
         "  SMS gateway: end_user_messaging, sender any origination identity of the account,"
         " configuration set TelegramCrmPipeline-sms (created by the stack)",
         "  alarm e-mail: none: alarms notify the topic only",

@@ -19,7 +19,6 @@ import boto3
 import pytest
 from ai.extraction import parse_extraction
 from aiogram.types import Message
-from autoreply.bot_api import BotApi
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from crm.leads import Lead
@@ -30,6 +29,7 @@ from local.fakes.bedrock import BedrockFake
 from local.fakes.crm import CrmFake
 from local.fakes.sms import SmsGatewayFake
 from local.fakes.telegram import DEFAULT_BOT_TOKEN, TelegramFake
+from pipeline.bot_api import BotApi
 from pipeline.errors import PermanentError, TransientError
 from pipeline.http import JsonHttpClient
 from pipeline.sms.gateways import (

@@ -3,38 +3,65 @@
 The rules ship in the layer as `rules.json`; `SMS_RULES_JSON` (inline JSON, or a file path)
 overrides them for local runs and tests. They are validated when loaded, and at synth
 (`infra.environment`), so a typo in a placeholder or two rules claiming the same transition fail
-a deployment, not a customer's SMS. The `sms` consumer receives every status change, whatever
-the rules (it keeps each order's history), and only the rules decide what is sent.
+a deployment, not a customer's SMS. A template may also name any field of the order,
+`{order.<field>}` (`{order.tracking_number}`: orders carry the CRM's extra fields); whether an
+order has it is known only per event, so an order without it fails the event at render
+(`MissingOrderFieldError`, a permanent error: dead-lettered before anything is recorded).
+The `sms` consumer receives every status change, whatever the rules (it keeps each order's
+history), and only the rules decide what is sent.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import string
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.crm import CrmEvent
+from pipeline.errors import PermanentError
 
 RULES_FILE = Path(__file__).with_name("rules.json")
 RULES_ENV = "SMS_RULES_JSON"
 
 # What a template may use, all taken from the CRM event.
 PLACEHOLDERS = frozenset({"order_id", "status", "previous_status", "customer_name"})
+# Plus any one field of the order, by name: `{order.tracking_number}` (no deeper path, no index).
+ORDER_FIELD = re.compile(r"order\.([a-z][a-z0-9_]{0,63})", flags=re.I)
+
+
+class MissingOrderFieldError(PermanentError):
+    """A rule's `{order.<field>}` that this event's order does not carry (or not as text/number)."""
 
 
 def _placeholders(template: str) -> list[str]:
-    """Field names in a `str.format` template; refuses conversions, format specs and attribute access."""
+    """Field names in a `str.format` template; refuses conversions, format specs and any attribute
+    or index access but `order.<field>`."""
     names = []
     for _, field_name, format_spec, conversion in string.Formatter().parse(template):
         if field_name is None:
             continue
-        if format_spec or conversion or field_name not in PLACEHOLDERS:
+        known = field_name in PLACEHOLDERS or ORDER_FIELD.fullmatch(field_name)
+        if format_spec or conversion or not known:
             allowed = ", ".join("{" + name + "}" for name in sorted(PLACEHOLDERS))
-            raise ValueError(f"unsupported placeholder {{{field_name}}}; use only {allowed}")
+            raise ValueError(
+                f"unsupported placeholder {{{field_name}}}; use only {allowed} or {{order.<field>}}"
+            )
         names.append(field_name)
     return names
+
+
+def _order_field(event: CrmEvent, field: str, rule: str) -> str:
+    value = event.order.model_dump().get(field)
+    # bool is an int: "True" in an SMS is never what a rule meant.
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or value == "":
+        raise MissingOrderFieldError(
+            f"SMS rule {rule!r} uses {{order.{field}}}, which order {event.order.id} does not have"
+            + ("" if value is None else " as text or a number")
+        )
+    return str(value)
 
 
 class SmsRule(BaseModel):
@@ -73,14 +100,23 @@ class SmsRule(BaseModel):
         return bool(set(self.from_statuses) & set(other.from_statuses))
 
     def render(self, event: CrmEvent) -> str:
-        return self.template.format_map(
-            {
-                "order_id": event.order.id,
-                "status": event.order.status,
-                "previous_status": event.order.previous_status or "",
-                "customer_name": event.customer.name,
-            }
-        )
+        """The SMS text; raises MissingOrderFieldError for an `{order.<field>}` the order lacks."""
+        values = {
+            "order_id": event.order.id,
+            "status": event.order.status,
+            "previous_status": event.order.previous_status or "",
+            "customer_name": event.customer.name,
+        }
+        parts = []
+        for literal, field_name, _, _ in string.Formatter().parse(self.template):
+            parts.append(literal)
+            if field_name is None:
+                continue
+            order_field = ORDER_FIELD.fullmatch(field_name)
+            parts.append(
+                _order_field(event, order_field.group(1), self.name) if order_field else values[field_name]
+            )
+        return "".join(parts)
 
 
 class SmsRules(BaseModel):

@@ -1,0 +1,200 @@
+"""`make consumer NAME=<name>`: the scaffold writes a consumer the project's checks accept.
+
+Every test scaffolds into a temporary tree (copies of the files it edits, or of the code a
+consumer test needs), never into the repository.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ops import scaffold
+from ops.cli import main
+from pipeline.envelope import Envelope, utc_now
+from pipeline.errors import PermanentError
+from tests.unit.consumer_support import crm_envelope, crm_event, telegram_envelope, telegram_update
+
+ROOT = Path(__file__).resolve().parents[3]
+NAME = "scaffolded_probe"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """The two files the scaffold edits, copied to a temporary root."""
+    for path in (scaffold.REGISTRY, scaffold.README):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / path, tmp_path / path)
+    return tmp_path
+
+
+def load_registry(root: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("scaffolded_registry", root / scaffold.REGISTRY)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while building the class
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def consumer_table(readme: str) -> set[str]:
+    section = re.search(r"^## Consumers\n(.*?)(?=^## )", readme, flags=re.S | re.M)
+    assert section
+    return set(re.findall(r"^\| `([^`]+)` \|", section.group(1), flags=re.M))
+
+
+@pytest.fixture
+def generated(tree: Path) -> Iterator[tuple[Path, ModuleType, ModuleType]]:
+    """A scaffolded consumer's `app` and `logic`, imported from the temporary tree."""
+    scaffold.new_consumer(NAME, root=tree)
+    before = set(sys.modules)
+    sys.path.insert(0, str(tree / "functions"))
+    try:
+        app = importlib.import_module(f"{NAME}.app")
+        yield tree, app, importlib.import_module(f"{NAME}.logic")
+    finally:
+        sys.path.remove(str(tree / "functions"))
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def test_the_registry_and_the_readme_table_gain_the_same_consumer(tree: Path) -> None:
+    written = scaffold.new_consumer(NAME, root=tree, description="Counts loyalty points per user.")
+    registry = load_registry(tree)
+    consumer = registry.by_name(NAME, registry.CONSUMERS)
+    assert registry.CONSUMERS[-1] is consumer
+    assert consumer.filter_policy == {"source": ["telegram"]}
+    assert consumer.description == "Counts loyalty points per user."
+    assert (consumer.secrets, consumer.tables, consumer.handler) == (
+        (),
+        ("journal",),
+        f"{NAME}.app.lambda_handler",
+    )
+    readme = (tree / scaffold.README).read_text()
+    assert consumer_table(readme) == {c.name for c in registry.CONSUMERS}
+    assert f"| `{NAME}` | Counts loyalty points per user. | `source=telegram` | 5, 2 s .. 60 s |" in readme
+    original = load_registry(ROOT)
+    assert [c.name for c in registry.CONSUMERS[:-1]] == [c.name for c in original.CONSUMERS]
+    assert sorted(map(str, written.created)) == [
+        f"functions/{NAME}/__init__.py",
+        f"functions/{NAME}/app.py",
+        f"functions/{NAME}/logic.py",
+        f"tests/unit/consumers/test_{NAME}.py",
+    ]
+
+
+def test_the_generated_handler_is_the_thin_worker_shape_and_its_logic_runs(
+    generated: tuple[Path, ModuleType, ModuleType],
+) -> None:
+    _, app, logic = generated
+    assert callable(app.lambda_handler)
+    assert app.worker.process is logic.handle
+    assert logic.handle(telegram_envelope(telegram_update("private_start")).envelope) == {
+        "update_type": "message",
+        "chat_type": "private",
+    }
+    with pytest.raises(PermanentError, match="takes Telegram updates"):
+        logic.handle(crm_envelope(crm_event()).envelope)
+    broken = Envelope(
+        event_id="telegram:default:1", source="telegram", type="message", correlation_id="c",
+        received_at=utc_now(), payload={"update_id": "not a number"},
+    )  # fmt: skip
+    with pytest.raises(PermanentError, match="not a Telegram update"):
+        logic.handle(broken)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("Loyalty", "lowercase Python identifier"),
+        ("2fa", "lowercase Python identifier"),
+        ("order-audit", "lowercase Python identifier"),
+        ("class", "lowercase Python identifier"),
+        ("", "lowercase Python identifier"),
+        ("crm", "already exists"),
+        ("analytics", "already exists"),
+    ],
+)
+def test_a_bad_or_taken_name_is_refused_and_nothing_is_written(tree: Path, name: str, message: str) -> None:
+    before = {path: path.read_text() for path in tree.rglob("*") if path.is_file()}
+    with pytest.raises(scaffold.ScaffoldError, match=message):
+        scaffold.new_consumer(name, root=tree)
+    assert {path: path.read_text() for path in tree.rglob("*") if path.is_file()} == before
+
+
+def test_an_existing_handler_package_is_not_overwritten(tree: Path) -> None:
+    (tree / "functions" / NAME).mkdir(parents=True)
+    with pytest.raises(scaffold.ScaffoldError, match=f"functions/{NAME} already exist"):
+        scaffold.new_consumer(NAME, root=tree)
+
+
+@pytest.mark.parametrize("description", ["a | b", "uses `x`", "x" * 90])
+def test_a_description_that_breaks_the_table_or_the_line_length_is_refused(
+    tree: Path, description: str
+) -> None:
+    with pytest.raises(scaffold.ScaffoldError, match="description"):
+        scaffold.new_consumer(NAME, root=tree, description=description)
+
+
+def test_the_cli_writes_the_files_or_refuses_in_one_line(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(scaffold, "ROOT", tree)
+    assert main(["new-consumer", NAME]) == 0
+    assert f"wrote functions/{NAME}/app.py" in capsys.readouterr().out
+    assert main(["new-consumer", NAME]) == 2
+    assert capsys.readouterr().err == (
+        f"error: a consumer named '{NAME}' already exists in layers/shared/python/pipeline/registry.py\n"
+    )
+
+
+@pytest.mark.slow
+def test_the_generated_unit_test_passes_in_a_copy_of_the_project(tmp_path: Path) -> None:
+    """The scaffold's own test, run by pytest in a copy of what a consumer test needs."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("layers", "functions", "infra", "tests/fixtures"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=ignore)
+    for file in (
+        "pyproject.toml",
+        "README.md",
+        "tests/conftest.py",
+        "tests/unit/conftest.py",
+        "tests/unit/consumer_support.py",
+        "tests/unit/consumers/conftest.py",
+    ):
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / file, tmp_path / file)
+    scaffold.new_consumer(NAME, root=tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"tests/unit/consumers/test_{NAME}.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "4 passed" in result.stdout
