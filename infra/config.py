@@ -60,6 +60,7 @@ OPTIONAL_TEXT_SETTINGS = (
     "sms_configuration_set",
     "sms_http_base_url",
     "alarm_email",
+    "telegram_bot_username",
 )
 # The field holding context keys of registry consumers this model does not declare.
 CONSUMER_SETTINGS = "consumer_settings"
@@ -87,6 +88,9 @@ class PipelineSettings(BaseModel):
     api_rate_limit: float = Field(default=50, gt=0)
     api_burst_limit: int = Field(default=100, ge=0)
     telegram_bot_id: str = Field(default="default", min_length=1)
+    # The bot's own username (without "@"): the autoreply answers "/start@<it>" and "/start" but
+    # not "/start@other_bot" (groups with several bots). Unset: whatever bot a command names.
+    telegram_bot_username: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]{4,31}$")
     secret_rotation_grace_seconds: int = Field(default=3600, ge=0)
     # How POST /crm/events is authenticated: "signature" (HMAC X-Signature), "token" (the static
     # crm_token secret in a header or the URL path), or "signature_or_token" (either).

@@ -31,11 +31,14 @@ from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, RULES_FILE, load_rules
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
+from pipeline.telegram import BOT_USERNAME_ENV
 from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
 from pipeline.worker import WorkerSettings
 
 # Logical table name of the idempotency journal every worker uses (and the SMS journal).
 JOURNAL = "journal"
+# The consumer that answers commands: it is told the bot's own username, where configured.
+AUTOREPLY_CONSUMER = "autoreply"
 # The consumer that sends SMS; the reconciler and delivery-event handler exist with it.
 SMS_CONSUMER = "sms"
 # The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract.
@@ -186,6 +189,8 @@ class FunctionEnvironments:
         environment.update(consumer.environment)
         if consumer.name == SMS_CONSUMER:
             environment.update(self.sms(consumer))
+        if consumer.name == AUTOREPLY_CONSUMER and self.settings.telegram_bot_username:
+            environment[BOT_USERNAME_ENV] = self.settings.telegram_bot_username
         self.check_worker_environment(environment, consumer)
         return environment
 

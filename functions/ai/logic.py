@@ -1,7 +1,8 @@
 """Classify a message's intent and extract lead fields with the Bedrock Converse API.
 
 Off unless configured: with BEDROCK_MODEL_ID empty the record is acknowledged ("ai disabled")
-and Bedrock is never called. Messages without text (or caption) are skipped.
+and Bedrock is never called. Messages without text (or caption) are skipped, and so are bare
+commands (a text that is only a bot command, `/start` or `/help@MyShopBot`): nothing to analyze.
 
 The result is written as attribute `ai` of the conversation item (`chat#<chat_id>` /
 `update#<update_id:012d>`) with `update_item`, which creates the item if the store consumer has
@@ -29,7 +30,7 @@ from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.registry import MESSAGE_KINDS
-from pipeline.telegram import chat_of, integer_id
+from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -104,6 +105,10 @@ def analyze(envelope: Envelope) -> dict[str, Any]:
     if not isinstance(text, str) or not text.strip() or chat_id is None:
         logger.info("no text to analyze")
         return {"ai": "skipped", "reason": "no text"}
+    found = bot_command(TelegramUpdate.model_validate(envelope.payload))
+    if found is not None and found.bare:
+        logger.info("bare command, not analyzed", extra={"command": found.name})
+        return {"ai": "skipped", "reason": "bare command"}
     if not isinstance(update_id, int) or isinstance(update_id, bool) or update_id < 0:
         raise PermanentError("update has no non-negative integer update_id")
 

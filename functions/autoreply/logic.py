@@ -15,6 +15,11 @@ Replies come from env AUTOREPLY_REPLIES, a JSON object merged over DEFAULT_REPLI
 default off (`pipeline.replies`, which the stack also checks the value with at synth). Command
 keys match case-insensitively and without "@botname".
 
+A command naming another bot (`/start@other_bot`, in a group with several bots) gets no reply
+at all, not even the default one, when the bot's own username is known: env
+TELEGRAM_BOT_USERNAME, from the `telegram_bot_username` deployment setting. Without it, every
+command is taken as this bot's.
+
 Failures: 429 retries after Telegram's `retry_after`; 5xx and timeouts retry with backoff;
 400 dead-letters, except an expired callback query (nothing left to answer). A 403 means the user
 blocked the bot (or it left the chat): that is recorded as `blocked#<chat_id>` in the journal
@@ -37,7 +42,7 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
 from pipeline.replies import DEFAULT_KEY, REPLIES_ENV, RepliesError, parse_replies
-from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, user_of
+from pipeline.telegram import BOT_USERNAME_ENV, TelegramUpdate, bot_command, chat_of, integer_id, user_of
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -56,9 +61,11 @@ def replies() -> dict[str, str]:
 
 def reply_text(update: TelegramUpdate) -> str | None:
     table = replies()
-    found = command(update)
-    if found is not None and found in table:
-        return table[found]
+    found = bot_command(update)
+    if found is not None and not found.addressed_to(os.environ.get(BOT_USERNAME_ENV) or None):
+        return None  # another bot's command: its bot answers
+    if found is not None and found.name in table:
+        return table[found.name]
     return table.get(DEFAULT_KEY)
 
 

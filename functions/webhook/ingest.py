@@ -1,7 +1,9 @@
 """What the webhook does with one request: authenticate, validate, wrap in an envelope, publish.
 
 Every request ends in exactly one `Outcome` and one metric: `EventsAccepted` (dimensions
-`source`, `type`) or `EventsRejected` (dimensions `source`, `reason`). Authentication always
+`source`, `type`), `EventsRejected` (dimensions `source`, `reason`), or `EventsIgnored`
+(dimensions `source`, `type`: an authenticated CRM event of a type the pipeline does not handle,
+answered 200 and not published, so the CRM does not retry it). Authentication always
 comes first, so an unauthenticated caller learns nothing about validation and never causes a
 publish. A request is answered 200 only once SNS has the event; any failure to publish answers
 503 so the sender (Telegram, the CRM) retries and nothing is lost.
@@ -49,6 +51,9 @@ INVALID_PHONE_REASON = "invalid_phone"
 # A CRM webhook for an event this pipeline does not handle (a Bitrix24 lead event, an amoCRM
 # webhook not subscribed to lead status changes): 422, so the sender's log shows the refusal.
 UNSUPPORTED_EVENT_REASON = "unsupported_event"
+# The `type` dimension of an ignored CRM event: its type when it looks like one, else "other".
+_IGNORED_TYPE_DIMENSION = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+IGNORED_OTHER_TYPE = "other"
 BITRIX24_APP_TOKEN_ENV = "BITRIX24_APP_TOKEN_SECRET_ID"  # noqa: S105 - a variable name
 
 
@@ -268,6 +273,25 @@ def publish(envelope: Envelope, attributes: dict[str, str | None], topic_arn: st
     return Outcome(200, {"ok": True, "event_id": envelope.event_id})
 
 
+def ignored_crm_type(payload: Any) -> str | None:
+    """The `type` of a CRM event the pipeline does not handle (a non-empty string other than
+    `crm.HANDLED_TYPES`), as its metric dimension; None for a handled or a missing/broken type
+    (validation judges those)."""
+    kind = payload.get("type") if isinstance(payload, Mapping) else None
+    if not isinstance(kind, str) or not kind.strip() or kind in crm.HANDLED_TYPES:
+        return None
+    return kind if _IGNORED_TYPE_DIMENSION.fullmatch(kind) else IGNORED_OTHER_TYPE
+
+
+def ignore(source: Source, kind: str) -> Outcome:
+    """Acknowledge an event of a type the pipeline does not handle: counted, logged, not published."""
+    logger.info("Event type not handled: acknowledged, not published", extra={"source": source, "type": kind})
+    metrics.add_dimension(name="source", value=source)
+    metrics.add_dimension(name="type", value=kind)
+    metrics.add_metric(name="EventsIgnored", unit=MetricUnit.Count, value=1)
+    return Outcome(200, {"ok": True, "ignored": kind})
+
+
 def _handle(source: Source, work: Callable[[], Outcome]) -> Outcome:
     try:
         return work()
@@ -370,6 +394,9 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
         raw = request.raw_body()
         _authenticate_crm(request, raw, settings, path_token)
         payload = parse_json(raw)
+        ignored = ignored_crm_type(payload)
+        if ignored is not None:
+            return ignore("crm", ignored)
         context = crm.validation_context(settings.phone_default_region)
         event: crm.CrmEvent = _validate(crm.CrmEvent, payload, 422, context)
         envelope = Envelope(

@@ -139,6 +139,32 @@ def test_messages_without_text_are_skipped(ai: DeployedConsumer, bedrock: Stubbe
     assert conversation_items() == []
 
 
+def test_bare_commands_are_not_sent_to_bedrock(
+    ai: DeployedConsumer, bedrock: Stubber, output: Callable[[Any], Output]
+) -> None:
+    out = output(ai.app.worker)
+    bare_in_group = telegram_update("group_command")
+    bare_in_group["message"]["text"] = "/help@MyShopBot "
+    bare_in_group["update_id"] += 100  # another update
+    with_a_question = telegram_update("group_command")  # "/help@MyShopBot shipping to Austria?"
+    bedrock.add_response(
+        "converse",
+        converse_response('{"intent": "question"}'),
+        expected_request(with_a_question["message"]["text"]),
+    )
+
+    # Only one response is stubbed: a Bedrock call for a bare command would fail its record.
+    delivered = ai.deliver(
+        telegram_envelope(telegram_update("private_start")),  # "/start"
+        telegram_envelope(bare_in_group),
+        telegram_envelope(with_a_question),
+    )
+
+    assert delivered.failed == []
+    assert len(out.logs("bare command, not analyzed")) == 2
+    assert [item["sk"] for item in conversation_items()] == ["update#000810000003"]
+
+
 @pytest.mark.parametrize(
     "code", ["ThrottlingException", "ServiceUnavailableException", "ModelTimeoutException"]
 )

@@ -10,16 +10,20 @@ from typing import Any
 
 import pytest
 
+from infra.config import PipelineSettings
+from infra.environment import FunctionEnvironments
 from local.fakes.telegram import TelegramFake
 from local.fakes.telegram_api_gen import method_models
 from pipeline import aws
-from pipeline.registry import secret_env_var
+from pipeline.registry import CONSUMERS, secret_env_var
 from pipeline.replies import DEFAULT_REPLIES
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
+from pipeline.telegram import BOT_USERNAME_ENV
 from tests.unit.consumer_support import (
     FIXTURES,
     JOURNAL_TABLE,
     Output,
+    Published,
     age_idempotency_records,
     telegram_envelope,
     telegram_update,
@@ -162,6 +166,48 @@ def test_configured_replies_and_the_default_reply(
             "business_connection_id": "AAEuLdDTNT4BAADu9qK1yQfDbVc",
         },
     ]
+
+
+def _group_command(text: str, length: int) -> Published:
+    update = telegram_update("group_command")
+    update["message"]["text"] = text
+    update["message"]["entities"] = [{"offset": 0, "length": length, "type": "bot_command"}]
+    return telegram_envelope(update)
+
+
+def test_a_command_for_another_bot_gets_no_reply_when_the_username_is_set(
+    bot: DeployedConsumer, http_fake: FakeHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BOT_USERNAME_ENV, "MyShopBot")
+    monkeypatch.setenv("AUTOREPLY_REPLIES", json.dumps({"default": "We'll be in touch."}))
+    ours = _group_command("/start@myshopbot", 16)
+    plain = telegram_envelope(telegram_update("private_start"))  # "/start"
+    theirs = _group_command("/start@other_bot", 16)
+    theirs_plain = _group_command("/weather@other_bot Vienna", 18)  # not even the default reply
+
+    assert bot.deliver(ours, plain, theirs, theirs_plain).failed == []
+
+    calls = sorted((api_call(r)[1] for r in http_fake.requests), key=lambda params: params["chat_id"])
+    assert calls == [
+        {"chat_id": -4012345678, "text": default_replies()["/start"]},
+        {"chat_id": ANNA_CHAT, "text": default_replies()["/start"]},
+    ]
+
+
+def test_the_username_setting_reaches_the_autoreply_only() -> None:
+    def environment(settings: PipelineSettings, name: str) -> dict[str, str]:
+        consumer = next(c for c in CONSUMERS if c.name == name)
+        names = {n: n for n in (*consumer.tables, *consumer.secrets)}
+        return FunctionEnvironments(settings, "Stack").worker(
+            consumer, queue_url="q", dlq_url="d", tables=names, secrets=names
+        )
+
+    named = PipelineSettings(telegram_bot_username="MyShopBot")
+    assert environment(named, "autoreply")[BOT_USERNAME_ENV] == "MyShopBot"
+    assert BOT_USERNAME_ENV not in environment(named, "analytics")
+    assert BOT_USERNAME_ENV not in environment(PipelineSettings(), "autoreply")
+    with pytest.raises(ValueError, match="telegram_bot_username"):
+        PipelineSettings(telegram_bot_username="@MyShopBot")
 
 
 def test_callback_queries_are_answered(bot: DeployedConsumer, http_fake: FakeHttpServer) -> None:

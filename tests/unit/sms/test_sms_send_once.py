@@ -14,7 +14,7 @@ from pipeline.errors import TransientError
 from pipeline.registry import by_name, matches
 from pipeline.sms import gateways
 from tests.support.moto_server import serialized_moto_server
-from tests.unit.consumer_support import create_tables, crm_envelope
+from tests.unit.consumer_support import Output, create_tables, crm_envelope
 from tests.unit.sms.conftest import (
     PHONE,
     SmsHarness,
@@ -151,7 +151,10 @@ def test_a_resave_without_a_status_change_sends_nothing(sms: SmsHarness) -> None
     assert sms.fake.calls == [] and sms.journal_records() == []
 
 
-def test_a_status_without_a_rule_sends_nothing_but_is_part_of_the_orders_history(sms: SmsHarness) -> None:
+def test_a_status_without_a_rule_sends_nothing_but_is_part_of_the_orders_history(
+    sms: SmsHarness, output: Callable[[Any], Output]
+) -> None:
+    captured = output(sms.worker)
     cancelled = order_event("cancelled", "paid")
     published = sms.publish(cancelled)
     # It reaches the queue: the order's history needs it to tell a re-entry from a repeat.
@@ -161,3 +164,8 @@ def test_a_status_without_a_rule_sends_nothing_but_is_part_of_the_orders_history
     assert sms.fake.calls == [] and sms.journal_records() == []
     state = sms.service.runtime().journal.get_order(cancelled["order"]["id"])
     assert (state.status, state.entry) == ("cancelled", 1)
+    # Logged and counted: a status the CRM sends that no rule covers is visible on a dashboard.
+    [metric] = captured.emf("SmsNoRule")
+    assert metric["SmsNoRule"] == [1.0]
+    [log] = captured.logs("No SMS for this event")
+    assert log["reason"] == "no SMS rule for status 'cancelled'"

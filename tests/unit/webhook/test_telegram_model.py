@@ -18,7 +18,9 @@ from pydantic import BaseModel, ValidationError
 from pipeline import telegram
 from pipeline.telegram import (
     KINDS,
+    BotCommand,
     TelegramUpdate,
+    bot_command,
     chat_of,
     chat_type,
     command,
@@ -228,6 +230,38 @@ def test_command_only_for_message_kinds() -> None:
     )
     assert command(callback) is None
     assert command(_message("/start", _command_entity(6), kind="business_message")) == "/start"
+
+
+@pytest.mark.parametrize(
+    ("text", "length", "expected"),
+    [
+        ("/start", 6, BotCommand("/start", None, bare=True)),
+        ("/start  ", 6, BotCommand("/start", None, bare=True)),
+        ("/Help@MyShopBot", 15, BotCommand("/help", "myshopbot", bare=True)),
+        ("/help@MyShopBot where is my order", 15, BotCommand("/help", "myshopbot", bare=False)),
+        ("/start👋", 6, BotCommand("/start", None, bare=False)),
+    ],
+)
+def test_bot_command_names_its_bot_and_whether_it_is_alone(
+    text: str, length: int, expected: BotCommand
+) -> None:
+    assert bot_command(_message(text, _command_entity(length))) == expected
+
+
+@pytest.mark.parametrize(
+    ("bot", "username", "addressed"),
+    [
+        (None, "MyShopBot", True),
+        ("myshopbot", "MyShopBot", True),
+        ("myshopbot", "@myshopbot", True),
+        ("other_bot", "MyShopBot", False),
+        ("other_bot", None, True),
+    ],
+)
+def test_a_command_is_addressed_to_this_bot_unless_it_names_another(
+    bot: str | None, username: str | None, addressed: bool
+) -> None:
+    assert BotCommand("/start", bot, bare=True).addressed_to(username) is addressed
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,7 @@ def _mutated(change: Any) -> dict[str, Any]:
         (_mutated(lambda e: e["customer"].pop("phone")), ["customer", "phone"]),
         (_mutated(lambda e: e.update(occurred_at="2026-01-15T09:30:12")), ["occurred_at"]),
         (_mutated(lambda e: e.update(occurred_at="yesterday")), ["occurred_at"]),
-        (_mutated(lambda e: e.update(type="order.created")), ["type"]),
+        (_mutated(lambda e: e.update(type=42)), ["type"]),
         (_mutated(lambda e: e.pop("event_id")), ["event_id"]),
         (_mutated(lambda e: e["order"].update(status="")), ["order", "status"]),
         (_mutated(lambda e: e["order"].update(id=42)), ["order", "id"]),
@@ -157,7 +157,7 @@ def _mutated(change: Any) -> dict[str, Any]:
         "no-phone",
         "naive-datetime",
         "not-a-datetime",
-        "other-type",
+        "numeric-type",
         "no-event-id",
         "empty-status",
         "numeric-order-id",
@@ -177,6 +177,39 @@ def test_invalid_event_is_422_with_field_errors(
     assert all(set(error) == {"loc", "msg"} for error in answer["errors"])
     assert pipeline.published() == []
     assert ("EventsRejected", {"source": "crm", "reason": "invalid"}) in metrics_emitted(output.lines())
+
+
+@pytest.mark.parametrize(
+    ("event", "dimension"),
+    [
+        (_mutated(lambda e: e.update(type="order.created")), "order.created"),
+        ({"type": "customer.updated", "id": 7}, "customer.updated"),  # no other field is judged
+        ({"type": "what ever\n"}, "other"),  # a metric dimension only when it looks like a type
+    ],
+    ids=["order-created", "other-shape", "odd-type"],
+)
+def test_an_event_type_not_handled_is_acknowledged_counted_and_not_published(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput, event: Any, dimension: str
+) -> None:
+    response = invoke(crm_event(event))
+
+    assert response["statusCode"] == 200
+    assert response_json(response) == {"ok": True, "ignored": dimension}
+    assert pipeline.published() == []
+    emitted = metrics_emitted(output.lines())
+    assert ("EventsIgnored", {"source": "crm", "type": dimension}) in emitted
+    assert not [name for name, _ in emitted if name in ("EventsAccepted", "EventsRejected")]
+
+
+@pytest.mark.parametrize("key", [None, "not-the-key"], ids=["unsigned", "wrong-key"])
+def test_an_unauthenticated_event_of_a_type_not_handled_is_still_401(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput, key: str | None
+) -> None:
+    response = invoke(crm_event(_mutated(lambda e: e.update(type="order.created")), key=key))
+
+    assert response["statusCode"] == 401
+    assert pipeline.published() == []
+    assert "EventsIgnored" not in [name for name, _ in metrics_emitted(output.lines())]
 
 
 def test_422_never_echoes_the_phone_number(invoke: Invoke) -> None:

@@ -111,9 +111,11 @@ def _publishes(pipeline: Pipeline, invoke: Invoke, request: dict[str, Any]) -> t
     response = invoke(request)
     record(f"status {response['statusCode']}")  # shown by --hypothesis-show-statistics
     assert response["statusCode"] in ANSWERS
-    assert isinstance(json.loads(response["body"]), dict)
+    answer = json.loads(response["body"])
+    assert isinstance(answer, dict)
     published = pipeline.calls["Publish"] - before
-    assert published == (1 if response["statusCode"] == 200 else 0)
+    # 200 is one publish, except a CRM event type the pipeline does not handle: acknowledged only.
+    assert published == (1 if response["statusCode"] == 200 and "ignored" not in answer else 0)
     return response, published
 
 

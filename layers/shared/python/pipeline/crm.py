@@ -113,6 +113,11 @@ class Customer(_Open):
             raise PydanticCustomError(PHONE_ERROR_TYPE, str(error)) from None
 
 
+# The event types the pipeline handles; any other (`order.created`, ...) is acknowledged and
+# counted by the webhook, never published: refusing it would have the CRM retry it forever.
+HANDLED_TYPES = ("order.status_changed",)
+
+
 class CrmEvent(_Open):
     """One order-status change. `event_id` is the CRM's id of the request, kept for tracing: what
     the change is (and so which SMS) the sms consumer decides from the order's history."""

@@ -95,8 +95,11 @@ MESSAGE_UPDATE_KINDS: frozenset[str] = frozenset(kind for kind, layout in KINDS.
 
 # A kind name we would publish for an update key we do not know: Bot API kinds are snake_case.
 _FUTURE_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
-# A bot command: "/" then 1-32 letters, digits or underscores (Bot API `BotCommand.command`).
-_COMMAND = re.compile(r"/[A-Za-z0-9_]{1,32}")
+# A bot command entity: "/" then 1-32 letters, digits or underscores (Bot API
+# `BotCommand.command`), then optionally "@" and the bot's username (the form used in groups).
+_COMMAND = re.compile(r"(?P<name>/[A-Za-z0-9_]{1,32})(?:@(?P<bot>[A-Za-z0-9_]{1,64}))?")
+# The environment variable holding the bot's own username (without "@"), where it is configured.
+BOT_USERNAME_ENV = "TELEGRAM_BOT_USERNAME"
 # Routing attribute values come from the update: keep them short and printable.
 _ATTRIBUTE_VALUE = re.compile(r"[a-z_]{1,32}")
 
@@ -201,8 +204,25 @@ def chat_type(update: TelegramUpdate) -> str | None:
     return value if isinstance(value, str) and _ATTRIBUTE_VALUE.fullmatch(value) else None
 
 
-def command(update: TelegramUpdate) -> str | None:
-    """The bot command a message starts with, lowercased and without "@botname" ("/start").
+@dataclass(frozen=True)
+class BotCommand:
+    """The bot command a message starts with."""
+
+    name: str
+    """The command, lowercased and without "@botname" ("/start")."""
+    bot: str | None
+    """The username after "@" ("/start@MyShopBot" in groups), lowercased; None when absent."""
+    bare: bool
+    """The message's text is the command alone (nothing but spaces after it)."""
+
+    def addressed_to(self, username: str | None) -> bool:
+        """Meant for the bot named `username`: no "@botname", or that one. With `username` None
+        (not known) every command counts as ours."""
+        return self.bot is None or username is None or self.bot == username.lstrip("@").lower()
+
+
+def bot_command(update: TelegramUpdate) -> BotCommand | None:
+    """The bot command a message starts with, or None.
 
     Telegram marks it with a `bot_command` entity at offset 0; entity offsets and lengths count
     UTF-16 code units, so the text is cut in UTF-16.
@@ -223,10 +243,23 @@ def command(update: TelegramUpdate) -> str | None:
             and _is_int(entity.get("length"))
             and entity["length"] > 0
         ):
-            units = text.encode("utf-16-le", errors="surrogatepass")[: 2 * entity["length"]]
-            found = _COMMAND.match(units.decode("utf-16-le", errors="ignore"))
-            return found.group(0).lower() if found else None
+            units = text.encode("utf-16-le", errors="surrogatepass")
+            cut = 2 * entity["length"]
+            found = _COMMAND.match(units[:cut].decode("utf-16-le", errors="ignore"))
+            if found is None:
+                return None
+            bot = found.group("bot")
+            rest = units[cut:].decode("utf-16-le", errors="ignore")
+            return BotCommand(
+                name=found.group("name").lower(), bot=bot.lower() if bot else None, bare=not rest.strip()
+            )
     return None
+
+
+def command(update: TelegramUpdate) -> str | None:
+    """The bot command a message starts with, lowercased and without "@botname" ("/start")."""
+    found = bot_command(update)
+    return found.name if found else None
 
 
 def publication(

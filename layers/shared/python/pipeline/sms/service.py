@@ -302,13 +302,19 @@ def key_for(event: CrmEvent, observation: Observation) -> str:
     return notification_key(event.type, event.order.id, observation.transition, CHANNEL, event.customer.phone)
 
 
+class NoRule(str):
+    """`plan`'s reason when no rule matches the status entered: logged and counted (`SmsNoRule`)."""
+
+    __slots__ = ()
+
+
 def plan(envelope: Envelope, observation: Observation, event: CrmEvent, rules: SmsRules) -> Draft | str:
     """The notification a new status entry calls for, or why there is none."""
     if observation.previous_status == observation.status:
         return "re-save without a status change"
     rule = rules.rule_for(observation.status, observation.previous_status)
     if rule is None:
-        return f"no SMS rule for status {observation.status!r}"
+        return NoRule(f"no SMS rule for status {observation.status!r}")
     return Draft(
         key=key_for(event, observation),
         event_type=event.type,
@@ -356,6 +362,8 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
         ):
             continue  # another event of this order was saved meanwhile: decide again
         if isinstance(draft, str):
+            if isinstance(draft, NoRule):
+                metrics.add_metric(name="SmsNoRule", unit=MetricUnit.Count, value=1)
             return _no_sms(draft, **log_keys)
         key = draft.key if draft is not None else key_for(event, observation)
         known = current.journal.get(key) if draft is None else None
