@@ -2,6 +2,9 @@
 
 Every failure an operator can cause or fix (no stack, no credentials, a bad bot token, no local
 runtime, a refused state change) ends as one line on stderr and exit code 2, never a traceback.
+Exit codes: 0 done, 1 a problem asked about was found (`dlq list --fail-on-messages`), 2 usage,
+configuration or refused change, 130 interrupted, 141 stdout closed early (`| head`).
+Where-the-pipeline-is flags (--stack, --region, --local, --local-file) go before or after the command.
 """
 
 from __future__ import annotations
