@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import boto3
 import pytest
 
+from ops import REPO_ROOT
 from ops.cli import EXIT_BROKEN_PIPE, main
 from pipeline.observability import mask_phone
 from pipeline.sms.journal import Journal, State
@@ -122,6 +127,29 @@ def test_a_closed_stdout_is_not_a_traceback(deployed: Deployed, monkeypatch: pyt
     monkeypatch.setattr("sys.stdout", ClosedPipe())
 
     assert main(["outputs"]) == EXIT_BROKEN_PIPE
+
+
+def test_a_real_process_whose_reader_went_away_ends_quietly(tmp_path: Path) -> None:
+    """`python -m ops outputs | head -0`: the pipe's read end is closed before the CLI writes."""
+    stack_file = tmp_path / "stack.json"
+    stack_file.write_text(
+        json.dumps({"aws_endpoint": "http://127.0.0.1:9/", "webhook_url": "https://x.example/telegram"})
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ops", "--local", "--local-file", str(stack_file), "outputs"],
+        cwd=REPO_ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+
+    assert process.wait(timeout=60) == EXIT_BROKEN_PIPE
+    assert err == b""
 
 
 # -- journal show masks the phone only --------------------------------------------------------------
