@@ -2,6 +2,9 @@
 
 Every failure an operator can cause or fix (no stack, no credentials, a bad bot token, no local
 runtime, a refused state change) ends as one line on stderr and exit code 2, never a traceback.
+Exit codes: 0 done, 1 a problem asked about was found (`dlq list --fail-on-messages`), 2 usage,
+configuration or refused change, 130 interrupted, 141 stdout closed early (`| head`).
+Where-the-pipeline-is flags (--stack, --region, --local, --local-file) go before or after the command.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -27,8 +31,12 @@ from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME
 from ops.telegram import API_BASE_ENV, BOT_TOKEN_ENV, DEFAULT_MAX_CONNECTIONS
 from pipeline import aws
 
-EXIT_ERROR = 2
-Handler = Callable[[Context], None]
+EXIT_OK = 0
+EXIT_FOUND = 1  # the command worked and found a problem a script asked about (--fail-on-messages)
+EXIT_ERROR = 2  # usage or configuration error, or a refused change: nothing was done
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # stdout closed early (`| head`): 128 + SIGPIPE, as a shell reports it
+Handler = Callable[[Context], int | None]
 
 
 def _max_connections(text: str) -> int:
@@ -45,25 +53,50 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    where = common.add_argument_group("where the pipeline is")
+GLOBAL_DEFAULTS: dict[str, Any] = {
+    "stack": DEFAULT_STACK_NAME,
+    "region": None,
+    "local": False,
+    "local_file": str(DEFAULT_LOCAL_FILE),
+}
+
+
+def _add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """The options that say where the pipeline is; accepted before or after the command.
+
+    The top-level parser holds the defaults; every (sub)command's copy uses SUPPRESS, so a value
+    given before the command is not overwritten by the subcommand's default."""
+
+    def default(name: str) -> Any:
+        return argparse.SUPPRESS if suppress else GLOBAL_DEFAULTS[name]
+
+    where = parser.add_argument_group("where the pipeline is (before or after the command)")
     where.add_argument(
         "--stack",
-        default=DEFAULT_STACK_NAME,
+        default=default("stack"),
         help=f"CloudFormation stack name (default {DEFAULT_STACK_NAME})",
     )
-    where.add_argument("--region", help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile)")
+    where.add_argument(
+        "--region",
+        default=default("region"),
+        help="AWS region (default: AWS_REGION / AWS_DEFAULT_REGION / profile)",
+    )
     where.add_argument(
         "--local",
         action="store_true",
+        default=default("local"),
         help="use the local runtime (moto server and fake Telegram) instead of AWS",
     )
     where.add_argument(
         "--local-file",
-        default=str(DEFAULT_LOCAL_FILE),
+        default=default("local_file"),
         help=f"the local runtime's stack file (default {DEFAULT_LOCAL_FILE})",
     )
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    _add_global_options(common, suppress=True)
     return common
 
 
@@ -107,6 +140,24 @@ def _drop_pending_option() -> argparse.ArgumentParser:
     return options
 
 
+def _json_option() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--json", action="store_true", help="print one JSON document (stable keys) for scripts"
+    )
+    return options
+
+
+def _confirm_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("confirmation (this command sends or changes something)")
+    group.add_argument(
+        "--yes", "-y", action="store_true", help="do it without asking (scripts: required without a TTY)"
+    )
+    group.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
+    return options
+
+
 def _phone_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--show-phone", action="store_true", help="print phone numbers unmasked")
@@ -134,8 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"AWS credentials come from the usual places (AWS_PROFILE, env, SSO). {API_BASE_ENV} "
         "overrides the Telegram Bot API base URL.",
     )
+    _add_global_options(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     common, telegram = _common_options(), _telegram_options()
+    json_option, confirm = _json_option(), _confirm_options()
 
     def command(
         group: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -154,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
         webhook.set_webhook,
         "Point Telegram at the stack's webhook URL with its secret_token and the consumers' update kinds.",
         telegram,
+        confirm,
         _max_connections_option(DEFAULT_MAX_CONNECTIONS, str(DEFAULT_MAX_CONNECTIONS)),
         _drop_pending_option(),
     )
@@ -163,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         webhook.webhook_info,
         "Show Telegram's view of the webhook (getWebhookInfo).",
         telegram,
+        json_option,
     )
     command(
         commands,
@@ -170,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         webhook.delete_webhook,
         "Remove the webhook (deleteWebhook).",
         telegram,
+        confirm,
         _drop_pending_option(),
     )
     command(
@@ -179,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Store a new Telegram secret_token as AWSCURRENT (the old one becomes AWSPREVIOUS), "
         "then setWebhook with it.",
         telegram,
+        confirm,
         _max_connections_option(None, "keep Telegram's current setting"),
     )
     command(
@@ -188,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Store a new CRM token (crm_auth token mode) as AWSCURRENT; the old one is accepted for the "
         "grace period while the CRM's templates are updated.",
         _show_secrets_option(),
+        confirm,
     )
 
     outputs_command = command(
@@ -196,19 +254,32 @@ def build_parser() -> argparse.ArgumentParser:
         outputs.show,
         "Show the stack's outputs: URLs, topic ARNs (alarms, SMS delivery events), queue and DLQ URLs, "
         "table names, secret ids.",
+        json_option,
     )
     outputs_command.add_argument(
         "key", nargs="?", help="print only this output's value (e.g. AlarmTopicArn), for scripts"
     )
 
-    dlq_parser = commands.add_parser("dlq", help="Dead-letter queues of the consumers.")
+    dlq_parser = commands.add_parser("dlq", help="Dead-letter queues of the consumers.", parents=[common])
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="DLQ_COMMAND")
-    command(dlq_commands, "list", dlq.list_dlqs, "Depth and oldest message age of every consumer's DLQ.")
+    dlq_list = command(
+        dlq_commands,
+        "list",
+        dlq.list_dlqs,
+        "Depth and oldest message age of every consumer's DLQ.",
+        json_option,
+    )
+    dlq_list.add_argument(
+        "--fail-on-messages",
+        action="store_true",
+        help=f"exit {EXIT_FOUND} when any DLQ (or SNS delivery DLQ) holds messages (for monitoring scripts)",
+    )
     peek = command(
         dlq_commands,
         "peek",
         dlq.peek,
         "Show DLQ messages (ids, type, dead_letter_reason) without removing them.",
+        json_option,
     )
     peek.add_argument("consumer", help="consumer name from the registry (e.g. crm)")
     peek.add_argument("--max", type=_positive_int, default=10, help="messages to show (default 10)")
@@ -223,17 +294,22 @@ def build_parser() -> argparse.ArgumentParser:
         "redrive",
         dlq.redrive,
         "Move every message of a consumer's DLQ back to its queue.",
+        confirm,
     )
     redrive.add_argument("consumer", help="consumer name from the registry (e.g. crm)")
     redrive.add_argument(
         "--timeout", type=float, default=300, help="seconds to wait for the move task (default 300)"
     )
 
-    journal_parser = commands.add_parser("journal", help="SMS journal records (exactly-once sends).")
+    journal_parser = commands.add_parser(
+        "journal", help="SMS journal records (exactly-once sends).", parents=[common]
+    )
     journal_commands = journal_parser.add_subparsers(
         dest="journal_command", required=True, metavar="JOURNAL_COMMAND"
     )
-    show = command(journal_commands, "show", journal.show, "Show one SMS journal record.", _phone_option())
+    show = command(
+        journal_commands, "show", journal.show, "Show one SMS journal record.", _phone_option(), json_option
+    )
     show.add_argument("key", help="the SMS idempotency key (record id without the 'sms#' prefix)")
     command(
         journal_commands,
@@ -241,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         journal.list_unknown,
         "List SMS records whose outcome is unknown (need a decision).",
         _phone_option(),
+        json_option,
     )
     resolve = command(
         journal_commands,
@@ -248,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
         journal.resolve,
         "Decide an 'unknown' or 'failed' SMS record: --accepted closes an unknown, --not-sent has"
         " it sent once more, --abandon closes it unsent.",
+        confirm,
     )
     resolve.add_argument("key", help="the SMS idempotency key")
     outcome = resolve.add_mutually_exclusive_group(required=True)
@@ -294,13 +372,28 @@ def describe_error(error: Exception, local: bool = False) -> str | None:
     return None
 
 
+def _stdout_closed() -> int:
+    """The reader went away (`python -m ops dlq list | head -1`): stop quietly, as `cat` does.
+
+    stdout is pointed at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file descriptor (tests): nothing to flush at exit
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.region:
         os.environ["AWS_DEFAULT_REGION"] = args.region
         aws.reset_clients()
     try:
-        args.handler(Context(args))
+        code = args.handler(Context(args))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
     except Exception as error:
         message = describe_error(error, local=bool(getattr(args, "local", False)))
         if message is None:
@@ -309,5 +402,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
-    return 0
+        return EXIT_INTERRUPTED
+    return EXIT_OK if code is None else code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -44,6 +45,34 @@ class Context:
 
     def field(self, name: str, value: Any) -> None:
         self.line(f"{name}: {'-' if value is None or value == '' else value}")
+
+    def json(self, data: Any) -> None:
+        """The command's result for scripts (--json): one JSON document, keys sorted."""
+        self.line(json.dumps(data, indent=2, sort_keys=True, default=str, ensure_ascii=False))
+
+    def wants_json(self) -> bool:
+        return bool(self.option("json"))
+
+    def confirm(self, action: str) -> bool:
+        """Whether to go ahead with `action` (it sends or changes something).
+
+        --dry-run: say what would be done, go no further (False). --yes: go ahead. A terminal:
+        ask. No terminal and no --yes: refuse, so a script never changes things by accident.
+        """
+        if self.option("dry_run"):
+            self.line(f"dry run: would {action}; nothing changed")
+            return False
+        if self.option("yes"):
+            return True
+        stdin = sys.stdin
+        if stdin is None or not stdin.isatty():
+            raise OpsError(f"refusing to {action} without confirmation: pass --yes (or --dry-run)")
+        # The question goes to stderr: stdout may be a pipe even when a person is typing.
+        print(f"{action[0].upper()}{action[1:]}? [y/N] ", end="", file=sys.stderr, flush=True)
+        answer = stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            raise OpsError("not confirmed: nothing changed")
+        return True
 
     def secret(self, value: str) -> str:
         """A secret as printed: only with --show-secrets."""

@@ -88,37 +88,58 @@ def _depth(queue_url: str) -> int:
     return int(_attributes(queue_url, "ApproximateNumberOfMessages")["ApproximateNumberOfMessages"])
 
 
-def list_dlqs(ctx: Context) -> None:
-    """One row per deployed consumer; `delivery_dlq` holds what SNS could not deliver to its queue."""
+def list_dlqs(ctx: Context) -> int:
+    """One row per deployed consumer; `delivery_dlq` holds what SNS could not deliver to its queue.
+
+    Exit code 1 with --fail-on-messages when any of them holds a message."""
     now = datetime.now(UTC)
-    rows = [("consumer", "dlq_depth", "in_flight", "oldest", "age_source", "delivery_dlq")]
-    sampled = False
+    found: list[dict[str, Any]] = []
     for queues in ctx.stack().consumer_queues():
         attrs = _attributes(
             queues.dlq_url, "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"
         )
         depth = int(attrs.get("ApproximateNumberOfMessages", "0"))
-        age, source = None, "-"
+        age, source = None, None
         if depth:
             age, source = _age_from_metric(queues.dlq_url, now), "cloudwatch"
             if age is None:
                 age, source = _age_from_sample(queues.dlq_url, now), "sample"
-                sampled = True
-        delivery = str(_depth(queues.delivery_dlq_url)) if queues.delivery_dlq_url else "-"
+        found.append(
+            {
+                "consumer": queues.consumer,
+                "dlq_depth": depth,
+                "in_flight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", "0")),
+                "oldest_age_seconds": None if age is None else int(age),
+                "age_source": source,
+                "delivery_dlq_depth": _depth(queues.delivery_dlq_url) if queues.delivery_dlq_url else None,
+            }
+        )
+    if ctx.wants_json():
+        ctx.json({"dlqs": found})
+    else:
+        _print_table(ctx, found)
+    has_messages = any(row["dlq_depth"] or row["delivery_dlq_depth"] for row in found)
+    return 1 if has_messages and ctx.option("fail_on_messages") else 0
+
+
+def _print_table(ctx: Context, found: list[dict[str, Any]]) -> None:
+    rows = [("consumer", "dlq_depth", "in_flight", "oldest", "age_source", "delivery_dlq")]
+    for dlq in found:
+        delivery = dlq["delivery_dlq_depth"]
         rows.append(
             (
-                queues.consumer,
-                str(depth),
-                attrs.get("ApproximateNumberOfMessagesNotVisible", "0"),
-                format_age(age),
-                source,
-                delivery,
+                dlq["consumer"],
+                str(dlq["dlq_depth"]),
+                str(dlq["in_flight"]),
+                format_age(dlq["oldest_age_seconds"]),
+                dlq["age_source"] or "-",
+                "-" if delivery is None else str(delivery),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         ctx.line("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    if sampled:
+    if any(row["age_source"] == "sample" for row in found):
         ctx.line("")
         ctx.line("sample: oldest of up to 10 messages looked at (no CloudWatch datapoint yet), a lower bound")
 
@@ -178,6 +199,11 @@ def _release(queue_url: str, messages: list[dict[str, Any]]) -> None:
 
 
 def peek(ctx: Context) -> None:
+    """ReceiveMessage, then ChangeMessageVisibility 0 at once: SQS has no read that does not
+    count, so each peek adds one to the DLQ copy's ApproximateReceiveCount. That count has no
+    effect: a DLQ has no redrive policy of its own, its retention runs from the original enqueue
+    time, and a redrive sends new messages to the source queue, whose receive count starts at 0
+    (so peeking can never push a message over the source queue's maxReceiveCount)."""
     queues = ctx.stack().consumer_queue(ctx.option("consumer"))
     limit: int = ctx.option("max")
     received: list[dict[str, Any]] = []
@@ -198,20 +224,43 @@ def peek(ctx: Context) -> None:
             if not batch:
                 break
             received.extend(batch)
-        for message in received:
-            summary = summarize_body(message["Body"])
-            ctx.line(f"message {message['MessageId']}")
-            ctx.field("  event_id", summary.event_id)
-            ctx.field("  type", summary.type)
-            ctx.field("  correlation_id", summary.correlation_id)
-            ctx.field("  dead_letter_reason", _string_attribute(message, "dead_letter_reason"))
-            ctx.field("  receive_count", message.get("Attributes", {}).get("ApproximateReceiveCount"))
-            ctx.field("  sent_at", _sent_at(message))
-            if summary.note:
-                ctx.field("  note", summary.note)
+        shown = [_shown_message(message) for message in received]
     finally:
         _release(queues.dlq_url, received)
+    if ctx.wants_json():
+        ctx.json({"consumer": queues.consumer, "messages": shown})
+        return
+    for item in shown:
+        ctx.line(f"message {item['message_id']}")
+        for name in (
+            "event_id",
+            "type",
+            "correlation_id",
+            "dead_letter_reason",
+            "receive_count",
+            "sent_at",
+        ):
+            ctx.field(f"  {name}", item[name])
+        if item["note"]:
+            ctx.field("  note", item["note"])
     ctx.line(f"{len(received)} message(s) shown from the {queues.consumer} DLQ; all visible again")
+
+
+def _shown_message(message: dict[str, Any]) -> dict[str, Any]:
+    """What peek prints of a message: the envelope's ids, never its payload."""
+    summary = summarize_body(message["Body"])
+    count = message.get("Attributes", {}).get("ApproximateReceiveCount")
+    return {
+        "message_id": message["MessageId"],
+        "event_id": summary.event_id,
+        "type": summary.type,
+        "correlation_id": summary.correlation_id,
+        "dead_letter_reason": _string_attribute(message, "dead_letter_reason"),
+        # Counts this DLQ's receives, peeks included; a redrive sends new messages (count 0).
+        "receive_count": int(count) if count is not None else None,
+        "sent_at": _sent_at(message),
+        "note": summary.note,
+    }
 
 
 # -- redrive ---------------------------------------------------------------------------------------
@@ -300,6 +349,11 @@ def _move_by_hand(queues: ConsumerQueues) -> int:
 
 def redrive(ctx: Context) -> None:
     queues = ctx.stack().consumer_queue(ctx.option("consumer"))
+    waiting = _depth(queues.dlq_url)
+    if not ctx.confirm(
+        f"move the {waiting} message(s) of the {queues.consumer} DLQ back to its queue {queues.queue_url}"
+    ):
+        return
     moved = _move_with_task(queues, ctx.option("timeout"), ctx)
     if moved is None:
         ctx.line("StartMessageMoveTask is not available here; moving by receive, send, delete")

@@ -13,42 +13,56 @@ Phone numbers are masked in everything printed unless --show-phone.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from infra.outputs import OutputKey
 from ops.context import Context
 from ops.errors import OpsError
 from ops.text import format_age
-from pipeline.observability import mask_phone, mask_phones
+from pipeline.observability import mask_phone
 from pipeline.sms.journal import KEY_PREFIX, Journal, State, iso
 
 RESOLVED_BY = "operator"
-# Attributes that hold identifiers, never a phone number: printed as they are (an order id of
-# many digits would otherwise look like a phone number to the masking).
-_IDENTIFIERS = frozenset(
-    {
-        "correlation_id",
-        "message_id",
-        "delivery_message_id",
-        "order_id",
-        "transition",
-        "crm_event_id",
-        "lease_owner",
-        "last_write",
-    }
-)
 _NOT_SHOWN = frozenset({"id"})
+# A phone number written the international way (+ and 8..15 digits, spaced or not): masked in
+# free text (the SMS body may hold a second number). Timestamps, order ids and keys never start
+# with '+', so they print as they are.
+_INTERNATIONAL_PHONE = re.compile(r"(?<![\w+])\+\d(?:[\s().-]{0,2}\d){7,14}(?!\d)")
 
 
 def _journal(ctx: Context) -> Journal:
     return Journal(ctx.stack().require(OutputKey.JOURNAL_TABLE))
 
 
-def _shown(ctx: Context, name: str, value: Any) -> str:
-    text = value if isinstance(value, str) else str(value)
-    if ctx.option("show_phone") or name in _IDENTIFIERS:
-        return text
-    return mask_phone(text) if name == "recipient" else mask_phones(text)
+def _masker(ctx: Context, recipient: str | None) -> Callable[[str], str]:
+    """Masks the record's recipient wherever it appears, and any +international number; nothing else."""
+    if ctx.option("show_phone"):
+        return lambda text: text
+    phones = {recipient, recipient.lstrip("+")} if recipient else set()
+    phones = {p for p in phones if p and sum(c.isdigit() for c in p) >= 5}
+
+    def mask(text: str) -> str:
+        for phone in sorted(phones, key=len, reverse=True):
+            text = text.replace(phone, mask_phone(phone))
+        return _INTERNATIONAL_PHONE.sub(lambda match: mask_phone(match.group(0)), text)
+
+    return mask
+
+
+def _masked(value: Any, mask: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {k: _masked(v, mask) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_masked(v, mask) for v in value]
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
 
 
 def show(ctx: Context) -> None:
@@ -56,9 +70,15 @@ def show(ctx: Context) -> None:
     item = _journal(ctx).table.get_item(Key={"id": KEY_PREFIX + key}, ConsistentRead=True).get("Item")
     if item is None:
         raise OpsError(f"no SMS journal record for key {key!r}")
+    recipient = item.get("recipient")
+    mask = _masker(ctx, recipient if isinstance(recipient, str) else None)
+    record = {name: _masked(item[name], mask) for name in sorted(set(item) - _NOT_SHOWN)}
+    if ctx.wants_json():
+        ctx.json({"key": key, "record": record})
+        return
     ctx.field("key", key)
-    for name in sorted(set(item) - _NOT_SHOWN):
-        ctx.field(name, _shown(ctx, name, item[name]))
+    for name, value in record.items():
+        ctx.field(name, value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
 def list_unknown(ctx: Context) -> None:
@@ -66,17 +86,30 @@ def list_unknown(ctx: Context) -> None:
     the reconciler runs."""
     journal = _journal(ctx)
     now = journal.clock.now()
-    count = 0
+    found: list[dict[str, Any]] = []
     for record in journal.records_in_state(State.UNKNOWN):
-        count += 1
         since = record.state_since
-        last = record.attempts[-1].get("outcome", "-") if record.attempts else "-"
-        ctx.line(
-            f"{record.key}  unknown_since={iso(since)} ({format_age((now - since).total_seconds())})"
-            f"  recipient={_shown(ctx, 'recipient', record.recipient)}  attempts={record.attempt_count}"
-            f"  resends={record.reconcile_resends}  last={last}"
+        found.append(
+            {
+                "key": record.key,
+                "unknown_since": iso(since),
+                "age_seconds": int((now - since).total_seconds()),
+                "recipient": _masker(ctx, record.recipient)(record.recipient),
+                "attempts": record.attempt_count,
+                "resends": record.reconcile_resends,
+                "last_outcome": record.attempts[-1].get("outcome") if record.attempts else None,
+            }
         )
-    ctx.line(f"{count} SMS record(s) in state unknown")
+    if ctx.wants_json():
+        ctx.json({"state": State.UNKNOWN.value, "records": found})
+        return
+    for row in found:
+        ctx.line(
+            f"{row['key']}  unknown_since={row['unknown_since']} ({format_age(row['age_seconds'])})"
+            f"  recipient={row['recipient']}  attempts={row['attempts']}"
+            f"  resends={row['resends']}  last={row['last_outcome'] or '-'}"
+        )
+    ctx.line(f"{len(found)} SMS record(s) in state unknown")
 
 
 def resolve(ctx: Context) -> None:
@@ -85,6 +118,9 @@ def resolve(ctx: Context) -> None:
     before = journal.get(key)
     if before is None:
         raise OpsError(f"no SMS journal record for key {key!r}")
+    decision = "accepted" if ctx.option("accepted") else "abandon" if ctx.option("abandon") else "not-sent"
+    if not ctx.confirm(f"resolve SMS record {key!r} (now {before.state.value}) as --{decision}"):
+        return
     if ctx.option("accepted"):
         resolved = journal.resolve_accepted(key, via=RESOLVED_BY)
         meaning = "closed; it will not be sent again"

@@ -14,11 +14,18 @@ def show(ctx: Context) -> None:
     stack = ctx.stack()
     wanted = ctx.option("key")
     if wanted:
-        ctx.line(stack.require(wanted))
+        value = stack.require(wanted)
+        if ctx.wants_json():
+            ctx.json({wanted: value})
+        else:
+            ctx.line(value)
         return
     known = OutputKey.every()
     present = [key for key in known if stack.get(key)]
     unknown = sorted(key for key in stack.values if key not in known and stack.get(key))
+    if ctx.wants_json():
+        ctx.json({key: stack.values[key] for key in [*present, *unknown]})
+        return
     width = max((len(key) for key in [*present, *unknown]), default=0)
     for key in present:
         ctx.line(f"{key.ljust(width)}  {stack.values[key]}")

@@ -42,6 +42,9 @@ def _register(ctx: Context, api: BotApi, secret_token: str, max_connections: int
 def set_webhook(ctx: Context) -> None:
     api = ctx.bot_api()
     secret_token = ctx.secret_string(ctx.stack().require(OutputKey.TELEGRAM_SECRET_ID))
+    url = ctx.stack().require(OutputKey.WEBHOOK_URL)
+    if not ctx.confirm(f"point Telegram's webhook at {url} (setWebhook)"):
+        return
     _register(ctx, api, secret_token, ctx.option("max_connections"))
 
 
@@ -58,6 +61,12 @@ def rotate_secret(ctx: Context) -> None:
         ctx.option("max_connections") or current.get("max_connections") or DEFAULT_MAX_CONNECTIONS
     )
     secret_id = ctx.stack().require(OutputKey.TELEGRAM_SECRET_ID)
+    ctx.stack().require(OutputKey.WEBHOOK_URL)
+    if not ctx.confirm(
+        f"store a new Telegram secret_token in {secret_id} and setWebhook with it "
+        f"(max_connections {max_connections})"
+    ):
+        return
     new_token = generate_secret_token()
     version = aws.client("secretsmanager").put_secret_value(SecretId=secret_id, SecretString=new_token)
     ctx.line(f"secret {secret_id}: new AWSCURRENT version {version['VersionId']} (old one is AWSPREVIOUS)")
@@ -78,6 +87,9 @@ def _iso(unix_time: Any) -> str | None:
 
 def webhook_info(ctx: Context) -> None:
     info = ctx.bot_api().get_webhook_info()
+    if ctx.wants_json():
+        ctx.json(info)
+        return
     ctx.field("url", info.get("url"))
     ctx.field("pending_update_count", info.get("pending_update_count", 0))
     ctx.field("last_error_date", _iso(info.get("last_error_date")))
@@ -91,7 +103,11 @@ def webhook_info(ctx: Context) -> None:
 
 def delete_webhook(ctx: Context) -> None:
     drop = bool(ctx.option("drop_pending_updates"))
-    ctx.bot_api().delete_webhook(drop_pending_updates=drop)
+    api = ctx.bot_api()
+    pending = "dropped" if drop else "kept"
+    if not ctx.confirm(f"delete the webhook (Telegram stops delivering updates; pending ones {pending})"):
+        return
+    api.delete_webhook(drop_pending_updates=drop)
     ctx.line(f"deleteWebhook: ok (pending updates {'dropped' if drop else 'kept'})")
 
 
@@ -100,6 +116,8 @@ def rotate_crm_token(ctx: Context) -> None:
     and is still accepted for the grace period, within which the CRM's templates get the new one.
     Printed only with --show-secrets (the operator pastes it into the templates)."""
     secret_id = ctx.stack().require(OutputKey.CRM_TOKEN_SECRET_ID)
+    if not ctx.confirm(f"store a new CRM token in {secret_id} (the CRM's templates must then be updated)"):
+        return
     new_token = generate_secret_token(CRM_TOKEN_ALPHABET)
     version = aws.client("secretsmanager").put_secret_value(SecretId=secret_id, SecretString=new_token)
     ctx.line(

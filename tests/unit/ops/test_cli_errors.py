@@ -112,7 +112,7 @@ def test_bad_bot_token(
 ) -> None:
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", token)
 
-    result = run("set-webhook")
+    result = run("set-webhook", "--yes")
 
     if code is None:
         assert_one_line_error(result, "TELEGRAM_BOT_TOKEN does not hold a bot token")
@@ -201,7 +201,12 @@ def test_no_secret_in_any_output_without_show_secrets(
     }
     outputs = [
         run(*command)
-        for command in (("set-webhook",), ("webhook-info",), ("rotate-secret",), ("dlq", "list"))
+        for command in (
+            ("set-webhook", "--yes"),
+            ("webhook-info",),
+            ("rotate-secret", "--yes"),
+            ("dlq", "list"),
+        )
     ]
 
     assert all(result.code == 0 for result in outputs)

@@ -138,7 +138,7 @@ def test_redrive_moves_everything_back_with_fallback_under_moto(deployed: Deploy
     for update_id in range(23):  # more than two SQS batches
         dead_letter(dlq, update_id)
 
-    result = run("dlq", "redrive", "crm")
+    result = run("dlq", "redrive", "--yes", "crm")
 
     assert result.code == 0, result.err
     assert "StartMessageMoveTask is not available here" in result.out
@@ -172,7 +172,7 @@ def test_redrive_uses_the_move_task_where_sqs_offers_it(
     monkeypatch.setattr(sqs, "start_message_move_task", start_message_move_task)
     monkeypatch.setattr(sqs, "list_message_move_tasks", list_message_move_tasks)
 
-    result = run("dlq", "redrive", "crm")
+    result = run("dlq", "redrive", "--yes", "crm")
 
     assert result.code == 0, result.err
     arn = "arn:aws:sqs:eu-central-1:123456789012:"
@@ -195,7 +195,7 @@ def test_redrive_does_not_fall_back_on_a_real_refusal(
 
     monkeypatch.setattr(sqs, "start_message_move_task", denied)
 
-    result = run("dlq", "redrive", "crm")
+    result = run("dlq", "redrive", "--yes", "crm")
 
     assert result.code == 2
     assert result.err == "error: AWS StartMessageMoveTask failed: AccessDenied: not allowed\n"

@@ -109,7 +109,7 @@ def test_unknown_lists_only_unknown_records(journal: Journal, run) -> None:
 def test_resolve_accepted_closes_the_record(journal: Journal, run) -> None:
     key = record(journal, ORDER_ID, State.UNKNOWN)
 
-    result = run("journal", "resolve", key, "--accepted")
+    result = run("journal", "resolve", "--yes", key, "--accepted")
 
     assert result.code == 0, result.err
     assert "unknown -> accepted" in result.out
@@ -151,7 +151,7 @@ def test_resolve_not_sent_has_the_next_reconciler_run_send_it_once_with_the_same
     key = record(journal, ORDER_ID, State.UNKNOWN)
     undecided = record(journal, "15", State.UNKNOWN)
 
-    result = run("journal", "resolve", key, "--not-sent")
+    result = run("journal", "resolve", "--yes", key, "--not-sent")
 
     assert result.code == 0, result.err
     assert result.out == (
@@ -180,7 +180,7 @@ def test_resolve_not_sent_then_a_live_redelivery_claims_first_and_the_reconciler
     journal: Journal, run, reconciler: Reconciler
 ) -> None:
     key = record(journal, ORDER_ID, State.UNKNOWN)
-    assert run("journal", "resolve", key, "--not-sent").code == 0
+    assert run("journal", "resolve", "--yes", key, "--not-sent").code == 0
 
     # A CRM retry reached a worker first: one claim wins, exactly once.
     assert journal.claim(key, "worker-2", from_states=(State.PENDING,)) is not None
@@ -205,7 +205,7 @@ def test_resolve_refuses_a_record_it_cannot_decide(
     key = record(journal, ORDER_ID, state)
     before = journal.get(key)
 
-    result = run("journal", "resolve", key, flag)
+    result = run("journal", "resolve", "--yes", key, flag)
 
     expected = (state or State.PENDING).value
     assert result.code == 2
@@ -216,8 +216,8 @@ def test_resolve_refuses_a_record_it_cannot_decide(
 def test_resolve_twice_is_refused_the_second_time(journal: Journal, run) -> None:
     key = record(journal, ORDER_ID, State.UNKNOWN)
 
-    assert run("journal", "resolve", key, "--not-sent").code == 0
-    second = run("journal", "resolve", key, "--accepted")
+    assert run("journal", "resolve", "--yes", key, "--not-sent").code == 0
+    second = run("journal", "resolve", "--yes", key, "--accepted")
 
     assert second.code == 2
     assert "is 'pending': only unknown records can be marked accepted" in second.err
@@ -228,7 +228,7 @@ def test_resolve_not_sent_of_a_failed_record_sends_it_once_with_a_fresh_attempt_
 ) -> None:
     key = record(journal, ORDER_ID, State.FAILED)
 
-    result = run("journal", "resolve", key, "--not-sent")
+    result = run("journal", "resolve", "--yes", key, "--not-sent")
 
     assert result.code == 0, result.err
     assert f"SMS record {key!r}: failed -> pending (resend requested" in result.out
@@ -245,7 +245,7 @@ def test_resolve_abandon_closes_the_record_unsent_and_out_of_the_alarms(
 ) -> None:
     key = record(journal, ORDER_ID, state)
 
-    result = run("journal", "resolve", key, "--abandon")
+    result = run("journal", "resolve", "--yes", key, "--abandon")
 
     assert result.code == 0, result.err
     assert f"SMS record {key!r}: {state.value} -> failed (abandoned" in result.out
@@ -254,12 +254,12 @@ def test_resolve_abandon_closes_the_record_unsent_and_out_of_the_alarms(
     assert list(journal.keys_in_state(State.UNKNOWN)) == list(journal.keys_in_state(State.FAILED)) == []
     # Nobody sends it: not the reconciler, not an operator changing their mind.
     assert reconciler.run().requested == 0 and reconciler.gateway.calls == []
-    again = run("journal", "resolve", key, "--not-sent")
+    again = run("journal", "resolve", "--yes", key, "--not-sent")
     assert again.code == 2 and "is 'abandoned'" in again.err
 
 
 def test_resolve_of_a_missing_record(journal: Journal, run) -> None:
-    result = run("journal", "resolve", "no-such-key", "--accepted")
+    result = run("journal", "resolve", "--yes", "no-such-key", "--accepted")
 
     assert result.code == 2
     assert result.err == "error: no SMS journal record for key 'no-such-key'\n"
@@ -268,5 +268,5 @@ def test_resolve_of_a_missing_record(journal: Journal, run) -> None:
 def test_resolve_needs_exactly_one_decision(journal: Journal, run) -> None:
     for flags in ((), ("--accepted", "--not-sent")):
         with pytest.raises(SystemExit) as exit_info:
-            run("journal", "resolve", "some-key", *flags)
+            run("journal", "resolve", "--yes", "some-key", *flags)
         assert exit_info.value.code == 2

@@ -78,7 +78,7 @@ def test_set_webhook_local_uses_the_fake_and_the_local_secrets(
     # Even a TELEGRAM_API_BASE pointing elsewhere does not win over --local's fake.
     monkeypatch.setenv("TELEGRAM_API_BASE", "http://127.0.0.1:9")
 
-    result = run("set-webhook", "--local", "--local-file", local_stack["file"])
+    result = run("set-webhook", "--yes", "--local", "--local-file", local_stack["file"])
 
     assert result.code == 0, result.err
     [params] = telegram.params("setWebhook")
@@ -93,7 +93,7 @@ def test_dlq_commands_local_reach_the_moto_server(local_stack: dict[str, Any], r
         dead_letter(crm["dlq_url"], update_id, sqs=sqs)
 
     listed = run("dlq", "list", "--local", "--local-file", local_stack["file"])
-    moved = run("dlq", "redrive", "crm", "--local", "--local-file", local_stack["file"])
+    moved = run("dlq", "redrive", "--yes", "crm", "--local", "--local-file", local_stack["file"])
 
     assert listed.code == 0, listed.err
     crm_row = next(line.split() for line in listed.out.splitlines() if line.startswith("crm "))

@@ -26,7 +26,7 @@ def secret_value(secret_id: str, stage: str = "AWSCURRENT") -> str:
 def test_set_webhook_sends_stack_url_secret_and_registry_kinds(
     deployed: Deployed, telegram: FakeTelegram, run
 ):
-    result = run("set-webhook")
+    result = run("set-webhook", "--yes")
 
     assert result.code == 0, result.err
     [params] = telegram.params("setWebhook")
@@ -42,7 +42,7 @@ def test_set_webhook_sends_stack_url_secret_and_registry_kinds(
 
 
 def test_set_webhook_options_reach_telegram(deployed: Deployed, telegram: FakeTelegram, run):
-    result = run("set-webhook", "--max-connections", "100", "--drop-pending-updates")
+    result = run("set-webhook", "--yes", "--max-connections", "100", "--drop-pending-updates")
 
     assert result.code == 0, result.err
     [params] = telegram.params("setWebhook")
@@ -55,13 +55,13 @@ def test_allowed_updates_follow_the_registry_when_consumers_are_selective(
 ):
     monkeypatch.setattr("ops.webhook.telegram_allowed_updates", lambda: ["callback_query", "message"])
 
-    assert run("set-webhook").code == 0
+    assert run("set-webhook", "--yes").code == 0
     assert telegram.params("setWebhook")[0]["allowed_updates"] == ["callback_query", "message"]
 
 
 def test_set_webhook_hides_the_secret_unless_asked(deployed: Deployed, telegram: FakeTelegram, run):
-    hidden = run("set-webhook")
-    shown = run("set-webhook", "--show-secrets")
+    hidden = run("set-webhook", "--yes")
+    shown = run("set-webhook", "--yes", "--show-secrets")
 
     assert TELEGRAM_SECRET not in hidden.out + hidden.err
     assert BOT_TOKEN not in hidden.out + hidden.err
@@ -76,7 +76,7 @@ def test_bot_token_from_environment_wins_over_the_stack_secret(
     telegram.token = other_token
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", other_token)
 
-    assert run("set-webhook").code == 0
+    assert run("set-webhook", "--yes").code == 0
     assert telegram.methods() == ["setWebhook"]
 
 
@@ -87,7 +87,7 @@ def test_bot_token_secret_option_is_read_from_secrets_manager(
     boto3.client("secretsmanager").create_secret(Name="other/bot", SecretString=other_token)
     telegram.token = other_token
 
-    assert run("set-webhook", "--bot-token-secret", "other/bot").code == 0
+    assert run("set-webhook", "--yes", "--bot-token-secret", "other/bot").code == 0
     assert telegram.methods() == ["setWebhook"]
 
 
@@ -98,7 +98,7 @@ def test_placeholder_bot_token_is_refused_before_calling_telegram(
         SecretId=deployed.bot_token_secret_id, SecretString="REPLACE_WITH_BOT_TOKEN"
     )
 
-    result = run("set-webhook")
+    result = run("set-webhook", "--yes")
 
     assert result.code == 2
     assert "does not hold a bot token" in result.err
@@ -108,7 +108,7 @@ def test_placeholder_bot_token_is_refused_before_calling_telegram(
 def test_rotate_secret_makes_old_previous_and_registers_the_new_one(
     deployed: Deployed, telegram: FakeTelegram, run
 ):
-    result = run("rotate-secret")
+    result = run("rotate-secret", "--yes")
 
     assert result.code == 0, result.err
     new_secret = secret_value(deployed.telegram_secret_id)
@@ -132,12 +132,12 @@ def test_rotate_secret_keeps_telegrams_max_connections_unless_told(
         "max_connections": 80,
     }
 
-    assert run("rotate-secret", *flags).code == 0
+    assert run("rotate-secret", "--yes", *flags).code == 0
     assert telegram.params("setWebhook")[0]["max_connections"] == expected
 
 
 def test_rotate_secret_prints_the_new_secret_only_when_asked(deployed: Deployed, telegram: FakeTelegram, run):
-    result = run("rotate-secret", "--show-secrets")
+    result = run("rotate-secret", "--yes", "--show-secrets")
 
     assert result.code == 0, result.err
     assert f"secret_token: {secret_value(deployed.telegram_secret_id)}" in result.out
@@ -148,7 +148,7 @@ def test_rotate_secret_with_a_bad_bot_token_changes_nothing(
 ):
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "111:revoked-token")
 
-    result = run("rotate-secret")
+    result = run("rotate-secret", "--yes")
 
     assert result.code == 2
     assert "rejected the bot token" in result.err
@@ -169,7 +169,7 @@ def test_rotate_secret_tells_what_to_do_when_set_webhook_fails(
 
     telegram.answer = fail_set_webhook  # type: ignore[method-assign]
 
-    result = run("rotate-secret")
+    result = run("rotate-secret", "--yes")
 
     assert result.code == 2
     assert result.err.count("\n") == 1
@@ -217,7 +217,7 @@ def test_webhook_info_without_errors_shows_dashes(deployed: Deployed, telegram: 
 def test_delete_webhook(
     deployed: Deployed, telegram: FakeTelegram, run, flag: tuple[str, ...], expected: bool
 ):
-    result = run("delete-webhook", *flag)
+    result = run("delete-webhook", "--yes", *flag)
 
     assert result.code == 0, result.err
     assert telegram.params("deleteWebhook") == [{"drop_pending_updates": expected}]
@@ -228,7 +228,7 @@ def test_rotate_crm_token_makes_the_old_one_previous_and_hides_the_new_one_unles
 ) -> None:
     secret_id = deployed.outputs[OutputKey.CRM_TOKEN_SECRET_ID]
 
-    result = run("rotate-crm-token")
+    result = run("rotate-crm-token", "--yes")
 
     assert result.code == 0, result.err
     new_token = secret_value(secret_id)
@@ -237,6 +237,6 @@ def test_rotate_crm_token_makes_the_old_one_previous_and_hides_the_new_one_unles
     assert new_token not in result.out + result.err
     assert f"crm_token: {HIDDEN}" in result.out
 
-    shown = run("rotate-crm-token", "--show-secrets")
+    shown = run("rotate-crm-token", "--yes", "--show-secrets")
     assert shown.code == 0, shown.err
     assert f"crm_token: {secret_value(secret_id)}" in shown.out
