@@ -358,7 +358,7 @@ def test_a_lead_the_crm_refuses_waits_in_the_dlq_with_an_alarm_until_redriven(pi
     assert observed(pipeline, [refused]).leads == Counter()
 
     crm.clear_faults()
-    redrive = pipeline.ops("dlq", "redrive", "crm")
+    redrive = pipeline.ops("dlq", "redrive", "crm", "--yes")
 
     assert redrive.returncode == 0, redrive.stderr
     assert "moved 1 message(s)" in redrive.stdout

@@ -24,6 +24,7 @@ COMMANDS = [
     ("rotate-secret",),
     ("rotate-crm-token",),
     ("outputs",),
+    ("new-consumer",),
     ("dlq", "list"),
     ("dlq", "peek"),
     ("dlq", "redrive"),
