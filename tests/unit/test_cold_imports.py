@@ -10,10 +10,6 @@ before it (the consumers import the worker runtime first). How long the imports 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +17,7 @@ import pytest
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
 from pipeline.observability import UntracedFunction, service_tracer
 from pipeline.registry import CONSUMERS
+from tests.support.imports import loaded_after_import
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLER_MODULES = [
@@ -32,28 +29,11 @@ PARSER_MODELS = "aws_lambda_powertools.utilities.parser"
 
 
 def _loaded_after_import(module: str, modules: set[str] | None = None, **environment: str) -> list[str]:
-    """Which of `modules` (packages count with their submodules; default: DEFERRED and the
-    parser models) an untraced fresh interpreter has loaded after importing `module`."""
-    wanted = sorted(modules if modules is not None else {*DEFERRED, PARSER_MODELS})
-    script = (
-        f"import json, sys, {module}\n"
-        f"wanted = {wanted!r}\n"
-        "loaded = {w for w in wanted for m in sys.modules if m == w or m.startswith(w + '.')}\n"
-        "print(json.dumps(sorted(loaded)))\n"
+    """Which of `modules` (default: DEFERRED and the parser models) an untraced fresh interpreter
+    has loaded after importing `module`."""
+    return loaded_after_import(
+        [module], modules if modules is not None else {*DEFERRED, PARSER_MODELS}, **environment
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("layers/shared/python", "functions")),
-        "AWS_DEFAULT_REGION": "eu-central-1",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        **environment,
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    loaded: list[str] = json.loads(result.stdout)
-    return loaded
 
 
 @pytest.mark.parametrize("module", HANDLER_MODULES)

@@ -1,0 +1,42 @@
+"""Which modules a fresh interpreter loads after importing a handler: what a Lambda init pays for.
+
+The tests ask whether a module is loaded, never how long it took (`python -m bench imports`
+measures that).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def loaded_after_import(modules: Iterable[str], wanted: Iterable[str], **environment: str) -> list[str]:
+    """Which of `wanted` (a package counts with its submodules) a fresh, untraced interpreter
+    has loaded after importing every one of `modules`, sorted."""
+    script = (
+        "import importlib, json, sys\n"
+        f"for name in {list(modules)!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"wanted = {sorted(wanted)!r}\n"
+        "loaded = {w for w in wanted for m in sys.modules if m == w or m.startswith(w + '.')}\n"
+        "print(json.dumps(sorted(loaded)))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("layers/shared/python", "functions")),
+        "AWS_DEFAULT_REGION": "eu-central-1",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        **environment,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded
