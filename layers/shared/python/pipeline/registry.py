@@ -84,6 +84,10 @@ class Consumer:
     # Publishes events of its own to the events topic (a CRM source's consumer turns a vendor
     # event into an order-status event): granted sns:Publish there, topic ARN in EVENTS_TOPIC_ARN.
     publishes: bool = False
+    # Needs each chat's events in the order Telegram sent them (a conversation): its queue is an
+    # SQS FIFO queue grouped by chat, fed by the FIFO events topic, and its worker stops a group at
+    # its first failure. Others keep a standard queue (cheaper, and any order is fine for them).
+    ordered: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
