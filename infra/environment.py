@@ -37,8 +37,6 @@ from pipeline.worker import WorkerSettings
 
 # Logical table name of the idempotency journal every worker uses (and the SMS journal).
 JOURNAL = "journal"
-# The consumer that answers commands: it is told the bot's own username, where configured.
-AUTOREPLY_CONSUMER = "autoreply"
 # The consumer that sends SMS; the reconciler and delivery-event handler exist with it.
 SMS_CONSUMER = "sms"
 # The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract.
@@ -189,7 +187,8 @@ class FunctionEnvironments:
         environment.update(consumer.environment)
         if consumer.name == SMS_CONSUMER:
             environment.update(self.sms(consumer))
-        if consumer.name == AUTOREPLY_CONSUMER and self.settings.telegram_bot_username:
+        if consumer.source == "telegram" and self.settings.telegram_bot_username:
+            # Each Telegram consumer tells this bot's commands from another bot's ("/start@other").
             environment[BOT_USERNAME_ENV] = self.settings.telegram_bot_username
         self.check_worker_environment(environment, consumer)
         return environment

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
-from pipeline.telegram import TelegramUpdate, chat_type, command, integer_id, user_of
+from pipeline.telegram import TelegramUpdate, chat_type, command, integer_id, own_username, user_of
 
 logger = Logger(child=True)
 
@@ -66,7 +66,7 @@ def record_update(envelope: Envelope) -> dict[str, str]:
         update = TelegramUpdate.model_validate(envelope.payload)
     except ValidationError as error:
         raise PermanentError(f"payload is not a Telegram update ({error.error_count()} errors)") from error
-    found_command = command(update)
+    found_command = command(update, own_username())  # another bot's command is not one of ours
     dimensions = {
         "update_type": envelope.type,
         "chat_type": chat_type(update) or ABSENT,

@@ -42,7 +42,7 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
 from pipeline.replies import DEFAULT_KEY, REPLIES_ENV, RepliesError, parse_replies
-from pipeline.telegram import BOT_USERNAME_ENV, TelegramUpdate, bot_command, chat_of, integer_id, user_of
+from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id, own_username, user_of
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -62,7 +62,7 @@ def replies() -> dict[str, str]:
 def reply_text(update: TelegramUpdate) -> str | None:
     table = replies()
     found = bot_command(update)
-    if found is not None and not found.addressed_to(os.environ.get(BOT_USERNAME_ENV) or None):
+    if found is not None and not found.addressed_to(own_username()):
         return None  # another bot's command: its bot answers
     if found is not None and found.name in table:
         return table[found.name]

@@ -223,3 +223,24 @@ def test_a_payload_that_is_no_update_is_refused(analytics: tuple[ModuleType, Con
     with pytest.raises(PermanentError, match="payload is not a Telegram update"):
         record_update(envelope)
     assert output.emf(METRIC) == []
+
+
+@pytest.mark.parametrize(("text", "command"), [("/help@MyShopBot", "/help"), ("/help@other_bot", "none")])
+def test_another_bots_command_is_not_counted_as_ours_once_the_username_is_set(
+    analytics: tuple[ModuleType, ConsumerQueues, Output],
+    lambda_context: FakeLambdaContext,
+    monkeypatch: pytest.MonkeyPatch,
+    text: str,
+    command: str,
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_USERNAME", "MyShopBot")
+    app, queues, output = analytics
+    update = telegram_update("group_command")
+    update["message"]["text"] = text
+    update["message"]["entities"] = [{"offset": 0, "length": len(text), "type": "bot_command"}]
+    queues.send(telegram_envelope(update))
+
+    assert run_batches(app, queues, lambda_context, 10) == 1
+
+    [line] = output.emf(METRIC)
+    assert emf_dimensions(line)["command"] == command

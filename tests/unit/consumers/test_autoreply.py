@@ -194,7 +194,7 @@ def test_a_command_for_another_bot_gets_no_reply_when_the_username_is_set(
     ]
 
 
-def test_the_username_setting_reaches_the_autoreply_only() -> None:
+def test_the_username_setting_reaches_every_telegram_consumer() -> None:
     def environment(settings: PipelineSettings, name: str) -> dict[str, str]:
         consumer = next(c for c in CONSUMERS if c.name == name)
         names = {n: n for n in (*consumer.tables, *consumer.secrets)}
@@ -203,8 +203,9 @@ def test_the_username_setting_reaches_the_autoreply_only() -> None:
         )
 
     named = PipelineSettings(telegram_bot_username="MyShopBot")
-    assert environment(named, "autoreply")[BOT_USERNAME_ENV] == "MyShopBot"
-    assert BOT_USERNAME_ENV not in environment(named, "analytics")
+    for name in ("autoreply", "crm", "analytics", "store"):
+        assert environment(named, name)[BOT_USERNAME_ENV] == "MyShopBot"
+    assert BOT_USERNAME_ENV not in environment(named, "sms")  # not a Telegram consumer
     assert BOT_USERNAME_ENV not in environment(PipelineSettings(), "autoreply")
     with pytest.raises(ValueError, match="telegram_bot_username"):
         PipelineSettings(telegram_bot_username="@MyShopBot")

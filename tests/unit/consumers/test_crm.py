@@ -114,6 +114,28 @@ def test_webhook_request_carries_auth_idempotency_key_and_the_lead(
     }
 
 
+@pytest.mark.parametrize(
+    ("text", "trigger"), [("/start@myshopbot", "start"), ("/start@other_bot", "first_message")]
+)
+def test_only_this_bots_start_counts_as_a_start_once_its_username_is_set(
+    webhook_crm: DeployedConsumer,
+    http_fake: FakeHttpServer,
+    monkeypatch: pytest.MonkeyPatch,
+    text: str,
+    trigger: str,
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_USERNAME", "MyShopBot")
+    update = telegram_update("group_command")
+    update["message"]["text"] = text
+    update["message"]["entities"] = [{"offset": 0, "length": len(text), "type": "bot_command"}]
+    Update.model_validate(update)
+
+    assert webhook_crm.deliver(telegram_envelope(update)).failed == []
+
+    [request] = http_fake.requests
+    assert request.body["trigger"] == trigger
+
+
 def test_two_updates_of_one_new_user_in_one_batch_make_one_lead(
     webhook_crm: DeployedConsumer, http_fake: FakeHttpServer
 ) -> None:

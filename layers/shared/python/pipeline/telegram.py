@@ -13,6 +13,7 @@ was written is still published (under its own name as `type`) instead of being r
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -256,10 +257,19 @@ def bot_command(update: TelegramUpdate) -> BotCommand | None:
     return None
 
 
-def command(update: TelegramUpdate) -> str | None:
-    """The bot command a message starts with, lowercased and without "@botname" ("/start")."""
+def command(update: TelegramUpdate, bot_username: str | None = None) -> str | None:
+    """The bot command a message starts with, lowercased and without "@botname" ("/start").
+
+    With `bot_username` (this bot's), a command addressed to another bot ("/start@other_bot" in a
+    group) is None: it is that bot's to answer. Without it, every command counts.
+    """
     found = bot_command(update)
-    return found.name if found else None
+    return found.name if found is not None and found.addressed_to(bot_username) else None
+
+
+def own_username() -> str | None:
+    """This bot's username, from the `telegram_bot_username` setting (None when not configured)."""
+    return os.environ.get(BOT_USERNAME_ENV) or None
 
 
 def publication(
