@@ -638,7 +638,7 @@ class Runtime:
 
     def _handlers(self) -> dict[str, str]:
         """Each function's handler string (`<package>.app.lambda_handler`)."""
-        consumers = self.resources.consumers if self.resources is not None else ()
+        consumers = self.resources.consumers if self.resources is not None else self._consumers or ()
         return {
             WEBHOOK.service_name: WEBHOOK.handler,
             RECONCILER.service_name: RECONCILER.handler,
