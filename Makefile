@@ -43,6 +43,7 @@ synth: install
 local: install
 	$(PY) -m local
 
+# Runs beside a running `make local`: its own state directory (.local/demo) and free ports.
 demo: install
 	$(PY) -m local demo
 
