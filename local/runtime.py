@@ -390,6 +390,8 @@ class Runtime:
             self._supervisor.join(2)
         if self._reloader is not None:
             self._reloader.join(2)
+        with self._supervision:
+            pass  # a restart in progress (a reload's) has started its process: stopped below
         children = list(self.children.values())
         functions = [child for child in children if child.name != "moto"]
         stoppers = [threading.Thread(target=child.stop) for child in functions]
@@ -581,6 +583,8 @@ class Runtime:
         for name in names:
             child = self.children[name]
             with self._supervision:
+                if self._stopping.is_set():  # `stop()` ends them all; never start one behind it
+                    break
                 child.stop()
                 with self._changed:
                     status = self.functions[name]

@@ -92,6 +92,8 @@ class FunctionStatus:
                 self.http_statuses[message["status"]] += 1
             if self.kind != "api":
                 self._count_success_or_failure(message)
+            else:  # a refused request is an answer, not a failure: the API is back once it answers
+                self.failing_in_a_row = 0
 
     def _count_success_or_failure(self, message: dict[str, Any]) -> None:
         """An invocation that processed no record (all retried, dead-lettered or crashed) is a failure."""

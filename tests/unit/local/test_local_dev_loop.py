@@ -1,5 +1,5 @@
 """What `make local` tells a person changing code: routing, failing consumers, reloads, persisted
-state, and `make demo` beside `make local` (the runtime-level scenarios: tests/e2e/test_local_dev_loop.py)."""
+state, and `make demo` beside `make local` (the runtime-level scenarios: tests/e2e/test_local_code_and_state.py)."""
 
 from __future__ import annotations
 
@@ -159,8 +159,11 @@ def test_a_process_that_dies_is_failing_and_counted_until_a_record_succeeds() ->
     assert "crashes 1" in status.line() and status.as_dict()["crashes"] == 1
 
 
-def test_the_api_is_never_failing_for_refused_requests() -> None:
+def test_the_api_is_failing_after_its_process_died_until_it_answers_again_even_a_refusal() -> None:
     status = FunctionStatus("webhook", "api", state=READY)
+    status.crashed(1)
+    assert status.line().split()[1] == FAILING
+
     status.apply({"event": "invocation", "records": 1, "failed": 1, "status": 401})
 
     assert not status.failing and status.line().split()[1] == "ready"
