@@ -179,3 +179,31 @@ def test_with_persist_dlq_messages_and_journal_items_survive_a_restart(tmp_path:
         items = dynamodb.scan(TableName=second.resources.tables["journal"])["Items"]
         assert {**item, "n": {"N": "3"}, "blob": {"B": b"\x00\x01"}} in items
         assert "persist: restored from" in runtime_log(second)
+
+
+def test_an_order_event_a_crm_source_consumer_publishes_is_explained_too(tmp_path: Path) -> None:
+    """bitrix24 publishes its order events itself, through the SNS proxy as the webhook does."""
+    runtime = Runtime(
+        ports=Ports(),
+        settings=LocalSettings.from_cdk_json(),
+        state_dir=tmp_path / "state",
+        consumers=(by_name("bitrix24"), by_name("sms")),
+    )
+    with runtime:
+        portal = runtime.bitrix24
+        contact = portal.create_contact("Ann", "+375 29 123-45-67")
+        deal = portal.create_deal("Order 1", contact_id=contact)
+        assert portal.move_deal(deal.deal_id, "EXECUTING").status == 200
+
+        vendor = wait_for(
+            lambda: line_with(runtime, "(bitrix24 ONCRMDEALUPDATE) -> bitrix24; not sms: source 'bitrix24'"),
+            30,
+            "the routing line of the portal's webhook",
+        )
+        order = wait_for(
+            lambda: line_with(runtime, "(crm order.status_changed) -> sms; not bitrix24: source 'crm'"),
+            30,
+            "the routing line of the order event the bitrix24 consumer published",
+        )
+        assert " event bitrix24:" in vendor and " event crm:bitrix24:" in order
+        assert "+375" not in runtime_log(runtime)  # ids, source and type only: no body
