@@ -200,7 +200,7 @@ class Runtime:
         self.functions_dir = functions_dir
         self.layer_dir = layer_dir
         self.reload = reload
-        # Keep the queues' messages and the tables' items across restarts, in `state_file`.
+        # Keep the queues' messages and the tables' items across restarts, in `persist_dir`.
         self.persist = persist
         self.settings = settings or LocalSettings.from_cdk_json()
         self.state_dir = state_dir or DEFAULT_STATE_DIR
@@ -380,8 +380,13 @@ class Runtime:
         if resources is None:
             return
         for message in published:
-            if message.topic_arn == resources.topic_arn:
+            if message.topic_arn != resources.topic_arn:
+                continue
+            try:
                 self.announce(routing.explain(message, resources.consumers))
+            except Exception as error:  # an explanation never changes the publish's answer: say it
+                reason = f"{type(error).__name__}: {error}"
+                print(f"local runtime: routing not explained ({reason})", file=sys.stderr)
 
     def stop(self) -> None:
         """Stop functions first (they may still be calling moto and the fakes), then fakes, then moto."""

@@ -1,5 +1,8 @@
 """What `make local` tells a person changing code: routing, failing consumers, reloads, persisted
-state, and `make demo` beside `make local` (the runtime-level scenarios: tests/e2e/test_local_code_and_state.py)."""
+state, and `make demo` beside `make local`.
+
+The runtime-level scenarios are in tests/e2e/test_local_code_and_state.py.
+"""
 
 from __future__ import annotations
 
