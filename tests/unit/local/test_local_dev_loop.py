@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from local import snapshot
 from local.__main__ import DEFAULT_API_PORT, DEMO_STATE_DIR, parse_args
+from local.demo import summary_lines
 from local.fakes.base import FakeRequest, FakeResponse, FakeService
 from local.fakes.sns import SnsFaultProxy
 from local.reload import ChangeDetector, affected_functions
@@ -132,6 +133,15 @@ def test_a_handler_raising_on_every_record_shows_as_failing_with_its_error_class
     assert "failed 3" in line and "retried 3" in line and "last RuntimeError" in line
     assert line.endswith("DLQ 2  ALARM")
     assert status.as_dict()["failing"] is True and status.as_dict()["failed_records"] == 3
+
+
+def test_the_demo_summary_names_a_failing_consumer_and_its_last_error() -> None:
+    status = FunctionStatus("crm", "consumer", state=READY)
+    status.apply({"event": "invocation", "records": 1, "failed": 1, "error": "RuntimeError: broken"})
+
+    [line] = [line for line in summary_lines({"crm": status.as_dict()}, {}) if "crm" in line]
+
+    assert "FAILING (last error: RuntimeError: broken)" in line
 
 
 def test_worker_retries_and_dead_letters_without_a_success_are_failing_and_a_success_clears_it() -> None:
