@@ -207,3 +207,34 @@ def test_an_order_event_a_crm_source_consumer_publishes_is_explained_too(tmp_pat
         )
         assert " event bitrix24:" in vendor and " event crm:bitrix24:" in order
         assert "+375" not in runtime_log(runtime)  # ids, source and type only: no body
+
+
+def test_a_consumer_whose_process_dies_on_every_record_shows_failing_with_its_crashes(
+    functions_copy: Path, tmp_path: Path
+) -> None:
+    (functions_copy / "store" / "app.py").write_text(
+        '"""The store consumer, dying on purpose."""\nimport os\n\n\n'
+        "def lambda_handler(event, context):\n    os._exit(3)\n"
+    )
+    runtime = Runtime(
+        ports=Ports(),
+        settings=LocalSettings.from_cdk_json(),
+        state_dir=tmp_path / "state",
+        consumers=(by_name("store"),),
+        functions_dir=functions_copy,
+    )
+    with runtime:
+        pipeline = Pipeline(runtime)
+        ann = user(7101, "Ann")
+        assert (
+            pipeline.send_update({"update_id": 7101, "message": message(1, private_chat(ann), ann, "hi")})
+            == 200
+        )
+
+        def crashed_line() -> str | None:
+            line = next(line for line in runtime.status_lines() if line.startswith("store "))
+            return line if "crashes 1" in line else None
+
+        line = wait_for(crashed_line, 30, "store's crash counted")
+        assert "failing" in line and "last process exited with code 3" in line
+        assert runtime.status()["store"]["failing"] is True
