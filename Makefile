@@ -40,11 +40,13 @@ synth: install
 	$(PY) app.py
 
 # No AWS account needed: moto + local stand-ins of Telegram, the CRM, Bedrock and the SMS gateways (see local/README.md).
+# Options after ARGS, e.g. make local ARGS="--persist --no-ai" (python -m local --help lists them).
 local: install
-	$(PY) -m local
+	$(PY) -m local $(ARGS)
 
+# Runs beside a running `make local`: its own state directory (.local/demo) and free ports.
 demo: install
-	$(PY) -m local demo
+	$(PY) -m local demo $(ARGS)
 
 # Figures, not tests: latency, throughput and a cost model (see bench/README.md).
 bench: install

@@ -1,5 +1,8 @@
 """`python -m local` (make local): the pipeline on this machine until Ctrl-C.
 `python -m local demo` (make demo): the same, plus a scripted burst of events and a summary.
+
+The demo runs beside a running `make local`: by default it has its own state directory
+(`.local/demo`) and a free API port, so neither overwrites the other's logs or stack.json.
 """
 
 from __future__ import annotations
@@ -7,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import queue
 import signal
 import socket
 import sys
@@ -18,6 +22,9 @@ from local.runtime import DEFAULT_STATE_DIR, LocalRuntimeError, Ports, Runtime
 from local.settings import LocalSettings
 
 DEFAULT_API_PORT = 8080
+# `make demo` beside `make local`: its own state directory, and any free port for its API.
+DEMO_STATE_DIR = DEFAULT_STATE_DIR / "demo"
+DEMO_API_PORT = 0
 REFRESH_SECONDS = 1.0
 EXAMPLE_UPDATE = json.dumps(
     {
@@ -38,7 +45,11 @@ EXAMPLE_UPDATE = json.dumps(
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
     parser.add_argument("command", nargs="?", choices=("run", "demo"), default="run")
-    parser.add_argument("--port", type=int, default=DEFAULT_API_PORT, help="API port (0: any free port)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help=f"API port (0: any free port; default {DEFAULT_API_PORT}, for demo {DEMO_API_PORT})",
+    )
     parser.add_argument(
         "--no-ai", action="store_true", help="leave the ai consumer off (no Bedrock fake use)"
     )
@@ -54,9 +65,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--keep-running", action="store_true", help="demo: stay up after the summary")
     parser.add_argument(
-        "--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json and logs go"
+        "--state-dir",
+        type=Path,
+        help="where stack.json and logs go (default .local/, for demo .local/demo/)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--no-reload",
+        action="store_true",
+        help="do not restart a function when its code (functions/, the shared layer) changes",
+    )
+    parser.add_argument(
+        "--persist",
+        action="store_true",
+        help="keep the queues' messages and the tables' items across restarts (in <state dir>/persisted/)",
+    )
+    args = parser.parse_args(argv)
+    if args.port is None:
+        args.port = DEMO_API_PORT if args.command == "demo" else DEFAULT_API_PORT
+    if args.state_dir is None:
+        args.state_dir = DEMO_STATE_DIR if args.command == "demo" else DEFAULT_STATE_DIR
+    return args
 
 
 def port_is_free(port: int) -> bool:
@@ -111,8 +139,19 @@ Fakes of the outside services (GET /_calls, POST /_faults; see local/README.md):
 Try:  curl -s {info["webhook_url"]} -H 'X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}' \\
         -H 'Content-Type: application/json' -d '{EXAMPLE_UPDATE}'
 
-{crm_sources_try(info)}Ctrl-C stops everything.
+{crm_sources_try(info)}{dev_loop_lines(runtime)}Ctrl-C stops everything.
 """
+
+
+def dev_loop_lines(runtime: Runtime) -> str:
+    """What the runtime does for a person editing code: reloads, and whether state persists."""
+    reload = "restarts a function when its code changes" if runtime.reload else "no reload (--no-reload)"
+    persisted = (
+        f"kept across restarts in {runtime.persist_dir}"
+        if runtime.persist
+        else "queues and tables start empty (--persist keeps them)"
+    )
+    return f"Code: {reload}. State: {persisted}.\n"
 
 
 def crm_sources_try(info: dict[str, Any]) -> str:
@@ -128,24 +167,28 @@ def crm_sources_try(info: dict[str, Any]) -> str:
 
 
 class StatusPrinter:
-    """Status lines, redrawn in place on a terminal, printed on change otherwise."""
+    """Status lines, redrawn in place on a terminal, printed on change otherwise; announcements
+    (routing, reloads) scroll above them."""
 
     def __init__(self, stream: Any = sys.stdout) -> None:
         self.stream = stream
         self.tty = stream.isatty()
         self.previous: list[str] = []
 
-    def show(self, lines: list[str]) -> None:
-        if lines == self.previous:
+    def show(self, lines: list[str], announcements: list[str] | None = None) -> None:
+        if lines == self.previous and not announcements:
             return
         if self.tty and self.previous:
             self.stream.write(f"\x1b[{len(self.previous)}F\x1b[J")
-        self.stream.write("\n".join(lines) + "\n")
+        for line in announcements or ():
+            self.stream.write(f"{line}\n")
+        if lines != self.previous or self.tty:
+            self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
         self.previous = lines
 
 
-def serve(runtime: Runtime, stop: threading.Event) -> None:
+def serve(runtime: Runtime, stop: threading.Event, announcements: queue.SimpleQueue[str]) -> None:
     printer = StatusPrinter()
     while not stop.is_set():
         if runtime.failure:
@@ -153,8 +196,17 @@ def serve(runtime: Runtime, stop: threading.Event) -> None:
             return
         status = runtime.status()
         runtime.write_state(status)
-        printer.show(runtime.status_lines())
+        printer.show(runtime.status_lines(), drain(announcements))
         stop.wait(REFRESH_SECONDS)
+
+
+def drain(announcements: queue.SimpleQueue[str]) -> list[str]:
+    lines = []
+    while True:
+        try:
+            lines.append(announcements.get_nowait())
+        except queue.Empty:
+            return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +232,19 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
     if args.no_crm_sources:
         settings = dataclasses.replace(settings, crm_sources=False)
-    runtime = Runtime(ports=Ports(api=args.port), settings=settings, state_dir=args.state_dir)
+    runtime = Runtime(
+        ports=Ports(api=args.port),
+        settings=settings,
+        state_dir=args.state_dir,
+        reload=not args.no_reload,
+        persist=args.persist,
+    )
+    # Routing and reload lines: printed at once while the demo prints its own, then above the status lines.
+    announcements: queue.SimpleQueue[str] = queue.SimpleQueue()
+    serving = threading.Event()
+    runtime.on_announcement(
+        lambda line: announcements.put(line) if serving.is_set() else print(line, flush=True)
+    )
     print("Starting the local pipeline (moto, fakes, functions)...", flush=True)
     try:
         runtime.start()
@@ -195,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             run_demo(runtime, stop)
             if not args.keep_running:
                 return 0
-        serve(runtime, stop)
+        serving.set()
+        serve(runtime, stop, announcements)
         return 1 if runtime.failure else 0
     finally:
         print("\nStopping...", flush=True)

@@ -186,6 +186,8 @@ def summary_lines(status: dict[str, dict[str, Any]], fakes: dict[str, dict[str, 
             )
         else:
             alarm = "  ALARM (DLQ not empty)" if entry.get("alarm") else ""
+            if entry.get("failing"):
+                alarm += f"  FAILING (last error: {entry.get('last_error')})"
             lines.append(
                 f"  {name:<11} processed {entry['processed']:<3} duplicates {entry['duplicates']:<3} "
                 f"retried {entry['retried']:<3} dead-lettered {entry['dead_lettered']:<3} "

@@ -152,6 +152,19 @@ class FunctionHost:
                 return dict(value.counts)
         return None
 
+    def discover_last_failure(self) -> str | None:
+        """The reason of the module's `ConsumerWorker`'s last outcome, if it was a retry or a dead letter."""
+        try:
+            from pipeline.worker import ConsumerWorker
+        except ImportError:
+            return None
+        for value in vars(self.module).values() if self.module is not None else ():
+            if isinstance(value, ConsumerWorker):
+                outcome = value.last_outcome
+                if outcome is not None and outcome.status in ("retry", "dead_lettered"):
+                    return outcome.reason
+        return None
+
 
 class StatusChannel:
     """JSON lines to the parent over an inherited pipe (stdout and stderr are the function's logs)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from moto.server import ThreadedMotoServer
 
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--status-fd", type=int)
+    parser.add_argument(
+        "--save-queues", type=Path, help="at stop, write every queue's messages here (local.snapshot)"
+    )
     args = parser.parse_args(argv)
     # One line per request (workers long-poll all the time) would drown the log.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -50,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     status.send("listening", port=server.get_host_and_port()[1])
     while not stopper.wait(0.5):
         pass
+    if args.save_queues is not None:
+        from local.snapshot import save_queues
+
+        print(f"saved {save_queues(args.save_queues)} messages to {args.save_queues}", flush=True)
     server.stop()
     return EXIT_STOPPED
 

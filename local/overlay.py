@@ -14,7 +14,8 @@ from the deployment settings cdk.json gives (`infra.config`). On top of that, lo
      LOCAL_AMOCRM_STATUSES (the stand-ins' demo pipelines) where the deployment maps none, or
      not at all with `python -m local --no-crm-sources`.
 2. Each function's environment gets the local overlay (`local_overlay`), which only adds keys:
-   the endpoints of moto and the fakes (for the functions that send SMS through End User
+   the endpoints of moto and the fakes (SNS, for those that publish to the events topic: the
+   fault proxy, which also explains each event's routing; for the functions that send SMS through End User
    Messaging, `AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2`: its stand-in), no X-Ray (there is no
    daemon: POWERTOOLS_TRACE_DISABLED, unless the stack already sets it, its `tracing` setting
    being off), and a short SMS lookup settle time.
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 from infra.config import PipelineSettings
 from infra.environment import RECONCILER, SMS_CONSUMER, WEBHOOK
 from pipeline.observability import TRACE_DISABLED_ENV
+from pipeline.order_events import TOPIC_ENV as EVENTS_TOPIC_ENV  # who has it publishes there
 
 if TYPE_CHECKING:
     from local.settings import LocalSettings
@@ -110,8 +112,10 @@ def local_overlay(
     if TRACE_DISABLED_ENV not in environment:
         # A stack that traces (the `tracing` setting); there is no X-Ray daemon locally.
         overlay[TRACE_DISABLED_ENV] = "1"
-    if function == WEBHOOK.service_name:
-        # Only the webhook publishes; workers and operators see moto unchanged.
+    if function == WEBHOOK.service_name or EVENTS_TOPIC_ENV in environment:
+        # Those that publish to the events topic (the webhook, the CRM sources' consumers) go
+        # through the fault proxy, which also explains each event's routing; the other workers
+        # and operators see moto unchanged.
         overlay["AWS_ENDPOINT_URL_SNS"] = fakes["sns"]
     if function in SMS_SENDERS and "SMS_GATEWAY" in environment:
         overlay["SMS_LOOKUP_SETTLE_SECONDS"] = LOCAL_SMS_LOOKUP_SETTLE_SECONDS

@@ -11,6 +11,11 @@ reconciler on its schedule when it exists, and with End User Messaging `sms_even
 delivery events its stand-in publishes to SNS), each a subprocess whose environment is its Lambda
 environment. A supervisor restarts a process that dies or times out, as Lambda replaces an
 execution environment. `stop()` ends everything; nothing is left running.
+
+Besides, for a person at `make local`: each event published to the topic is explained in one line
+(`local.routing`: which consumers it reached, and why not the others), a change under `functions/`
+or the shared layer restarts the functions it affects (`reload=True`, `local.reload`), and the
+queues' messages and the tables' items can outlive a restart (`persist=True`, `local.snapshot`).
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from typing import IO, Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.environment import AMOCRM_PATH, BITRIX24_PATH, RECONCILER, SMS_EVENTS, WEBHOOK, webhook_routes
-from local import aws_calls
+from local import aws_calls, routing, snapshot
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
@@ -43,6 +49,7 @@ from local.fakes.sms import SmsGatewayFake
 from local.fakes.sns import SnsFaultProxy
 from local.fakes.telegram import TelegramFake
 from local.lambda_host import EXIT_STOPPED, EXIT_TIMED_OUT
+from local.reload import ChangeDetector, affected_functions
 from local.resources import LocalResources, create_resources
 from local.settings import PROJECT_ROOT, LocalSettings
 from local.status import (
@@ -72,6 +79,9 @@ WEBHOOK_MEMORY_MB = WEBHOOK.memory_mb
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
 MAX_RESTART_DELAY_SECONDS = 10.0
+# How often the reloader looks at the code's files, and how long it lets an editor finish saving.
+RELOAD_POLL_SECONDS = 1.0
+RELOAD_SETTLE_SECONDS = 0.3
 
 
 @dataclass(frozen=True)
@@ -179,8 +189,19 @@ class Runtime:
         settings: LocalSettings | None = None,
         state_dir: Path | None = None,
         consumers: tuple[Consumer, ...] | None = None,
+        *,
+        reload: bool = False,
+        persist: bool = False,
+        functions_dir: Path = FUNCTIONS_DIR,
+        layer_dir: Path = LAYER_DIR,
     ) -> None:
         self.ports = ports or Ports()
+        # Where the handlers and the shared layer are imported from (and, with `reload`, watched).
+        self.functions_dir = functions_dir
+        self.layer_dir = layer_dir
+        self.reload = reload
+        # Keep the queues' messages and the tables' items across restarts, in `persist_dir`.
+        self.persist = persist
         self.settings = settings or LocalSettings.from_cdk_json()
         self.state_dir = state_dir or DEFAULT_STATE_DIR
         self.log_dir = self.state_dir / "logs"
@@ -188,6 +209,8 @@ class Runtime:
         self.runtime_log = self.log_dir / "runtime.log"
         # One JSONL file per function of the AWS calls it made (`local.aws_calls`, `local.policy_check`).
         self.aws_calls_dir = self.state_dir / "aws-calls"
+        # With `persist`: the queues' messages and the tables' items saved at stop (`local.snapshot`).
+        self.persist_dir = self.state_dir / snapshot.STATE_DIR
         self._runtime_log_lock = threading.Lock()
         self._consumers = consumers
         self.fakes: dict[str, FakeService] = {
@@ -200,7 +223,9 @@ class Runtime:
                 port=self.ports.end_user_messaging, publish=self._publish_sms_event
             ),
             # The webhook's way to SNS (moto), where publishing can be made to fail.
-            "sns": SnsFaultProxy(upstream=lambda: self.aws_endpoint, port=self.ports.sns),
+            "sns": SnsFaultProxy(
+                upstream=lambda: self.aws_endpoint, port=self.ports.sns, on_publish=self._explain_routing
+            ),
             # CRMs that post their own webhooks (to the API, once it listens) and answer the
             # consumers' reads.
             "bitrix24": Bitrix24PortalFake(
@@ -224,6 +249,9 @@ class Runtime:
         # Held by each supervision pass, and by `restart_functions` while it replaces processes.
         self._supervision = threading.Lock()
         self._clients: dict[str, Any] = {}
+        # Who hears the lines a person watching wants (routing, reloads): `python -m local` prints them.
+        self._announcement_listeners: list[Callable[[str], None]] = []
+        self._reloader: threading.Thread | None = None
 
     # -- URLs -------------------------------------------------------------------------------------
     @property
@@ -281,6 +309,8 @@ class Runtime:
                 fake.start()
                 self.log(f"fake {fake.name} listening at {fake.url}")
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
+            if self.persist:
+                self.log(snapshot.restore(self.client, self.persist_dir))
             events = self.resources.delivery_events
             if events is not None:
                 end_user_messaging = self.fakes["end_user_messaging"]
@@ -291,6 +321,8 @@ class Runtime:
             self._supervisor.start()
             self._wait_started(timeout)
             self._connect_crm_stand_ins()
+            if self.reload:
+                self._start_reloader()
         except BaseException as error:
             self.log(f"start failed: {type(error).__name__}: {error}")
             self.stop()
@@ -331,11 +363,40 @@ class Runtime:
         with self._runtime_log_lock, self.runtime_log.open("a", encoding="utf-8") as log:
             log.write(f"{stamp} {message}\n")
 
+    def on_announcement(self, listener: Callable[[str], None]) -> None:
+        """Call `listener` with each line for the person watching (a routing explanation, a reload),
+        on the thread that made it (the SNS proxy's, the reloader's): keep it short."""
+        self._announcement_listeners.append(listener)
+
+    def announce(self, message: str) -> None:
+        """A line for `runtime.log` and for whoever watches (`on_announcement`)."""
+        self.log(message)
+        for listener in list(self._announcement_listeners):
+            listener(message)
+
+    def _explain_routing(self, published: list[routing.Publish]) -> None:
+        """The SNS proxy saw moto accept these: explain each event published to the events topic."""
+        resources = self.resources
+        if resources is None:
+            return
+        for message in published:
+            if message.topic_arn != resources.topic_arn:
+                continue
+            try:
+                self.announce(routing.explain(message, resources.consumers))
+            except Exception as error:  # an explanation never changes the publish's answer: say it
+                reason = f"{type(error).__name__}: {error}"
+                print(f"local runtime: routing not explained ({reason})", file=sys.stderr)
+
     def stop(self) -> None:
         """Stop functions first (they may still be calling moto and the fakes), then fakes, then moto."""
         self._stopping.set()
         if self._supervisor is not None:
             self._supervisor.join(2)
+        if self._reloader is not None:
+            self._reloader.join(2)
+        with self._supervision:
+            pass  # a restart in progress (a reload's) has started its process: stopped below
         children = list(self.children.values())
         functions = [child for child in children if child.name != "moto"]
         stoppers = [threading.Thread(target=child.stop) for child in functions]
@@ -345,6 +406,9 @@ class Runtime:
             thread.join()
         for fake in self.fakes.values():
             fake.stop()
+        moto = self.children.get("moto")
+        if self.persist and self.resources is not None and moto is not None and moto.exit_code is None:
+            self._save_tables(self.resources)
         if "moto" in self.children:
             self.children["moto"].stop()
         with self._lock:
@@ -354,11 +418,25 @@ class Runtime:
         if self.runtime_log.parent.is_dir():
             self.log("stopped; last status:\n" + "\n".join(self.status_lines()))
 
+    def _save_tables(self, resources: LocalResources) -> None:
+        """The tables' items, while moto still runs (it saves the queues itself as it stops)."""
+        path = self.persist_dir / snapshot.TABLES_FILE
+        try:
+            count = snapshot.save_tables(self.client, sorted(resources.tables.values()), path)
+        except (BotoCoreError, ClientError, OSError) as error:  # said in the log; stopping goes on
+            self.log(f"persist: could not save the tables ({type(error).__name__}: {error})")
+            return
+        self.log(f"persist: saved {count} items of {len(resources.tables)} tables to {path}; the queues next")
+
     def _start_moto(self, timeout: float) -> None:
         child = ChildProcess(
             name="moto",
             module="local.moto_process",
-            args=lambda: ["--port", str(self.ports.moto)],
+            args=lambda: [
+                "--port",
+                str(self.ports.moto),
+                *(("--save-queues", str(self.persist_dir / snapshot.QUEUES_FILE)) if self.persist else ()),
+            ],
             env=self._base_environment(),
             log_path=self.log_dir / "moto.log",
             on_message=self._on_moto_message,
@@ -510,6 +588,8 @@ class Runtime:
         for name in names:
             child = self.children[name]
             with self._supervision:
+                if self._stopping.is_set():  # `stop()` ends them all; never start one behind it
+                    break
                 child.stop()
                 with self._changed:
                     status = self.functions[name]
@@ -522,6 +602,65 @@ class Runtime:
             self._wait_started(timeout)
             init_seconds[name] = time.monotonic() - started
         return init_seconds
+
+    # -- reload on code changes ---------------------------------------------------------------------
+    def _start_reloader(self) -> None:
+        detector = ChangeDetector((self.functions_dir, self.layer_dir))
+        self._reloader = threading.Thread(
+            target=self._watch, args=(detector,), name="local-reloader", daemon=True
+        )
+        self._reloader.start()
+        self.log(f"watching {self._shown(self.functions_dir)} and {self._shown(self.layer_dir)} for changes")
+
+    def _watch(self, detector: ChangeDetector) -> None:
+        while not self._stopping.wait(RELOAD_POLL_SECONDS):
+            changed = detector.changes()
+            if not changed:
+                continue
+            # An editor may save in several writes (or several files at once): take them together.
+            if self._stopping.wait(RELOAD_SETTLE_SECONDS):
+                return
+            self.reload_changed(sorted({*changed, *detector.changes()}))
+
+    def reload_changed(self, changed: list[Path]) -> list[str]:
+        """Restart the functions these changed files affect (`local.reload`); the names restarted."""
+        packages = {
+            name: handler.split(".", 1)[0]
+            for name, handler in self._handlers().items()
+            if name in self.functions
+        }
+        plan = affected_functions(changed, self.functions_dir, self.layer_dir, packages)
+        reloaded: list[str] = []
+        for name, path in plan.items():
+            if self._stopping.is_set():
+                break
+            try:
+                self.restart_functions(name)
+            except LocalRuntimeError as error:
+                self.announce(f"reload of {name} failed ({self._shown(path)} changed): {error}")
+                continue
+            status = self.functions[name]
+            problem = f"; {status.state}: {status.detail}" if status.state in (INIT_ERROR, MISSING) else ""
+            self.announce(f"reloaded {name} ({self._shown(path)} changed){problem}")
+            reloaded.append(name)
+        return reloaded
+
+    def _handlers(self) -> dict[str, str]:
+        """Each function's handler string (`<package>.app.lambda_handler`)."""
+        consumers = self.resources.consumers if self.resources is not None else self._consumers or ()
+        return {
+            WEBHOOK.service_name: WEBHOOK.handler,
+            RECONCILER.service_name: RECONCILER.handler,
+            SMS_EVENTS.service_name: SMS_EVENTS.handler,
+            **{consumer.name: consumer.handler for consumer in consumers},
+        }
+
+    def _shown(self, path: Path) -> str:
+        """A path as a person reads it: relative to the project (or to the watched root's parent)."""
+        for base in (PROJECT_ROOT, self.functions_dir.parent, self.layer_dir.parent):
+            if path.is_relative_to(base):
+                return str(path.relative_to(base))
+        return str(path)
 
     def on_status(self, name: str, listener: Callable[[dict[str, Any]], None]) -> None:
         """Call `listener` with each status message of function `name`'s processes, this one and
@@ -549,7 +688,9 @@ class Runtime:
             "PATH": os.environ.get("PATH", os.defpath),
             "LANG": "C.UTF-8",
             "TZ": "UTC",
-            "PYTHONPATH": os.pathsep.join(str(path) for path in (FUNCTIONS_DIR, LAYER_DIR, PROJECT_ROOT)),
+            "PYTHONPATH": os.pathsep.join(
+                str(path) for path in (self.functions_dir, self.layer_dir, PROJECT_ROOT)
+            ),
             "PYTHONUNBUFFERED": "1",
             "AWS_REGION": self.settings.region,
             "AWS_DEFAULT_REGION": self.settings.region,
@@ -608,6 +749,7 @@ class Runtime:
                 status.state = RESTARTING
                 if code not in (EXIT_STOPPED, EXIT_TIMED_OUT):
                     status.detail = f"exit code {code}; see {child.log_path}"
+                    status.crashed(code)
                 self._changed.notify_all()
             child.stop()
         if child.restart_at is not None and now >= child.restart_at:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,10 @@ MISSING = "missing handler"
 INIT_ERROR = "init error"
 RESTARTING = "restarting"
 STOPPED = "stopped"
+# Shown instead of "ready" while a function's last invocations (or processes) all failed.
+FAILING = "failing"
+# An exception class in a failure reason ("ValueError: ...", "retries exhausted ...: HTTPError ...").
+_ERROR_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit|Interrupt|Timeout))\b")
 
 
 @dataclass
@@ -49,6 +54,10 @@ class FunctionStatus:
     errors: int = 0
     timeouts: int = 0
     restarts: int = 0
+    # Processes that died (not stopped, not timed out), and the invocations or process deaths in a
+    # row that processed no record: one that does resets it. Above zero the function is failing.
+    crashes: int = 0
+    failing_in_a_row: int = 0
     # ConsumerWorker outcomes (processed, duplicate, retry, dead_lettered), when the handler has one.
     outcomes: Counter[str] = field(default_factory=Counter)
     has_outcomes: bool = False
@@ -81,6 +90,45 @@ class FunctionStatus:
                 self.outcomes.update({str(k): int(v) for k, v in message["outcomes"].items()})
             if isinstance(message.get("status"), int):
                 self.http_statuses[message["status"]] += 1
+            if self.kind != "api":
+                self._count_success_or_failure(message)
+            else:  # a refused request is an answer, not a failure: the API is back once it answers
+                self.failing_in_a_row = 0
+
+    def _count_success_or_failure(self, message: dict[str, Any]) -> None:
+        """An invocation that processed no record (all retried, dead-lettered or crashed) is a failure."""
+        outcomes = message.get("outcomes")
+        records = int(message.get("records") or 0)
+        if isinstance(outcomes, dict):
+            succeeded = int(outcomes.get("processed", 0)) + int(outcomes.get("duplicate", 0))
+        else:
+            succeeded = records - int(message.get("failed") or 0)
+        if message.get("error") or message.get("timed_out"):
+            succeeded = 0
+        if succeeded > 0 or records == 0:
+            self.failing_in_a_row = 0
+            return
+        self.failing_in_a_row += 1
+        if message.get("last_failure") and not message.get("error") and not message.get("timed_out"):
+            self.last_error = str(message["last_failure"])[:200]
+
+    def crashed(self, exit_code: int) -> None:
+        """The supervisor saw the process die (not a stop, not a timeout)."""
+        self.crashes += 1
+        self.failing_in_a_row += 1
+        self.last_error = f"process exited with code {exit_code}"
+
+    @property
+    def failing(self) -> bool:
+        return self.failing_in_a_row > 0
+
+    @property
+    def error_class(self) -> str | None:
+        """The last error, shortened for the status line: its exception class when it names one."""
+        if self.last_error is None:
+            return None
+        found = _ERROR_CLASS.search(self.last_error)
+        return found.group(1) if found else self.last_error[:40]
 
     @property
     def processed(self) -> int:
@@ -114,6 +162,8 @@ class FunctionStatus:
             "errors": self.errors,
             "timeouts": self.timeouts,
             "restarts": self.restarts,
+            "crashes": self.crashes,
+            "failing": self.failing,
             "last_error": self.last_error,
         }
         if self.kind == "api":
@@ -125,6 +175,7 @@ class FunctionStatus:
                 duplicates=self.duplicates,
                 retried=self.retried,
                 dead_lettered=self.dead_lettered,
+                failed_records=self.failed_records,
             )
         if self.queue is not None:
             document["queue_depth"] = self.queue.total
@@ -135,8 +186,11 @@ class FunctionStatus:
         return document
 
     def line(self) -> str:
-        """One status line: `store       ready  processed 12 dup 2 retried 1 dead 0 | queue 0 DLQ 0`."""
+        """One status line: `store       ready  processed 12 dup 2 retried 1 dead 0 | queue 0 DLQ 0`;
+        a function whose last invocations all failed: `crm  failing  ... failed 3 last ValueError | ...`."""
         state = self.state if self.state != READY else ("busy" if self.busy else "ready")
+        if self.failing and self.state in (READY, RESTARTING, STARTING):
+            state = FAILING
         head = f"{self.name:<11} {state:<15}"
         if self.state in (MISSING, INIT_ERROR):
             head += f" {self.detail or ''}"[:60]
@@ -144,9 +198,14 @@ class FunctionStatus:
             statuses = " ".join(f"{code}x{count}" for code, count in sorted(self.http_statuses.items()))
             return f"{head} requests {self.invocations:<4} {statuses}".rstrip()
         counts = f"processed {self.processed:<4} dup {self.duplicates:<3} retried {self.retried:<3}"
-        counts += f" dead {self.dead_lettered:<3}"
+        counts += f" dead {self.dead_lettered:<3} failed {self.failed_records:<3}"
+        if self.crashes:
+            counts += f" crashes {self.crashes}"
+        if self.failing and self.error_class:
+            counts += f" last {self.error_class}"
         if self.kind == "schedule":
-            return f"{head} runs {self.invocations:<4} errors {self.errors}"
+            failure = f" last {self.error_class}" if self.failing and self.error_class else ""
+            return f"{head} runs {self.invocations:<4} errors {self.errors}{failure}"
         queues = ""
         if self.queue is not None and self.dlq is not None:
             dlq = self.dlq.visible + self.dlq.in_flight

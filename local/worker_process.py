@@ -245,7 +245,14 @@ class SqsPoller:
             current = Counter(counts)
             outcomes = dict(current - self.previous_counts)
             self.previous_counts = current
-        report_invocation(self.status, invocation, records=records, failed=failed, outcomes=outcomes)
+        report_invocation(
+            self.status,
+            invocation,
+            records=records,
+            failed=failed,
+            outcomes=outcomes,
+            last_failure=self.host.discover_last_failure() if outcomes is not None else None,
+        )
 
 
 def report_invocation(
@@ -256,8 +263,10 @@ def report_invocation(
     failed: int | None = None,
     outcomes: dict[str, int] | None = None,
     result: Any = None,
+    last_failure: str | None = None,
 ) -> None:
-    """Tell the runtime how an invocation went (`failed`: by default, all of it if it failed)."""
+    """Tell the runtime how an invocation went (`failed`: by default, all of it if it failed;
+    `last_failure`: why the consumer worker last retried or dead-lettered a record)."""
     status.send(
         "invocation",
         records=records,
@@ -267,6 +276,7 @@ def report_invocation(
         timed_out=invocation.timed_out,
         duration_ms=invocation.duration_ms,
         result=result,
+        last_failure=last_failure,
     )
 
 

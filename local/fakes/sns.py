@@ -8,6 +8,9 @@ so botocore classifies it as it would a real one (a 5xx or throttle is retried b
 before the webhook gives up with 503).
 
 `match` compares with `/<Action>` (e.g. `"match": "Publish"`): every SNS call is `POST /`.
+
+`on_publish`, when given, hears each message moto accepted (`Publish`, `PublishBatch`): the local
+runtime explains its routing (`local.routing`). It is the proxy's only addition to a call.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import ClassVar
 from xml.sax.saxutils import escape
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+from local.routing import Publish, parse_form, publishes
 
 SNS_XML_NAMESPACE = "http://sns.amazonaws.com/doc/2010-03-31/"
 UPSTREAM_TIMEOUT_SECONDS = 30.0
@@ -41,9 +45,16 @@ class SnsFaultProxy(FakeService):
 
     name: ClassVar[str] = "sns"
 
-    def __init__(self, upstream: Callable[[], str], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        upstream: Callable[[], str],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_publish: Callable[[list[Publish]], None] | None = None,
+    ) -> None:
         super().__init__(host, port)
         self.upstream = upstream
+        self.on_publish = on_publish
 
     def fault_target(self, request: FakeRequest) -> str:
         action = request.params().get("Action")
@@ -74,6 +85,10 @@ class SnsFaultProxy(FakeService):
             response = connection.getresponse()
             body = response.read()
             content_type = response.getheader("Content-Type") or "text/xml"
+            if self.on_publish is not None and 200 <= response.status < 300:
+                accepted = publishes(parse_form(request.body))
+                if accepted:
+                    self.on_publish(accepted)
             return FakeResponse(response.status, body, {"Content-Type": content_type})
         except OSError:
             # moto unreachable: what SNS says when it cannot serve a request.

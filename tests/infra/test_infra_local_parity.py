@@ -49,6 +49,9 @@ EVERY_FUNCTION = {
 WHERE_THE_STACK_TRACES = {"POWERTOOLS_TRACE_DISABLED"}
 ALSO = {
     "webhook": {"AWS_ENDPOINT_URL_SNS"},
+    # The CRM sources' consumers publish order events: through the SNS proxy, as the webhook.
+    "bitrix24": {"AWS_ENDPOINT_URL_SNS"},
+    "amocrm": {"AWS_ENDPOINT_URL_SNS"},
     "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
     "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
 }

@@ -136,6 +136,12 @@ def test_the_deployment_needs_the_stand_in_of_its_gateway() -> None:
     ("function", "environment", "extra"),
     [
         ("webhook", {"EVENTS_TOPIC_ARN": "arn"}, {"AWS_ENDPOINT_URL_SNS": FAKES["sns"]}),
+        # A consumer that publishes (a CRM source's) goes through the SNS proxy too: its events are explained.
+        (
+            "bitrix24",
+            {"CONSUMER_NAME": "bitrix24", "EVENTS_TOPIC_ARN": "arn"},
+            {"AWS_ENDPOINT_URL_SNS": FAKES["sns"]},
+        ),
         ("sms", {"SMS_GATEWAY": "http"}, {"SMS_LOOKUP_SETTLE_SECONDS": "10"}),
         ("reconciler", {"SMS_GATEWAY": "http"}, {"SMS_LOOKUP_SETTLE_SECONDS": "10"}),
         (

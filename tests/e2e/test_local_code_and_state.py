@@ -1,0 +1,240 @@
+"""`make local` for a person changing code: routing explained, a failing consumer shown as failing,
+a fix picked up without a restart, state kept across restarts.
+
+Each scenario starts its own small runtime (webhook + one or two consumers) on a temporary copy of
+`functions/` (never the repository's files), so the session pipeline of `test_pipeline.py` is not
+needed here: the autouse `isolated_scenario` of the conftest is replaced by a no-op.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local.runtime import FUNCTIONS_DIR, Ports, Runtime
+from local.settings import LocalSettings
+from pipeline.registry import by_name
+from tests.e2e.support import Pipeline, message, private_chat, user, wait_for
+
+pytestmark = pytest.mark.e2e
+
+BROKEN_STORE = '''"""The store consumer, broken on purpose: every record raises."""
+from pipeline.worker import ConsumerWorker
+
+
+def save_update(envelope):
+    raise RuntimeError("broken on purpose")
+
+
+worker = ConsumerWorker(save_update)
+
+
+def lambda_handler(event, context):
+    return worker.handle(event, context)
+'''
+
+
+@pytest.fixture(autouse=True)
+def isolated_scenario() -> Iterator[None]:
+    """Replaces the conftest's: these scenarios do not use the session pipeline."""
+    yield
+
+
+@pytest.fixture
+def functions_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "functions"
+    shutil.copytree(FUNCTIONS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def runtime_log(runtime: Runtime) -> str:
+    return runtime.runtime_log.read_text(encoding="utf-8")
+
+
+def line_with(runtime: Runtime, *parts: str) -> str | None:
+    return next((line for line in runtime_log(runtime).splitlines() if all(p in line for p in parts)), None)
+
+
+def test_a_consumer_failing_on_every_record_shows_failing_and_a_fixed_file_is_reloaded(
+    functions_copy: Path, tmp_path: Path
+) -> None:
+    store_app = functions_copy / "store" / "app.py"
+    store_app.write_text(BROKEN_STORE)
+    seen: list[str] = []
+    runtime = Runtime(
+        ports=Ports(),
+        settings=LocalSettings.from_cdk_json(),
+        state_dir=tmp_path / "state",
+        consumers=(by_name("store"), by_name("crm")),
+        reload=True,
+        functions_dir=functions_copy,
+    )
+    runtime.on_announcement(seen.append)
+    with runtime:
+        pipeline = Pipeline(runtime)
+        ann = user(7001, "Ann")
+        first = {"update_id": 7001, "message": message(1, private_chat(ann), ann, "/start")}
+        edited = {
+            "update_id": 7002,
+            "edited_message": {**message(1, private_chat(ann), ann, "hi"), "edit_date": 1},
+        }
+        assert pipeline.send_update(first) == 200
+        assert pipeline.send_update(edited) == 200
+
+        # One routing line per accepted event, from the registry's filter policies.
+        routed = wait_for(
+            lambda: line_with(runtime, f"event {pipeline.event_id(first)} "), 10, "the routing line of /start"
+        )
+        assert "(telegram message) -> store, crm" in routed and "; not" not in routed
+        routed_edit = wait_for(
+            lambda: line_with(runtime, f"event {pipeline.event_id(edited)} "),
+            10,
+            "the routing line of the edit",
+        )
+        assert "(telegram edited_message) -> store; not crm: type 'edited_message' is not in [message, " in (
+            routed_edit
+        )
+        # Also told to whoever watches (the console), the same line without the log's timestamp.
+        assert any(routed.endswith(f" {line}") for line in seen)
+        assert any(routed_edit.endswith(f" {line}") for line in seen)
+
+        # The consumer that raises on every record is failing, not "ready".
+        def failing_line() -> str | None:
+            runtime.refresh_queue_depths()
+            line = next(line for line in runtime.status_lines() if line.startswith("store "))
+            return line if "failing" in line and "last RuntimeError" in line else None
+
+        line = wait_for(failing_line, 30, "store shown as failing")
+        assert runtime.status()["store"]["failing"] is True
+        assert "processed 0 " in line
+        assert re.search(r"retried [1-9]", line) and re.search(r"failed [1-9]", line), line
+        crm = next(line for line in runtime.status_lines() if line.startswith("crm "))
+        assert "failing" not in crm
+
+        # The fix, saved: the runtime restarts store (only store), and store processes again.
+        started = time.time()
+        shutil.copy(FUNCTIONS_DIR / "store" / "app.py", store_app)
+        reloaded = wait_for(lambda: line_with(runtime, "reloaded store"), 20, "the reload line")
+        assert "reloaded store (functions/store/app.py changed)" in reloaded
+        assert line_with(runtime, "reloaded crm") is None and line_with(runtime, "reloaded webhook") is None
+        later = {"update_id": 7003, "message": message(2, private_chat(ann), ann, "hello")}
+        assert pipeline.send_update(later) == 200
+
+        def healthy() -> dict[str, Any] | None:
+            status = runtime.status()["store"]
+            return status if status["processed"] >= 1 and not status["failing"] else None
+
+        assert wait_for(healthy, 30, "store processing again after the fix")
+        assert time.time() - started < 60
+
+
+def test_with_persist_dlq_messages_and_journal_items_survive_a_restart(tmp_path: Path) -> None:
+    settings = LocalSettings.from_cdk_json()
+    state_dir = tmp_path / "state"
+
+    def runtime() -> Runtime:
+        return Runtime(
+            ports=Ports(), settings=settings, state_dir=state_dir, consumers=(by_name("store"),), persist=True
+        )
+
+    with runtime() as first:
+        assert first.resources is not None
+        sqs, dynamodb = first.client("sqs"), first.client("dynamodb")
+        dlq = first.resources.queues["store"].dlq_url
+        journal = first.resources.tables["journal"]
+        sqs.send_message(
+            QueueUrl=dlq,
+            MessageBody='{"event_id": "telegram:default:1"}',
+            MessageAttributes={"dead_letter_reason": {"DataType": "String", "StringValue": "broken"}},
+        )
+        sqs.send_message(QueueUrl=dlq, MessageBody='{"event_id": "telegram:default:2"}')
+        # One of them in flight at the stop (being looked at): it comes back visible.
+        assert sqs.receive_message(QueueUrl=dlq, VisibilityTimeout=600)["Messages"]
+        keys = [k["AttributeName"] for k in dynamodb.describe_table(TableName=journal)["Table"]["KeySchema"]]
+        item = {key: {"S": f"persisted-{key}"} for key in keys}
+        dynamodb.put_item(TableName=journal, Item={**item, "n": {"N": "3"}, "blob": {"B": b"\x00\x01"}})
+
+    assert (state_dir / "persisted" / "queues.json").is_file()
+    assert (state_dir / "persisted" / "tables.json").is_file()
+
+    with runtime() as second:
+        assert second.resources is not None
+        sqs, dynamodb = second.client("sqs"), second.client("dynamodb")
+        dlq = second.resources.queues["store"].dlq_url
+        messages = sqs.receive_message(
+            QueueUrl=dlq, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=1
+        )["Messages"]
+        bodies = sorted(m["Body"] for m in messages)
+        assert bodies == ['{"event_id": "telegram:default:1"}', '{"event_id": "telegram:default:2"}']
+        reasons = [
+            m.get("MessageAttributes", {}).get("dead_letter_reason", {}).get("StringValue") for m in messages
+        ]
+        assert "broken" in reasons
+        items = dynamodb.scan(TableName=second.resources.tables["journal"])["Items"]
+        assert {**item, "n": {"N": "3"}, "blob": {"B": b"\x00\x01"}} in items
+        assert "persist: restored from" in runtime_log(second)
+
+
+def test_an_order_event_a_crm_source_consumer_publishes_is_explained_too(tmp_path: Path) -> None:
+    """bitrix24 publishes its order events itself, through the SNS proxy as the webhook does."""
+    runtime = Runtime(
+        ports=Ports(),
+        settings=LocalSettings.from_cdk_json(),
+        state_dir=tmp_path / "state",
+        consumers=(by_name("bitrix24"), by_name("sms")),
+    )
+    with runtime:
+        portal = runtime.bitrix24
+        contact = portal.create_contact("Ann", "+375 29 123-45-67")
+        deal = portal.create_deal("Order 1", contact_id=contact)
+        assert portal.move_deal(deal.deal_id, "EXECUTING").status == 200
+
+        vendor = wait_for(
+            lambda: line_with(runtime, "(bitrix24 ONCRMDEALUPDATE) -> bitrix24; not sms: source 'bitrix24'"),
+            30,
+            "the routing line of the portal's webhook",
+        )
+        order = wait_for(
+            lambda: line_with(runtime, "(crm order.status_changed) -> sms; not bitrix24: source 'crm'"),
+            30,
+            "the routing line of the order event the bitrix24 consumer published",
+        )
+        assert " event bitrix24:" in vendor and " event crm:bitrix24:" in order
+        assert "+375" not in runtime_log(runtime)  # ids, source and type only: no body
+
+
+def test_a_consumer_whose_process_dies_on_every_record_shows_failing_with_its_crashes(
+    functions_copy: Path, tmp_path: Path
+) -> None:
+    (functions_copy / "store" / "app.py").write_text(
+        '"""The store consumer, dying on purpose."""\nimport os\n\n\n'
+        "def lambda_handler(event, context):\n    os._exit(3)\n"
+    )
+    runtime = Runtime(
+        ports=Ports(),
+        settings=LocalSettings.from_cdk_json(),
+        state_dir=tmp_path / "state",
+        consumers=(by_name("store"),),
+        functions_dir=functions_copy,
+    )
+    with runtime:
+        pipeline = Pipeline(runtime)
+        ann = user(7101, "Ann")
+        assert (
+            pipeline.send_update({"update_id": 7101, "message": message(1, private_chat(ann), ann, "hi")})
+            == 200
+        )
+
+        def crashed_line() -> str | None:
+            line = next(line for line in runtime.status_lines() if line.startswith("store "))
+            return line if "crashes 1" in line else None
+
+        line = wait_for(crashed_line, 30, "store's crash counted")
+        assert "failing" in line and "last process exited with code 3" in line
+        assert runtime.status()["store"]["failing"] is True
