@@ -3,7 +3,11 @@
 Modules holding Powertools loggers bind the service name of the environment they are imported
 in; the unit tests import them inside fixtures, once their environment is set. So infra tests
 import them only inside a test, under the deployed environment, and afterwards drop every module
-that import added, leaving `sys.modules` as it was.
+of the project's own code that import added.
+
+Third-party modules it pulled in (boto3.dynamodb.conditions, ...) stay: they bind no environment,
+and dropping them would leave two copies of their classes in the session (a condition built by
+the new copy is not one the old copy's boto3 resource recognises).
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ import importlib
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
+
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -22,4 +29,13 @@ def imported(*names: str) -> Iterator[list[ModuleType]]:
         yield [importlib.import_module(name) for name in names]
     finally:
         for name in set(sys.modules) - before:
-            del sys.modules[name]
+            if _is_project_code(sys.modules[name]):
+                del sys.modules[name]
+
+
+def _is_project_code(module: ModuleType) -> bool:
+    file = getattr(module, "__file__", None)
+    if not file:
+        return True  # a namespace package of ours (functions' packages have no __init__)
+    path = Path(file).resolve()
+    return path.is_relative_to(PROJECT) and ".venv" not in path.relative_to(PROJECT).parts
