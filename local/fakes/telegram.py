@@ -204,6 +204,11 @@ class TelegramFake(FakeService):
         if edited:
             message["edit_date"] = int(time.time())
         message.update({name: params[name] for name in _ECHOED_FIELDS if params.get(name) is not None})
+        markup = message.get("reply_markup")
+        if not (isinstance(markup, dict) and "inline_keyboard" in markup):
+            # A Message carries only an inline keyboard: reply keyboards and their removal are
+            # the client's, not part of the message Telegram returns.
+            message.pop("reply_markup", None)
         return message
 
     def _set_webhook(self, params: dict[str, Any]) -> FakeResponse:
