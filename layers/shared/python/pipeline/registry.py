@@ -155,7 +155,9 @@ CONSUMERS: tuple[Consumer, ...] = (
         # Every kind: the user's handlers decide what they answer (PTB ignores the rest).
         filter_policy={"source": ["telegram"]},
         ordered=True,
-        timeout_seconds=20,
+        # A conversation step is a few Bot API calls (8 s timeout each); a crashed step comes
+        # back after the visibility timeout (6x this), so keep it short.
+        timeout_seconds=15,
         memory_mb=512,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         # crm_api: the example bot creates its lead through the CRM sink (functions/crm).

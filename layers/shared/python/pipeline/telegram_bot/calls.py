@@ -34,16 +34,15 @@ from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
+from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
 
 if TYPE_CHECKING:
     from telegram._utils.types import ODVInput
 
 DEFAULT_NONE = BaseRequest.DEFAULT_NONE
 
-# Set only by the local runtime (local.overlay): a Bot API answer carrying CRASH_HEADER from the
+# With CRASH_HOOKS_ENV (local runtime only), a Bot API answer carrying CRASH_HEADER from the
 # Telegram stand-in ends the process right after the answer is journaled, as a crash would.
-CRASH_HOOKS_ENV = "LOCAL_CRASH_HOOKS"
-CRASH_HEADER = "x-local-crash-after-journal"
 CRASH_EXIT_CODE = 70
 # DynamoDB's item limit is 400 KB; a larger answer (rare: a huge message list) is not journaled.
 MAX_JOURNALED_BYTES = 300_000

@@ -13,6 +13,11 @@ from pathlib import Path
 
 # The environment variable the bot function reads it from (the registry's requires_setting, upper).
 APPLICATION_ENV = "BOT_APPLICATION"
+# Set only by the local runtime (local.overlay): the bot may then be asked by the Telegram
+# stand-in to die right after a journaled answer (pipeline.telegram_bot.calls).
+CRASH_HOOKS_ENV = "LOCAL_CRASH_HOOKS"
+# The header of the stand-in's answer that asks for that crash.
+CRASH_HEADER = "x-local-crash-after-journal"
 _REFERENCE = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):(?P<attribute>[A-Za-z_]\w*)$")
 
 

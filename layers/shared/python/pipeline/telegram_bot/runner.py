@@ -43,9 +43,9 @@ from telegram.request import HTTPXRequest
 from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, PermanentError, RemoteRefused, TransientError
-from pipeline.telegram_bot.calls import CRASH_HOOKS_ENV, CallJournal, JournaledRequest, crash_hook, journaled
+from pipeline.telegram_bot.calls import CallJournal, JournaledRequest, crash_hook, journaled
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
-from pipeline.telegram_bot.reference import APPLICATION_ENV, ApplicationReference
+from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
 
 logger = Logger(child=True)
 metrics = Metrics()
