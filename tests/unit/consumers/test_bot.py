@@ -316,3 +316,29 @@ def test_a_failing_handler_fails_only_its_record_and_the_users_error_handler_sti
     assert len(delivery.failed) == 2
     assert [str(e) for e in seen] == ["handler bug", "handler bug"]
     assert bot.app.worker.last_outcome.reason == "RuntimeError: handler bug"
+
+
+def test_the_ptb_internals_the_conversation_reload_uses_are_those_of_the_pinned_version(
+    bot: DeployedConsumer,
+) -> None:
+    """`DynamoDBPersistence.reload_conversations` reads and writes ConversationHandler's private
+    `_get_key`, `_conversations` (a TrackingDict) and `_child_conversations`, as in 22.8."""
+    import telegram as ptb
+    from telegram import Update
+
+    from pipeline.telegram_bot.persistence import persistent_conversations
+
+    assert ptb.__version__ == "22.8"
+    bot.deliver(telegram_envelope(start()))
+    application = bot.app.runner.engine._application
+    [handler] = persistent_conversations(h for group in application.handlers.values() for h in group)
+    assert handler._child_conversations == set()
+    conversations = handler._conversations
+    assert type(conversations).__name__ == "TrackingDict"
+    update = Update.de_json(contact(), application.bot)
+    assert handler._get_key(update) == (ANNA, ANNA)
+    assert conversations[(ANNA, ANNA)] == 0
+    conversations.update_no_track({(ANNA, ANNA): 1})
+    assert conversations.pop_accessed_write_items() == []  # not marked for writing
+    conversations.data.pop((ANNA, ANNA))
+    assert (ANNA, ANNA) not in conversations
