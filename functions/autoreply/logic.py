@@ -35,7 +35,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from pipeline.bot_api import BotApi, BotBlockedError, record_blocked
+from pipeline.bot_api import EXPIRED_QUERY, BotApi, BotBlockedError, record_blocked
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
@@ -44,9 +44,6 @@ from pipeline.telegram import BOT_USERNAME_ENV, TelegramUpdate, bot_command, cha
 
 logger = Logger(child=True)
 metrics = Metrics()
-
-# Telegram's description when a callback query was not answered in time.
-EXPIRED_QUERY = "query is too old"
 
 
 def replies() -> dict[str, str]:

@@ -342,3 +342,59 @@ def test_the_ptb_internals_the_conversation_reload_uses_are_those_of_the_pinned_
     assert conversations.pop_accessed_write_items() == []  # not marked for writing
     conversations.data.pop((ANNA, ANNA))
     assert (ANNA, ANNA) not in conversations
+
+
+def test_an_expired_callback_query_lets_the_step_go_on_as_autoreply_does(
+    bot: DeployedConsumer, telegram: TelegramFake, http_fake: FakeHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step retried after Telegram's answer window cannot stop the spinner any more; the
+    conversation must not lose the step for it (nor dead-letter it)."""
+    from telegram.request import HTTPXRequest
+
+    first, second, third = conversation(bot)
+    bot.deliver(first)
+    bot.deliver(second)
+    original = HTTPXRequest.do_request
+    expired = json.dumps(
+        {
+            "ok": False,
+            "error_code": 400,
+            "description": "Bad Request: query is too old and response timeout expired",
+        }
+    ).encode()
+
+    async def too_late(
+        self: HTTPXRequest, url: str, method: str, *args: Any, **kwargs: Any
+    ) -> tuple[int, bytes]:
+        if url.endswith("/answerCallbackQuery"):
+            return 400, expired
+        return await original(self, url, method, *args, **kwargs)
+
+    monkeypatch.setattr(HTTPXRequest, "do_request", too_late)
+    assert bot.deliver(third).failed == []
+    assert bot.dead_letter_reasons() == []
+    assert sent(telegram, "editMessageText")[0]["body"]["text"] == "Thanks, we will call you soon."
+    assert len(leads(http_fake)) == 1
+    assert stored_state() is None
+
+
+async def _stage(
+    persistence: DynamoDBPersistence, bot_data: dict[str, Any], user_data: dict[str, Any]
+) -> None:
+    await persistence.update_bot_data(bot_data)
+    await persistence.update_user_data(7, user_data)
+
+
+def test_state_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
+    """PTB hands over bot_data after every update; one that ran no handler did not read it, and
+    the in-memory copy may be an earlier update's: writing it would clobber newer state."""
+    import asyncio
+
+    table = StateTable(BOT_STATE_TABLE)
+    persistence = DynamoDBPersistence(table)
+    asyncio.run(_stage(persistence, {"stale": True}, {"stale": True}))
+    assert persistence.staged == {}
+    persistence._read("bot")
+    persistence._read("user#7")
+    asyncio.run(_stage(persistence, {"fresh": True}, {}))
+    assert persistence.staged == {"bot": '{"fresh":true}'}  # the user's data was and stays empty

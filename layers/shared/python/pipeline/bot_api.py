@@ -16,6 +16,8 @@ from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient
 
 DEFAULT_API_BASE = "https://api.telegram.org"
+# Telegram's description when a callback query was not answered in time.
+EXPIRED_QUERY = "query is too old"
 TIMEOUT_SECONDS = 8.0
 # "<bot id>:<35 characters>", as BotFather issues them.
 _TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,}")

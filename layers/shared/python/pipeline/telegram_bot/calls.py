@@ -30,9 +30,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aws_lambda_powertools import Logger
 from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws
+from pipeline.bot_api import EXPIRED_QUERY
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
 
@@ -40,12 +42,15 @@ if TYPE_CHECKING:
     from telegram._utils.types import ODVInput
 
 DEFAULT_NONE = BaseRequest.DEFAULT_NONE
+logger = Logger(child=True)
 
 # With CRASH_HOOKS_ENV (local runtime only), a Bot API answer carrying CRASH_HEADER from the
 # Telegram stand-in ends the process right after the answer is journaled, as a crash would.
 CRASH_EXIT_CODE = 70
 # DynamoDB's item limit is 400 KB; a larger answer (rare: a huge message list) is not journaled.
 MAX_JOURNALED_BYTES = 300_000
+# What a callback query answered too late (pipeline.bot_api.EXPIRED_QUERY) is taken for.
+ANSWERED = b'{"ok":true,"result":true}'
 
 
 @dataclass
@@ -169,6 +174,11 @@ class JournaledRequest(BaseRequest):
             step.replayed += 1
             return int(stored["status"]["N"]), bytes(stored["payload"]["B"])
         status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
+        if api_method == "answerCallbackQuery" and status == 400 and EXPIRED_QUERY.encode() in payload:
+            # Too late to stop the button's spinner (a retried update): nothing is left to do,
+            # and the handler goes on, as the autoreply consumer does.
+            logger.warning("callback query expired before it was answered")
+            status, payload = 200, ANSWERED
         if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
             self.journal.put(step.event_id, index, api_method, digest, status, payload)
         if step.crash_requested and os.environ.get(CRASH_HOOKS_ENV) == "1":

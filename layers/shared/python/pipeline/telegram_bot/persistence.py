@@ -7,9 +7,10 @@ bot, each for a while, and any of them may get a chat's next update):
   `initialize()` (no table scan at a cold start), and the data of the update's chat, user and bot
   is read in `refresh_*_data`, which PTB calls before a handler runs; the conversation states of
   the update's keys are read by `reload_conversations` before the update is processed;
-- `update_*` only stages what changed (compared with what was read); `commit(event_id)` writes
-  it all in one conditional transaction after the update, so a warm instance never writes over
-  a state another instance has moved on, and a lost race retries the update on fresh state.
+- `update_*` only stages what changed in this update (compared with what it read; an item it
+  did not read is not written); `commit(event_id)` writes it all in one conditional transaction
+  after the update, so a warm instance never writes over a state another instance has moved
+  on, and a lost race retries the update on fresh state.
 
 Values must be JSON-serializable (dicts with string keys, lists, numbers, strings, booleans); a
 conversation's key is the handler's own tuple. Arbitrary callback data is not stored.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from aws_lambda_powertools import Logger
 from telegram.ext import BasePersistence, PersistenceInput
 
 from pipeline.telegram_bot.state import StateTable, Stored, conversation_key, dumps
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from telegram import Update
     from telegram.ext import ConversationHandler
     from telegram.ext._utils.types import CDCData, ConversationDict, ConversationKey
+
+logger = Logger(child=True)
 
 BOT_DATA = "bot"
 # PTB calls update_persistence on this interval only from `Application.start()`, which the bot
@@ -122,8 +126,18 @@ class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[A
 
     # -- staging --------------------------------------------------------------------------------
     def _stage(self, pk: str, value: Any) -> None:
+        """Stage a change of an item this update read. PTB hands over `bot_data` after every
+        update, read or not, and the data of any chat or user marked for an update: an item this
+        update did not read is in memory as some earlier update left it, so it is not written."""
+        known = self._known.get(pk)
+        if known is None:
+            if pk != BOT_DATA and value not in (None, {}):
+                logger.warning(
+                    "bot state changed without being read in this update: not saved", extra={"pk": pk}
+                )
+            return
         data = None if value is None or value == {} else dumps(value, pk)
-        if self._known.get(pk, (None, 0))[0] != data:
+        if known[0] != data:
             self._staged[pk] = data
 
     async def update_conversation(self, name: str, key: ConversationKey, new_state: object | None) -> None:
