@@ -18,6 +18,7 @@ from local.fakes.telegram import API_METHODS, strict_refusal
 from local.policy_check import StackSynthesis, check_directory
 from pipeline.telegram_bot.state import conversation_key
 from tests.e2e.support import (
+    SENT_PHONES,
     Ids,
     Pipeline,
     callback_query,
@@ -29,7 +30,6 @@ from tests.e2e.support import (
     user,
     wait_for,
 )
-from tests.e2e.test_pipeline import SENT_PHONES  # the log scan looks for these in every log
 
 BOT_SCENARIO = 41
 CRASH_SCENARIO = 42
