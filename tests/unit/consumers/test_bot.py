@@ -398,3 +398,27 @@ def test_state_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
     persistence._read("user#7")
     asyncio.run(_stage(persistence, {"fresh": True}, {}))
     assert persistence.staged == {"bot": '{"fresh":true}'}  # the user's data was and stays empty
+
+
+def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
+    from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TimedOut
+
+    from pipeline.errors import PermanentError, RemoteRefused, TransientError
+    from pipeline.telegram_bot.engine import classify
+    from pipeline.telegram_bot.state import StateConflict
+
+    flood = classify(RetryAfter(12))
+    assert isinstance(flood, TransientError) and flood.retry_after == 12
+    assert type(classify(TimedOut())) is TransientError
+    assert type(classify(NetworkError("connection reset"))) is TransientError
+    refused = classify(BadRequest("Message text is empty"))
+    assert type(refused) is PermanentError and "Message text is empty" in refused.reason
+    unauthorized = classify(InvalidToken())
+    assert isinstance(unauthorized, RemoteRefused) and unauthorized.kind == "unauthorized"
+    # PTB wraps what our request layer raised (the journal, the state store) in a NetworkError.
+    conflict = StateConflict("moved on")
+    wrapped = NetworkError("Unknown error in HTTP implementation")
+    wrapped.__cause__ = conflict
+    assert classify(wrapped) is conflict
+    bug = ValueError("a handler bug")
+    assert classify(bug) is bug  # unclassified: the worker retries it, then dead-letters it

@@ -21,7 +21,8 @@ Per update (`BotRunner.process`, the worker's `process`):
    captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
    429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
    400 -> dead-lettered with the reason; 403 (the user blocked the bot) -> recorded as
-   `blocked#<chat id>` in the journal and acknowledged; any other exception -> retried;
+   `blocked#<chat id>` in the journal and acknowledged; any other exception -> retried (a
+   callback query answered too late counts as answered: pipeline.telegram_bot.calls);
 5. otherwise the changed state is committed in one conditional transaction (a lost race is
    retried on fresh state).
 """
