@@ -21,7 +21,7 @@ from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.paths import CDK_JSON
 from infra.settings import settings_from_node
 from infra.stack import PipelineStack
-from pipeline.registry import CONSUMERS
+from pipeline.registry import CONSUMERS, Consumer
 
 
 def project_context() -> dict[str, Any]:
@@ -61,11 +61,16 @@ def synth_summary(stack: PipelineStack) -> list[str]:
     stderr; the stack itself prints nothing, so in-process synths in tests stay quiet)."""
     settings = stack.settings
     on = [consumer.name for consumer in stack.consumers]
-    off = [
-        f"{consumer.name} (no {consumer.requires_setting})" if consumer.requires_setting else consumer.name
-        for consumer in CONSUMERS
-        if consumer.name not in on
-    ]
+    registry = settings.registry_settings()
+
+    def why_off(consumer: Consumer) -> str:
+        if consumer.unless_setting and registry.get(consumer.unless_setting):
+            return f"{consumer.name} ({consumer.unless_setting} is set)"
+        if consumer.requires_setting:
+            return f"{consumer.name} (no {consumer.requires_setting})"
+        return consumer.name
+
+    off = [why_off(consumer) for consumer in CONSUMERS if consumer.name not in on]
     lines = [
         f"stack {stack.stack_name}",
         f"  consumers on: {', '.join(on) or 'none'}; off: {', '.join(off) or 'none'}",

@@ -26,11 +26,13 @@ from pydantic import (
     model_validator,
 )
 
+from infra.paths import FUNCTIONS_DIR
 from pipeline import phones
 from pipeline.crm import DEFAULT_CRM_AUTH, CrmAuth
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 from pipeline.status_map import parse_status_map
+from pipeline.telegram_bot.reference import ApplicationReference
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -61,6 +63,7 @@ OPTIONAL_TEXT_SETTINGS = (
     "sms_http_base_url",
     "alarm_email",
     "telegram_bot_username",
+    "bot_application",
 )
 # The field holding context keys of registry consumers this model does not declare.
 CONSUMER_SETTINGS = "consumer_settings"
@@ -102,6 +105,10 @@ class PipelineSettings(BaseModel):
     removal_policy: Literal["retain", "destroy"] = "retain"
     # Enables the `ai` consumer; a Bedrock model id such as "anthropic.claude-3-haiku-20240307-v1:0".
     bedrock_model_id: str | None = None
+    # Enables the `bot` consumer (and turns the canned `autoreply` off): the user's
+    # python-telegram-bot Application, "package.module:callable" under functions/, the callable
+    # taking the pre-configured ApplicationBuilder and returning the built Application.
+    bot_application: str | None = None
     # -- SMS (the `sms` consumer, its reconciler and delivery events; see infra.constructs.sms) --
     # "end_user_messaging" (AWS End User Messaging SMS, pipeline.sms.settings' default) or "http"
     # (a generic HTTP gateway at sms_http_base_url, token in the sms_gateway secret).
@@ -148,6 +155,17 @@ class PipelineSettings(BaseModel):
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
         return parse_status_map(value, str(info.field_name)).to_json()
+
+    @field_validator("bot_application")
+    @classmethod
+    def _importable_application(cls, value: str | None) -> str | None:
+        """The function would fail every update on a reference it cannot import: refuse it here."""
+        if value is None:
+            return None
+        reference = ApplicationReference.parse(value)
+        if reference.module_file(FUNCTIONS_DIR) is None:
+            raise ValueError(f"bot_application: no module {reference.module!r} under functions/")
+        return str(reference)
 
     @field_validator("phone_default_region", mode="before")
     @classmethod

@@ -47,4 +47,7 @@ TABLE_KEYS: dict[str, TableKeys] = {
     ),
     # pk = "chat#<chat_id>", sk = "update#<update_id zero-padded to 12 digits>".
     "conversations": TableKeys(partition="pk", sort="sk"),
+    # The bot consumer's python-telegram-bot state (pipeline.telegram_bot.state): one item per
+    # "<kind>#<key>" (a conversation of a handler, a chat's or a user's data, the bot's data).
+    "bot_state": TableKeys(partition="pk"),
 }

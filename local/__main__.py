@@ -54,6 +54,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-ai", action="store_true", help="leave the ai consumer off (no Bedrock fake use)"
     )
     parser.add_argument(
+        "--no-bot",
+        action="store_true",
+        help="leave the bot consumer (the example python-telegram-bot bot) off; the autoreply answers",
+    )
+    parser.add_argument(
         "--no-crm-sources",
         action="store_true",
         help="leave Bitrix24 and amoCRM unconnected (no stand-in webhooks, no bitrix24/amocrm consumers)",
@@ -228,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = LocalSettings.from_cdk_json()
     if args.no_ai:
         settings = dataclasses.replace(settings, ai_consumer=False)
+    if args.no_bot:
+        settings = dataclasses.replace(settings, bot_consumer=False)
     if args.sms_gateway:
         settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
     if args.no_crm_sources:

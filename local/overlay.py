@@ -9,6 +9,9 @@ from the deployment settings cdk.json gives (`infra.config`). On top of that, lo
      (`python -m local --sms-gateway http`); the HTTP gateway is the SMS fake;
    - the `ai` consumer runs with LOCAL_BEDROCK_MODEL_ID when no `bedrock_model_id` is configured
      (the Bedrock fake answers any model), or not at all with `python -m local --no-ai`;
+   - the `bot` consumer runs the example bot (LOCAL_BOT_APPLICATION) when no `bot_application`
+     is configured, and with it the canned `autoreply` stands down as in a deployment with a bot;
+     `python -m local --no-bot` leaves the bot off (and the autoreply on);
    - no Telegram IP allow-list: local callers are on loopback, never in Telegram's ranges;
    - Bitrix24 and amoCRM are connected to their stand-ins, with LOCAL_BITRIX24_STAGES and
      LOCAL_AMOCRM_STATUSES (the stand-ins' demo pipelines) where the deployment maps none, or
@@ -18,7 +21,9 @@ from the deployment settings cdk.json gives (`infra.config`). On top of that, lo
    fault proxy, which also explains each event's routing; for the functions that send SMS through End User
    Messaging, `AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2`: its stand-in), no X-Ray (there is no
    daemon: POWERTOOLS_TRACE_DISABLED, unless the stack already sets it, its `tracing` setting
-   being off), and a short SMS lookup settle time.
+   being off), a short SMS lookup settle time, and for the bot LOCAL_CRASH_HOOKS: the Telegram
+   stand-in may then ask it to die right after a journaled Bot API answer (`POST
+   /_crash_after`, local.fakes.telegram), which is how the e2e tests crash it mid-conversation.
 
 `tests/infra/test_infra_local_parity.py` checks that nothing else differs.
 """
@@ -32,11 +37,15 @@ from infra.config import PipelineSettings
 from infra.environment import RECONCILER, SMS_CONSUMER, WEBHOOK
 from pipeline.observability import TRACE_DISABLED_ENV
 from pipeline.order_events import TOPIC_ENV as EVENTS_TOPIC_ENV  # who has it publishes there
+from pipeline.telegram_bot.reference import CRASH_HOOKS_ENV
 
 if TYPE_CHECKING:
     from local.settings import LocalSettings
 
 LOCAL_BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
+# The example bot of functions/bot/examples (a conversation that ends in a CRM lead).
+LOCAL_BOT_APPLICATION = "bot.examples.lead_bot:build"
+BOT_CONSUMER = "bot"
 # The demo pipelines of the CRM stand-ins, in the statuses of pipeline/sms/rules.json: Bitrix24's
 # default deal category (its system stages), and an amoCRM pipeline with the system statuses
 # 142 (won) and 143 (lost).
@@ -86,6 +95,9 @@ def local_deployment(settings: LocalSettings, fakes: Mapping[str, str]) -> Pipel
     changes: dict[str, object] = {
         "sms_gateway": gateway,
         "bedrock_model_id": model_id,
+        "bot_application": (deployment.bot_application or LOCAL_BOT_APPLICATION)
+        if settings.bot_consumer
+        else None,
         "telegram_ip_allowlist": False,
         "bitrix24_stages": (deployment.bitrix24_stages or LOCAL_BITRIX24_STAGES)
         if settings.crm_sources
@@ -117,6 +129,8 @@ def local_overlay(
         # through the fault proxy, which also explains each event's routing; the other workers
         # and operators see moto unchanged.
         overlay["AWS_ENDPOINT_URL_SNS"] = fakes["sns"]
+    if function == BOT_CONSUMER:
+        overlay[CRASH_HOOKS_ENV] = "1"
     if function in SMS_SENDERS and "SMS_GATEWAY" in environment:
         overlay["SMS_LOOKUP_SETTLE_SECONDS"] = LOCAL_SMS_LOOKUP_SETTLE_SECONDS
         if environment["SMS_GATEWAY"] == "end_user_messaging":

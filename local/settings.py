@@ -31,6 +31,9 @@ class LocalSettings:
     # Run the `ai` consumer on the Bedrock fake, with a placeholder model unless one is configured
     # (`local.overlay`); False leaves it off (`python -m local --no-ai`).
     ai_consumer: bool = True
+    # Run the `bot` consumer with the example bot unless one is configured (`local.overlay`),
+    # which turns the canned `autoreply` off; False leaves the bot off (`python -m local --no-bot`).
+    bot_consumer: bool = True
     # The SMS gateway locally: None runs the deployment's (End User Messaging by default, on its
     # stand-in, as the stack does); "http" the generic HTTP gateway on the SMS fake
     # (`python -m local --sms-gateway http`).

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from pipeline import aws
-from pipeline.bot_api import BotApi, BotBlockedError
+from pipeline.bot_api import EXPIRED_QUERY, BotApi, BotBlockedError, record_blocked
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
@@ -46,9 +44,6 @@ from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id, 
 
 logger = Logger(child=True)
 metrics = Metrics()
-
-# Telegram's description when a callback query was not answered in time.
-EXPIRED_QUERY = "query is too old"
 
 
 def replies() -> dict[str, str]:
@@ -69,18 +64,6 @@ def reply_text(update: TelegramUpdate) -> str | None:
     return table.get(DEFAULT_KEY)
 
 
-def _record_blocked(chat_id: int, description: str, event_id: str) -> None:
-    aws.resource("dynamodb").Table(os.environ["JOURNAL_TABLE"]).put_item(
-        Item={
-            "id": f"blocked#{chat_id}",
-            "chat_id": chat_id,
-            "description": description,
-            "event_id": event_id,
-            "blocked_at": datetime.now(UTC).isoformat(),
-        }
-    )
-
-
 def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     from pipeline.secrets import secret_string  # at first use: it imports Powertools Parameters, and boto3
 
@@ -88,7 +71,7 @@ def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, An
     try:
         api.call(method, params)
     except BotBlockedError as error:
-        _record_blocked(chat_id, error.description, envelope.event_id)
+        record_blocked(chat_id, error.description, envelope.event_id)
         metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
         logger.warning(
             "bot blocked in chat: recorded, not retried",

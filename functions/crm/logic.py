@@ -99,6 +99,12 @@ def push_lead(envelope: Envelope) -> dict[str, Any]:
     if lead is None:
         logger.info("no lead: message has no human sender")
         return {"lead": "skipped", "reason": "no human sender"}
+    return create_lead(lead)
+
+
+def create_lead(lead: Lead) -> dict[str, Any]:
+    """One lead per contact (the `contact#<user id>` claim), pushed to the configured sink; also
+    the bot consumer's way to create a lead (its example bot)."""
     contacts = ContactBook(os.environ["JOURNAL_TABLE"])
     if not contacts.claim(lead):
         logger.info("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})

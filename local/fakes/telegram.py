@@ -9,6 +9,11 @@ wording where it has one). `send*`/`forward*`/`edit*` methods return a `Message`
 getters a minimal valid object; `setWebhook`/`deleteWebhook` change what `getWebhookInfo` shows.
 A wrong token gets 401 like the real API. The token is masked in `/_calls`.
 
+`POST /_crash_after {"method": "sendMessage", "nth": 1}` marks the nth next successful answer to
+that method with a header asking the bot consumer (with the local runtime's LOCAL_CRASH_HOOKS) to
+die right after it has journaled the answer: a worker crash between a handler's Bot API call and
+its state commit, on cue (`DELETE /_crash_after`, or `DELETE /_faults`, forgets pending ones).
+
 `strict=True` (tests) also checks each call against aiogram's pydantic model of its method, and
 refuses parameters the method does not have: a call aiogram would not make gets 400.
 """
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+from pipeline.telegram_bot.reference import CRASH_HEADER
 
 # Shaped like a BotFather token ("<id>:<at least 20 of A-Z a-z 0-9 _ ->"): clients check the shape.
 DEFAULT_BOT_TOKEN = "123456:LOCAL-fake-token-for-the-local-runtime"  # noqa: S105 - a fake's token
@@ -69,6 +75,51 @@ class TelegramFake(FakeService):
         self._webhook: dict[str, Any] = {}
         # Updates Telegram would be holding for the webhook; the fake makes none, tests may set it.
         self.pending_update_count = 0
+        # Lowercased method -> answers to let pass before the one marked with CRASH_HEADER.
+        self._crash_after: dict[str, int] = {}
+
+    def control(self, request: FakeRequest) -> FakeResponse:
+        route = (request.method, request.path)
+        if route == ("POST", "/_crash_after"):
+            document = request.json()
+            method = document.get("method") if isinstance(document, dict) else None
+            nth = document.get("nth", 1) if isinstance(document, dict) else None
+            if not isinstance(method, str) or method.lower() not in API_METHODS:
+                return FakeResponse(
+                    400, {"error": "give the Bot API method to crash after, e.g. sendMessage"}
+                )
+            if not isinstance(nth, int) or nth < 1:
+                return FakeResponse(400, {"error": "nth must be a positive integer"})
+            with self._state_lock:
+                self._crash_after[method.lower()] = nth
+            return FakeResponse(200, {"crash_after": self.pending_crashes()})
+        if route == ("DELETE", "/_crash_after"):
+            self.clear_crashes()
+            return FakeResponse(200, {"crash_after": {}})
+        return super().control(request)
+
+    def pending_crashes(self) -> dict[str, int]:
+        with self._state_lock:
+            return dict(self._crash_after)
+
+    def clear_crashes(self) -> None:
+        with self._state_lock:
+            self._crash_after.clear()
+
+    def clear_faults(self) -> None:
+        super().clear_faults()
+        self.clear_crashes()
+
+    def _crash_requested(self, method: str) -> bool:
+        with self._state_lock:
+            remaining = self._crash_after.get(method)
+            if remaining is None:
+                return False
+            if remaining > 1:
+                self._crash_after[method] = remaining - 1
+                return False
+            del self._crash_after[method]
+            return True
 
     @property
     def bot_user(self) -> dict[str, Any]:
@@ -142,7 +193,10 @@ class TelegramFake(FakeService):
             refusal = strict_refusal(spec["name"], params)
             if refusal is not None:
                 return self._bad_request(refusal)
-        return self._result(method, spec, params)
+        response = self._result(method, spec, params)
+        if response.status == 200 and self._crash_requested(method):
+            response.headers[CRASH_HEADER] = "1"
+        return response
 
     def _result(self, method: str, spec: dict[str, Any], params: dict[str, Any]) -> FakeResponse:
         kind = spec["result"]
@@ -204,6 +258,11 @@ class TelegramFake(FakeService):
         if edited:
             message["edit_date"] = int(time.time())
         message.update({name: params[name] for name in _ECHOED_FIELDS if params.get(name) is not None})
+        markup = message.get("reply_markup")
+        if not (isinstance(markup, dict) and "inline_keyboard" in markup):
+            # A Message carries only an inline keyboard: reply keyboards and their removal are
+            # the client's, not part of the message Telegram returns.
+            message.pop("reply_markup", None)
         return message
 
     def _set_webhook(self, params: dict[str, Any]) -> FakeResponse:

@@ -45,6 +45,9 @@ def session_settings() -> LocalSettings:
         bitrix24_webhook_code=f"b24code{secrets.token_hex(8)}",
         amocrm_token=f"amoToken{secrets.token_hex(24)}",
         reconcile_every_seconds=RECONCILE_EVERY_SECONDS,
+        # The session's scenarios count the canned autoreply's answers; the example bot runs in a
+        # pipeline of its own (`bot_pipeline`), where the autoreply stands down for it.
+        bot_consumer=False,
     )
 
 
@@ -65,6 +68,22 @@ def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathF
     settings = dataclasses.replace(pipeline.settings, sms_gateway="http")
     state_dir: Path = tmp_path_factory.mktemp("local-runtime-http-gateway")
     runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(by_name("sms"),))
+    runtime.start()
+    other = Pipeline(runtime)
+    OTHER_PIPELINES.append(other)
+    try:
+        yield other
+    finally:
+        runtime.stop()
+
+
+@pytest.fixture(scope="session")
+def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
+    """The same settings with the example bot on (`bot_application`, as `make local` runs it):
+    the webhook and the `bot` consumer only."""
+    settings = dataclasses.replace(pipeline.settings, bot_consumer=True)
+    state_dir: Path = tmp_path_factory.mktemp("local-runtime-bot")
+    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(by_name("bot"),))
     runtime.start()
     other = Pipeline(runtime)
     OTHER_PIPELINES.append(other)

@@ -32,6 +32,8 @@ POLL_SECONDS = 0.25
 T = TypeVar("T")
 # Pipelines started besides the session's (the HTTP-gateway one): the log scan reads theirs too.
 OTHER_PIPELINES: list[Pipeline] = []
+# Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
+SENT_PHONES: set[str] = set()
 
 
 # -- waiting ----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pipeline.registry import by_name, matches
 from tests.e2e.support import (
     BOT_USERNAME,
     OTHER_PIPELINES,
+    SENT_PHONES,
     Ids,
     Pipeline,
     callback_query,
@@ -60,8 +61,6 @@ AMOCRM_BATCH = 14
 RESTART = 15
 TELEGRAM_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
 METRIC = "TelegramUpdates"  # the analytics consumer's EMF metric, one per update
-# Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
-SENT_PHONES: set[str] = set()
 
 
 # -- updates and the side effects each one is owed ----------------------------------------------------

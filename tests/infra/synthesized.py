@@ -71,12 +71,14 @@ REQUIRED_SETTING_VALUES = {
     "bedrock_model_id": BEDROCK_MODEL_ID,
     "bitrix24_stages": BITRIX24_STAGES,
     "amocrm_statuses": AMOCRM_STATUSES,
+    "bot_application": "bot.examples.lead_bot:build",
 }
 
 
 def full_context() -> dict[str, Any]:
     """Context that switches on every consumer of the registry, whatever setting it requires,
-    and every optional feature (FULL_FEATURES)."""
+    and every optional feature (FULL_FEATURES); `autoreply` stands down for the `bot` then
+    (its `unless_setting`)."""
     settings = {
         c.requires_setting: REQUIRED_SETTING_VALUES.get(c.requires_setting, f"test-{c.requires_setting}")
         for c in CONSUMERS

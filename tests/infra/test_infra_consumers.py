@@ -40,8 +40,15 @@ BEDROCK_HERE = "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}"
 ANY_REGION_MODEL = "arn:${AWS::Partition}:bedrock:*::foundation-model/"
 
 
-@pytest.fixture(scope="module")
-def synth(full_synth: Synthesized) -> Synthesized:
+@pytest.fixture
+def synth(request: pytest.FixtureRequest, full_synth: Synthesized) -> Synthesized:
+    """The `full` synth; for a consumer that stands down there (`autoreply`, for the `bot`: its
+    `unless_setting`), the default synth, where it exists."""
+    if "consumer" in request.fixturenames:
+        consumer: Consumer = request.getfixturevalue("consumer")
+        if consumer.name not in full_synth.stack.pipelines:
+            default: Synthesized = request.getfixturevalue("default_synth")
+            return default
     return full_synth
 
 
@@ -60,8 +67,23 @@ def _id(synth: Synthesized, construct: Any) -> str:
     return synth.logical_id(construct)
 
 
-def test_full_context_enables_every_registry_consumer(synth: Synthesized) -> None:
-    assert [c.name for c in synth.stack.consumers] == CONSUMER_NAMES
+def test_full_context_enables_every_registry_consumer_but_those_standing_down(synth: Synthesized) -> None:
+    standing_down = {c.name for c in CONSUMERS if c.unless_setting}
+    assert standing_down == {"autoreply"}
+    assert [c.name for c in synth.stack.consumers] == [n for n in CONSUMER_NAMES if n not in standing_down]
+
+
+def test_the_bot_state_table_is_the_bot_consumers_alone(synth: Synthesized) -> None:
+    table_id = _id(synth, synth.stack.tables.by_name["bot_state"])
+    reaching = {
+        name
+        for name, pipeline in synth.stack.pipelines.items()
+        if table_id in role_permissions(synth.resources, _id(synth, pipeline.worker.role))
+    }
+    assert reaching == {"bot"}
+    env = function_env(synth.resources, _id(synth, synth.stack.pipelines["bot"].worker.function))
+    assert env["BOT_APPLICATION"] == "bot.examples.lead_bot:build"
+    assert ref_name(env["BOT_STATE_TABLE"]) == table_id
 
 
 def test_queue_hides_messages_for_six_worker_timeouts_and_redrives_to_its_dlq(
@@ -318,7 +340,7 @@ def test_a_bedrock_model_id_of_no_known_shape_fails_the_synth_naming_the_key(mod
     assert line.endswith(")") and "(given " in line  # the value given, shortened
 
 
-@pytest.mark.parametrize("table", ["journal", "conversations"])
+@pytest.mark.parametrize("table", ["journal", "conversations", "bot_state"])
 def test_tables_are_on_demand_recoverable_encrypted_with_ttl_and_retained(
     synth: Synthesized, table: str
 ) -> None:
@@ -342,6 +364,7 @@ def test_table_keys_match_the_environment_contract(synth: Synthesized) -> None:
 
     assert key_schema("journal") == [("id", "HASH", "S")]
     assert key_schema("conversations") == [("pk", "HASH", "S"), ("sk", "RANGE", "S")]
+    assert key_schema("bot_state") == [("pk", "HASH", "S")]
 
 
 def test_journal_has_the_sparse_by_state_index_the_sms_journal_queries(synth: Synthesized) -> None:

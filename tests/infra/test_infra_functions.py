@@ -23,6 +23,7 @@ from infra.constructs.layers import (
     PipLocalBundling,
     phonenumbers_pin,
     pip_install_command,
+    telegram_bot_pin,
 )
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK, FunctionEnvironments
 from infra.paths import FUNCTIONS_DIR, PROJECT_ROOT
@@ -59,14 +60,12 @@ def _layer_id(synth: Synthesized, name: str) -> str:
 def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(synth: Synthesized) -> None:
     parameters = synth.template.to_json()["Parameters"]
     shared_layer_id = _layer_id(synth, "Shared")
-    phonenumbers_layer_id = _layer_id(synth, "Phonenumbers")
+    own_layers = {_layer_id(synth, "Phonenumbers"), _layer_id(synth, "TelegramBot")}
     for function_id in _functions(synth):
         function = props(synth.resources, function_id)
         assert function["Runtime"] == "python3.13"
         assert function["Architectures"] == ["arm64"]
-        layer_refs = [
-            ref_name(layer) for layer in function["Layers"] if ref_name(layer) != phonenumbers_layer_id
-        ]
+        layer_refs = [ref_name(layer) for layer in function["Layers"] if ref_name(layer) not in own_layers]
         assert len(layer_refs) == 2 and shared_layer_id in layer_refs
         (powertools_param,) = (ref for ref in layer_refs if ref != shared_layer_id)
         # The Powertools layer ARN is resolved by CloudFormation from AWS's public parameter.
@@ -79,7 +78,7 @@ def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(
 
 def test_our_layers_target_the_same_runtime_and_architecture(synth: Synthesized) -> None:
     layers = of_type(synth.resources, "AWS::Lambda::LayerVersion")
-    assert set(layers) == {_layer_id(synth, "Shared"), _layer_id(synth, "Phonenumbers")}
+    assert set(layers) == {_layer_id(synth, name) for name in ("Shared", "Phonenumbers", "TelegramBot")}
     for layer in layers.values():
         assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
         assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
@@ -107,6 +106,38 @@ def test_the_layer_and_requirements_txt_pin_the_same_phonenumbers() -> None:
     assert re.fullmatch(r"phonenumbers==\d+\.\d+\.\d+", pin)
     requirements = (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
     assert [line for line in requirements if line.startswith("phonenumbers")] == [pin]
+
+
+def test_the_bot_layer_and_requirements_txt_pin_the_same_python_telegram_bot() -> None:
+    import telegram
+
+    pin = telegram_bot_pin()
+    assert pin == "python-telegram-bot==22.8"
+    requirements = (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+    assert [line for line in requirements if line.startswith("python-telegram-bot")] == [pin]
+    # What the tests and the local runtime run is what Lambda gets.
+    assert telegram.__version__ == pin.split("==")[1]
+
+
+@pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
+def test_only_the_bot_consumer_gets_the_python_telegram_bot_layer(
+    request: pytest.FixtureRequest, synth_name: str
+) -> None:
+    synth: Synthesized = request.getfixturevalue(synth_name)
+    layers = synth.stack.node.find_child("Layers").node
+    if synth_name == "default_synth":
+        # No bot configured: no such layer to bundle at all.
+        assert layers.try_find_child("TelegramBot") is None
+        return
+    layer_id = _layer_id(synth, "TelegramBot")
+    with_layer = {
+        function_env(synth.resources, fid)["POWERTOOLS_SERVICE_NAME"]
+        for fid, function in _functions(synth).items()
+        if layer_id in [ref_name(layer) for layer in function["Properties"]["Layers"]]
+    }
+    assert with_layer == {"bot"}
+    description = props(synth.resources, layer_id)["Description"]
+    assert description.startswith(telegram_bot_pin())
 
 
 def test_the_layer_is_pip_installed_for_python313_arm64_from_binary_wheels_without_pyc() -> None:

@@ -54,6 +54,8 @@ ALSO = {
     "amocrm": {"AWS_ENDPOINT_URL_SNS"},
     "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
     "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
+    # The Telegram stand-in's /_crash_after works only where this is set: never in AWS.
+    "bot": {"LOCAL_CRASH_HOOKS"},
 }
 # Variables Lambda sets itself in AWS (the runtime's host process does it locally), and what keeps
 # a local process off the user's own AWS configuration.

@@ -37,10 +37,11 @@ from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.rules import RULES_ENV
 
 # The default deployment's consumers: every one without a required setting, in registry order
-# (a consumer `make consumer` adds is on by default), and the three gated ones off.
+# (a consumer `make consumer` adds is on by default), and the four gated ones off.
 DEFAULT_CONSUMERS_LINE = (
     f"  consumers on: {', '.join(c.name for c in CONSUMERS if c.requires_setting is None)};"
-    " off: ai (no bedrock_model_id), bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
+    " off: bot (no bot_application), ai (no bedrock_model_id), bitrix24 (no bitrix24_stages),"
+    " amocrm (no amocrm_statuses)"
 )
 
 
@@ -107,6 +108,27 @@ def test_the_synth_refuses_an_unknown_phone_region_naming_the_key() -> None:
 @pytest.mark.parametrize(("given", "read"), [("BY", "BY"), (" by ", "BY"), ("", None), (None, None)])
 def test_the_phone_region_is_an_upper_case_region_code_or_unset(given: str | None, read: str | None) -> None:
     assert _settings({"phone_default_region": given}).phone_default_region == read
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("bot.examples.lead_bot", "must be 'package.module:callable'"),
+        ("bot/examples/lead_bot.py:build", "must be 'package.module:callable'"),
+        ("bot.examples.no_such_bot:build", "no module 'bot.examples.no_such_bot' under functions/"),
+    ],
+)
+def test_the_synth_refuses_a_bot_application_the_function_could_not_import(value: str, why: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        build_app({"aws:cdk:bundling-stacks": [], "bot_application": value}, nag=False)
+    assert why in str(refused.value)
+
+
+def test_a_bot_application_is_a_module_under_functions_and_a_blank_one_is_unset() -> None:
+    assert _settings({"bot_application": " bot.examples.lead_bot:build "}).bot_application == (
+        "bot.examples.lead_bot:build"
+    )
+    assert _settings({"bot_application": "  "}).bot_application is None
 
 
 def test_a_refused_status_map_names_the_pipeline_and_stage_and_fails_the_synth() -> None:
@@ -418,7 +440,7 @@ def test_the_synth_summary_says_what_will_be_deployed(
     assert "SMS gateway: http, host sms.example.org\n" in custom  # the host only, never a path or query
     assert "removal policy: destroy" in custom
     full = "\n".join(synth_summary(full_synth.stack))
-    assert "off: none" in full
+    assert "off: autoreply (bot_application is set)\n" in full  # the bot answers instead
     assert f"alarm e-mail: {ALARM_EMAIL}" in full
     assert f"sender {SMS_POOL_ID}, configuration set {SMS_CONFIGURATION_SET} (given)" in full
 

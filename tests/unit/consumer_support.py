@@ -36,7 +36,8 @@ ACCOUNT_ID = "123456789012"
 BOT_ID = "default"
 JOURNAL_TABLE = "journal"
 CONVERSATIONS_TABLE = "conversations"
-TABLE_NAMES = {"journal": JOURNAL_TABLE, "conversations": CONVERSATIONS_TABLE}
+BOT_STATE_TABLE = "bot_state"
+TABLE_NAMES = {"journal": JOURNAL_TABLE, "conversations": CONVERSATIONS_TABLE, "bot_state": BOT_STATE_TABLE}
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TELEGRAM_FIXTURE_NAMES = sorted(path.stem for path in (FIXTURES / "telegram").glob("*.json"))
 
@@ -303,7 +304,7 @@ class ConsumerQueues:
 
 
 def create_tables() -> None:
-    """The journal (Powertools idempotency's default schema) and the conversations table."""
+    """The journal (Powertools idempotency's default schema), the conversations and bot_state tables."""
     dynamodb = aws.client("dynamodb")
     dynamodb.create_table(
         TableName=JOURNAL_TABLE,
@@ -321,6 +322,12 @@ def create_tables() -> None:
             {"AttributeName": "pk", "AttributeType": "S"},
             {"AttributeName": "sk", "AttributeType": "S"},
         ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dynamodb.create_table(
+        TableName=BOT_STATE_TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
 

@@ -41,6 +41,16 @@ def test_an_untraced_handlers_init_loads_no_xray_sdk_boto3_or_parser_models(modu
     assert _loaded_after_import(module, POWERTOOLS_TRACE_DISABLED="true") == []
 
 
+def test_the_bot_consumers_init_loads_no_python_telegram_bot() -> None:
+    """Its engine, and python-telegram-bot with it, comes with the first update (as boto3 does for
+    the others): `python -m bench imports` shows both parts."""
+    assert _loaded_after_import("bot.app", {"telegram", "httpx"}) == []
+    assert _loaded_after_import("pipeline.telegram_bot.engine", {"telegram", "httpx"}) == [
+        "httpx",
+        "telegram",
+    ]
+
+
 def test_a_traced_handler_gets_powertools_tracer() -> None:
     assert _loaded_after_import("webhook.app", POWERTOOLS_TRACE_DISABLED="false") == ["aws_xray_sdk"]
 

@@ -12,6 +12,7 @@ from local.overlay import (
     LOCAL_AMOCRM_STATUSES,
     LOCAL_BEDROCK_MODEL_ID,
     LOCAL_BITRIX24_STAGES,
+    LOCAL_BOT_APPLICATION,
     local_deployment,
     local_overlay,
 )
@@ -55,9 +56,28 @@ def test_the_deployment_keeps_end_user_messaging_the_stacks_default_and_every_ot
 
     assert deployment.telegram_ip_allowlist is False, "local callers are on loopback"
     assert deployment.bedrock_model_id == LOCAL_BEDROCK_MODEL_ID
+    assert deployment.bot_application == LOCAL_BOT_APPLICATION
     # The CRM stand-ins are connected with their demo maps (test_the_crm_stand_ins_...).
-    changed = {"telegram_ip_allowlist", "bedrock_model_id", *CRM_SOURCE_SETTINGS}
+    changed = {"telegram_ip_allowlist", "bedrock_model_id", "bot_application", *CRM_SOURCE_SETTINGS}
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
+
+
+def test_the_example_bot_runs_unless_a_bot_is_configured_or_it_is_turned_off() -> None:
+    from pipeline.registry import enabled
+
+    names = {c.name for c in enabled(local_deployment(LocalSettings(), FAKES).registry_settings())}
+    assert "bot" in names and "autoreply" not in names
+    own = LocalSettings.from_cdk_json(context={"bot_application": "bot.examples.lead_bot:conversation"})
+    assert local_deployment(own, FAKES).bot_application == "bot.examples.lead_bot:conversation"
+    off = local_deployment(LocalSettings(bot_consumer=False), FAKES)
+    assert off.bot_application is None
+    assert {"autoreply"} <= {c.name for c in enabled(off.registry_settings())} - {"bot"}
+
+
+def test_only_the_bot_gets_the_crash_hooks() -> None:
+    bot = local_overlay("bot", {}, aws_endpoint=MOTO, fakes=FAKES)
+    assert bot["LOCAL_CRASH_HOOKS"] == "1"
+    assert "LOCAL_CRASH_HOOKS" not in local_overlay("autoreply", {}, aws_endpoint=MOTO, fakes=FAKES)
 
 
 @pytest.mark.parametrize(
@@ -87,6 +107,7 @@ def test_the_http_gateway_keeps_every_other_setting() -> None:
         "sms_http_base_url",
         "telegram_ip_allowlist",
         "bedrock_model_id",
+        "bot_application",
         *CRM_SOURCE_SETTINGS,
     }
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)

@@ -11,7 +11,12 @@ from aws_lambda_powertools.utilities.data_classes import SNSEvent
 from pydantic import ValidationError
 
 from infra.config import PipelineSettings
-from local.overlay import LOCAL_AMOCRM_STATUSES, LOCAL_BEDROCK_MODEL_ID, LOCAL_BITRIX24_STAGES
+from local.overlay import (
+    LOCAL_AMOCRM_STATUSES,
+    LOCAL_BEDROCK_MODEL_ID,
+    LOCAL_BITRIX24_STAGES,
+    LOCAL_BOT_APPLICATION,
+)
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
 from local.sns_subscription import sns_record
@@ -45,10 +50,12 @@ def stack() -> Iterator[LocalResources]:
 def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
     sqs = client("sqs")
     # Locally the `ai` consumer runs on the Bedrock fake even without a configured model, and the
-    # CRM sources' consumers on their stand-ins with the demo maps.
+    # CRM sources' consumers on their stand-ins with the demo maps, and the example bot (so no
+    # autoreply).
     local = PipelineSettings.from_context(
         {
             "bedrock_model_id": LOCAL_BEDROCK_MODEL_ID,
+            "bot_application": LOCAL_BOT_APPLICATION,
             "bitrix24_stages": LOCAL_BITRIX24_STAGES,
             "amocrm_statuses": LOCAL_AMOCRM_STATUSES,
         }
@@ -100,7 +107,7 @@ def test_a_published_event_reaches_exactly_the_consumers_whose_policy_matches(st
         c.name for c in stack.consumers if all(attributes.get(k) in v for k, v in c.filter_policy.items())
     }
     assert reached == expected
-    assert "autoreply" in reached and "crm" not in reached
+    assert "bot" in reached and "autoreply" not in reached and "crm" not in reached
 
 
 def test_journal_has_the_reconcilers_index_and_ttl(stack: LocalResources) -> None:

@@ -254,3 +254,45 @@ def test_set_webhook_is_checked_like_telegram(telegram: TelegramFake) -> None:
     # An empty url removes the webhook, as Telegram does.
     assert call(telegram, "setWebhook", {"url": ""}) == (200, {"ok": True, "result": True})
     assert telegram.webhook_info["url"] == ""
+
+
+def _send_message_headers(fake: TelegramFake) -> dict[str, str]:
+    req = urllib.request.Request(  # noqa: S310 - the fake's http URL
+        f"{fake.url}/bot{DEFAULT_BOT_TOKEN}/sendMessage",
+        data=json.dumps({"chat_id": 5, "text": "hi"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=5) as response:  # noqa: S310 - the fake's http URL
+        return {name.lower(): value for name, value in response.headers.items()}
+
+
+def _control(fake: TelegramFake, method: str, body: Any = None) -> tuple[int, Any]:
+    req = urllib.request.Request(  # noqa: S310 - the fake's http URL
+        f"{fake.url}/_crash_after",
+        data=json.dumps(body).encode() if body is not None else None,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as response:  # noqa: S310 - the fake's http URL
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_crash_after_marks_exactly_the_nth_next_answer_of_that_method(telegram: TelegramFake) -> None:
+    from pipeline.telegram_bot.reference import CRASH_HEADER
+
+    assert _control(telegram, "POST", {"method": "sendMessage", "nth": 2})[0] == 200
+    marked = [CRASH_HEADER in _send_message_headers(telegram) for _ in range(3)]
+    assert marked == [False, True, False]
+    assert _control(telegram, "POST", {"method": "sendMessage"})[0] == 200
+    telegram.clear_faults()  # DELETE /_faults forgets pending crashes too
+    assert CRASH_HEADER not in _send_message_headers(telegram)
+
+
+@pytest.mark.parametrize("body", [{"method": "sendNothing"}, {"method": "sendMessage", "nth": 0}, {}])
+def test_crash_after_refuses_an_unknown_method_or_count(telegram: TelegramFake, body: dict[str, Any]) -> None:
+    status, answer = _control(telegram, "POST", body)
+    assert status == 400 and answer["error"]
+    assert telegram.pending_crashes() == {}

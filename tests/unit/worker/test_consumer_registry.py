@@ -100,7 +100,26 @@ def test_consumers_needing_a_setting_exist_only_when_it_is_set() -> None:
     gated_names = {c.name for c in gated}
     assert not {c.name for c in enabled({})} & gated_names
     settings = {c.requires_setting: "on" for c in gated if c.requires_setting}
-    assert [c.name for c in enabled(settings)] == [c.name for c in CONSUMERS]
+    stood_down = {c.name for c in CONSUMERS if c.unless_setting in settings}
+    assert [c.name for c in enabled(settings)] == [c.name for c in CONSUMERS if c.name not in stood_down]
+
+
+def test_autoreply_stands_down_when_the_users_bot_answers() -> None:
+    """Both answering would answer each callback query twice; Telegram refuses the second."""
+    assert "autoreply" in {c.name for c in enabled({})}
+    assert "bot" not in {c.name for c in enabled({})}
+    names = {c.name for c in enabled({"bot_application": "bot.examples.lead_bot:build"})}
+    assert "bot" in names and "autoreply" not in names
+    # A blank setting is unset: autoreply stays.
+    assert "autoreply" in {c.name for c in enabled({"bot_application": ""})}
+
+
+def test_the_bot_consumer_needs_per_chat_order_and_only_its_own_state() -> None:
+    bot = by_name("bot")
+    assert bot.ordered
+    assert bot.filter_policy == {"source": ["telegram"]}
+    assert set(bot.tables) == {"journal", "bot_state"}
+    assert [c.name for c in CONSUMERS if "bot_state" in c.tables] == ["bot"]
 
 
 def test_every_telegram_type_filter_names_real_update_kinds() -> None:

@@ -16,9 +16,34 @@ from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient
 
 DEFAULT_API_BASE = "https://api.telegram.org"
+# Telegram's description when a callback query was not answered in time.
+EXPIRED_QUERY = "query is too old"
 TIMEOUT_SECONDS = 8.0
 # "<bot id>:<35 characters>", as BotFather issues them.
 _TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,}")
+
+
+def api_base() -> str:
+    """The Bot API root: TELEGRAM_API_BASE (the local runtime, tests) or Telegram's."""
+    return (os.environ.get("TELEGRAM_API_BASE") or DEFAULT_API_BASE).rstrip("/")
+
+
+def record_blocked(chat_id: int, description: str, event_id: str) -> None:
+    """Note in the journal table that the user blocked the bot (or it left the chat): a 403 is
+    recorded and acknowledged, never retried (retrying cannot help, and it is not a fault)."""
+    from datetime import UTC, datetime
+
+    from pipeline import aws
+
+    aws.resource("dynamodb").Table(os.environ["JOURNAL_TABLE"]).put_item(
+        Item={
+            "id": f"blocked#{chat_id}",
+            "chat_id": chat_id,
+            "description": description,
+            "event_id": event_id,
+            "blocked_at": datetime.now(UTC).isoformat(),
+        }
+    )
 
 
 class BotBlockedError(PermanentError):
@@ -36,7 +61,7 @@ class BotApi:
             # Say what is wrong without quoting the value.
             raise PermanentError("TELEGRAM_BOT_TOKEN_SECRET_ID secret is not a bot token (<id>:<secret>)")
         self._token = token
-        self.base_url = (base_url or os.environ.get("TELEGRAM_API_BASE") or DEFAULT_API_BASE).rstrip("/")
+        self.base_url = (base_url or api_base()).rstrip("/")
 
     def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """The method's `result`; BotBlockedError on 403, else TransientError/PermanentError as classified."""

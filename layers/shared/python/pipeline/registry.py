@@ -88,6 +88,10 @@ class Consumer:
     # SQS FIFO queue grouped by chat, fed by the FIFO events topic, and its worker stops a group at
     # its first failure. Others keep a standard queue (cheaper, and any order is fine for them).
     ordered: bool = False
+    # A setting whose non-empty value switches this consumer off: the canned autoreply stands
+    # down when the user's own bot (`bot_application`) answers, or callback queries would be
+    # answered twice (Telegram refuses the second answer).
+    unless_setting: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -143,6 +147,23 @@ CONSUMERS: tuple[Consumer, ...] = (
         timeout_seconds=20,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         secrets=("telegram_bot_token",),
+        unless_setting="bot_application",
+    ),
+    Consumer(
+        name="bot",
+        description="Runs the user's python-telegram-bot Application on each chat's updates, in order.",
+        # Every kind: the user's handlers decide what they answer (PTB ignores the rest).
+        filter_policy={"source": ["telegram"]},
+        ordered=True,
+        # A conversation step is a few Bot API calls (8 s timeout each); a crashed step comes
+        # back after the visibility timeout (6x this), so keep it short.
+        timeout_seconds=15,
+        memory_mb=512,
+        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
+        # crm_api: the example bot creates its lead through the CRM sink (functions/crm).
+        secrets=("telegram_bot_token", "crm_api"),
+        tables=("journal", "bot_state"),
+        requires_setting="bot_application",
     ),
     Consumer(
         name="analytics",
@@ -216,8 +237,14 @@ def table_env_var(table: str) -> str:
 
 
 def enabled(settings: dict[str, Any], consumers: Iterable[Consumer] = CONSUMERS) -> tuple[Consumer, ...]:
-    """The consumers that exist under these settings (CDK context or local settings)."""
-    return tuple(c for c in consumers if c.requires_setting is None or settings.get(c.requires_setting))
+    """The consumers that exist under these settings (CDK context or local settings): those whose
+    `requires_setting` is set and whose `unless_setting` is not."""
+    return tuple(
+        c
+        for c in consumers
+        if (c.requires_setting is None or settings.get(c.requires_setting))
+        and not (c.unless_setting and settings.get(c.unless_setting))
+    )
 
 
 def by_name(name: str, consumers: Iterable[Consumer] = CONSUMERS) -> Consumer:

@@ -1,0 +1,20 @@
+"""Bot consumer Lambda: the user's python-telegram-bot Application (BOT_APPLICATION) per update."""
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+# The worker runtime first: Powertools' batch utility builds its pydantic parser models at
+# import when pydantic is already loaded (as the consumer's own code loads it), else not.
+from pipeline.worker import ConsumerWorker
+
+# isort: split
+from pipeline.telegram_bot.runner import BotRunner
+
+runner = BotRunner()
+worker = ConsumerWorker(runner.process)
+logger, metrics = worker.logger, worker.metrics
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return worker.handle(event, context)

@@ -1,0 +1,186 @@
+"""The Bot API call journal: each call a handler makes for an update is answered at most once
+by Telegram, even when the update is processed again.
+
+`JournaledRequest` wraps python-telegram-bot's HTTPXRequest. While an update is processed
+(`journaled(event_id)`), its n-th call is looked up in the journal table as
+`botcall#<event id>#<n>`: a call answered before (same method, same parameters) gets the stored
+answer and Telegram is not called; otherwise Telegram is called and a successful answer is
+stored before the handler goes on. So a replay after a crash (between a handler's sendMessage
+and the state commit or the idempotency record) continues the same step without repeating it.
+
+A replay whose n-th call differs from the stored one (a handler that does not make the same
+calls for the same update and state) calls Telegram and replaces the entry.
+
+A call whose answer never arrived (a crash or timeout mid-call) has no entry: it is made again on
+replay. Telegram has no idempotency key, so in that window, the one HTTP round trip plus one
+journal write, a message may be sent twice; failing the step instead would lose it.
+
+Calls outside an update (getMe at initialize) go straight to Telegram. Entries expire with the
+idempotency records (pipeline.retention), which outlive every redelivery.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+from telegram.request import BaseRequest, RequestData
+
+from pipeline import aws
+from pipeline.bot_api import EXPIRED_QUERY
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
+from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
+
+if TYPE_CHECKING:
+    from telegram._utils.types import ODVInput
+
+DEFAULT_NONE = BaseRequest.DEFAULT_NONE
+logger = Logger(child=True)
+
+# With CRASH_HOOKS_ENV (local runtime only), a Bot API answer carrying CRASH_HEADER from the
+# Telegram stand-in ends the process right after the answer is journaled, as a crash would.
+CRASH_EXIT_CODE = 70
+# DynamoDB's item limit is 400 KB; a larger answer (rare: a huge message list) is not journaled.
+MAX_JOURNALED_BYTES = 300_000
+# What a callback query answered too late (pipeline.bot_api.EXPIRED_QUERY) is taken for.
+ANSWERED = b'{"ok":true,"result":true}'
+
+
+@dataclass
+class Step:
+    """The update being processed: its event id and how many Bot API calls it made so far."""
+
+    event_id: str
+    calls: int = 0
+    replayed: int = 0
+    crash_requested: bool = field(default=False, repr=False)
+
+
+_STEP: contextvars.ContextVar[Step | None] = contextvars.ContextVar("bot_step", default=None)
+
+
+@contextlib.contextmanager
+def journaled(event_id: str) -> Iterator[Step]:
+    step = Step(event_id)
+    token = _STEP.set(step)
+    try:
+        yield step
+    finally:
+        _STEP.reset(token)
+
+
+def current_event_id() -> str | None:
+    """The event id of the update being processed (handlers may key their own side effects on it)."""
+    step = _STEP.get()
+    return step.event_id if step else None
+
+
+class CallJournal:
+    """`botcall#...` entries in the journal table (JOURNAL_TABLE)."""
+
+    def __init__(self, table_name: str | None = None) -> None:
+        self._table_name = table_name
+
+    @property
+    def table_name(self) -> str:
+        return self._table_name or os.environ["JOURNAL_TABLE"]
+
+    @staticmethod
+    def key(event_id: str, index: int) -> str:
+        return f"botcall#{event_id}#{index}"
+
+    def get(self, event_id: str, index: int) -> dict[str, Any] | None:
+        response = aws.client("dynamodb").get_item(
+            TableName=self.table_name, Key={"id": {"S": self.key(event_id, index)}}, ConsistentRead=True
+        )
+        return response.get("Item")
+
+    def put(self, event_id: str, index: int, method: str, digest: str, status: int, payload: bytes) -> None:
+        aws.client("dynamodb").put_item(
+            TableName=self.table_name,
+            Item={
+                "id": {"S": self.key(event_id, index)},
+                "method": {"S": method},
+                "digest": {"S": digest},
+                "status": {"N": str(status)},
+                "payload": {"B": payload},
+                "expiration": {"N": str(int(time.time()) + IDEMPOTENCY_TTL_SECONDS)},
+            },
+        )
+
+
+def call_digest(method: str, request_data: RequestData | None) -> str:
+    parameters = request_data.json_parameters if request_data is not None else {}
+    text = method + "\n" + "\n".join(f"{name}={parameters[name]}" for name in sorted(parameters))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def crash_hook(response: Any) -> None:
+    """httpx response hook (local runtime only): note a crash the stand-in asks for."""
+    step = _STEP.get()
+    if step is not None and response.headers.get(CRASH_HEADER):
+        step.crash_requested = True
+
+
+class JournaledRequest(BaseRequest):
+    """A BaseRequest answering an update's repeated calls from the journal (module docstring)."""
+
+    def __init__(self, inner: BaseRequest, journal: CallJournal | None = None) -> None:
+        self.inner = inner
+        self.journal = journal or CallJournal()
+
+    @property
+    def read_timeout(self) -> float | None:
+        return self.inner.read_timeout
+
+    async def initialize(self) -> None:
+        await self.inner.initialize()
+
+    async def shutdown(self) -> None:
+        await self.inner.shutdown()
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: ODVInput[float] = DEFAULT_NONE,
+        write_timeout: ODVInput[float] = DEFAULT_NONE,
+        connect_timeout: ODVInput[float] = DEFAULT_NONE,
+        pool_timeout: ODVInput[float] = DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        timeouts = {
+            "read_timeout": read_timeout,
+            "write_timeout": write_timeout,
+            "connect_timeout": connect_timeout,
+            "pool_timeout": pool_timeout,
+        }
+        step = _STEP.get()
+        if step is None:
+            return await self.inner.do_request(url, method, request_data, **timeouts)
+        index = step.calls
+        step.calls += 1
+        api_method = url.rsplit("/", 1)[-1]
+        digest = call_digest(api_method, request_data)
+        stored = self.journal.get(step.event_id, index)
+        if stored and stored["method"]["S"] == api_method and stored["digest"]["S"] == digest:
+            step.replayed += 1
+            return int(stored["status"]["N"]), bytes(stored["payload"]["B"])
+        status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
+        if api_method == "answerCallbackQuery" and status == 400 and EXPIRED_QUERY.encode() in payload:
+            # Too late to stop the button's spinner (a retried update): nothing is left to do,
+            # and the handler goes on, as the autoreply consumer does.
+            logger.warning("callback query expired before it was answered")
+            status, payload = 200, ANSWERED
+        if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
+            self.journal.put(step.event_id, index, api_method, digest, status, payload)
+        if step.crash_requested and os.environ.get(CRASH_HOOKS_ENV) == "1":
+            os._exit(CRASH_EXIT_CODE)
+        return status, payload

@@ -1,0 +1,227 @@
+"""The bot consumer's engine: the user's python-telegram-bot Application, one update per record.
+
+Imported with the first update (`pipeline.telegram_bot.runner`), not at init.
+
+`BOT_APPLICATION` names "package.module:callable" under functions/. The callable gets an
+`ApplicationBuilder` configured here (the token from the telegram_bot_token secret, the Bot API
+base from TELEGRAM_API_BASE, no updater and no job queue, the DynamoDB persistence, the journaled
+request with pipeline.bot_api's timeout) and returns the built `Application` with its ordinary
+handlers. The Application is built and initialized (getMe) at the first update and kept for the
+warm instance's life, on one event loop.
+
+Per update (`BotRunner.process`, the worker's `process`):
+
+1. an update whose state was committed already (`applied#<event id>`) is not run again;
+2. the stored conversation states of the update's keys replace the in-memory ones (another
+   instance may have moved the conversation on); chat, user and bot data are read by PTB's
+   `refresh_*` calls before a handler runs;
+3. `Application.process_update` runs the handlers, each Bot API call journaled
+   (pipeline.telegram_bot.calls);
+4. an error a handler raised (PTB hands it to the error handlers: the user's run, and ours
+   captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
+   429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
+   400 -> dead-lettered with the reason; 403 (the user blocked the bot) -> recorded as
+   `blocked#<chat id>` in the journal and acknowledged; any other exception -> retried (a
+   callback query answered too late counts as answered: pipeline.telegram_bot.calls);
+5. otherwise the changed state is committed in one conditional transaction (a lost race is
+   retried on fresh state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import warnings
+from datetime import timedelta
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from telegram import Update
+from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.ext import Application, ApplicationBuilder, ContextTypes
+from telegram.request import HTTPXRequest
+
+from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
+from pipeline.envelope import Envelope
+from pipeline.errors import ConsumerError, PermanentError, RemoteRefused, TransientError
+from pipeline.telegram_bot.calls import CallJournal, JournaledRequest, crash_hook, journaled
+from pipeline.telegram_bot.persistence import DynamoDBPersistence
+from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
+
+logger = Logger(child=True)
+metrics = Metrics()
+
+CONNECT_TIMEOUT_SECONDS = 5.0
+POOL_TIMEOUT_SECONDS = 1.0
+# One update at a time per instance: a small pool is plenty.
+CONNECTION_POOL_SIZE = 8
+
+
+def bot_request(journal: CallJournal | None = None) -> JournaledRequest:
+    """The Bot API client handlers call through: PTB's HTTPXRequest, journaled."""
+    hooks: dict[str, Any] = {}
+    if os.environ.get(CRASH_HOOKS_ENV) == "1":
+        hooks = {"event_hooks": {"response": [crash_hook]}}
+    inner = HTTPXRequest(
+        connection_pool_size=CONNECTION_POOL_SIZE,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        read_timeout=TIMEOUT_SECONDS,
+        write_timeout=TIMEOUT_SECONDS,
+        pool_timeout=POOL_TIMEOUT_SECONDS,
+        httpx_kwargs=hooks,
+    )
+    return JournaledRequest(inner, journal)
+
+
+def configured_builder(
+    token: str, persistence: DynamoDBPersistence, request: JournaledRequest
+) -> ApplicationBuilder:  # type: ignore[type-arg]
+    base = api_base()
+    return (
+        ApplicationBuilder()
+        .token(token)
+        .base_url(f"{base}/bot")
+        .base_file_url(f"{base}/file/bot")
+        .request(request)
+        .updater(None)
+        .job_queue(None)
+        .persistence(persistence)
+    )
+
+
+def load_application_factory(reference: ApplicationReference) -> Any:
+    try:
+        module = importlib.import_module(reference.module)
+    except ImportError as error:
+        raise PermanentError(f"{APPLICATION_ENV}: cannot import {reference.module} ({error})") from None
+    factory = getattr(module, reference.attribute, None)
+    if not callable(factory):
+        raise PermanentError(f"{APPLICATION_ENV}: {reference} is not a callable")
+    return factory
+
+
+def retry_after_seconds(error: RetryAfter) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PTB 22 warns that the int form will become a timedelta
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def classify(error: BaseException) -> BaseException:
+    """The worker's view of an error a handler raised (see the module docstring, 4.)."""
+    cause = error.__cause__
+    if isinstance(error, ConsumerError):
+        return error
+    if isinstance(error, NetworkError) and isinstance(cause, ConsumerError):
+        return cause  # our journal or state store failed inside the request wrapper
+    if isinstance(error, RetryAfter):
+        seconds = retry_after_seconds(error)
+        return TransientError(f"telegram: flood control, retry after {seconds:g} s", retry_after=seconds)
+    if isinstance(error, InvalidToken):
+        return RemoteRefused("telegram: the bot token was refused", "unauthorized")
+    if isinstance(error, BadRequest):
+        return PermanentError(f"telegram: bad request: {error.message}")
+    if isinstance(error, NetworkError):  # TimedOut included
+        return TransientError(f"telegram: {type(error).__name__}: {error.message}")
+    if isinstance(error, TelegramError):
+        return PermanentError(f"telegram: {type(error).__name__}: {error.message}")
+    return error
+
+
+class BotEngine:
+    """One per execution environment (`BotRunner.engine`); `process` is the worker's `process`."""
+
+    def __init__(
+        self, persistence: DynamoDBPersistence | None = None, journal: CallJournal | None = None
+    ) -> None:
+        self._persistence = persistence
+        self._journal = journal
+        self._application: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._errors: list[BaseException] = []
+
+    @property
+    def persistence(self) -> DynamoDBPersistence:
+        if self._persistence is None:
+            self._persistence = DynamoDBPersistence()
+        return self._persistence
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        # One loop for the instance's life: the Application's HTTP connections belong to it.
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    async def _capture(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if context.error is not None:
+            self._errors.append(context.error)
+
+    async def application(self) -> Application[Any, Any, Any, Any, Any, Any]:
+        if self._application is None:
+            from pipeline.secrets import secret_string
+
+            reference = ApplicationReference.parse(os.environ.get(APPLICATION_ENV, ""))
+            factory = load_application_factory(reference)
+            builder = configured_builder(
+                secret_string("telegram_bot_token").strip(), self.persistence, bot_request(self._journal)
+            )
+            application = factory(builder)
+            if not isinstance(application, Application):
+                raise PermanentError(f"{APPLICATION_ENV}: {reference} did not return an Application")
+            if application.persistence is not self.persistence:
+                raise PermanentError(f"{APPLICATION_ENV}: {reference} replaced the pipeline's persistence")
+            application.add_error_handler(self._capture)
+            try:
+                await application.initialize()
+            except TelegramError as error:
+                raise classify(error) from error
+            self._application = application
+        return self._application
+
+    def process(self, envelope: Envelope) -> dict[str, Any]:
+        return self.loop.run_until_complete(self.process_update(envelope))
+
+    async def process_update(self, envelope: Envelope) -> dict[str, Any]:
+        application = await self.application()
+        persistence = self.persistence
+        if persistence.table.applied(envelope.event_id):
+            logger.info("update already applied: its state was committed before")
+            return {"bot": "already applied"}
+        update = Update.de_json(envelope.payload, application.bot)
+        if update is None:
+            raise PermanentError("telegram update could not be read")
+        persistence.discard()
+        self._errors.clear()
+        with journaled(envelope.event_id) as step:
+            persistence.reload_conversations(
+                (h for group in application.handlers.values() for h in group), update
+            )
+            await application.process_update(update)
+            if not self._errors:
+                await application.update_persistence()  # stages the changes (errors captured too)
+        if self._errors:
+            persistence.discard()
+            raised = self._errors[0]
+            self._errors.clear()
+            if isinstance(raised, Forbidden):
+                return self._blocked(update, raised, envelope)
+            raise classify(raised) from raised
+        writes = persistence.commit(envelope.event_id)
+        if step.replayed:
+            metrics.add_metric(name="BotCallsReplayed", unit=MetricUnit.Count, value=step.replayed)
+        return {"bot": "processed", "calls": step.calls, "replayed": step.replayed, "writes": writes}
+
+    def _blocked(self, update: Update, error: Forbidden, envelope: Envelope) -> dict[str, Any]:
+        chat = update.effective_chat or update.effective_user
+        if chat is None:
+            raise PermanentError(f"telegram: forbidden: {error.message}") from error
+        record_blocked(chat.id, error.message, envelope.event_id)
+        metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
+        logger.warning(
+            "bot blocked in chat: recorded, not retried",
+            extra={"chat_id": chat.id, "description": error.message},
+        )
+        return {"bot": "blocked", "chat_id": chat.id}

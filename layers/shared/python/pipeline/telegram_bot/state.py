@@ -1,0 +1,139 @@
+"""The bot's python-telegram-bot state in the `bot_state` table: one item per (kind, key).
+
+Items are `pk = "<kind>#<key>"` with the value as JSON (`data`) and a `version` counter:
+`conversation#<handler name>#<key as JSON>`, `chat#<chat id>`, `user#<user id>`, `bot`.
+
+Every read is strongly consistent and remembers the version it saw; every write is conditional
+on that version (or on the item not existing), and an update's writes go in one transaction
+together with the marker `applied#<event id>`. So:
+
+- two writers never overwrite each other's state silently: the later one's transaction is
+  cancelled (`StateConflict`, a TransientError), and its record is retried on fresh state;
+- a replay of an update whose state was already written (a crash after the commit, before the
+  idempotency record was saved) sees the marker and does not run the handlers a second time.
+
+No python-telegram-bot import here: the store works on plain JSON values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from pipeline import aws
+from pipeline.errors import PermanentError, TransientError
+from pipeline.registry import table_env_var
+from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
+
+TABLE = "bot_state"
+TTL_ATTRIBUTE = "expiration"
+# DynamoDB's limit on the items of one TransactWriteItems call.
+MAX_TRANSACTION_ITEMS = 100
+
+
+class StateConflict(TransientError):
+    """Another update changed the state this one read: retry on fresh state."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An item's value as last read or written (None: absent) and its version (0: absent)."""
+
+    value: Any
+    version: int
+
+
+def dumps(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise PermanentError(f"bot {what} is not JSON-serializable ({error})") from None
+
+
+def conversation_key(name: str, key: Iterable[Any]) -> str:
+    return f"conversation#{name}#{json.dumps(list(key), separators=(',', ':'))}"
+
+
+class StateTable:
+    """Reads and transactional writes of the bot_state table (table name from BOT_STATE_TABLE)."""
+
+    def __init__(self, table_name: str | None = None) -> None:
+        self._table_name = table_name
+
+    @property
+    def table_name(self) -> str:
+        if self._table_name is None:
+            self._table_name = os.environ[table_env_var(TABLE)]
+        return self._table_name
+
+    def get(self, pk: str) -> Stored:
+        response = aws.client("dynamodb").get_item(
+            TableName=self.table_name, Key={"pk": {"S": pk}}, ConsistentRead=True
+        )
+        item = response.get("Item")
+        if not item:
+            return Stored(None, 0)
+        return Stored(json.loads(item["data"]["S"]), int(item["version"]["N"]))
+
+    def applied(self, event_id: str) -> bool:
+        """Whether an update's state writes were committed already (see the module docstring)."""
+        response = aws.client("dynamodb").get_item(
+            TableName=self.table_name,
+            Key={"pk": {"S": f"applied#{event_id}"}},
+            ConsistentRead=True,
+            ProjectionExpression="pk",
+        )
+        return bool(response.get("Item"))
+
+    def commit(self, writes: dict[str, tuple[str | None, int]], event_id: str) -> dict[str, int]:
+        """Write `pk -> (JSON or None to delete, version read)` and the event's marker at once.
+
+        Returns the new version per written pk; raises StateConflict when any item changed since
+        it was read."""
+        expiration = {"N": str(int(time.time()) + IDEMPOTENCY_TTL_SECONDS)}
+        items: list[dict[str, Any]] = []
+        versions: dict[str, int] = {}
+        for pk, (data, version) in sorted(writes.items()):
+            if data is None and version == 0:
+                continue  # nothing stored, nothing to delete
+            condition: dict[str, Any] = (
+                {"ConditionExpression": "attribute_not_exists(pk)"}
+                if version == 0
+                else {
+                    "ConditionExpression": "version = :read",
+                    "ExpressionAttributeValues": {":read": {"N": str(version)}},
+                }
+            )
+            if data is None:
+                items.append(
+                    {"Delete": {"TableName": self.table_name, "Key": {"pk": {"S": pk}}, **condition}}
+                )
+                versions[pk] = 0
+            else:
+                item = {"pk": {"S": pk}, "data": {"S": data}, "version": {"N": str(version + 1)}}
+                items.append({"Put": {"TableName": self.table_name, "Item": item, **condition}})
+                versions[pk] = version + 1
+        if not items:
+            return versions
+        marker = {"pk": {"S": f"applied#{event_id}"}, TTL_ATTRIBUTE: expiration}
+        items.append({"Put": {"TableName": self.table_name, "Item": marker}})
+        if len(items) > MAX_TRANSACTION_ITEMS:
+            raise PermanentError(f"one update changed {len(items) - 1} bot state items (at most 99)")
+        try:
+            aws.client("dynamodb").transact_write_items(TransactItems=items)
+        except ClientError as error:
+            if aws.error_code(error) != "TransactionCanceledException":
+                raise
+            reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+            if "ConditionalCheckFailed" in reasons:
+                raise StateConflict("bot state changed by another update since it was read") from None
+            raise TransientError(
+                f"bot state transaction cancelled ({', '.join(map(str, reasons))})"
+            ) from None
+        return versions

@@ -1,0 +1,208 @@
+"""Issue 14: the example python-telegram-bot bot (functions/bot/examples/lead_bot.py) as the
+`bot` consumer, through the local HTTP endpoint, in a pipeline of its own (`bot_pipeline`).
+
+Its conversation (/start -> shared contact -> [Yes]) completes and creates one lead, also when
+its worker process dies in the middle of a step (the Telegram stand-in's `/_crash_after`: right
+after a journaled sendMessage answer, before the step's state is committed): every reply is sent
+once, no step is lost, and every call it made is a valid Bot API call (aiogram's models).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from local.fakes.telegram import API_METHODS, strict_refusal
+from local.policy_check import StackSynthesis, check_directory
+from pipeline.telegram_bot.state import conversation_key
+from tests.e2e.support import (
+    SENT_PHONES,
+    Ids,
+    Pipeline,
+    callback_query,
+    contact_message,
+    http,
+    message,
+    phone_number,
+    private_chat,
+    user,
+    wait_for,
+)
+
+BOT_SCENARIO = 41
+CRASH_SCENARIO = 42
+ASK_PHONE = "Hi! Share your phone number and we will call you back."
+THANKS = "Thanks, we will call you soon."
+# A crashed step comes back after the queue's visibility timeout (6x the bot's timeout).
+REPLAY_TIMEOUT_SECONDS = 180.0
+
+
+def form_params(body: Any) -> dict[str, Any]:
+    """A recorded form-encoded call's parameters, JSON values decoded as Telegram does."""
+    params = dict(body or {})
+    for name, value in params.items():
+        if isinstance(value, str) and value[:1] in ("[", "{"):
+            params[name] = json.loads(value)
+    return params
+
+
+def bot_calls(pipeline: Pipeline, chat_id: int) -> list[tuple[str, dict[str, Any]]]:
+    """(method, parameters) of each successful call the bot made about this chat, in order."""
+    calls = []
+    for call in pipeline.fake("telegram").calls("/bot"):
+        method = call["path"].rsplit("/", 1)[-1]
+        params = form_params(call["body"])
+        if (call["fault"] is None and str(params.get("chat_id", "")) == str(chat_id)) or (
+            call["fault"] is None
+            and method == "answerCallbackQuery"
+            and str(params.get("callback_query_id", "")).endswith(f"-{chat_id}")
+        ):
+            calls.append((method, params))
+    return calls
+
+
+def sent_texts(calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    return [params["text"] for method, params in calls if method in ("sendMessage", "editMessageText")]
+
+
+def leads_for(pipeline: Pipeline, user_id: int) -> list[dict[str, Any]]:
+    created = [c["body"] for c in pipeline.fake("crm").calls("/leads") if c["fault"] is None]
+    return [lead for lead in created if lead["telegram_user_id"] == user_id]
+
+
+def conversation_state(pipeline: Pipeline, user_id: int) -> Any:
+    item = pipeline.item("bot_state", {"pk": conversation_key("lead", (user_id, user_id))})
+    return None if item is None else json.loads(item["data"])
+
+
+class Conversation:
+    def __init__(self, pipeline: Pipeline, scenario: int) -> None:
+        self.pipeline, self.ids = pipeline, Ids(scenario)
+        self.sender = user(self.ids.number(), "Lead")
+        self.phone = phone_number(scenario, 1)
+        SENT_PHONES.add(self.phone)
+
+    @property
+    def chat_id(self) -> int:
+        return int(self.sender["id"])
+
+    def send(self, update_body: dict[str, Any], kind: str = "message") -> None:
+        assert self.pipeline.send_update({"update_id": self.ids.update_id(), kind: update_body}) == 200
+
+    def start(self) -> None:
+        self.send(message(self.ids.number(), private_chat(self.sender), self.sender, "/start"))
+
+    def share_contact(self) -> None:
+        self.send(contact_message(self.ids.number(), self.sender, self.phone))
+
+    def press_yes(self) -> None:
+        query = callback_query(f"{self.ids.number()}-{self.chat_id}", self.sender, self.ids.number())
+        query["data"] = "confirm"
+        self.send(query, kind="callback_query")
+
+    def wait_for_texts(self, count: int, timeout: float = 60.0) -> list[str]:
+        return wait_for(
+            lambda: (
+                (texts := sent_texts(bot_calls(self.pipeline, self.chat_id)))
+                and len(texts) >= count
+                and texts
+            ),
+            timeout,
+            f"{count} bot replies",
+        )
+
+    def wait_for_state(self, state: Any, timeout: float) -> None:
+        wait_for(
+            lambda: conversation_state(self.pipeline, self.chat_id) == state or None,
+            timeout,
+            f"conversation state {state}",
+        )
+
+
+def assert_valid_bot_api_calls(calls: list[tuple[str, dict[str, Any]]]) -> None:
+    for method, params in calls:
+        refusal = strict_refusal(API_METHODS[method.lower()]["name"], params)
+        assert refusal is None, f"{method}: {refusal}"
+
+
+def assert_completed_once(chat: Conversation) -> None:
+    calls = bot_calls(chat.pipeline, chat.chat_id)
+    assert [method for method, _ in calls] == [
+        "sendMessage",
+        "sendMessage",
+        "sendMessage",
+        "answerCallbackQuery",
+        "editMessageText",
+    ]
+    assert sent_texts(calls) == [ASK_PHONE, "Got it.", f"Shall we call you at {chat.phone}?", THANKS]
+    assert_valid_bot_api_calls(calls)
+    [lead] = leads_for(chat.pipeline, chat.chat_id)
+    assert lead["phone"] == chat.phone and lead["trigger"] == "contact"
+    assert conversation_state(chat.pipeline, chat.chat_id) is None  # ended
+
+
+def test_the_example_bot_completes_its_conversation_and_creates_one_lead(bot_pipeline: Pipeline) -> None:
+    chat = Conversation(bot_pipeline, BOT_SCENARIO)
+    chat.start()
+    chat.wait_for_texts(1)
+    chat.wait_for_state(0, timeout=30)
+    chat.share_contact()
+    chat.wait_for_texts(3)
+    chat.wait_for_state(1, timeout=30)
+    chat.press_yes()
+    chat.wait_for_texts(4)
+    assert bot_pipeline.runtime.wait_until_drained(timeout=60)
+    assert_completed_once(chat)
+
+
+def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipeline: Pipeline) -> None:
+    chat = Conversation(bot_pipeline, CRASH_SCENARIO)
+    telegram = bot_pipeline.fake("telegram")
+    restarts = int(bot_pipeline.status()["bot"]["restarts"])
+    chat.start()
+    chat.wait_for_state(0, timeout=30)
+    # The contact step sends "Got it." then the question: die right after the question's answer
+    # is journaled, before the step's new state is committed.
+    status, _ = http(
+        "POST",
+        f"{telegram.url}/_crash_after",
+        json.dumps({"method": "sendMessage", "nth": 2}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    assert status == 200
+    chat.share_contact()
+    chat.wait_for_texts(3)
+    wait_for(
+        lambda: int(bot_pipeline.status()["bot"]["restarts"]) > restarts or None, 30, "the bot worker's crash"
+    )
+    assert conversation_state(bot_pipeline, chat.chat_id) == 0  # the crashed step did not commit
+    # Redelivered after the visibility timeout, the step runs again from the journal.
+    chat.wait_for_state(1, timeout=REPLAY_TIMEOUT_SECONDS)
+    chat.press_yes()
+    chat.wait_for_texts(4)
+    assert bot_pipeline.runtime.wait_until_drained(timeout=60)
+    assert_completed_once(chat)
+
+
+@pytest.mark.after_scenarios
+def test_every_aws_call_of_the_bot_is_allowed_by_its_role_in_the_synthesized_stack(
+    bot_pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    runtime = bot_pipeline.runtime
+    assert runtime.resources is not None
+    synthesis = StackSynthesis(runtime.resources.deployment, tmp_path_factory.mktemp("cdk-e2e-bot"))
+    try:
+        template = synthesis.template()
+    finally:
+        synthesis.stop()
+    report = check_directory(
+        template,
+        runtime.aws_calls_dir,
+        runtime.function_environments(runtime.resources),
+        region=runtime.settings.region,
+        stack_name=runtime.settings.stack_name,
+    )
+    assert report.ok, report.text()
+    assert "bot" in report.functions
