@@ -154,6 +154,18 @@ class SqsPoller:
         )
         self.previous_counts: Counter[str] = Counter()
 
+    @property
+    def fifo(self) -> bool:
+        return str(self.args.queue_url).endswith(".fifo")
+
+    def fifo_receive(self) -> dict[str, str]:
+        """On a FIFO queue, as Lambda's poller: a ReceiveRequestAttemptId per receive (botocore's
+        retries of that receive resend it, so SQS answers a retried receive with the same
+        messages instead of locking their groups for a visibility timeout). The records carry
+        MessageGroupId, SequenceNumber and MessageDeduplicationId (`sqs_record`), which
+        Powertools' FIFO processor reads."""
+        return {"ReceiveRequestAttemptId": uuid.uuid4().hex} if self.fifo else {}
+
     def receive_batch(self) -> list[dict[str, Any]]:
         """Up to `batch_size` messages; with a batching window, gathers until it closes or fills."""
         messages: list[dict[str, Any]] = []
@@ -173,6 +185,7 @@ class SqsPoller:
                         WaitTimeSeconds=wait,
                         MessageSystemAttributeNames=["All"],
                         MessageAttributeNames=["All"],
+                        **self.fifo_receive(),
                     )
             except (BotoCoreError, ClientError) as error:
                 print(

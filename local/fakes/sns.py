@@ -8,11 +8,19 @@ so botocore classifies it as it would a real one (a 5xx or throttle is retried b
 before the webhook gives up with 503).
 
 `match` compares with `/<Action>` (e.g. `"match": "Publish"`): every SNS call is `POST /`.
+
+It also plays what moto lacks of an SNS FIFO topic: deduplication at the topic. A `Publish` to a
+`.fifo` topic repeating a `MessageDeduplicationId` of the same topic published within the last
+five minutes is answered as SNS answers it (success, the first message's id) and not forwarded,
+so no subscriber, standard queue or FIFO, sees the repeat (moto dedupes only inside FIFO queues).
 """
 
 from __future__ import annotations
 
 import http.client
+import re
+import threading
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
@@ -22,6 +30,9 @@ from xml.sax.saxutils import escape
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
 
 SNS_XML_NAMESPACE = "http://sns.amazonaws.com/doc/2010-03-31/"
+# SNS FIFO topics drop a repeated MessageDeduplicationId for five minutes from the first publish.
+FIFO_DEDUPLICATION_SECONDS = 300.0
+_MESSAGE_ID = re.compile(rb"<MessageId>([^<]+)</MessageId>")
 UPSTREAM_TIMEOUT_SECONDS = 30.0
 # Request headers not passed on: hop-by-hop ones, and those http.client sets itself.
 _NOT_FORWARDED = frozenset({"host", "content-length", "connection", "keep-alive", "transfer-encoding"})
@@ -44,6 +55,41 @@ class SnsFaultProxy(FakeService):
     def __init__(self, upstream: Callable[[], str], host: str = "127.0.0.1", port: int = 0) -> None:
         super().__init__(host, port)
         self.upstream = upstream
+        # (topic ARN, deduplication id) -> (when first published, its message id).
+        self._published: dict[tuple[str, str], tuple[float, str]] = {}
+        self._dedup_lock = threading.Lock()
+        self.deduplicated = 0
+
+    def _fifo_key(self, request: FakeRequest) -> tuple[str, str] | None:
+        params = request.params()
+        topic, dedup = params.get("TopicArn"), params.get("MessageDeduplicationId")
+        if params.get("Action") != "Publish" or not isinstance(topic, str) or not topic.endswith(".fifo"):
+            return None
+        return (topic, dedup) if isinstance(dedup, str) and dedup else None
+
+    def _repeat_of(self, key: tuple[str, str]) -> str | None:
+        """The message id of an earlier publish with this key within the window, if any."""
+        now = time.monotonic()
+        with self._dedup_lock:
+            for old, (at, _) in list(self._published.items()):
+                if now - at >= FIFO_DEDUPLICATION_SECONDS:
+                    del self._published[old]
+            first = self._published.get(key)
+            return first[1] if first else None
+
+    def _remember(self, key: tuple[str, str], body: bytes) -> None:
+        found = _MESSAGE_ID.search(body)
+        with self._dedup_lock:
+            self._published.setdefault(key, (time.monotonic(), found.group(1).decode() if found else ""))
+
+    def _deduplicated_answer(self, message_id: str) -> FakeResponse:
+        self.deduplicated += 1
+        body = (
+            f'<PublishResponse xmlns="{SNS_XML_NAMESPACE}"><PublishResult><MessageId>{escape(message_id)}'
+            f"</MessageId></PublishResult><ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId>"
+            "</ResponseMetadata></PublishResponse>"
+        ).encode()
+        return FakeResponse(200, body, {"Content-Type": "text/xml"})
 
     def fault_target(self, request: FakeRequest) -> str:
         action = request.params().get("Action")
@@ -63,6 +109,16 @@ class SnsFaultProxy(FakeService):
         return FakeResponse(status, body, headers)
 
     def answer(self, request: FakeRequest) -> FakeResponse:
+        fifo_key = self._fifo_key(request)
+        repeat = self._repeat_of(fifo_key) if fifo_key else None
+        if repeat is not None:
+            return self._deduplicated_answer(repeat)
+        response = self._forward(request)
+        if fifo_key and response.status == 200:
+            self._remember(fifo_key, response.body)
+        return response
+
+    def _forward(self, request: FakeRequest) -> FakeResponse:
         target = urllib.parse.urlsplit(self.upstream())
         path = request.path + (f"?{urllib.parse.urlencode(request.query)}" if request.query else "")
         headers = {name: value for name, value in request.headers.items() if name not in _NOT_FORWARDED}
