@@ -36,6 +36,7 @@ from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 from local.overlay import local_deployment, local_overlay
 from local.settings import LocalSettings
 from local.sns_subscription import ASYNC_ATTEMPTS
+from local.worker_process import LOCAL_CONSUMER_ENV, consumer_json
 from pipeline.registry import CONSUMERS, Consumer, enabled
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
@@ -140,14 +141,19 @@ class LocalResources:
 
     def local_environments(self, aws_endpoint: str) -> dict[str, dict[str, str]]:
         """What the local runtime gives each function besides Lambda's own variables: the stack's
-        environment plus the local overlay (`local.overlay`), by function name."""
-        return {
+        environment plus the local overlay (`local.overlay`), by function name; for a consumer
+        other than the registry's entry of its name, its declaration (`LOCAL_CONSUMER_ENV`)."""
+        environments = {
             name: {
                 **environment,
                 **local_overlay(name, environment, aws_endpoint=aws_endpoint, fakes=self.fakes),
             }
             for name, environment in self.stack_environments().items()
         }
+        for consumer in self.consumers:
+            if consumer not in CONSUMERS:
+                environments[consumer.name][LOCAL_CONSUMER_ENV] = consumer_json(consumer)
+        return environments
 
     def describe(self) -> dict[str, Any]:
         """Names, URLs and ARNs for `.local/stack.json`."""
