@@ -558,8 +558,8 @@ def ordered_report(results: dict[str, Any]) -> list[str]:
         f" would be): {ordered['total_usd']:.2f} per 1 M updates, unordered {unordered:.2f}"
         f" (+{ordered['total_usd'] - unordered:.2f}: SQS FIFO requests)",
         f"  the FIFO events topic (every path; {ordered['envelope_bytes']} B envelopes):"
-        f" unordered {unordered:.2f} vs {standard:.2f} on a standard topic ({unordered - standard:+.2f}: FIFO publishes are cheaper,"
-        " but deliveries to SQS and payload are billed)",
+        f" unordered {unordered:.2f} vs {standard:.2f} on a standard topic ({unordered - standard:+.2f}:"
+        " FIFO publishes are cheaper, but deliveries to SQS and payload are billed)",
     ]
 
 
