@@ -57,6 +57,9 @@ class SnsFaultProxy(FakeService):
         self.upstream = upstream
         # (topic ARN, deduplication id) -> (when first published, its message id).
         self._published: dict[tuple[str, str], tuple[float, str]] = {}
+        # One lock per key: copies published at the same moment are one check-and-publish, as
+        # in SNS, where a concurrent copy never slips past the first.
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._dedup_lock = threading.Lock()
         self.deduplicated = 0
 
@@ -74,6 +77,7 @@ class SnsFaultProxy(FakeService):
             for old, (at, _) in list(self._published.items()):
                 if now - at >= FIFO_DEDUPLICATION_SECONDS:
                     del self._published[old]
+                    self._key_locks.pop(old, None)
             first = self._published.get(key)
             return first[1] if first else None
 
@@ -110,13 +114,18 @@ class SnsFaultProxy(FakeService):
 
     def answer(self, request: FakeRequest) -> FakeResponse:
         fifo_key = self._fifo_key(request)
-        repeat = self._repeat_of(fifo_key) if fifo_key else None
-        if repeat is not None:
-            return self._deduplicated_answer(repeat)
-        response = self._forward(request)
-        if fifo_key and response.status == 200:
-            self._remember(fifo_key, response.body)
-        return response
+        if fifo_key is None:
+            return self._forward(request)
+        with self._dedup_lock:
+            key_lock = self._key_locks.setdefault(fifo_key, threading.Lock())
+        with key_lock:
+            repeat = self._repeat_of(fifo_key)
+            if repeat is not None:
+                return self._deduplicated_answer(repeat)
+            response = self._forward(request)
+            if response.status == 200:
+                self._remember(fifo_key, response.body)
+            return response
 
     def _forward(self, request: FakeRequest) -> FakeResponse:
         target = urllib.parse.urlsplit(self.upstream())

@@ -126,3 +126,31 @@ def test_a_failed_publish_is_not_remembered(clients: tuple[Any, Any, SnsFaultPro
     sns.publish(TopicArn=topic_arn, Message="m", MessageGroupId="g", MessageDeduplicationId="d")
 
     assert bodies(sqs, queues["fifo"]) == ["m"]
+
+
+def test_copies_published_at_the_same_moment_reach_subscribers_once(
+    clients: tuple[Any, Any, SnsFaultProxy],
+) -> None:
+    """Telegram's resend can race the first delivery: SNS still keeps one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sns, sqs, proxy = clients
+    topic_arn = sns.create_topic(Name="x-events.fifo", Attributes=EVENTS_TOPIC_ATTRIBUTES)["TopicArn"]
+    queues = subscribed_queues(sns, sqs, topic_arn)
+
+    def publish(copy: int) -> str:
+        answer = sns.publish(
+            TopicArn=topic_arn,
+            Message="the update",
+            MessageGroupId="chat:1",
+            MessageDeduplicationId="telegram:bot:9",
+        )
+        message_id: str = answer["MessageId"]
+        return message_id
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        message_ids = set(pool.map(publish, range(8)))
+
+    assert len(message_ids) == 1  # every copy answered with the first one's id
+    assert bodies(sqs, queues["standard"]) == ["the update"]
+    assert proxy.deduplicated == 7
