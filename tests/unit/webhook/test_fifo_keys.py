@@ -159,3 +159,12 @@ def test_the_publish_request_carries_both_keys() -> None:
     assert request["MessageGroupId"] == keys.group_id
     assert request["MessageDeduplicationId"] == keys.deduplication_id
     assert Envelope.from_json(request["Message"]) == envelope
+
+
+def test_every_source_has_a_grouping() -> None:
+    """A new envelope source must say what its events stay in order with."""
+    from typing import get_args
+
+    from pipeline.envelope import ORDER_GROUPS, Source
+
+    assert {*ORDER_GROUPS, "telegram"} == set(get_args(Source))

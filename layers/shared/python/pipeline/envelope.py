@@ -86,6 +86,14 @@ def _at(document: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+# Per CRM source: what its events are grouped by, and where the payload names it.
+ORDER_GROUPS: dict[str, tuple[str, str]] = {
+    "crm": ("order", "order.id"),
+    "bitrix24": ("deal", "data.FIELDS.ID"),
+    "amocrm": ("lead", "lead.id"),
+}
+
+
 @dataclass(frozen=True)
 class FifoKeys:
     group_id: str
@@ -102,15 +110,13 @@ def message_group(envelope: Envelope) -> str:
         from pipeline.telegram import chat_group
 
         return fifo_id(chat_group(payload, envelope.type, telegram_bot_of(envelope.event_id)))
-    if envelope.source == "crm":
-        order_id = _at(payload, "order.id")
-        group = f"crm:order:{order_id}" if order_id not in (None, "") else "crm:no-order"
-    elif envelope.source == "bitrix24":
-        deal_id = _at(payload, "data.FIELDS.ID")
-        group = f"bitrix24:deal:{deal_id}" if deal_id not in (None, "") else "bitrix24:no-deal"
-    else:
-        lead_id = _at(payload, "lead.id")
-        group = f"amocrm:lead:{lead_id}" if lead_id not in (None, "") else "amocrm:no-lead"
+    noun, path = ORDER_GROUPS[envelope.source]
+    order_id = _at(payload, path)
+    group = (
+        f"{envelope.source}:{noun}:{order_id}"
+        if order_id not in (None, "")
+        else f"{envelope.source}:no-{noun}"
+    )
     return fifo_id(group, prefix=f"{envelope.source}:")
 
 
