@@ -54,6 +54,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "per_update": {
             "model_usd": per_update["scenarios"]["ai_off"]["total_usd"],
             "traced_usd": per_update["traced_ai_off_total_usd"],
+            "ordered_usd": per_update["ordered"]["total_usd"],
+            "ordered_consumers": per_update["ordered"]["consumers"],
             "floor": per_update["floor"],
         },
         "measured_inputs": bool(load_results()),
@@ -81,4 +83,6 @@ def report(results: dict[str, Any]) -> list[str]:
         f" floor {design['total_usd']:.2f}; {design['model_ratio']:.2f}x, goal <= {design['goal_ratio']:g}x:"
         f" {met[design['goal_met']]}",
         f"    with tracing=true: {per_update['traced_usd']:.2f} (the floor's items: python -m bench cost)",
+        f"    ordered path ({', '.join(per_update['ordered_consumers'])} on a FIFO queue):"
+        f" {per_update['ordered_usd']:.2f}, unordered {per_update['model_usd']:.2f}",
     ]

@@ -14,8 +14,8 @@ outside services (assumed latencies). Lambda bills every invocation rounded up t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.common import load_results, table
@@ -65,6 +65,11 @@ ACCESS_LOG_BYTES = 350
 # SQS-triggered invocation starts its own trace (linked, not continued).
 TRACING_DEFAULT = False
 XRAY_SAMPLED_SHARE = 1.0
+# Bytes SNS bills as payload per publish and per delivery: the envelope, about 560 bytes for a
+# text message and 850 for a callback query (tests/fixtures/telegram, measured 2026-12-02).
+ENVELOPE_BYTES = 650
+# The ordered path priced: the consumer a conversational bot replaces, on a FIFO queue.
+ORDERED_SCENARIO = ("autoreply",)
 # The goal of issue 12: the model's figure (default configuration) within this factor of the floor.
 FLOOR_GOAL_RATIO = 1.3
 # Records per SQS ReceiveMessage / DeleteMessageBatch in the floor: the API's maximum.
@@ -186,6 +191,35 @@ def cpu_factor(memory_mb: int) -> float:
     return max(1.0, FULL_VCPU_MB / memory_mb)
 
 
+def sns_lines(bill: Bill, records: float, *, fifo_topic: bool = True, prefix: str = "") -> None:
+    """The events topic: a FIFO topic bills each publish and its payload, and each delivery to an
+    SQS subscription and its payload; a standard topic, the publish only."""
+    if not fifo_topic:
+        bill.add(f"{prefix}SNS publishes (standard topic)", "request", PRICES.sns_publish.usd, UPDATES)
+        return
+    bill.add(f"{prefix}SNS FIFO publishes", "request", PRICES.sns_fifo_publish.usd, UPDATES)
+    bill.add(
+        "SNS FIFO publish payload",
+        "GB",
+        PRICES.sns_fifo_publish_payload_gb.usd,
+        UPDATES * ENVELOPE_BYTES / 1e9,
+    )
+    bill.add("SNS FIFO deliveries to SQS", "delivery", PRICES.sns_fifo_sqs_delivery.usd, records)
+    bill.add(
+        "SNS FIFO delivery payload",
+        "GB",
+        PRICES.sns_fifo_sqs_delivery_payload_gb.usd,
+        records * ENVELOPE_BYTES / 1e9,
+    )
+
+
+def sqs_price(consumer: Consumer) -> tuple[str, float]:
+    """An ordered consumer's queue is FIFO, priced higher per request."""
+    if consumer.ordered:
+        return "SQS requests (FIFO queues)", PRICES.sqs_fifo_request.usd
+    return "SQS requests (standard queues)", PRICES.sqs_request.usd
+
+
 def telegram_consumers(with_ai: bool) -> tuple[Consumer, ...]:
     settings = {"bedrock_model_id": "a-model" if with_ai else ""}
     return tuple(c for c in enabled(settings) if c.filter_policy.get("source") == ["telegram"])
@@ -255,10 +289,10 @@ def billed_ms(ms: float) -> int:
     return max(1, math.ceil(ms))
 
 
-def consumer_loads(inputs: Inputs, with_ai: bool) -> list[ConsumerLoad]:
+def consumer_loads(inputs: Inputs, with_ai: bool, ordered: Iterable[str] = ()) -> list[ConsumerLoad]:
     loads = []
     new_calls = sum(inputs.journal_calls_new.values())
-    for consumer in telegram_consumers(with_ai):
+    for consumer in with_ordered(telegram_consumers(with_ai), ordered):
         work = CONSUMER_WORK.get(consumer.name, ConsumerWork())
         records = UPDATES * records_per_update(consumer)
         per_invocation = min(RECORDS_PER_INVOCATION, consumer.batch_size)
@@ -278,10 +312,22 @@ def consumer_loads(inputs: Inputs, with_ai: bool) -> list[ConsumerLoad]:
     return loads
 
 
-def estimate(inputs: Inputs, with_ai: bool, tracing: bool = TRACING_DEFAULT) -> Bill:
-    """Cost lines per UPDATES Telegram updates (X-Ray traces only with `tracing`)."""
+def with_ordered(consumers: Iterable[Consumer], ordered: Iterable[str]) -> tuple[Consumer, ...]:
+    names = set(ordered)
+    return tuple(replace(c, ordered=True) if c.name in names else c for c in consumers)
+
+
+def estimate(
+    inputs: Inputs,
+    with_ai: bool,
+    tracing: bool = TRACING_DEFAULT,
+    ordered: Iterable[str] = (),
+    fifo_topic: bool = True,
+) -> Bill:
+    """Cost lines per UPDATES Telegram updates (X-Ray traces only with `tracing`; the consumers
+    named in `ordered` on FIFO queues; `fifo_topic` False prices a standard events topic)."""
     bill = Bill()
-    consumers = consumer_loads(inputs, with_ai)
+    consumers = consumer_loads(inputs, with_ai, ordered)
     webhook_ms = inputs.webhook_cpu_ms.value * cpu_factor(WEBHOOK_MEMORY_MB) + SNS_PUBLISH_MS
     webhook = FunctionLoad("webhook", WEBHOOK_MEMORY_MB, UPDATES, webhook_ms, inputs.webhook_init_ms.value)
     functions = [webhook, *(load.function for load in consumers)]
@@ -298,12 +344,11 @@ def estimate(inputs: Inputs, with_ai: bool, tracing: bool = TRACING_DEFAULT) -> 
         # Not scaled by the CPU share: the init phase is not held to it the way invocations are.
         cold = f.invocations * COLD_START_SHARE * f.init_ms / 1000 * f.gb
         bill.add("Lambda init (cold starts)", "GB-s", PRICES.lambda_arm_gb_second.usd, cold)
-    bill.add("SNS publishes", "request", PRICES.sns_publish.usd, UPDATES)
+    sns_lines(bill, sum(load.records for load in consumers), fifo_topic=fifo_topic)
     for load in consumers:
         # The SNS -> SQS delivery is a send; then per invocation one receive and one batch delete.
-        bill.add(
-            "SQS requests", "request", PRICES.sqs_request.usd, load.records + 2 * load.function.invocations
-        )
+        item, price = sqs_price(load.consumer)
+        bill.add(item, "request", price, load.records + 2 * load.function.invocations)
     new, duplicate = inputs.journal_calls_new, inputs.journal_calls_duplicate
     for load in consumers:
         duplicates = load.records * DUPLICATE_SHARE
@@ -347,7 +392,7 @@ def floor(with_ai: bool = False) -> Bill:
     bill.add("1 HTTP API request per update", "request", PRICES.http_api_request.usd, UPDATES)
     bill.add("1 webhook invocation per update", "request", PRICES.lambda_request.usd, UPDATES)
     bill.add("webhook billed 1 ms", "GB-s", lambda_, UPDATES * 0.001 * WEBHOOK_MEMORY_MB / 1024)
-    bill.add("1 SNS publish per update", "request", PRICES.sns_publish.usd, UPDATES)
+    sns_lines(bill, records, prefix="1 per update: ")
     bill.add("1 SQS send per record (SNS delivery)", "request", PRICES.sqs_request.usd, records)
     bill.add(
         f"SQS receive + delete per {SQS_MAX_BATCH} records",
@@ -374,6 +419,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     inputs = Inputs.from_results(load_results())
     bills = {"ai_off": estimate(inputs, with_ai=False), "ai_on": estimate(inputs, with_ai=True)}
     traced = estimate(inputs, with_ai=False, tracing=True)
+    ordered = estimate(inputs, with_ai=False, ordered=ORDERED_SCENARIO)
+    standard_topic = estimate(inputs, with_ai=False, fifo_topic=False)
     design_floor = floor(with_ai=False)
     ratio = bills["ai_off"].total / design_floor.total
     return {
@@ -382,6 +429,15 @@ def run(quick: bool = False) -> dict[str, Any]:
         "prices_as_of": TRAFFIC_PRICES_RECORDED,
         "tracing_default": TRACING_DEFAULT,
         "traced_ai_off_total_usd": round(traced.total, 4),
+        # Without ai: the ordered path (ORDERED_SCENARIO on FIFO queues) next to the unordered one,
+        # and what the unordered one would cost on a standard events topic.
+        "ordered": {
+            "consumers": list(ORDERED_SCENARIO),
+            "total_usd": round(ordered.total, 4),
+            "unordered_total_usd": round(bills["ai_off"].total, 4),
+            "standard_topic_total_usd": round(standard_topic.total, 4),
+            "envelope_bytes": ENVELOPE_BYTES,
+        },
         "floor": {
             "total_usd": round(design_floor.total, 4),
             "lines": {line.item: round(line.usd, 4) for line in design_floor.lines.values()},
@@ -480,6 +536,7 @@ def report(results: dict[str, Any]) -> list[str]:
         f"  with tracing=true (X-Ray on every function; off by default): {traced:.2f} without ai"
         f" (+{traced - off['total_usd']:.2f}: at this rate the default sampling rule records nearly"
         " every invocation)",
+        *ordered_report(results),
         *floor_report(results),
         "  estimated billed ms per record (ai on): "
         + ", ".join(f"{name} {ms:.0f}" for name, ms in on["consumer_ms_per_record"].items()),
@@ -490,6 +547,20 @@ def report(results: dict[str, Any]) -> list[str]:
         " (~1.5 GB of conversations per 1 M updates) and Bedrock tokens.",
     ]
     return lines
+
+
+def ordered_report(results: dict[str, Any]) -> list[str]:
+    """The ordered path's cost next to the unordered one's (without ai, untraced)."""
+    ordered = results["ordered"]
+    unordered, standard = ordered["unordered_total_usd"], ordered["standard_topic_total_usd"]
+    return [
+        f"  ordered path ({', '.join(ordered['consumers'])} on a FIFO queue, as a conversational bot's"
+        f" would be): {ordered['total_usd']:.2f} per 1 M updates, unordered {unordered:.2f}"
+        f" (+{ordered['total_usd'] - unordered:.2f}: SQS FIFO requests)",
+        f"  the FIFO events topic (every path; {ordered['envelope_bytes']} B envelopes):"
+        f" unordered {unordered:.2f} vs {standard:.2f} on a standard topic ({unordered - standard:+.2f}:"
+        " FIFO publishes are cheaper, but deliveries to SQS and payload are billed)",
+    ]
 
 
 def floor_report(results: dict[str, Any]) -> list[str]:

@@ -27,6 +27,9 @@ REGION = "eu-central-1"
 PRICES_RECORDED = "2026-12-01"
 # When the traffic prices were recorded (bench/cost.py's table, moved here unchanged).
 TRAFFIC_PRICES_RECORDED = "2025-06"
+# The FIFO rows (SNS FIFO topic, SQS FIFO queue), added 2026-12-02 for the ordered path; not
+# re-read on their pages from this machine (no internet): re-check them there.
+FIFO_PRICES_RECORDED = "2026-12-02"
 
 KMS_PRICING = "https://aws.amazon.com/kms/pricing/"
 SECRETS_MANAGER_PRICING = "https://aws.amazon.com/secrets-manager/pricing/"
@@ -58,6 +61,8 @@ class UnitPrice:
     unit: str  # singular: "request", "GB-s"
     source: str
     note: str = ""
+    # When it was recorded from `source`, if not TRAFFIC_PRICES_RECORDED.
+    recorded: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,26 @@ class TrafficPrices:
         1.20 / 1e6, "request", API_GATEWAY_PRICING, "HTTP API, first 300 M a month, per 512 KB"
     )
     sns_publish: UnitPrice = UnitPrice(
-        0.50 / 1e6, "request", SNS_PRICING, "per 64 KB chunk; SNS charges nothing to deliver to SQS"
+        0.50 / 1e6, "request", SNS_PRICING, "standard topic, per 64 KB chunk; delivery to SQS free"
+    )
+    # The events topic is FIFO (issue 14): publishes, plus their payload, plus each delivery to
+    # an SQS subscription (of a FIFO topic, unlike a standard one, delivery to SQS is billed).
+    sns_fifo_publish: UnitPrice = UnitPrice(
+        0.30 / 1e6, "request", SNS_PRICING, "FIFO topic, per 64 KB chunk", FIFO_PRICES_RECORDED
+    )
+    sns_fifo_publish_payload_gb: UnitPrice = UnitPrice(
+        0.017, "GB", SNS_PRICING, "FIFO topic, payload data published", FIFO_PRICES_RECORDED
+    )
+    sns_fifo_sqs_delivery: UnitPrice = UnitPrice(
+        0.01 / 1e6, "delivery", SNS_PRICING, "FIFO topic to an SQS subscription", FIFO_PRICES_RECORDED
+    )
+    sns_fifo_sqs_delivery_payload_gb: UnitPrice = UnitPrice(
+        0.001, "GB", SNS_PRICING, "FIFO topic, payload data delivered to SQS", FIFO_PRICES_RECORDED
     )
     sqs_request: UnitPrice = UnitPrice(0.40 / 1e6, "request", SQS_PRICING, "standard queue, per 64 KB chunk")
+    sqs_fifo_request: UnitPrice = UnitPrice(
+        0.50 / 1e6, "request", SQS_PRICING, "FIFO queue, per 64 KB chunk", FIFO_PRICES_RECORDED
+    )
     dynamodb_write_unit: UnitPrice = UnitPrice(
         0.7625 / 1e6, "WRU", DYNAMODB_PRICING, "on-demand, after the November 2024 price cut"
     )

@@ -1,7 +1,8 @@
 """The stack's AWS resources, created in a moto server from the same registry the CDK stack reads.
 
-`create_resources()` makes the events topic, one queue + DLQ (redrive with the consumer's
-`max_receive_count`) + raw-delivery, filtered subscription per enabled consumer, the tables and
+`create_resources()` makes the events topic (FIFO, as in the stack), one queue + DLQ (redrive
+with the consumer's `redrive_max_receive_count`; FIFO, high-throughput, for an ordered consumer)
++ raw-delivery, filtered subscription per enabled consumer, the tables and
 the secrets with local values; with End User Messaging also the SMS delivery-events topic and,
 standing for `sms_events`' Lambda subscription, a queue subscribed to it (`local.sns_subscription`);
 and returns their names, URLs and ARNs. `LocalResources` then
@@ -35,10 +36,27 @@ from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 from local.overlay import local_deployment, local_overlay
 from local.settings import LocalSettings
 from local.sns_subscription import ASYNC_ATTEMPTS
+from local.worker_process import LOCAL_CONSUMER_ENV, consumer_json
 from pipeline.registry import CONSUMERS, Consumer, enabled
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
 WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET, CRM_TOKEN_SECRET)
+# The events topic as `infra.constructs.events_topic.EventsTopic` makes it: FIFO, every publish
+# naming its deduplication id, throughput per message group. (moto keeps no topic-level
+# deduplication: the SNS fault proxy in front of it, `local.fakes.sns`, does.)
+EVENTS_TOPIC = "events.fifo"
+EVENTS_TOPIC_ATTRIBUTES = {
+    "FifoTopic": "true",
+    "ContentBasedDeduplication": "false",
+    "FifoThroughputScope": "MessageGroup",
+}
+# An ordered consumer's queue and DLQ, as `infra.constructs.consumers.FIFO_QUEUE_PROPS`.
+FIFO_QUEUE_ATTRIBUTES = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "messageGroup",
+    "FifoThroughputLimit": "perMessageGroupId",
+}
 
 
 @dataclass(frozen=True)
@@ -123,14 +141,19 @@ class LocalResources:
 
     def local_environments(self, aws_endpoint: str) -> dict[str, dict[str, str]]:
         """What the local runtime gives each function besides Lambda's own variables: the stack's
-        environment plus the local overlay (`local.overlay`), by function name."""
-        return {
+        environment plus the local overlay (`local.overlay`), by function name; for a consumer
+        other than the registry's entry of its name, its declaration (`LOCAL_CONSUMER_ENV`)."""
+        environments = {
             name: {
                 **environment,
                 **local_overlay(name, environment, aws_endpoint=aws_endpoint, fakes=self.fakes),
             }
             for name, environment in self.stack_environments().items()
         }
+        for consumer in self.consumers:
+            if consumer not in CONSUMERS:
+                environments[consumer.name][LOCAL_CONSUMER_ENV] = consumer_json(consumer)
+        return environments
 
     def describe(self) -> dict[str, Any]:
         """Names, URLs and ARNs for `.local/stack.json`."""
@@ -212,7 +235,9 @@ def create_resources(
     prefix = deployment.stack_name
     sns = client("sns")
     sqs = client("sqs")
-    topic_arn = sns.create_topic(Name=f"{prefix}-events")["TopicArn"]
+    topic_arn = sns.create_topic(Name=f"{prefix}-{EVENTS_TOPIC}", Attributes=EVENTS_TOPIC_ATTRIBUTES)[
+        "TopicArn"
+    ]
     queues = {consumer.name: _consumer_queues(sqs, sns, topic_arn, prefix, consumer) for consumer in chosen}
     dynamodb = client("dynamodb")
     tables = {name: _table(dynamodb, f"{prefix}-{name}", TABLE_KEYS[name]) for name in table_names(chosen)}
@@ -251,16 +276,23 @@ def _seconds(period: timedelta) -> str:
     return str(int(period.total_seconds()))
 
 
+def queue_name(prefix: str, consumer: Consumer, suffix: str = "") -> str:
+    """`<stack>-<consumer><suffix>`, with `.fifo` for an ordered consumer's (FIFO) queues."""
+    return f"{prefix}-{consumer.name}{suffix}{'.fifo' if consumer.ordered else ''}"
+
+
 def _consumer_queues(sqs: Any, sns: Any, topic_arn: str, prefix: str, consumer: Consumer) -> QueuePair:
     """Retention periods as the stack sets them (`pipeline.retention`)."""
+    fifo = FIFO_QUEUE_ATTRIBUTES if consumer.ordered else {}
     dlq_url, dlq_arn = _queue(
-        sqs, f"{prefix}-{consumer.name}-dlq", {"MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
+        sqs, queue_name(prefix, consumer, "-dlq"), {**fifo, "MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
     )
-    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.retry.max_receive_count}
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.redrive_max_receive_count}
     url, arn = _queue(
         sqs,
-        f"{prefix}-{consumer.name}",
+        queue_name(prefix, consumer),
         {
+            **fifo,
             "MessageRetentionPeriod": _seconds(CONSUMER_QUEUE_RETENTION),
             "VisibilityTimeout": str(consumer.visibility_timeout_seconds),
             "RedrivePolicy": json.dumps(redrive),

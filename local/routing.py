@@ -27,6 +27,8 @@ class Publish:
     topic_arn: str
     attributes: dict[str, str]
     event_id: str | None
+    # A repeat of a deduplication id the FIFO topic took within its window: not delivered at all.
+    deduplicated: bool = False
 
 
 def publishes(form: Mapping[str, str]) -> list[Publish]:
@@ -94,6 +96,12 @@ def _one_of(values: list[str]) -> str:
 def explain(publish: Publish, consumers: Iterable[Consumer]) -> str:
     """`event telegram:1:7 (telegram message) -> store, crm; not sms: source 'telegram' is not 'crm'`
     (consumers kept out for the same reason are named together)."""
+    what = " ".join(publish.attributes.get(key, "?") for key in ("source", "type"))
+    if publish.deduplicated:
+        return (
+            f"event {publish.event_id or '?'} ({what}) -> no consumer: a repeat the FIFO topic dropped "
+            "(same deduplication id within 5 minutes)"
+        )
     reached: list[str] = []
     missed: dict[str, list[str]] = {}  # reason -> the consumers it keeps out, in registry order
     for consumer in consumers:
@@ -101,7 +109,6 @@ def explain(publish: Publish, consumers: Iterable[Consumer]) -> str:
             reached.append(consumer.name)
         else:
             missed.setdefault(why_not(consumer.filter_policy, publish.attributes), []).append(consumer.name)
-    what = " ".join(publish.attributes.get(key, "?") for key in ("source", "type"))
     line = f"event {publish.event_id or '?'} ({what}) -> {', '.join(reached) or 'no consumer'}"
     if missed:
         line += "; not " + "; ".join(f"{', '.join(names)}: {reason}" for reason, names in missed.items())

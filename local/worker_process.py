@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
+import json
 import math
+import os
 import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +49,51 @@ from local.lambda_host import (
     quiet_interrupts,
     wait_for_handler,
 )
+from pipeline.registry import Consumer, RetryPolicy
+
+# A consumer the runtime was started with that is not the registry's entry of that name (a test's
+# `dataclasses.replace(by_name("autoreply"), ordered=True, ...)`): its declaration, as JSON, so
+# the worker in this process reads the same consumer its queue was made for. Never set in AWS,
+# where the bundled registry is the one the stack was synthesized from.
+LOCAL_CONSUMER_ENV = "LOCAL_CONSUMER"
+
+
+def consumer_json(consumer: Consumer) -> str:
+    return json.dumps(dataclasses.asdict(consumer))
+
+
+def consumer_from_json(raw: str) -> Consumer:
+    fields = json.loads(raw)
+    return Consumer(
+        **{
+            **fields,
+            "retry": RetryPolicy(**fields["retry"]),
+            "secrets": tuple(fields["secrets"]),
+            "tables": tuple(fields["tables"]),
+        }
+    )
+
+
+def apply_local_consumer(environ: Mapping[str, str]) -> Consumer | None:
+    """Make `pipeline.registry.by_name` answer the runtime's declaration of this process's
+    consumer (see LOCAL_CONSUMER_ENV); before the handler is imported, so the worker reads it."""
+    raw = environ.get(LOCAL_CONSUMER_ENV)
+    if not raw:
+        return None
+    from pipeline import registry
+
+    consumer = consumer_from_json(raw)
+    original = registry.by_name
+
+    def by_name(name: str, consumers: Any = registry.CONSUMERS) -> Consumer:
+        return consumer if name == consumer.name else original(name, consumers)
+
+    registry.by_name = by_name
+    worker = sys.modules.get("pipeline.worker")
+    if worker is not None:
+        worker.by_name = by_name  # type: ignore[attr-defined]
+    return consumer
+
 
 # Lambda's SQS poller waits up to 20 s; shorter here so the process notices a stop quickly.
 LONG_POLL_SECONDS = 2
@@ -154,6 +203,18 @@ class SqsPoller:
         )
         self.previous_counts: Counter[str] = Counter()
 
+    @property
+    def fifo(self) -> bool:
+        return str(self.args.queue_url).endswith(".fifo")
+
+    def fifo_receive(self) -> dict[str, str]:
+        """On a FIFO queue, as Lambda's poller: a ReceiveRequestAttemptId per receive (botocore's
+        retries of that receive resend it, so SQS answers a retried receive with the same
+        messages instead of locking their groups for a visibility timeout). The records carry
+        MessageGroupId, SequenceNumber and MessageDeduplicationId (`sqs_record`), which
+        Powertools' FIFO processor reads."""
+        return {"ReceiveRequestAttemptId": uuid.uuid4().hex} if self.fifo else {}
+
     def receive_batch(self) -> list[dict[str, Any]]:
         """Up to `batch_size` messages; with a batching window, gathers until it closes or fills."""
         messages: list[dict[str, Any]] = []
@@ -173,6 +234,7 @@ class SqsPoller:
                         WaitTimeSeconds=wait,
                         MessageSystemAttributeNames=["All"],
                         MessageAttributeNames=["All"],
+                        **self.fifo_receive(),
                     )
             except (BotoCoreError, ClientError) as error:
                 print(
@@ -317,6 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    apply_local_consumer(os.environ)
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
     host = FunctionHost(args.handler, args.function_name, args.timeout, args.memory)

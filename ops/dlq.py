@@ -2,12 +2,18 @@
 
 Message bodies may hold personal data (phone numbers, message text): only the envelope's ids and
 type and the worker's `dead_letter_reason` are ever printed.
+
+An ordered consumer's DLQ is a FIFO queue: each message keeps its MessageGroupId, the chat it
+held back (`telegram:<bot>:chat:<id>`), which list and peek show; redrive moves it by hand,
+keeping the group and giving it a new deduplication id (the queue dedupes per group for five
+minutes: a redrive under the old id would be dropped as a repeat).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -84,6 +90,31 @@ def _age_from_sample(queue_url: str, now: datetime) -> float | None:
     return max(0.0, now.timestamp() - min(sent)) if sent else None
 
 
+def is_fifo(queue_url: str) -> bool:
+    return queue_url.rstrip("/").endswith(".fifo")
+
+
+# How many message groups (chats) `dlq list` names per FIFO DLQ before "+N more".
+SHOWN_GROUPS = 3
+
+
+def _groups_from_sample(queue_url: str) -> list[str]:
+    """The message groups (chats) among up to 10 messages of a FIFO DLQ, without hiding them."""
+    messages = (
+        _sqs()
+        .receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=SQS_BATCH,
+            VisibilityTimeout=0,
+            MessageSystemAttributeNames=["MessageGroupId"],
+        )
+        .get("Messages", [])
+    )
+    return sorted(
+        {m["Attributes"]["MessageGroupId"] for m in messages if "MessageGroupId" in m.get("Attributes", {})}
+    )
+
+
 def _depth(queue_url: str) -> int:
     return int(_attributes(queue_url, "ApproximateNumberOfMessages")["ApproximateNumberOfMessages"])
 
@@ -100,10 +131,13 @@ def list_dlqs(ctx: Context) -> int:
         )
         depth = int(attrs.get("ApproximateNumberOfMessages", "0"))
         age, source = None, None
+        groups: list[str] | None = [] if is_fifo(queues.dlq_url) else None
         if depth:
             age, source = _age_from_metric(queues.dlq_url, now), "cloudwatch"
             if age is None:
                 age, source = _age_from_sample(queues.dlq_url, now), "sample"
+            if groups is not None:
+                groups = _groups_from_sample(queues.dlq_url)
         found.append(
             {
                 "consumer": queues.consumer,
@@ -112,6 +146,8 @@ def list_dlqs(ctx: Context) -> int:
                 "oldest_age_seconds": None if age is None else int(age),
                 "age_source": source,
                 "delivery_dlq_depth": _depth(queues.delivery_dlq_url) if queues.delivery_dlq_url else None,
+                # FIFO DLQs (ordered consumers): the chats held back, from a sample of 10.
+                "groups": groups,
             }
         )
     if ctx.wants_json():
@@ -123,7 +159,7 @@ def list_dlqs(ctx: Context) -> int:
 
 
 def _print_table(ctx: Context, found: list[dict[str, Any]]) -> None:
-    rows = [("consumer", "dlq_depth", "in_flight", "oldest", "age_source", "delivery_dlq")]
+    rows = [("consumer", "dlq_depth", "in_flight", "oldest", "age_source", "delivery_dlq", "groups")]
     for dlq in found:
         delivery = dlq["delivery_dlq_depth"]
         rows.append(
@@ -134,6 +170,7 @@ def _print_table(ctx: Context, found: list[dict[str, Any]]) -> None:
                 format_age(dlq["oldest_age_seconds"]),
                 dlq["age_source"] or "-",
                 "-" if delivery is None else str(delivery),
+                _groups_cell(dlq["groups"]),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -142,6 +179,13 @@ def _print_table(ctx: Context, found: list[dict[str, Any]]) -> None:
     if any(row["age_source"] == "sample" for row in found):
         ctx.line("")
         ctx.line("sample: oldest of up to 10 messages looked at (no CloudWatch datapoint yet), a lower bound")
+
+
+def _groups_cell(groups: list[str] | None) -> str:
+    if not groups:
+        return "-"
+    more = len(groups) - SHOWN_GROUPS
+    return ",".join(groups[:SHOWN_GROUPS]) + (f" +{more} more" if more > 0 else "")
 
 
 # -- peek ------------------------------------------------------------------------------------------
@@ -216,7 +260,7 @@ def peek(ctx: Context) -> None:
                     MaxNumberOfMessages=min(SQS_BATCH, limit - len(received)),
                     # Hidden only while we read them; released right after.
                     VisibilityTimeout=ctx.option("visibility_timeout"),
-                    AttributeNames=["All"],
+                    MessageSystemAttributeNames=["All"],
                     MessageAttributeNames=["All"],
                 )
                 .get("Messages", [])
@@ -236,6 +280,7 @@ def peek(ctx: Context) -> None:
             "event_id",
             "type",
             "correlation_id",
+            "message_group",
             "dead_letter_reason",
             "receive_count",
             "sent_at",
@@ -255,6 +300,8 @@ def _shown_message(message: dict[str, Any]) -> dict[str, Any]:
         "event_id": summary.event_id,
         "type": summary.type,
         "correlation_id": summary.correlation_id,
+        # A FIFO DLQ's (ordered consumer's) message group: the chat it held back.
+        "message_group": message.get("Attributes", {}).get("MessageGroupId"),
         "dead_letter_reason": _string_attribute(message, "dead_letter_reason"),
         # Counts this DLQ's receives, peeks included; a redrive sends new messages (count 0).
         "receive_count": int(count) if count is not None else None,
@@ -314,6 +361,7 @@ def _move_by_hand(queues: ConsumerQueues) -> int:
                 VisibilityTimeout=60,
                 WaitTimeSeconds=1,
                 MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["MessageGroupId"],
             )
             .get("Messages", [])
         )
@@ -328,6 +376,12 @@ def _move_by_hand(queues: ConsumerQueues) -> int:
             }
             if attributes:
                 entry["MessageAttributes"] = attributes
+            group = message.get("Attributes", {}).get("MessageGroupId")
+            if is_fifo(queues.queue_url):
+                # The same group (chat), in the DLQ's order; a new deduplication id, else the
+                # queue drops a message redriven within 5 minutes of its first send.
+                entry["MessageGroupId"] = group or "no-group"
+                entry["MessageDeduplicationId"] = f"redrive-{uuid.uuid4().hex}"
             entries.append(entry)
         sent = _sqs().send_message_batch(QueueUrl=queues.queue_url, Entries=entries)
         sent_ids = {int(s["Id"]) for s in sent.get("Successful", [])}
@@ -354,8 +408,13 @@ def redrive(ctx: Context) -> None:
         f"move the {waiting} message(s) of the {queues.consumer} DLQ back to its queue {queues.queue_url}"
     ):
         return
-    moved = _move_with_task(queues, ctx.option("timeout"), ctx)
+    # A FIFO DLQ is moved by hand: a move task would resend each message under its old
+    # deduplication id, which the queue drops within five minutes of the first send.
+    moved = None if is_fifo(queues.dlq_url) else _move_with_task(queues, ctx.option("timeout"), ctx)
     if moved is None:
-        ctx.line("StartMessageMoveTask is not available here; moving by receive, send, delete")
+        if is_fifo(queues.dlq_url):
+            ctx.line("a FIFO DLQ: moving by receive, send (same group, new deduplication id), delete")
+        else:
+            ctx.line("StartMessageMoveTask is not available here; moving by receive, send, delete")
         moved = _move_by_hand(queues)
     ctx.line(f"moved {moved} message(s) from the {queues.consumer} DLQ to its queue")

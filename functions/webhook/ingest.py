@@ -35,6 +35,7 @@ from pipeline.envelope import (
     Source,
     crm_event_id,
     message_size,
+    publish_request,
     sns_attributes,
     utc_now,
 )
@@ -260,9 +261,7 @@ def publish(envelope: Envelope, attributes: dict[str, str | None], topic_arn: st
         logger.error("Event too large for SNS, not published", extra={**log_fields, "size_bytes": size})
         _reject(413, "oversized", f"event of {size} bytes exceeds the {SNS_MAX_MESSAGE_BYTES}-byte limit")
     try:
-        response = aws.client("sns").publish(
-            TopicArn=topic_arn, Message=message, MessageAttributes=message_attributes
-        )
+        response = aws.client("sns").publish(**publish_request(topic_arn, envelope, message_attributes))
     except (ClientError, BotoCoreError):
         logger.exception("Publishing to SNS failed; the sender will retry", extra=log_fields)
         _reject(503, "publish_failed", "could not queue the event, retry later")

@@ -145,24 +145,49 @@ SETTING_GRANTS: dict[str, Callable[[PipelineFunction, str], None]] = {
 }
 
 
-def secure_queue(scope: Construct, construct_id: str, **props: Any) -> sqs.Queue:
-    """An SSE (SQS-managed), TLS-only queue."""
+# A FIFO queue in high-throughput mode: deduplication and throughput limits per message group
+# (a chat), so chats never queue behind each other's quota.
+FIFO_QUEUE_PROPS: dict[str, Any] = {
+    "fifo": True,
+    "content_based_deduplication": False,
+    "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+    "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+}
+
+
+def secure_queue(scope: Construct, construct_id: str, *, fifo: bool = False, **props: Any) -> sqs.Queue:
+    """An SSE (SQS-managed), TLS-only queue; `fifo`: a high-throughput FIFO queue."""
     return sqs.Queue(
-        scope, construct_id, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True, **props
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        **(FIFO_QUEUE_PROPS if fifo else {}),
+        **props,
     )
 
 
-def dead_letter_queue(scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> sqs.Queue:
+def dead_letter_queue(
+    scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, fifo: bool = False
+) -> sqs.Queue:
     """A `secure_queue` keeping messages for DLQ_RETENTION (the maximum; `pipeline.retention`
     counts it in the redelivery bound), removed with the stack only as the stack's removal_policy
     says: what failed stays inspectable and redrivable after a deletion gone wrong."""
     return secure_queue(
-        scope, construct_id, retention_period=duration(DLQ_RETENTION), removal_policy=removal_policy
+        scope,
+        construct_id,
+        fifo=fifo,
+        retention_period=duration(DLQ_RETENTION),
+        removal_policy=removal_policy,
     )
 
 
 class ConsumerPipeline(Construct):
-    """Queue + redrive DLQ + SNS delivery DLQ + subscription + worker for one consumer."""
+    """Queue + redrive DLQ + SNS delivery DLQ + subscription + worker for one consumer.
+
+    An ordered consumer's queue and DLQ are FIFO (grouped by chat, in Telegram's order); the
+    others' are standard queues, fed by the same FIFO topic. Every SNS delivery DLQ is FIFO:
+    a FIFO topic's subscriptions dead-letter into FIFO queues."""
 
     def __init__(
         self,
@@ -180,21 +205,26 @@ class ConsumerPipeline(Construct):
         super().__init__(scope, construct_id)
         self.consumer = consumer
         topic = events.topic
-        # Messages the worker gave up on: after max_receive_count deliveries, or at once for a
+        # Messages the worker gave up on: after max_receive_count attempts, or at once for a
         # permanent error (the worker sends those here itself).
-        self.dlq = dead_letter_queue(self, "Dlq", removal_policy=defaults.removal_policy)
+        self.dlq = dead_letter_queue(
+            self, "Dlq", removal_policy=defaults.removal_policy, fifo=consumer.ordered
+        )
         self.queue = secure_queue(
             self,
             "Queue",
+            fifo=consumer.ordered,
             # Explicit, not SQS's default: the redelivery bound (pipeline.retention) counts it.
             retention_period=duration(CONSUMER_QUEUE_RETENTION),
             visibility_timeout=Duration.seconds(consumer.visibility_timeout_seconds),
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dlq, max_receive_count=consumer.retry.max_receive_count
+                queue=self.dlq, max_receive_count=consumer.redrive_max_receive_count
             ),
         )
         # Messages SNS could not deliver into the queue at all (e.g. a broken queue policy).
-        self.delivery_dlq = dead_letter_queue(self, "DeliveryDlq", removal_policy=defaults.removal_policy)
+        self.delivery_dlq = dead_letter_queue(
+            self, "DeliveryDlq", removal_policy=defaults.removal_policy, fifo=True
+        )
         topic.add_subscription(
             subscriptions.SqsSubscription(
                 self.queue,
@@ -236,6 +266,7 @@ class ConsumerPipeline(Construct):
             SqsEventSource(
                 self.queue,
                 batch_size=consumer.batch_size,
+                # Never for an ordered consumer: the registry refuses a window on a FIFO queue.
                 max_batching_window=(
                     Duration.seconds(consumer.batching_window_seconds)
                     if consumer.batching_window_seconds

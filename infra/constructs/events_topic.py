@@ -37,6 +37,7 @@ class EncryptedTopic(Construct):
         removal_policy: RemovalPolicy,
         key: kms.Key | None = None,
         tracing: bool = False,
+        fifo: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         # The stack's key when given (every topic but the events one), else a key of its own.
@@ -54,6 +55,12 @@ class EncryptedTopic(Construct):
             master_key=self.key,
             enforce_ssl=True,
             tracing_config=sns.TracingConfig.ACTIVE if tracing else None,
+            # FIFO (the events topic): every publish names its deduplication id
+            # (pipeline.envelope.fifo_keys); high throughput, SNS's FIFO limits per message group.
+            fifo=fifo or None,
+            topic_name=f"{Stack.of(self).stack_name}-events.fifo" if fifo else None,
+            content_based_deduplication=False if fifo else None,
+            fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if fifo else None,
         )
 
     def allow_service_publish(
@@ -93,7 +100,12 @@ class EncryptedTopic(Construct):
 class EventsTopic(EncryptedTopic):
     """The topic every event is published to; X-Ray-traced with the `tracing` setting; SNS may use
     the key to deliver. Its key is the stack's: the alarm and SMS delivery-event topics are
-    encrypted with it too."""
+    encrypted with it too.
+
+    A FIFO topic (`<stack>-events.fifo`), always: it keeps each chat's (message group's) order
+    for the ordered consumers' FIFO queues, drops a resend of the same event within five minutes
+    for every subscriber, and feeds the other consumers' standard queues alike. One code path:
+    the ordered consumers need it, and it costs the unordered path little (bench/cost.py)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, tracing: bool = False
@@ -105,6 +117,7 @@ class EventsTopic(EncryptedTopic):
             key_description="Encrypts the pipeline's SNS topics at rest: events, alarms, SMS delivery events",
             removal_policy=removal_policy,
             tracing=tracing,
+            fifo=True,
         )
         # SNS itself uses the key when delivering to subscriptions (of every topic it encrypts) and
         # when AWS services publish on a principal's behalf; scoped to this account so no other

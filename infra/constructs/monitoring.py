@@ -159,8 +159,9 @@ class Monitoring(Construct):
             for role, queue in sms.delivery_events_dlqs.items():
                 self.dlqs[f"sms-events-{role}-dlq"] = queue
 
+        ordered_dlqs = {f"{name}-dlq" for name, pipeline in pipelines.items() if pipeline.consumer.ordered}
         for dlq_name, dlq in self.dlqs.items():
-            self._dlq_alarm(dlq_name, dlq)
+            self._dlq_alarm(dlq_name, dlq, ordered=dlq_name in ordered_dlqs)
         for name, pipeline in pipelines.items():
             self._queue_age_alarm(name, pipeline)
         for name, function in self.functions.items():
@@ -209,7 +210,15 @@ class Monitoring(Construct):
         self.alarms.append(WatchedAlarm(kind, subject, alarm))
         return alarm
 
-    def _dlq_alarm(self, name: str, queue: sqs.IQueue) -> None:
+    def _dlq_alarm(self, name: str, queue: sqs.IQueue, *, ordered: bool = False) -> None:
+        # An alarm cannot name a chat (its dimensions are fixed): it says where the chat is.
+        where = (
+            " The chat held back is each message's MessageGroupId (telegram:<bot>:chat:<id>): "
+            "`python -m ops dlq peek` shows it, and the worker's 'record sent to the DLQ' log line "
+            "names it (message_group) with the reason; the chat's later updates went on."
+            if ordered
+            else ""
+        )
         self._alarm(
             AlarmKind.DLQ_NOT_EMPTY,
             name,
@@ -218,7 +227,7 @@ class Monitoring(Construct):
             threshold=1,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description=f"{name} holds messages that were given up on: inspect them, fix the cause, "
-            "then redrive or discard them (consumer DLQs: python -m ops dlq).",
+            "then redrive or discard them (consumer DLQs: python -m ops dlq)." + where,
             # SQS stops publishing metrics for a queue idle for 6 hours, while the message is
             # still there: missing data keeps the alarm as it is instead of clearing it.
             missing=cloudwatch.TreatMissingData.IGNORE,

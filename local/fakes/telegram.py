@@ -172,6 +172,12 @@ class TelegramFake(FakeService):
     def _ok(result: Any) -> FakeResponse:
         return FakeResponse(200, {"ok": True, "result": result})
 
+    def fault_target(self, request: FakeRequest) -> str:
+        """The path, then `?chat_id=<id>&` when the call names a chat: `"match": "chat_id=42&"`
+        aims a fault at one chat (a poison update, a chat whose first attempts fail)."""
+        chat_id = _params(request).get("chat_id")
+        return f"{request.path}?chat_id={chat_id}&" if chat_id is not None else request.path
+
     def answer(self, request: FakeRequest) -> FakeResponse:
         match = _METHOD_PATH.match(request.path)
         if match is None:

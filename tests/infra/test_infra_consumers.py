@@ -92,7 +92,7 @@ def test_queue_hides_messages_for_six_worker_timeouts_and_redrives_to_its_dlq(
     queue = props(synth.resources, _id(synth, pipeline.queue))
     assert queue["VisibilityTimeout"] == 6 * consumer.timeout_seconds
     assert queue["SqsManagedSseEnabled"] is True
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == consumer.retry.max_receive_count
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == consumer.redrive_max_receive_count
     assert ref_name(queue["RedrivePolicy"]["deadLetterTargetArn"]) == _id(synth, pipeline.dlq)
 
 

@@ -25,7 +25,7 @@ from aiogram.types import Update
 
 from infra.tables import TTL_ATTRIBUTE
 from pipeline import aws
-from pipeline.envelope import Envelope, crm_event_id, utc_now
+from pipeline.envelope import Envelope, crm_event_id, fifo_keys, utc_now
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION, IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram import TelegramUpdate, publication
@@ -39,6 +39,14 @@ CONVERSATIONS_TABLE = "conversations"
 BOT_STATE_TABLE = "bot_state"
 TABLE_NAMES = {"journal": JOURNAL_TABLE, "conversations": CONVERSATIONS_TABLE, "bot_state": BOT_STATE_TABLE}
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# An ordered consumer's queues, as `local.resources.FIFO_QUEUE_ATTRIBUTES` creates them (not
+# imported: a scaffolded consumer's test runs in a copy of the project without `local/`).
+FIFO_QUEUE_ATTRIBUTES = {
+    "FifoQueue": "true",
+    "ContentBasedDeduplication": "false",
+    "DeduplicationScope": "messageGroup",
+    "FifoThroughputLimit": "perMessageGroupId",
+}
 TELEGRAM_FIXTURE_NAMES = sorted(path.stem for path in (FIXTURES / "telegram").glob("*.json"))
 
 
@@ -169,6 +177,10 @@ def lambda_sqs_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]
                 "SentTimestamp",
                 "SenderId",
                 "ApproximateFirstReceiveTimestamp",
+                # FIFO queues: Lambda passes these too (Powertools' FIFO processor reads the group).
+                "MessageGroupId",
+                "MessageDeduplicationId",
+                "SequenceNumber",
             )
             if name in attributes
         },
@@ -227,14 +239,33 @@ class ConsumerQueues:
         }
         return env
 
-    def send(self, published: Published | str, attributes: dict[str, str] | None = None) -> str:
-        """Send an envelope (or a raw body) as SNS raw delivery would; returns the message id."""
+    @property
+    def fifo(self) -> bool:
+        return self.queue_url.endswith(".fifo")
+
+    def send(
+        self,
+        published: Published | str,
+        attributes: dict[str, str] | None = None,
+        group_id: str | None = None,
+    ) -> str:
+        """Send an envelope (or a raw body) as SNS raw delivery would; returns the message id. On a
+        FIFO queue in the envelope's group (`pipeline.envelope.fifo_keys`, as SNS passes it on)
+        unless `group_id` says otherwise."""
         body = published if isinstance(published, str) else published.body
         attrs = attributes if attributes is not None or isinstance(published, str) else published.attributes
+        fifo: dict[str, str] = {}
+        if self.fifo:
+            keys = fifo_keys(published.envelope) if isinstance(published, Published) else None
+            fifo = {
+                "MessageGroupId": group_id or (keys.group_id if keys else "test-group"),
+                "MessageDeduplicationId": keys.deduplication_id if keys else uuid.uuid4().hex,
+            }
         response = self.sqs.send_message(
             QueueUrl=self.queue_url,
             MessageBody=body,
             MessageAttributes={n: {"DataType": "String", "StringValue": v} for n, v in (attrs or {}).items()},
+            **fifo,
         )
         message_id: str = response["MessageId"]
         return message_id
@@ -338,19 +369,23 @@ def _seconds(period: timedelta) -> str:
 
 def create_queues(consumer: Consumer, suffix: str = "") -> ConsumerQueues:
     """Queue + DLQ as the stack makes them: their retention periods, redrive after the consumer's
-    max_receive_count."""
+    redrive_max_receive_count; FIFO (high throughput) for an ordered consumer."""
     sqs = aws.client("sqs")
     name = f"{consumer.name}{suffix}"
+    fifo = FIFO_QUEUE_ATTRIBUTES if consumer.ordered else {}
+    ending = ".fifo" if consumer.ordered else ""
     dlq_url = sqs.create_queue(
-        QueueName=f"{name}-dlq", Attributes={"MessageRetentionPeriod": _seconds(DLQ_RETENTION)}
+        QueueName=f"{name}-dlq{ending}",
+        Attributes={**fifo, "MessageRetentionPeriod": _seconds(DLQ_RETENTION)},
     )["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
-    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.retry.max_receive_count}
+    redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.redrive_max_receive_count}
     queue_url = sqs.create_queue(
-        QueueName=name,
+        QueueName=f"{name}{ending}",
         Attributes={
+            **fifo,
             "MessageRetentionPeriod": _seconds(CONSUMER_QUEUE_RETENTION),
             "VisibilityTimeout": str(consumer.visibility_timeout_seconds),
             "RedrivePolicy": json.dumps(redrive),

@@ -35,7 +35,9 @@ def order_events(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Callable[[]
     """The events topic (moto) the consumers publish to, and a reader of what reached it."""
     sns, sqs = aws.client("sns"), aws.client("sqs")
     suffix = uuid.uuid4().hex[:8]
-    topic_arn = sns.create_topic(Name=f"events-{suffix}")["TopicArn"]
+    topic_arn = sns.create_topic(
+        Name=f"events-{suffix}.fifo", Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "false"}
+    )["TopicArn"]
     queue_url = sqs.create_queue(QueueName=f"published-{suffix}")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
     sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn["QueueArn"])

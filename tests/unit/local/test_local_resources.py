@@ -93,6 +93,8 @@ def test_a_published_event_reaches_exactly_the_consumers_whose_policy_matches(st
         TopicArn=stack.topic_arn,
         Message='{"event_id":"x"}',
         MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+        MessageGroupId="telegram:bot:chat:1",
+        MessageDeduplicationId="x",
     )
 
     sqs = client("sqs")

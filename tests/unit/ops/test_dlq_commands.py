@@ -55,8 +55,8 @@ def test_list_shows_depth_and_sampled_age_per_deployed_consumer(
     assert result.code == 0, result.err
     table = rows(result.out)
     assert set(table) == set(DEPLOYED_CONSUMERS)  # `ai` is not deployed: not listed
-    assert table["crm"][1:] == ["3", "0", "2h05m", "sample", "0"]
-    assert table["store"][1:] == ["0", "0", "-", "-", "1"]
+    assert table["crm"][1:] == ["3", "0", "2h05m", "sample", "0", "-"]
+    assert table["store"][1:] == ["0", "0", "-", "-", "1", "-"]
     assert "sample: oldest of up to 10 messages" in result.out
     # Sampling does not hide anything.
     assert depth(deployed.dlq_urls["crm"]) == 3

@@ -78,7 +78,9 @@ def test_dlq_list_json_and_fail_on_messages(deployed: Deployed, run) -> None:
         "oldest_age_seconds",
         "age_source",
         "delivery_dlq_depth",
+        "groups",  # a FIFO DLQ's message groups (chats); None for a standard DLQ
     }
+    assert rows["crm"]["groups"] is None
     assert run("dlq", "list").code == 0  # without the flag a non-empty DLQ is not a failure
 
 

@@ -80,11 +80,14 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def pipeline(moto_backend: None, env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pipeline]:
-    """A fresh topic with a subscribed queue, and the two webhook secrets, in moto."""
+    """A fresh FIFO topic (as the stack's) with a subscribed standard queue (moto keeps no
+    topic-level deduplication, so the queue sees every publish), and the webhook secrets."""
     _clear_secret_caches()
     suffix = uuid.uuid4().hex[:12]
     sns, sqs, secretsmanager = aws.client("sns"), aws.client("sqs"), aws.client("secretsmanager")
-    topic_arn = sns.create_topic(Name=f"events-{suffix}")["TopicArn"]
+    topic_arn = sns.create_topic(
+        Name=f"events-{suffix}.fifo", Attributes={"FifoTopic": "true", "ContentBasedDeduplication": "false"}
+    )["TopicArn"]
     queue_url = sqs.create_queue(QueueName=f"all-events-{suffix}")["QueueUrl"]
     attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
     sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=attributes["QueueArn"])
@@ -98,17 +101,26 @@ def pipeline(moto_backend: None, env: None, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("CRM_AUTH", raising=False)  # the stack's default: signatures only
 
     calls: Counter[str] = Counter()
+    publishes: list[dict[str, Any]] = []
 
     def count(model: Any, **_: Any) -> None:
         calls[model.name] += 1
+
+    def record_publish(params: dict[str, Any], **_: Any) -> None:
+        publishes.append(dict(params))
+
+    sns.meta.events.register("before-parameter-build.sns.Publish", record_publish)
 
     # Every AWS call the webhook makes goes through these cached clients: count them.
     for client in (sns, secretsmanager):
         client.meta.events.register("before-call", count)
     secret_ids = (telegram_secret["ARN"], crm_secret["ARN"])
-    yield Pipeline(topic_arn, queue_url, *secret_ids, calls, crm_token_secret_id=crm_token["ARN"])
+    yield Pipeline(
+        topic_arn, queue_url, *secret_ids, calls, crm_token_secret_id=crm_token["ARN"], publishes=publishes
+    )
     for client in (sns, secretsmanager):
         client.meta.events.unregister("before-call", count)
+    sns.meta.events.unregister("before-parameter-build.sns.Publish", record_publish)
     _clear_secret_caches()
 
 

@@ -10,7 +10,7 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,8 @@ class Pipeline:
     crm_secret_id: str
     calls: Counter[str]
     crm_token_secret_id: str = ""
+    # The parameters of every Publish call, in order (MessageGroupId, MessageDeduplicationId...).
+    publishes: list[dict[str, Any]] = field(default_factory=list)
 
     def published(self) -> list[Published]:
         sqs = aws.client("sqs")

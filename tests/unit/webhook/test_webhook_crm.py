@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline import crm, phones
-from pipeline.envelope import Envelope
+from pipeline.envelope import Envelope, fifo_keys
 from tests.unit.webhook.support import (
     CRM_KEY,
     CRM_ORDER_EVENT,
@@ -53,6 +53,11 @@ def test_signed_event_publishes_one_envelope(invoke: Invoke, pipeline: Pipeline,
         "type": "order.status_changed",
         "status": event["order"]["status"],
     }
+    # Grouped by order; deduplicated on the change's content, never on the reusable event id.
+    [request] = pipeline.publishes
+    assert request["MessageGroupId"] == f"crm:order:{event['order']['id']}"
+    assert request["MessageDeduplicationId"] == fifo_keys(envelope).deduplication_id
+    assert event["event_id"] not in request["MessageDeduplicationId"]
 
 
 def test_base64_body_is_verified_over_its_decoded_bytes(invoke: Invoke, pipeline: Pipeline) -> None:

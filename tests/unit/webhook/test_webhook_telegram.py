@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.envelope import Envelope
+from pipeline.envelope import Envelope, fifo_keys
 from tests.unit.webhook.support import (
     BOT_ID,
     FIXTURES,
@@ -63,6 +63,11 @@ def test_accepted_update_publishes_one_envelope(invoke: Invoke, pipeline: Pipeli
     assert envelope.payload == update
     expected = {"source": "telegram", "type": kind, "chat_type": chat_type, "command": command}
     assert published.attributes == {name: value for name, value in expected.items() if value is not None}
+    # One publish to the FIFO topic, in the update's group, deduplicated on the update.
+    [request] = pipeline.publishes
+    assert request["MessageGroupId"] == fifo_keys(envelope).group_id
+    assert request["MessageGroupId"].startswith(f"telegram:{BOT_ID}:")
+    assert request["MessageDeduplicationId"] == event_id
 
 
 def test_unknown_future_kind_is_published_under_its_own_name(invoke: Invoke, pipeline: Pipeline) -> None:

@@ -11,8 +11,9 @@ from typing import get_args
 
 import pytest
 
+from local.resources import EVENTS_TOPIC_ATTRIBUTES
 from pipeline import aws
-from pipeline.envelope import Envelope, Source, sns_attributes
+from pipeline.envelope import Envelope, Source, publish_request, sns_attributes
 from pipeline.registry import CONSUMERS, Consumer, matches
 from tests.unit.consumer_support import (
     TELEGRAM_FIXTURE_NAMES,
@@ -45,7 +46,7 @@ def published_events() -> list[Published]:
 @pytest.mark.parametrize("consumer", CONSUMERS, ids=lambda c: c.name)
 def test_each_queue_receives_exactly_the_events_its_filter_policy_selects(consumer: Consumer) -> None:
     sns, sqs = aws.client("sns"), aws.client("sqs")
-    topic_arn = sns.create_topic(Name="events")["TopicArn"]
+    topic_arn = sns.create_topic(Name="events.fifo", Attributes=EVENTS_TOPIC_ATTRIBUTES)["TopicArn"]
     queues = {c.name: create_queues(c) for c in CONSUMERS}
     for c in CONSUMERS:
         sns.subscribe(
@@ -58,9 +59,7 @@ def test_each_queue_receives_exactly_the_events_its_filter_policy_selects(consum
     # Every source the webhook publishes (pipeline.envelope.Source) is among the events.
     assert {p.envelope.source for p in events} == set(get_args(Source))
     for event in events:
-        sns.publish(
-            TopicArn=topic_arn, Message=event.body, MessageAttributes=sns_attributes(event.attributes)
-        )
+        sns.publish(**publish_request(topic_arn, event.envelope, sns_attributes(event.attributes)))
 
     received: list[dict] = []
     while batch := sqs.receive_message(

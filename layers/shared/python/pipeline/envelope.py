@@ -3,15 +3,26 @@
 The SNS `Message` (and, with raw message delivery, the SQS message body) is the envelope's
 JSON. Consumers key idempotency on `event_id`, which is stable for the same business event
 (the same Telegram update, the same CRM event), never on an SQS message id.
+
+The events topic is an SNS FIFO topic: every publish names a message group (what must stay in
+order: a Telegram chat, a CRM order) and a deduplication id (what SNS drops a repeat of within
+five minutes). `fifo_keys` derives both, and `publish_request` is the one request every
+publisher sends, so the webhook and the CRM sources' consumers cannot group or dedupe apart.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.registry import CRM_CHANGE_KEY
 
 # `crm`: order-status events; `bitrix24`, `amocrm`: those CRMs' own webhook events.
 Source = Literal["telegram", "crm", "bitrix24", "amocrm"]
@@ -47,6 +58,96 @@ def telegram_event_id(bot_id: str, update_id: int) -> str:
 
 def crm_event_id(crm_event_id: str) -> str:
     return f"crm:{crm_event_id}"
+
+
+def telegram_bot_of(event_id: str) -> str:
+    """The bot id inside a `telegram_event_id` ("telegram:<bot_id>:<update_id>")."""
+    return event_id.split(":")[1] if event_id.count(":") >= 2 else "-"
+
+
+# -- FIFO keys --------------------------------------------------------------------------------------
+# SNS (and SQS) FIFO: MessageGroupId and MessageDeduplicationId are 1-128 characters of
+# alphanumerics and punctuation, i.e. printable ASCII without the space (SNS Publish API).
+FIFO_ID_MAX = 128
+_FIFO_ID = re.compile(r"[!-~]{1,128}")
+
+
+def fifo_id(value: str, *, prefix: str = "") -> str:
+    """`value` when SNS accepts it as a group or deduplication id, else `prefix` + its sha256."""
+    if _FIFO_ID.fullmatch(value):
+        return value
+    return f"{prefix}sha256:{hashlib.sha256(value.encode()).hexdigest()}"
+
+
+def _at(document: Mapping[str, Any], path: str) -> Any:
+    value: Any = document
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+# Per CRM source: what its events are grouped by, and where the payload names it.
+ORDER_GROUPS: dict[str, tuple[str, str]] = {
+    "crm": ("order", "order.id"),
+    "bitrix24": ("deal", "data.FIELDS.ID"),
+    "amocrm": ("lead", "lead.id"),
+}
+
+
+@dataclass(frozen=True)
+class FifoKeys:
+    group_id: str
+    deduplication_id: str
+
+
+def message_group(envelope: Envelope) -> str:
+    """What must stay in order with this event: its Telegram chat (or, without a chat, its user,
+    else a group saying so), its CRM order (one order's changes in order; orders independent, so
+    one stuck order holds only itself and SNS's per-group throughput is never the whole CRM's)."""
+    payload = envelope.payload
+    if envelope.source == "telegram":
+        # Imported for Telegram events only: the CRM sources' consumers never need it.
+        from pipeline.telegram import chat_group
+
+        return fifo_id(chat_group(payload, envelope.type, telegram_bot_of(envelope.event_id)))
+    noun, path = ORDER_GROUPS[envelope.source]
+    order_id = _at(payload, path)
+    group = (
+        f"{envelope.source}:{noun}:{order_id}"
+        if order_id not in (None, "")
+        else f"{envelope.source}:no-{noun}"
+    )
+    return fifo_id(group, prefix=f"{envelope.source}:")
+
+
+def deduplication_id(envelope: Envelope) -> str:
+    """What SNS drops a repeat of within 5 minutes: the event id (a Telegram update resent with
+    the same `update_id`; a Bitrix24/amoCRM delivery, fresh per delivery), except for a `crm`
+    event, whose id a CRM may reuse for another change: the hash of the change (CRM_CHANGE_KEY)."""
+    if envelope.source == "crm":
+        document = envelope.model_dump(mode="json")
+        values = [_at(document, path) for path in CRM_CHANGE_KEY]
+        digest = hashlib.sha256(dumps(values).encode()).hexdigest()
+        return f"crm:{digest}"
+    return fifo_id(envelope.event_id, prefix=f"{envelope.source}:")
+
+
+def fifo_keys(envelope: Envelope) -> FifoKeys:
+    return FifoKeys(message_group(envelope), deduplication_id(envelope))
+
+
+def publish_request(
+    topic_arn: str, envelope: Envelope, message_attributes: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """The SNS `Publish` arguments for one envelope on the (FIFO) events topic."""
+    keys = fifo_keys(envelope)
+    return {
+        "TopicArn": topic_arn,
+        "Message": envelope.to_json(),
+        "MessageAttributes": message_attributes,
+        "MessageGroupId": keys.group_id,
+        "MessageDeduplicationId": keys.deduplication_id,
+    }
 
 
 def utc_now() -> datetime:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from pipeline import aws, phones
 from pipeline.crm import ORDER_STATUS_CHANGED, PHONE_ERROR_TYPE, CrmEvent, validation_context
-from pipeline.envelope import Envelope, crm_event_id, sns_attributes, utc_now
+from pipeline.envelope import Envelope, crm_event_id, publish_request, sns_attributes, utc_now
 from pipeline.errors import PermanentError, TransientError
 
 TOPIC_ENV = "EVENTS_TOPIC_ARN"
@@ -110,9 +110,7 @@ def publish_order_status(order: OrderStatus, *, correlation_id: str) -> str:
     attributes = {"source": "crm", "type": event.type, "status": event.order.status}
     try:
         aws.client("sns").publish(
-            TopicArn=os.environ[TOPIC_ENV],
-            Message=envelope.to_json(),
-            MessageAttributes=sns_attributes(dict(attributes)),
+            **publish_request(os.environ[TOPIC_ENV], envelope, sns_attributes(dict(attributes)))
         )
     except (ClientError, BotoCoreError) as error:
         raise TransientError(f"publishing the order event failed ({type(error).__name__})") from None

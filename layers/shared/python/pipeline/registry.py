@@ -23,6 +23,27 @@ from typing import Any
 # event source, since throttled or scaling-up polls may receive a message without the function
 # ever running on it (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
 MIN_MAX_RECEIVE_COUNT = 5
+# SQS's bounds: a redrive policy's maxReceiveCount (1..1000); a Lambda event source on a FIFO
+# queue takes at most 10 records a batch and no batching window (Lambda refuses both).
+SQS_MAX_RECEIVE_COUNT = 1000
+FIFO_MAX_BATCH_SIZE = 10
+
+# What one CRM order-status change is: a CRM may reuse an event id for another change of the
+# same order, so the change's content names it. The sms consumer keys its idempotency on these
+# envelope paths, and SNS dedupes a `crm` event on their hash (pipeline.envelope.deduplication_id).
+CRM_CHANGE_KEY: tuple[str, ...] = (
+    "event_id",
+    "payload.order.id",
+    "payload.order.status",
+    "payload.occurred_at",
+    "payload.order.transition_id",
+)
+
+
+def jmespath_list(paths: tuple[str, ...]) -> str:
+    """The JMESPath multiselect list of dotted paths (Powertools' `event_key_jmespath`)."""
+    return f"[{', '.join(paths)}]"
+
 
 # Telegram update kinds that carry a user's message (what a "new contact" or a reply starts from).
 MESSAGE_KINDS = ("message", "business_message")
@@ -106,6 +127,22 @@ class Consumer:
             raise ValueError(f"{self.name}: timeout_seconds must be 1..900")
         if self.visibility_timeout_seconds > 43_200:
             raise ValueError(f"{self.name}: 6x timeout exceeds the SQS visibility maximum")
+        if self.ordered:
+            if self.batch_size > FIFO_MAX_BATCH_SIZE:
+                raise ValueError(
+                    f"{self.name}: an ordered consumer reads a FIFO queue: batch_size at most "
+                    f"{FIFO_MAX_BATCH_SIZE} (Lambda's limit for FIFO event sources)"
+                )
+            if self.batching_window_seconds:
+                raise ValueError(
+                    f"{self.name}: an ordered consumer reads a FIFO queue: no batching window "
+                    "(Lambda refuses one for a FIFO event source)"
+                )
+        if self.redrive_max_receive_count > SQS_MAX_RECEIVE_COUNT:
+            raise ValueError(
+                f"{self.name}: the queue's redrive maxReceiveCount would be {self.redrive_max_receive_count},"
+                f" above SQS's {SQS_MAX_RECEIVE_COUNT}: lower retry.max_receive_count or batch_size"
+            )
 
     @property
     def handler(self) -> str:
@@ -116,6 +153,19 @@ class Consumer:
     def visibility_timeout_seconds(self) -> int:
         """AWS guidance: at least 6x the function timeout, so a slow batch is never re-delivered mid-run."""
         return 6 * self.timeout_seconds
+
+    @property
+    def redrive_max_receive_count(self) -> int:
+        """The queue's redrive policy count: the safety net behind the worker's own dead-lettering.
+
+        An ordered consumer's record is also received, and not attempted, each time an earlier
+        record of its group in the same batch fails (Powertools skips it to keep the order): up to
+        `batch_size - 1` earlier records, each failing up to `max_receive_count` times. Its queue
+        allows that many receives, and the worker counts real attempts itself
+        (`pipeline.worker`), so a record held back is never dead-lettered for it.
+        """
+        factor = self.batch_size if self.ordered else 1
+        return self.retry.max_receive_count * factor
 
     @property
     def source(self) -> str | None:
@@ -194,8 +244,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         retry=RetryPolicy(max_receive_count=10, base_delay_seconds=10, max_delay_seconds=600),
         secrets=("sms_gateway",),
         # A CRM may reuse an event id for another change: the change itself is the event.
-        idempotency_key="[event_id, payload.order.id, payload.order.status, payload.occurred_at,"
-        " payload.order.transition_id]",
+        # (The same fields SNS dedupes a CRM event on: pipeline.envelope.deduplication_id.)
+        idempotency_key=jmespath_list(CRM_CHANGE_KEY),
         environment={
             "SMS_GATEWAY": "end_user_messaging",
             "SMS_MAX_ATTEMPTS": "5",

@@ -196,6 +196,20 @@ def user_of(update: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return _object_at(update.get(kind), layout.user if layout else None)
 
 
+def chat_group(update: Mapping[str, Any], kind: str, bot_id: str) -> str:
+    """The FIFO message group of an update (a Bot API JSON dict) of this kind: its chat
+    (`telegram:<bot>:chat:<id>`), else the user who caused it (`telegram:<bot>:user:<id>`:
+    inline queries, payments, a callback on an inline-mode message), else `telegram:<bot>:no-chat`
+    (polls, channel boosts without a chat): what an ordered consumer receives in order."""
+    chat_id = integer_id(chat_of(update, kind))
+    if chat_id is not None:
+        return f"telegram:{bot_id}:chat:{chat_id}"
+    user_id = integer_id(user_of(update, kind))
+    if user_id is not None:
+        return f"telegram:{bot_id}:user:{user_id}"
+    return f"telegram:{bot_id}:no-chat"
+
+
 def chat_type(update: TelegramUpdate) -> str | None:
     """Type of the chat the update happened in ("private", "group", ...), when it has one."""
     kind = update_type(update)

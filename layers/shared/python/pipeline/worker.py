@@ -14,6 +14,15 @@ A consumer supplies one function `process(envelope) -> dict | None` holding its 
 - a permanent failure, an unreadable envelope, or the last allowed attempt sends the record to
   the consumer's DLQ with its reason as a message attribute and in the log, then acknowledges it:
   no endless loop, nothing lost. The SQS redrive policy stays as the safety net for crashes.
+
+An ordered consumer (`Consumer.ordered`) reads a FIFO queue grouped by chat, through Powertools'
+`SqsFifoPartialProcessor(skip_group_on_error=True)`: at a group's first failure the rest of that
+group in the batch is skipped (reported failed without running), other groups go on. A skipped
+record was not attempted: it is made visible again with its group's failed record, so the group
+comes back whole and in order, and its attempts are counted by the worker (an `attempts` item
+per message in the journal, written on failures only), not read from ApproximateReceiveCount,
+which skips raise. Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named
+in the log line.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,7 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -38,7 +53,7 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.observability import service_logger
 from pipeline.registry import Consumer, RetryPolicy, by_name
-from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
@@ -47,6 +62,10 @@ Process = Callable[[Envelope], dict[str, Any] | None]
 
 # SQS caps a message's visibility timeout at 12 hours.
 MAX_VISIBILITY_SECONDS = 43_200
+# An ordered consumer's attempt counter item in the journal: `<consumer>#attempts#<message id>`,
+# kept as long as the message can stay in its queue.
+ATTEMPTS_KEY = "{consumer}#attempts#{message_id}"
+ATTEMPTS_TTL_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds())
 
 
 # Field of WorkerSettings -> the environment variable it is read from.
@@ -100,7 +119,7 @@ REQUIRED = frozenset(name for name, field in WorkerSettings.model_fields.items()
 class Outcome:
     """What happened to one record; the local runtime and tests count these."""
 
-    status: str  # "processed" | "duplicate" | "retry" | "dead_lettered"
+    status: str  # "processed" | "duplicate" | "retry" | "dead_lettered" | "held" (ordered: skipped)
     reason: str | None = None
     delay_seconds: int | None = None
 
@@ -126,10 +145,7 @@ class ConsumerWorker:
         self._consumer = consumer
         self.logger = service_logger()
         self.metrics = Metrics()
-        # A batch whose every record is retried (a throttled remote, a one-record batch) is an
-        # expected outcome: report every record in batchItemFailures instead of failing the
-        # invocation, which would count as a function error and trip the Errors alarm.
-        self.processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        self._processor: BatchProcessor | None = None
         self._settings: WorkerSettings | None = None
         self._idempotent_process: Callable[..., Any] | None = None
         self._config: IdempotencyConfig | None = None
@@ -137,6 +153,9 @@ class ConsumerWorker:
         # Outcome counts since start (the local runtime's status line reads them).
         self.counts: Counter[str] = Counter()
         self.last_outcome: Outcome | None = None
+        # Per invocation, ordered consumers: records the handler ran on, and each failed group's delay.
+        self._attempted: set[str] = set()
+        self._group_delays: dict[str, int] = {}
 
     # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
     @property
@@ -150,6 +169,22 @@ class ConsumerWorker:
         if self._consumer is None:
             self._consumer = by_name(self.settings.consumer_name)
         return self._consumer
+
+    @property
+    def processor(self) -> BatchProcessor:
+        """The FIFO processor for an ordered consumer (stops a group at its first failure), else
+        the plain one. A batch whose every record is retried (a throttled remote, a one-record
+        batch) is an expected outcome: every record is reported in batchItemFailures instead of
+        failing the invocation, which would count as a function error and trip the Errors alarm."""
+        if self._processor is None:
+            if self.consumer.ordered:
+                self._processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+                self._processor.raise_on_entire_batch_failure = False
+            else:
+                self._processor = BatchProcessor(
+                    event_type=EventType.SQS, raise_on_entire_batch_failure=False
+                )
+        return self._processor
 
     def _wire(self) -> tuple[IdempotencyConfig, Callable[..., Any]]:
         if self._config is None or self._idempotent_process is None:
@@ -188,6 +223,7 @@ class ConsumerWorker:
         """Forget settings and clients (tests and the local runtime re-point the environment)."""
         self._settings = None
         self._consumer = self._explicit_consumer  # else re-read from the new CONSUMER_NAME
+        self._processor = None
         self._config = None
         self._idempotent_process = None
         self.counts.clear()
@@ -198,17 +234,64 @@ class ConsumerWorker:
         config, _ = self._wire()
         config.register_lambda_context(context)
         self.metrics.add_dimension(name="consumer", value=self.consumer.name)
-        return dict(
+        self._attempted.clear()
+        self._group_delays.clear()
+        response = dict(
             process_partial_response(
                 event=event, record_handler=self.handle_record, processor=self.processor, context=context
             )
         )
+        if self.consumer.ordered:
+            self._release_held(event, response)
+        return response
+
+    def _release_held(self, event: dict[str, Any], response: dict[str, Any]) -> None:
+        """Records skipped behind a failure of their group: visible again with the failed record
+        (same delay), so the group returns whole and in order, not after the queue's visibility
+        timeout. Not an attempt: nothing is counted against them."""
+        failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
+        held = [
+            record
+            for record in event.get("Records", [])
+            if record["messageId"] in failed and record["messageId"] not in self._attempted
+        ]
+        if not held:
+            return
+        entries = []
+        for index, record in enumerate(held):
+            group = (record.get("attributes") or {}).get("MessageGroupId") or ""
+            delay = self._group_delays.get(group, 0)
+            entries.append(
+                {"Id": str(index), "ReceiptHandle": record["receiptHandle"], "VisibilityTimeout": delay}
+            )
+            self._record(Outcome("held", f"behind a failed record of {group}", delay))
+            self.logger.info(
+                "record held behind its group's failure",
+                extra={"message_id": record["messageId"], "message_group": group, "delay": delay},
+            )
+        try:
+            result = aws.client("sqs").change_message_visibility_batch(
+                QueueUrl=self.settings.queue_url, Entries=entries
+            )
+            problems = result.get("Failed", [])
+        except Exception:
+            self.logger.exception("could not release held records")
+            return
+        if problems:
+            # They come back after the queue's visibility timeout instead, still in order.
+            self.logger.warning(
+                "some held records keep the queue's visibility timeout", extra={"failed": problems}
+            )
 
     def handle_record(self, record: SQSRecord) -> None:
         """Raise to have the record retried; return to have it acknowledged (deleted)."""
         _, idempotent_process = self._wire()
+        self._attempted.add(record.message_id)
         receive_count = int(record.attributes.approximate_receive_count or "1")
-        log_keys = {"message_id": record.message_id, "receive_count": receive_count}
+        log_keys: dict[str, Any] = {"message_id": record.message_id, "receive_count": receive_count}
+        group = record.attributes.message_group_id
+        if group:
+            log_keys["message_group"] = group
         try:
             envelope = Envelope.from_json(record.body)
         except ValidationError as error:
@@ -253,8 +336,9 @@ class ConsumerWorker:
         retry_after: float | None,
     ) -> None:
         policy = self.consumer.retry
-        if receive_count >= policy.max_receive_count:
-            self._dead_letter(record, f"retries exhausted after {receive_count} attempts: {reason}", log_keys)
+        attempt = self._attempt(record, receive_count, log_keys)
+        if attempt >= policy.max_receive_count:
+            self._dead_letter(record, f"retries exhausted after {attempt} attempts: {reason}", log_keys)
             return
         if retry_after is not None:
             delay = min(math.ceil(retry_after), MAX_VISIBILITY_SECONDS)
@@ -269,10 +353,38 @@ class ConsumerWorker:
         except Exception:
             # The record still fails; it reappears after the queue's own visibility timeout.
             self.logger.exception("could not set retry delay", extra=log_keys)
+        group = record.attributes.message_group_id
+        if self.consumer.ordered and group:
+            self._group_delays[group] = delay
         self._record(Outcome("retry", reason, delay))
         self.metrics.add_metric(name="RecordsRetried", unit=MetricUnit.Count, value=1)
         self.logger.warning("record will be retried", extra={**log_keys, "reason": reason, "delay": delay})
         raise TransientError(reason, retry_after)
+
+    def _attempt(self, record: SQSRecord, receive_count: int, log_keys: dict[str, Any]) -> int:
+        """Which attempt at this record just failed. The receive count for an unordered consumer;
+        for an ordered one, its own counter (receives include the times it was skipped behind its
+        group), falling back to the receive count if the counter cannot be written."""
+        if not self.consumer.ordered:
+            return receive_count
+        key = ATTEMPTS_KEY.format(consumer=self.consumer.name, message_id=record.message_id)
+        try:
+            result = aws.client("dynamodb").update_item(
+                TableName=self.settings.journal_table,
+                Key={"id": {"S": key}},
+                UpdateExpression="ADD attempts :one SET expiration = :expiration",
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":expiration": {"N": str(int(time.time()) + ATTEMPTS_TTL_SECONDS)},
+                },
+                ReturnValues="UPDATED_NEW",
+            )
+            attempt = int(result["Attributes"]["attempts"]["N"])
+        except Exception:
+            self.logger.exception("could not count the attempt; using the receive count", extra=log_keys)
+            return receive_count
+        log_keys["attempt"] = attempt
+        return attempt
 
     def _dead_letter(self, record: SQSRecord, reason: str, log_keys: dict[str, Any]) -> None:
         attributes = {
@@ -282,10 +394,18 @@ class ConsumerWorker:
         }
         attributes["dead_letter_reason"] = {"DataType": "String", "StringValue": reason[:1000]}
         attributes["dead_letter_consumer"] = {"DataType": "String", "StringValue": self.consumer.name}
+        request: dict[str, Any] = {
+            "QueueUrl": self.settings.dlq_url,
+            "MessageBody": record.body,
+            "MessageAttributes": attributes,
+        }
+        if self.consumer.ordered:
+            # The FIFO DLQ keeps the record's group (its chat: what the alarm's reader looks for);
+            # a send repeated after a crash dedupes on the message id.
+            request["MessageGroupId"] = record.attributes.message_group_id or "no-group"
+            request["MessageDeduplicationId"] = record.message_id
         # Sending can fail; then the record fails and is retried, so the message is never lost.
-        aws.client("sqs").send_message(
-            QueueUrl=self.settings.dlq_url, MessageBody=record.body, MessageAttributes=attributes
-        )
+        aws.client("sqs").send_message(**request)
         self._record(Outcome("dead_lettered", reason))
         self.metrics.add_metric(name="RecordsDeadLettered", unit=MetricUnit.Count, value=1)
         self.logger.error("record sent to the DLQ", extra={**log_keys, "reason": reason})

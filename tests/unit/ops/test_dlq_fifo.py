@@ -1,0 +1,95 @@
+"""dlq list / peek / redrive on an ordered consumer's FIFO DLQ: the chat (message group) is shown,
+and a redrive keeps each message's group and order under a new deduplication id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local.resources import FIFO_QUEUE_ATTRIBUTES
+from ops.outputs import OutputKey
+from tests.unit.ops.support import Deployed, create_resources, create_stack, envelope_body
+
+ORDERED = "autoreply"
+
+
+@pytest.fixture
+def deployed() -> Iterator[Deployed]:
+    """The stack, with `autoreply` ordered: its queue and DLQ are FIFO queues."""
+    with mock_aws():
+        resources = create_resources()
+        sqs = boto3.client("sqs")
+        for urls, key, name in (
+            (resources.queue_urls, OutputKey.queue_url(ORDERED), f"pipeline-{ORDERED}.fifo"),
+            (resources.dlq_urls, OutputKey.dlq_url(ORDERED), f"pipeline-{ORDERED}-dlq.fifo"),
+        ):
+            urls[ORDERED] = sqs.create_queue(QueueName=name, Attributes=FIFO_QUEUE_ATTRIBUTES)["QueueUrl"]
+            resources.outputs[key] = urls[ORDERED]
+        create_stack(resources)
+        yield resources
+
+
+def dead_letter_in_chat(deployed: Deployed, update_id: int, chat: int) -> None:
+    """What the worker sends to a FIFO DLQ: in the record's group, deduplicated on its message id."""
+    boto3.client("sqs").send_message(
+        QueueUrl=deployed.dlq_urls[ORDERED],
+        MessageBody=envelope_body(update_id),
+        MessageAttributes={"dead_letter_reason": {"DataType": "String", "StringValue": "retries exhausted"}},
+        MessageGroupId=f"telegram:default:chat:{chat}",
+        MessageDeduplicationId=f"message-{update_id}",
+    )
+
+
+def test_list_names_the_chats_held_in_a_fifo_dlq(deployed: Deployed, run) -> None:
+    dead_letter_in_chat(deployed, 1, chat=42)
+    dead_letter_in_chat(deployed, 2, chat=7)
+
+    result = run("dlq", "list")
+
+    assert result.code == 0, result.err
+    header, *lines = result.out.split("\n\n")[0].splitlines()
+    assert header.split()[-1] == "groups"
+    table = {line.split()[0]: line.split() for line in lines}
+    assert table[ORDERED][1] == "2"
+    assert table[ORDERED][-1] == "telegram:default:chat:42,telegram:default:chat:7"
+    assert table["store"][-1] == "-"  # a standard DLQ has no groups
+
+
+def test_peek_shows_each_messages_chat(deployed: Deployed, run) -> None:
+    dead_letter_in_chat(deployed, 3, chat=42)
+
+    result = run("dlq", "peek", ORDERED)
+
+    assert "  message_group: telegram:default:chat:42" in result.out.splitlines()
+
+
+def test_redrive_keeps_group_and_order_under_a_new_deduplication_id(deployed: Deployed, run) -> None:
+    for update_id in (10, 11, 12):
+        dead_letter_in_chat(deployed, update_id, chat=42)
+    dead_letter_in_chat(deployed, 20, chat=7)
+
+    result = run("dlq", "redrive", "--yes", ORDERED)
+
+    assert result.code == 0, result.err
+    assert "moved 4 message(s)" in result.out
+    sqs = boto3.client("sqs")
+    moved = []
+    while batch := sqs.receive_message(
+        QueueUrl=deployed.queue_urls[ORDERED], MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+    ).get("Messages", []):
+        moved.extend(batch)
+        for message in batch:
+            sqs.delete_message(QueueUrl=deployed.queue_urls[ORDERED], ReceiptHandle=message["ReceiptHandle"])
+    by_group: dict[str, list[str]] = {}
+    for message in moved:
+        by_group.setdefault(message["Attributes"]["MessageGroupId"], []).append(message["Body"])
+        # Not the id it was sent to the DLQ under: the queue would drop it within 5 minutes.
+        assert not message["Attributes"]["MessageDeduplicationId"].startswith("message-")
+    assert by_group == {
+        "telegram:default:chat:42": [envelope_body(10), envelope_body(11), envelope_body(12)],
+        "telegram:default:chat:7": [envelope_body(20)],
+    }
+    assert sqs.receive_message(QueueUrl=deployed.dlq_urls[ORDERED]).get("Messages", []) == []

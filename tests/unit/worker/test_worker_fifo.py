@@ -1,0 +1,209 @@
+"""An ordered consumer's worker on a FIFO queue (moto): a failure stops only its own group.
+
+Powertools' FIFO processor skips the rest of a failed record's group in the batch; the worker
+releases those records with the failed one (so the group comes back whole, in order), counts
+only real attempts against them, and dead-letters into the FIFO DLQ in the record's group.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from pipeline import aws
+from pipeline.envelope import Envelope, fifo_keys
+from pipeline.errors import PermanentError, TransientError
+from pipeline.registry import Consumer, RetryPolicy, by_name
+from pipeline.worker import ATTEMPTS_KEY, ConsumerWorker
+from tests.unit.consumer_support import (
+    JOURNAL_TABLE,
+    ConsumerQueues,
+    Deploy,
+    FakeLambdaContext,
+    Output,
+    Published,
+    failed_ids,
+    lambda_handler_of,
+    telegram_envelope,
+    telegram_update,
+)
+
+pytestmark = pytest.mark.usefixtures("moto_aws")
+
+# No backoff: a retried group is back at once, so a test can drive every attempt.
+ORDERED = replace(
+    by_name("store"),
+    ordered=True,
+    retry=RetryPolicy(max_receive_count=5, base_delay_seconds=0, max_delay_seconds=0),
+)
+
+
+@dataclass
+class Spy:
+    """Records each call; fails an event id with the next exception of its list."""
+
+    failures: dict[str, list[Exception]] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+
+    def __call__(self, envelope: Envelope) -> dict[str, Any]:
+        self.calls.append(envelope.event_id)
+        pending = self.failures.get(envelope.event_id)
+        if pending:
+            raise pending.pop(0)
+        return {"done": envelope.event_id}
+
+
+def update_in_chat(chat_id: int, update_id: int) -> Published:
+    update = telegram_update("private_start")
+    update["update_id"] = update_id
+    update["message"]["chat"]["id"] = chat_id
+    update["message"]["from"]["id"] = chat_id
+    return telegram_envelope(update)
+
+
+def run(
+    worker: ConsumerWorker, queues: ConsumerQueues, context: FakeLambdaContext
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One poll and invocation, then the event source mapping's deletes."""
+    event = queues.receive_event()
+    response = lambda_handler_of(worker)(event, context)
+    queues.acknowledge(event, response)
+    return event, response
+
+
+def attempts_item(consumer: Consumer, message_id: str) -> dict[str, Any] | None:
+    key = ATTEMPTS_KEY.format(consumer=consumer.name, message_id=message_id)
+    item: dict[str, Any] | None = (
+        aws.client("dynamodb").get_item(TableName=JOURNAL_TABLE, Key={"id": {"S": key}}).get("Item")
+    )
+    return item
+
+
+def test_a_consumer_declared_ordered_gets_the_fifo_processor(deploy: Deploy) -> None:
+    from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor
+
+    ordered, plain = ConsumerWorker(Spy(), ORDERED), ConsumerWorker(Spy(), by_name("store"))
+    deploy(ordered, ORDERED)
+    deploy(plain, "store")
+    assert isinstance(ordered.processor, SqsFifoPartialProcessor)
+    assert not isinstance(plain.processor, SqsFifoPartialProcessor)
+
+
+def test_a_failure_in_one_chat_skips_only_that_chats_later_records(
+    deploy: Deploy, lambda_context: FakeLambdaContext
+) -> None:
+    spy = Spy()
+    worker = ConsumerWorker(spy, ORDERED)
+    queues = deploy(worker, ORDERED)
+    a1, b1, a2, b2, a3 = (update_in_chat(c, u) for c, u in ((1, 11), (2, 21), (1, 12), (2, 22), (1, 13)))
+    for item in (a1, b1, a2, b2, a3):
+        queues.send(item)
+    spy.failures[a1.envelope.event_id] = [TransientError("Telegram is down")]
+
+    event, response = run(worker, queues, lambda_context)
+
+    ids = {r["body"]: r["messageId"] for r in event["Records"]}
+    assert len(event["Records"]) == 5
+    # A's first failed: A's later two never ran; B went on in order.
+    assert spy.calls == [a1.envelope.event_id, b1.envelope.event_id, b2.envelope.event_id]
+    assert failed_ids(response) == [ids[a1.body], ids[a2.body], ids[a3.body]]
+    assert worker.counts["held"] == 2
+    # Skips are not attempts: only the failed record has a counter.
+    assert attempts_item(ORDERED, ids[a1.body])["attempts"] == {"N": "1"}  # type: ignore[index]
+    assert attempts_item(ORDERED, ids[a2.body]) is None
+
+    # The held records came back with the failed one (no backoff here), not after the queue's
+    # visibility timeout, and chat 1 resumes in Telegram's order.
+    run(worker, queues, lambda_context)
+    assert spy.calls[3:] == [a1.envelope.event_id, a2.envelope.event_id, a3.envelope.event_id]
+    assert queues.approximate_counts() == (0, 0)
+
+
+def test_a_poison_update_holds_its_chat_until_dead_lettered_then_the_chat_goes_on(
+    deploy: Deploy, lambda_context: FakeLambdaContext, output: Any
+) -> None:
+    spy = Spy()
+    worker = ConsumerWorker(spy, ORDERED)
+    queues = deploy(worker, ORDERED)
+    logs: Output = output(worker)
+    poison, after, other = update_in_chat(7, 71), update_in_chat(7, 72), update_in_chat(8, 81)
+    for item in (poison, after, other):
+        queues.send(item)
+    attempts = ORDERED.retry.max_receive_count
+    spy.failures[poison.envelope.event_id] = [TransientError("502 from the Bot API")] * attempts
+    # The next one of the chat fails once after the poison is gone: by then it has been
+    # received `attempts` times (skipped), which must not dead-letter it.
+    spy.failures[after.envelope.event_id] = [TransientError("429")]
+
+    for _ in range(attempts):
+        run(worker, queues, lambda_context)
+        # Until the poison is dead-lettered, its chat's next update never runs.
+        if spy.calls.count(poison.envelope.event_id) < attempts:
+            assert after.envelope.event_id not in spy.calls
+    assert spy.calls.count(other.envelope.event_id) == 1  # the other chat was never held
+
+    # Dead-lettered at the last attempt; the chat went on at once, and its next update, received
+    # as often as the poison, is retried (its first real attempt), not dead-lettered.
+    assert spy.calls.count(after.envelope.event_id) == 1
+    run(worker, queues, lambda_context)
+    assert spy.calls.count(after.envelope.event_id) == 2
+    assert queues.approximate_counts() == (0, 0)
+
+    sqs = aws.client("sqs")
+    [letter] = sqs.receive_message(
+        QueueUrl=queues.dlq_url, MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+    chat = fifo_keys(poison.envelope).group_id
+    assert letter["Attributes"]["MessageGroupId"] == chat == "telegram:default:chat:7"
+    assert json.loads(letter["Body"])["event_id"] == poison.envelope.event_id
+    reason = letter["MessageAttributes"]["dead_letter_reason"]["StringValue"]
+    assert reason.startswith(f"retries exhausted after {attempts} attempts: 502 from the Bot API")
+    [line] = logs.logs("record sent to the DLQ")
+    assert (line["message_group"], line["reason"]) == (chat, reason)
+
+
+def test_a_permanent_error_dead_letters_at_once_in_its_group_and_does_not_hold_the_chat(
+    deploy: Deploy, lambda_context: FakeLambdaContext
+) -> None:
+    spy = Spy()
+    worker = ConsumerWorker(spy, ORDERED)
+    queues = deploy(worker, ORDERED)
+    bad, good = update_in_chat(3, 31), update_in_chat(3, 32)
+    queues.send(bad)
+    queues.send(good)
+    spy.failures[bad.envelope.event_id] = [PermanentError("chat not found")]
+
+    _, response = run(worker, queues, lambda_context)
+
+    assert failed_ids(response) == []
+    assert spy.calls == [bad.envelope.event_id, good.envelope.event_id]
+    [letter] = aws.client("sqs").receive_message(
+        QueueUrl=queues.dlq_url, MessageSystemAttributeNames=["All"]
+    )["Messages"]
+    assert letter["Attributes"]["MessageGroupId"] == "telegram:default:chat:3"
+
+
+def test_the_ordered_queue_allows_the_receives_skipping_adds() -> None:
+    assert ORDERED.redrive_max_receive_count == ORDERED.retry.max_receive_count * ORDERED.batch_size
+    assert by_name("store").redrive_max_receive_count == by_name("store").retry.max_receive_count
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"batch_size": 20, "batching_window_seconds": 1}, "batch_size at most 10"),
+        ({"batching_window_seconds": 2}, "no batching window"),
+        ({"retry": RetryPolicy(max_receive_count=200)}, "above SQS's 1000"),
+    ],
+)
+def test_the_registry_refuses_what_lambda_or_sqs_would_for_an_ordered_consumer(
+    changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        replace(by_name("store"), ordered=True, **changes)
+    # The same settings are fine unordered (except the receive bound, which scales with ordering).
+    if "retry" not in changes:
+        replace(by_name("store"), **changes)
