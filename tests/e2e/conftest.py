@@ -83,7 +83,10 @@ def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -
     the webhook and the `bot` consumer only."""
     settings = dataclasses.replace(pipeline.settings, bot_consumer=True)
     state_dir: Path = tmp_path_factory.mktemp("local-runtime-bot")
-    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(by_name("bot"),))
+    # A shorter timeout than the registry's 15 s: a crashed worker's record comes back after the
+    # visibility timeout (6x), 48 s instead of 90 s, and the crash test waits for exactly that.
+    bot = dataclasses.replace(by_name("bot"), timeout_seconds=8)
+    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(bot,))
     runtime.start()
     other = Pipeline(runtime)
     OTHER_PIPELINES.append(other)

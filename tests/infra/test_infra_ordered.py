@@ -1,35 +1,29 @@
 """The events topic is FIFO; an ordered consumer gets a FIFO queue and DLQ, the others keep theirs.
 
-The registry has no ordered consumer yet (the `bot` consumer comes with issue 14's part 2): this
-synth makes `autoreply` ordered, the way a registry entry would, and checks what changes and
-what does not.
+The ordered consumer is the registry's own `bot` (ordered=True), in the full synth (which sets
+`bot_application`); every other consumer must keep its standard queue.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
-
 import pytest
-from synthesized import Synthesized, full_context, synthesize
+from synthesized import Synthesized
 from template_queries import of_type, props, ref_name, role_permissions
 
 from infra.constructs.consumers import ConsumerPipeline
-from pipeline import registry
 from pipeline.registry import CONSUMERS, by_name
 
-ORDERED = replace(by_name("autoreply"), ordered=True)
+ORDERED = by_name("bot")
+
+
+def test_the_bot_is_the_registrys_only_ordered_consumer() -> None:
+    assert [c.name for c in CONSUMERS if c.ordered] == [ORDERED.name]
 
 
 @pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
-    consumers = tuple(ORDERED if c.name == ORDERED.name else c for c in CONSUMERS)
-    patch = pytest.MonkeyPatch()
-    patch.setattr("infra.stack.enabled", lambda settings: registry.enabled(settings, consumers))
-    try:
-        yield synthesize(tmp_path_factory.mktemp("ordered"), full_context())
-    finally:
-        patch.undo()
+def synth(full_synth: Synthesized) -> Synthesized:
+    assert ORDERED.name in full_synth.stack.pipelines
+    return full_synth
 
 
 def _props(synth: Synthesized, construct: object) -> dict:

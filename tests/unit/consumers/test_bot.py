@@ -164,7 +164,16 @@ def test_a_crash_after_a_sent_message_replays_the_step_without_sending_it_again(
     assert stored_state() == 0  # the step's state was not committed
     assert texts(telegram)[-1].startswith("Shall we call you at")
 
-    again = bot.app.lambda_handler(failed.event, bot.context)  # the redelivery
+    # SQS redelivers it once its backoff has passed (made to pass now): the chat's next update
+    # waits behind it in the FIFO queue until then.
+    [record] = failed.event["Records"]
+    aws.client("sqs").change_message_visibility(
+        QueueUrl=bot.queues.queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
+    )
+    redelivery = bot.queues.receive_event()
+    assert [r["body"] for r in redelivery["Records"]] == [record["body"]]
+    again = bot.app.lambda_handler(redelivery, bot.context)
+    bot.queues.acknowledge(redelivery, again)
     assert again["batchItemFailures"] == []
     assert stored_state() == 1
     assert texts(telegram).count(f"Shall we call you at {PHONE}?") == 1

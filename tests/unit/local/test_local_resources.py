@@ -68,7 +68,7 @@ def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(sta
         redrive = json.loads(attributes["RedrivePolicy"])
         assert redrive == {
             "deadLetterTargetArn": queue.dlq_arn,
-            "maxReceiveCount": consumer.retry.max_receive_count,
+            "maxReceiveCount": consumer.redrive_max_receive_count,
         }
         assert int(attributes["VisibilityTimeout"]) == consumer.visibility_timeout_seconds
 

@@ -62,10 +62,14 @@ def test_each_queue_receives_exactly_the_events_its_filter_policy_selects(consum
         sns.publish(**publish_request(topic_arn, event.envelope, sns_attributes(event.attributes)))
 
     received: list[dict] = []
+    url = queues[consumer.name].queue_url
     while batch := sqs.receive_message(
-        QueueUrl=queues[consumer.name].queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+        QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]
     ).get("Messages", []):
         received.extend(batch)
+        # Deleted as a worker would: a FIFO queue holds a chat's next message while one is in flight.
+        for message in batch:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     by_id = {p.envelope.event_id: p for p in events}
     envelopes = [Envelope.from_json(m["Body"]) for m in received]
