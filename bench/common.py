@@ -250,10 +250,16 @@ def in_process_aws(service_name: str) -> Iterator[None]:
             _forget_clients()
 
 
+def deployed_default_settings() -> LocalSettings:
+    """What the figures are about: the stack as `cdk.json` deploys it. Without `bot_application`
+    the canned `autoreply` answers; `make local` runs the example bot instead, unless told not to."""
+    return LocalSettings.from_cdk_json(bot_consumer=False)
+
+
 def create_stack(consumers: tuple[Consumer, ...] | None = None) -> LocalResources:
     """The stack's topic, filtered queues, tables and secrets in in-process moto, as `make local` does."""
     fakes = dict.fromkeys(FAKE_NAMES, UNREACHABLE_URL)
-    return create_resources(aws.client, LocalSettings.from_cdk_json(), fakes, consumers)
+    return create_resources(aws.client, deployed_default_settings(), fakes, consumers)
 
 
 def function_path_environment() -> dict[str, str]:

@@ -26,7 +26,15 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.common import RESULTS_PATH, BenchError, Stats, compact, require, telegram_start
+from bench.common import (
+    RESULTS_PATH,
+    BenchError,
+    Stats,
+    compact,
+    deployed_default_settings,
+    require,
+    telegram_start,
+)
 from local.demo import TELEGRAM_TOKEN_HEADER, post
 from local.runtime import Ports, Runtime
 from pipeline.envelope import telegram_event_id
@@ -224,7 +232,9 @@ def log_bytes(runtime: Runtime, status: dict[str, dict[str, Any]]) -> dict[str, 
 def run(quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else Sizes()
     started = time.monotonic()
-    with Runtime(ports=Ports(), state_dir=RESULTS_PATH.parent / "runtime") as runtime:
+    with Runtime(
+        ports=Ports(), settings=deployed_default_settings(), state_dir=RESULTS_PATH.parent / "runtime"
+    ) as runtime:
         startup = time.monotonic() - started
         sender = Sender(runtime)
         warmup = [sender.send() for _ in range(WARMUP_UPDATES)]
