@@ -42,6 +42,7 @@ from telegram.warnings import PTBUserWarning
 from pipeline.telegram_bot.calls import current_event_id
 
 PHONE, CONFIRM = range(2)
+NEW = filters.UpdateType.MESSAGE
 CONVERSATION = "lead"
 _PHONE = re.compile(r"^\+?[0-9][0-9 ()-]{5,18}[0-9]$")
 
@@ -144,18 +145,20 @@ def conversation() -> ConversationHandler[Any]:
         # what this conversation wants (one open question per chat).
         warnings.simplefilter("ignore", PTBUserWarning)
         return ConversationHandler(
-            entry_points=[CommandHandler("start", start)],
+            # New messages only: PTB's message handlers also match edits by default, and an
+            # edited "/start" or phone is not a new step (the handlers read `update.message`).
+            entry_points=[CommandHandler("start", start, filters=NEW)],
             states={
                 PHONE: [
-                    MessageHandler(filters.CONTACT, contact),
-                    MessageHandler(filters.TEXT & ~filters.COMMAND, typed_phone),
+                    MessageHandler(NEW & filters.CONTACT, contact),
+                    MessageHandler(NEW & filters.TEXT & ~filters.COMMAND, typed_phone),
                 ],
                 CONFIRM: [
                     CallbackQueryHandler(confirmed, pattern="^confirm$"),
                     CallbackQueryHandler(change, pattern="^change$"),
                 ],
             },
-            fallbacks=[CommandHandler("cancel", cancel)],
+            fallbacks=[CommandHandler("cancel", cancel, filters=NEW)],
             name=CONVERSATION,
             persistent=True,
         )

@@ -138,6 +138,22 @@ def test_a_redelivered_update_is_answered_once(bot: DeployedConsumer, telegram: 
     assert len(sent(telegram, "sendMessage")) == 1
 
 
+def test_an_edited_message_mid_conversation_is_no_step_and_no_failure(
+    bot: DeployedConsumer, telegram: TelegramFake
+) -> None:
+    """PTB's message handlers match edits too; the example takes new messages only."""
+    bot.deliver(telegram_envelope(start()))
+    for update_id, text in ((900010, "/start"), (900011, PHONE)):
+        edit = telegram_update("edited_message")
+        edit["update_id"] = update_id
+        edit["edited_message"]["text"] = text
+        if text.startswith("/"):
+            edit["edited_message"]["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text)}]
+        assert bot.deliver(telegram_envelope(edit)).failed == []
+    assert stored_state() == 0  # still waiting for the phone
+    assert len(sent(telegram, "sendMessage")) == 1
+
+
 class Crash(Exception):
     """Stands for the process dying at the hook point."""
 
