@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from local.demo import telegram_updates
 from local.fakes.telegram import API_METHODS, strict_refusal
 from local.policy_check import StackSynthesis, check_directory
 from pipeline.telegram_bot.state import conversation_key
@@ -185,6 +186,21 @@ def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipe
     chat.wait_for_texts(4, timeout=REPLAY_TIMEOUT_SECONDS)
     assert bot_pipeline.runtime.wait_until_drained(timeout=60)
     assert_completed_once(chat)
+
+
+def test_the_demo_updates_leave_the_example_bot_nothing_to_dead_letter(bot_pipeline: Pipeline) -> None:
+    """`make demo`'s scripted Telegram updates (edits, a group, a callback, a channel post...)
+    reach the example bot as in `make local`: none fails or is dead-lettered."""
+    before = bot_pipeline.status()["bot"]
+    updates = telegram_updates(first_update_id=4_100_000)
+    for _, update in updates:
+        assert bot_pipeline.send_update(update) == 200
+    assert bot_pipeline.runtime.wait_until_drained(timeout=60)
+    after = bot_pipeline.status()["bot"]
+    # Its resends (the same update_id) are dropped at the FIFO topic: each update once.
+    assert after["processed"] - before["processed"] == len({u["update_id"] for _, u in updates})
+    assert (after["retried"], after["dead_lettered"]) == (before["retried"], before["dead_lettered"])
+    assert bot_pipeline.dlq_depth("bot") == 0
 
 
 @pytest.mark.after_scenarios
