@@ -32,8 +32,8 @@ from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, RULES_FILE, load_rules
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.telegram import BOT_USERNAME_ENV
+from pipeline.worker import ALARM_TOPIC_ENV, WorkerSettings
 from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
-from pipeline.worker import WorkerSettings
 
 # Logical table name of the idempotency journal every worker uses (and the SMS journal).
 JOURNAL = "journal"
@@ -158,9 +158,11 @@ class FunctionEnvironments:
         tables: Mapping[str, str],
         secrets: Mapping[str, str],
         topic_arn: str | None = None,
+        alarm_topic_arn: str | None = None,
     ) -> dict[str, str]:
         """`tables` and `secrets` map logical names to table names and secret ids (at least the
-        consumer's own); `topic_arn`, the events topic, for a consumer that publishes."""
+        consumer's own); `topic_arn`, the events topic, for a consumer that publishes;
+        `alarm_topic_arn`, the alarm topic, for an ordered one (its notice per dead letter)."""
         environment = {
             **self.powertools(consumer.name),
             "CONSUMER_NAME": consumer.name,
@@ -183,6 +185,12 @@ class FunctionEnvironments:
             environment[TOPIC_ENV] = topic_arn
             # It validates the order events it publishes as the webhook does (`pipeline.crm`).
             environment[DEFAULT_REGION_ENV] = self.settings.phone_default_region or ""
+        if consumer.ordered:
+            if not alarm_topic_arn:
+                raise ValueError(
+                    f"the {consumer.name} consumer is ordered: its environment needs the alarm topic ARN"
+                )
+            environment[ALARM_TOPIC_ENV] = alarm_topic_arn
         check_function_settings(consumer)
         environment.update(consumer.environment)
         if consumer.name == SMS_CONSUMER:

@@ -8,7 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.constructs.consumers import ConsumerPipeline
-from infra.constructs.events_topic import EventsTopic
+from infra.constructs.events_topic import AlarmTopic, EventsTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.journal import DataTables
 from infra.constructs.lambda_function import FunctionDefaults
@@ -44,6 +44,14 @@ class PipelineStack(Stack):
         environments = FunctionEnvironments(settings, stack_name=self.stack_name)
         self.events = EventsTopic(
             self, "Events", removal_policy=cdk_removal_policy(settings), tracing=settings.tracing
+        )
+        # Before the consumers: the ordered ones publish a notice per dead letter to it.
+        self.alarm_topic = AlarmTopic(
+            self,
+            "Alarms",
+            key=self.events.key,
+            removal_policy=cdk_removal_policy(settings),
+            alarm_email=settings.alarm_email,
         )
         self.webhook_secrets = WebhookSecrets(
             self,
@@ -84,6 +92,7 @@ class PipelineStack(Stack):
                 defaults=defaults,
                 environments=environments,
                 events=self.events,
+                alarm_topic=self.alarm_topic,
                 tables=self.tables.by_name,
                 secrets=self.consumer_secrets.by_name,
             )
@@ -120,7 +129,7 @@ class PipelineStack(Stack):
             ingress=self.ingress,
             pipelines=self.pipelines,
             sms=self.sms,
-            key=self.events.key,
+            alarm_topic=self.alarm_topic,
         )
         self._outputs()
 

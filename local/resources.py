@@ -1,6 +1,7 @@
 """The stack's AWS resources, created in a moto server from the same registry the CDK stack reads.
 
-`create_resources()` makes the events topic (FIFO, as in the stack), one queue + DLQ (redrive
+`create_resources()` makes the events topic (FIFO, as in the stack), the alarm topic (ordered
+consumers publish a notice per dead letter there; locally no alarm does), one queue + DLQ (redrive
 with the consumer's `redrive_max_receive_count`; FIFO, high-throughput, for an ordered consumer)
 + raw-delivery, filtered subscription per enabled consumer, the tables and
 the secrets with local values; with End User Messaging also the SMS delivery-events topic and,
@@ -45,6 +46,8 @@ WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET, CRM_TOKEN_SECRET)
 # naming its deduplication id, throughput per message group. (moto keeps no topic-level
 # deduplication: the SNS fault proxy in front of it, `local.fakes.sns`, does.)
 EVENTS_TOPIC = "events.fifo"
+# The alarm topic (`infra.constructs.events_topic.AlarmTopic`; CloudFormation names it there).
+ALARM_TOPIC = "alarms"
 EVENTS_TOPIC_ATTRIBUTES = {
     "FifoTopic": "true",
     "ContentBasedDeduplication": "false",
@@ -86,6 +89,7 @@ class LocalResources:
     deployment: PipelineSettings
     consumers: tuple[Consumer, ...]
     topic_arn: str
+    alarm_topic_arn: str
     queues: dict[str, QueuePair]
     tables: dict[str, str]  # logical name -> table name
     secrets: dict[str, str]  # logical name -> secret ARN
@@ -117,6 +121,7 @@ class LocalResources:
             tables=self.tables,
             secrets=self.secrets,
             topic_arn=self.topic_arn,
+            alarm_topic_arn=self.alarm_topic_arn,
         )
 
     @property
@@ -159,6 +164,7 @@ class LocalResources:
         """Names, URLs and ARNs for `.local/stack.json`."""
         described: dict[str, Any] = {
             "topic_arn": self.topic_arn,
+            "alarm_topic_arn": self.alarm_topic_arn,
             "queues": {
                 name: {"url": queue.url, "dlq_url": queue.dlq_url}
                 for name, queue in sorted(self.queues.items())
@@ -238,6 +244,7 @@ def create_resources(
     topic_arn = sns.create_topic(Name=f"{prefix}-{EVENTS_TOPIC}", Attributes=EVENTS_TOPIC_ATTRIBUTES)[
         "TopicArn"
     ]
+    alarm_topic_arn = sns.create_topic(Name=f"{prefix}-{ALARM_TOPIC}")["TopicArn"]
     queues = {consumer.name: _consumer_queues(sqs, sns, topic_arn, prefix, consumer) for consumer in chosen}
     dynamodb = client("dynamodb")
     tables = {name: _table(dynamodb, f"{prefix}-{name}", TABLE_KEYS[name]) for name in table_names(chosen)}
@@ -258,6 +265,7 @@ def create_resources(
         deployment=deployment,
         consumers=chosen,
         topic_arn=topic_arn,
+        alarm_topic_arn=alarm_topic_arn,
         queues=queues,
         tables=tables,
         secrets=secrets,

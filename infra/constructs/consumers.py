@@ -22,7 +22,7 @@ from aws_cdk.aws_lambda_event_sources import SqsEventSource
 from constructs import Construct
 
 from infra.config import Problem, SettingsError
-from infra.constructs.events_topic import EventsTopic
+from infra.constructs.events_topic import AlarmTopic, EventsTopic
 from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
 from infra.environment import FunctionEnvironments
@@ -199,9 +199,11 @@ class ConsumerPipeline(Construct):
         defaults: FunctionDefaults,
         environments: FunctionEnvironments,
         events: EventsTopic,
+        alarm_topic: AlarmTopic,
         tables: Mapping[str, dynamodb.ITable],
         secrets: Mapping[str, secretsmanager.ISecret],
     ) -> None:
+        """`alarm_topic`: an ordered consumer's worker publishes a notice per dead letter there."""
         super().__init__(scope, construct_id)
         self.consumer = consumer
         topic = events.topic
@@ -257,11 +259,14 @@ class ConsumerPipeline(Construct):
                 tables={name: table.table_name for name, table in tables.items()},
                 secrets={name: secret.secret_arn for name, secret in secrets.items()},
                 topic_arn=topic.topic_arn if consumer.publishes else None,
+                alarm_topic_arn=alarm_topic.topic.topic_arn if consumer.ordered else None,
             ),
         )
         self._grant(settings, tables, secrets)
         if consumer.publishes:
             events.grant_publish(self.worker.function)
+        if consumer.ordered:
+            alarm_topic.grant_publish(self.worker.function)
         self.worker.function.add_event_source(
             SqsEventSource(
                 self.queue,
@@ -293,7 +298,7 @@ class ConsumerPipeline(Construct):
     ) -> None:
         """Its own queue (consume, via the event source, and change visibility to back off), its
         own DLQ (send), its tables and secrets (and, for a consumer that publishes, the events
-        topic: granted by the caller); nothing else."""
+        topic; for an ordered one, the alarm topic: granted by the caller); nothing else."""
         function = self.worker.function
         self.queue.grant(function, "sqs:ChangeMessageVisibility")
         self.dlq.grant_send_messages(function)

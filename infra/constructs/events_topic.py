@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 
@@ -62,6 +63,16 @@ class EncryptedTopic(Construct):
             content_based_deduplication=False if fifo else None,
             fifo_throughput_scope=sns.FifoThroughputScope.MESSAGE_GROUP if fifo else None,
         )
+
+    def grant_publish(self, grantee: iam.IGrantable) -> None:
+        """sns:Publish on the topic and exactly the two KMS actions publishing to it needs.
+
+        (`Topic.grant_publish` would grant `kms:GenerateDataKey*`, a wildcard action.)
+        """
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sns:Publish"], resource_arns=[self.topic.topic_arn]
+        )
+        self.key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
 
     def allow_service_publish(
         self,
@@ -132,12 +143,42 @@ class EventsTopic(EncryptedTopic):
             )
         )
 
-    def grant_publish(self, grantee: iam.IGrantable) -> None:
-        """sns:Publish on the topic and exactly the two KMS actions publishing to it needs.
 
-        (`Topic.grant_publish` would grant `kms:GenerateDataKey*`, a wildcard action.)
-        """
-        iam.Grant.add_to_principal(
-            grantee=grantee, actions=["sns:Publish"], resource_arns=[self.topic.topic_arn]
+class AlarmTopic(EncryptedTopic):
+    """Where every alarm notifies (on ALARM and on OK), and where ordered consumers' workers
+    publish a notice per dead letter naming its chat (which no alarm can). E-mail when
+    `alarm_email` is set. Made before the consumers, which publish to it, and watched by
+    `infra.constructs.monitoring`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.Key,
+        removal_policy: RemovalPolicy,
+        alarm_email: str | None = None,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            display_name="Telegram/CRM pipeline alarms",
+            key_description="Encrypts the pipeline's alarm notifications at rest",
+            removal_policy=removal_policy,
+            key=key,
         )
-        self.key.grant(grantee, "kms:Decrypt", "kms:GenerateDataKey")
+        # This account's alarms only. The key statement has no condition, as AWS documents
+        # CloudWatch's use of a topic's key: by principal alone. The stack's key encrypts only
+        # its own topics, and CloudWatch only publishes alarm notifications with it.
+        self.allow_service_publish(
+            sid="AllowCloudWatchAlarms",
+            service="cloudwatch.amazonaws.com",
+            source_arn=Stack.of(self).format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name="*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+        )
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))

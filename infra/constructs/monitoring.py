@@ -21,21 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from aws_cdk import ArnFormat, Duration, Stack, Token
+from aws_cdk import Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import METRICS_NAMESPACE, PipelineSettings
 from infra.constructs.consumers import ConsumerPipeline
-from infra.constructs.events_topic import EncryptedTopic
+from infra.constructs.events_topic import AlarmTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
-from infra.settings import cdk_removal_policy
 from pipeline.crm_sources import MISCONFIGURED_METRIC
 from pipeline.registry import Consumer
 
@@ -105,8 +102,7 @@ def dashboard_name(stack: Stack) -> str:
 
 
 class Monitoring(Construct):
-    """The alarm topic (the stack's KMS key, TLS-only; e-mail when `alarm_email` is set), alarms
-    and dashboard."""
+    """Alarms on the alarm topic (`infra.constructs.events_topic.AlarmTopic`) and the dashboard."""
 
     def __init__(
         self,
@@ -117,32 +113,10 @@ class Monitoring(Construct):
         ingress: Ingress,
         pipelines: Mapping[str, ConsumerPipeline],
         sms: SmsSupport | None,
-        key: kms.Key,
+        alarm_topic: AlarmTopic,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.alarm_topic = EncryptedTopic(
-            self,
-            "Alarms",
-            display_name="Telegram/CRM pipeline alarms",
-            key_description="Encrypts the pipeline's alarm notifications at rest",
-            removal_policy=cdk_removal_policy(settings),
-            key=key,
-        )
-        # This account's alarms only. The key statement has no condition, as AWS documents
-        # CloudWatch's use of a topic's key: by principal alone. The stack's key encrypts only
-        # its own topics, and CloudWatch only publishes alarm notifications with it.
-        self.alarm_topic.allow_service_publish(
-            sid="AllowCloudWatchAlarms",
-            service="cloudwatch.amazonaws.com",
-            source_arn=Stack.of(self).format_arn(
-                service="cloudwatch",
-                resource="alarm",
-                resource_name="*",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            ),
-        )
-        if settings.alarm_email:
-            self.alarm_topic.topic.add_subscription(subscriptions.EmailSubscription(settings.alarm_email))
+        self.alarm_topic = alarm_topic
         self._action = cloudwatch_actions.SnsAction(self.alarm_topic.topic)
         self.alarms: list[WatchedAlarm] = []
 
@@ -215,7 +189,9 @@ class Monitoring(Construct):
         where = (
             " The chat held back is each message's MessageGroupId (telegram:<bot>:chat:<id>): "
             "`python -m ops dlq peek` shows it, and the worker's 'record sent to the DLQ' log line "
-            "names it (message_group) with the reason; the chat's later updates went on."
+            "names it (message_group) with the reason; the chat's later updates went on. This alarm "
+            "fires once, at the first: each dead letter's chat, event id and reason also arrive as "
+            "a notice of their own on this topic ('<consumer>: chat <chat> dead-lettered update ...')."
             if ordered
             else ""
         )

@@ -187,6 +187,25 @@ class Pipeline:
             )
         return messages
 
+    def subscribe_to_alarms(self, name: str) -> Callable[[], list[dict[str, Any]]]:
+        """Subscribe a queue `name` to the alarm topic, as an e-mail address would be; returns
+        what reads the notifications (SNS JSON: TopicArn, Subject, Message) arrived so far."""
+        assert self.runtime.resources is not None
+        sqs, sns = self.runtime.client("sqs"), self.runtime.client("sns")
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=self.runtime.resources.alarm_topic_arn, Protocol="sqs", Endpoint=arn)
+        received: list[dict[str, Any]] = []
+
+        def notices() -> list[dict[str, Any]]:
+            messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+            for message in messages:
+                received.append(json.loads(message["Body"]))
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            return list(received)
+
+        return notices
+
     def items(self, table: str, keys: list[dict[str, str]]) -> list[dict[str, Any]]:
         """The items at `keys` (plain Python values) that exist."""
         assert self.runtime.resources is not None

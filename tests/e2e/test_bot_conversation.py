@@ -16,7 +16,7 @@ import pytest
 
 from local.demo import telegram_updates
 from local.fakes.telegram import API_METHODS, strict_refusal
-from local.policy_check import StackSynthesis, check_directory
+from local.policy_check import StackSynthesis, check_directory, read_recorded
 from pipeline.telegram_bot.state import conversation_key
 from tests.e2e.support import (
     SENT_PHONES,
@@ -34,6 +34,7 @@ from tests.e2e.support import (
 
 BOT_SCENARIO = 41
 CRASH_SCENARIO = 42
+POISON_SCENARIO = 43
 ASK_PHONE = "Hi! Share your phone number and we will call you back."
 THANKS = "Thanks, we will call you soon."
 # A crashed step comes back after the queue's visibility timeout (6x the bot's timeout).
@@ -191,7 +192,7 @@ def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipe
 def test_the_demo_updates_leave_the_example_bot_nothing_to_dead_letter(bot_pipeline: Pipeline) -> None:
     """`make demo`'s scripted Telegram updates (edits, a group, a callback, a channel post...)
     reach the example bot as in `make local`: none fails or is dead-lettered."""
-    before = bot_pipeline.status()["bot"]
+    before, dead_letters_before = bot_pipeline.status()["bot"], bot_pipeline.dlq_depth("bot")
     updates = telegram_updates(first_update_id=4_100_000)
     for _, update in updates:
         assert bot_pipeline.send_update(update) == 200
@@ -200,7 +201,33 @@ def test_the_demo_updates_leave_the_example_bot_nothing_to_dead_letter(bot_pipel
     # Its resends (the same update_id) are dropped at the FIFO topic: each update once.
     assert after["processed"] - before["processed"] == len({u["update_id"] for _, u in updates})
     assert (after["retried"], after["dead_lettered"]) == (before["retried"], before["dead_lettered"])
-    assert bot_pipeline.dlq_depth("bot") == 0
+    assert bot_pipeline.dlq_depth("bot") == dead_letters_before
+
+
+def test_a_refused_reply_dead_letters_its_update_and_the_alarm_topic_names_its_chat(
+    bot_pipeline: Pipeline,
+) -> None:
+    chat = Conversation(bot_pipeline, POISON_SCENARIO)
+    notices = bot_pipeline.subscribe_to_alarms("bot-alarm-inbox")
+    # Telegram refuses the bot's reply for good (400): the update is poison, dead-lettered at once.
+    bot_pipeline.fake("telegram").inject(fail_next=1, status=400, match=f"chat_id={chat.chat_id}&")
+    start = message(chat.ids.number(), private_chat(chat.sender), chat.sender, "/start")
+    update = {"update_id": chat.ids.update_id(), "message": start}
+    assert bot_pipeline.send_update(update) == 200
+    event_id = bot_pipeline.event_id(update)
+    group = f"telegram:{bot_pipeline.settings.telegram_bot_id}:chat:{chat.chat_id}"
+    wait_for(notices, 60, "the dead letter's notice")
+    assert bot_pipeline.runtime.wait_until_drained(timeout=60)
+
+    [letter] = [m for m in bot_pipeline.dlq_messages("bot") if json.loads(m["Body"])["event_id"] == event_id]
+    reason = letter["MessageAttributes"]["dead_letter_reason"]["StringValue"]
+    assert reason.startswith("telegram: bad request:")
+    [notice] = [n for n in notices() if event_id in n["Subject"]]
+    assert notice["Subject"] == f"bot: chat {group} dead-lettered update {event_id}"
+    assert f"chat (message group): {group}" in notice["Message"]
+    assert f"update type: {json.loads(letter['Body'])['type']}" in notice["Message"]
+    assert f"reason: {reason}" in notice["Message"]
+    assert "/start" not in notice["Message"]  # never the update itself
 
 
 @pytest.mark.after_scenarios
@@ -223,3 +250,10 @@ def test_every_aws_call_of_the_bot_is_allowed_by_its_role_in_the_synthesized_sta
     )
     assert report.ok, report.text()
     assert "bot" in report.functions
+    # Among the calls allowed: the poison scenario's notice on the alarm topic (and, implied, its
+    # KMS key's actions).
+    assert any(
+        (check.function, check.action, check.resource)
+        == ("bot", "sns:Publish", runtime.resources.alarm_topic_arn)
+        for check in read_recorded(runtime.aws_calls_dir).checks
+    )

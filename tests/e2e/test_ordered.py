@@ -123,6 +123,7 @@ def test_a_poison_update_holds_only_its_chat_until_dead_lettered_then_the_chat_g
 ) -> None:
     ids = Ids(ORDERED_POISON)
     poisoned, other = user(ids.number()), user(ids.number())
+    notices = ordered.subscribe_to_alarms("ordered-alarm-inbox")
     telegram = ordered.fake("telegram")
     # Step 1 of the poisoned chat fails every attempt the consumer allows.
     telegram.inject(fail_next=ORDERED.retry.max_receive_count, status=502, match=f"chat_id={poisoned['id']}&")
@@ -176,6 +177,16 @@ def test_a_poison_update_holds_only_its_chat_until_dead_lettered_then_the_chat_g
         if r.get("message") == "record sent to the DLQ" and r.get("event_id") == poison_id
     ]
     assert (line["message_group"], line["reason"]) == (group, reason)
+
+    # And a notice of its own on the alarm topic names the chat, the update and the reason.
+    wait_for(notices, DRAIN_SECONDS, "the dead letter's notice")
+    [notice] = notices()
+    assert notice["TopicArn"] == resources.alarm_topic_arn
+    assert notice["Subject"] == f"autoreply: chat {group} dead-lettered update {poison_id}"
+    assert f"chat (message group): {group}" in notice["Message"]
+    assert f"event id: {poison_id}" in notice["Message"]
+    assert f"reason: {reason}" in notice["Message"]
+    assert "/step1" not in notice["Message"]  # never the update itself
 
 
 def test_telegram_resending_an_update_within_five_minutes_reaches_no_consumer_twice(

@@ -182,6 +182,9 @@ def test_worker_environment_follows_the_contract(
         # The topic it publishes order events to, and the region it reads their phones in.
         expected["EVENTS_TOPIC_ARN"] = _id(synth, synth.stack.events.topic)
         expected["PHONE_DEFAULT_REGION"] = synth.stack.settings.phone_default_region or ""
+    if consumer.ordered:
+        # Where it publishes a notice per dead letter, naming the chat.
+        expected["ALARM_TOPIC_ARN"] = _id(synth, synth.stack.alarm_topic.topic)
     if consumer.name == SMS_CONSUMER:
         # The SMS settings the stack adds (their values: test_infra_sms).
         assert synth.stack.sms is not None
@@ -206,6 +209,12 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     if consumer.publishes:
         expected |= {topic_id, key_id}
         assert permissions[topic_id] == {"sns:Publish"}
+        assert permissions[key_id] == {"kms:Decrypt", "kms:GenerateDataKey"}
+    # An ordered consumer: the alarm topic (its notice per dead letter), encrypted with that key.
+    alarm_id = _id(synth, synth.stack.alarm_topic.topic)
+    if consumer.ordered:
+        expected |= {alarm_id, key_id}
+        assert permissions[alarm_id] == {"sns:Publish"}
         assert permissions[key_id] == {"kms:Decrypt", "kms:GenerateDataKey"}
     assert set(permissions) == expected | bedrock | sms_voice
     assert not sms_voice or consumer.name == SMS_CONSUMER, "only the sms worker may send SMS"

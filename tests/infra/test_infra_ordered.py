@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 from synthesized import Synthesized
-from template_queries import of_type, props, ref_name, role_permissions
+from template_queries import function_env, of_type, props, ref_name, role_permissions
 
 from infra.constructs.consumers import ConsumerPipeline
 from pipeline.registry import CONSUMERS, by_name
+from pipeline.worker import ALARM_TOPIC_ENV
 
 ORDERED = by_name("bot")
 
@@ -113,3 +114,28 @@ def test_the_ordered_dlq_alarm_says_where_the_chat_is(synth: Synthesized) -> Non
     assert "MessageGroupId" in ordered and "ops dlq peek" in ordered and "message_group" in ordered
     [plain] = [a for a in alarms if a.startswith("store-dlq ")]
     assert "MessageGroupId" not in plain
+    # Every dead letter's chat also arrives as its own notice on the alarm topic.
+    assert "notice of their own on this topic" in ordered
+    assert "notice" not in plain
+
+
+def test_only_the_ordered_worker_may_publish_its_dead_letter_notices_to_the_alarm_topic(
+    synth: Synthesized,
+) -> None:
+    topic_id = synth.logical_id(synth.stack.alarm_topic.topic)
+    key_id = synth.logical_id(synth.stack.alarm_topic.key)
+    assert key_id == synth.logical_id(synth.stack.events.key)  # the stack's one key
+    assert ORDERED.name in synth.stack.pipelines and len(synth.stack.pipelines) > 1
+    for name, pipeline in synth.stack.pipelines.items():
+        env = function_env(synth.resources, synth.logical_id(pipeline.worker.function))
+        permissions = role_permissions(synth.resources, synth.logical_id(pipeline.worker.function.role))
+        if pipeline.consumer.ordered:
+            assert ref_name(env[ALARM_TOPIC_ENV]) == topic_id
+            assert permissions[topic_id] == {"sns:Publish"}
+            # Publishing to an encrypted topic: exactly these two on its key, no wildcard.
+            assert permissions[key_id] == {"kms:Decrypt", "kms:GenerateDataKey"}
+        else:
+            assert ALARM_TOPIC_ENV not in env, name
+            assert topic_id not in permissions, name
+            if not pipeline.consumer.publishes:  # a publisher has the key for the events topic
+                assert key_id not in permissions, name

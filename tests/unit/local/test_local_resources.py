@@ -160,6 +160,10 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         for secret in consumer.secrets:
             assert environment[secret_env_var(secret)] == stack.secrets[secret]
         assert environment["POWERTOOLS_SERVICE_NAME"] == consumer.name
+        # An ordered consumer publishes a notice per dead letter to the alarm topic, as in the stack.
+        assert environment.get("ALARM_TOPIC_ARN") == (stack.alarm_topic_arn if consumer.ordered else None)
+    assert any(consumer.ordered for consumer in stack.consumers)
+    assert client("sns").get_topic_attributes(TopicArn=stack.alarm_topic_arn)["Attributes"]["TopicArn"]
     # The SMS gateway is the stack's default, End User Messaging, with the configuration set
     # whose delivery events the local runtime hands to `sms_events`.
     sms = stack.consumer_environment(by_name("sms"))

@@ -186,6 +186,95 @@ def test_a_permanent_error_dead_letters_at_once_in_its_group_and_does_not_hold_t
     assert letter["Attributes"]["MessageGroupId"] == "telegram:default:chat:3"
 
 
+@dataclass(frozen=True)
+class AlarmInbox:
+    """The alarm topic and a queue subscribed to it (not raw: each body is the SNS notification,
+    with its Subject), as an e-mail subscriber would read it."""
+
+    topic_arn: str
+    queue_url: str
+
+    def notices(self) -> list[dict[str, Any]]:
+        messages = aws.client("sqs").receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10)
+        return [json.loads(message["Body"]) for message in messages.get("Messages", [])]
+
+
+@pytest.fixture
+def alarm_inbox(monkeypatch: pytest.MonkeyPatch) -> AlarmInbox:
+    """Set before `deploy`, which reads the worker's environment."""
+    sns, sqs = aws.client("sns"), aws.client("sqs")
+    topic_arn = sns.create_topic(Name="alarms")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="alarm-inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn["QueueArn"])
+    monkeypatch.setenv("ALARM_TOPIC_ARN", topic_arn)
+    return AlarmInbox(topic_arn, queue_url)
+
+
+def test_each_dead_letter_publishes_a_notice_naming_its_chat_with_phones_masked(
+    deploy: Deploy, lambda_context: FakeLambdaContext, alarm_inbox: AlarmInbox
+) -> None:
+    spy = Spy()
+    worker = ConsumerWorker(spy, ORDERED)
+    queues = deploy(worker, ORDERED)
+    assert worker.settings.alarm_topic_arn == alarm_inbox.topic_arn
+    first, second, fine = update_in_chat(42, 421), update_in_chat(43, 431), update_in_chat(42, 422)
+    for item in (first, second, fine):
+        queues.send(item)
+    spy.failures[first.envelope.event_id] = [PermanentError("user +375291234567 blocked the bot")]
+    spy.failures[second.envelope.event_id] = [PermanentError("message is too long")]
+
+    _, response = run(worker, queues, lambda_context)
+
+    assert failed_ids(response) == []
+    assert worker.counts["dead_lettered"] == 2
+    notices = {notice["Subject"]: notice["Message"] for notice in alarm_inbox.notices()}
+    # One per dead letter, not only the first (the DLQ alarm's once).
+    assert set(notices) == {
+        f"{ORDERED.name}: chat telegram:default:chat:42 dead-lettered update {first.envelope.event_id}",
+        f"{ORDERED.name}: chat telegram:default:chat:43 dead-lettered update {second.envelope.event_id}",
+    }
+    message = notices[next(s for s in notices if "chat:42" in s)]
+    assert f"consumer: {ORDERED.name}" in message
+    assert "chat (message group): telegram:default:chat:42" in message
+    assert f"event id: {first.envelope.event_id}" in message
+    assert f"update type: {first.envelope.type}" in message
+    assert "reason: user +37529*****67 blocked the bot" in message
+    assert "1234567" not in message
+    # Never the update itself.
+    assert first.body not in message and "private_start" not in message
+    assert json.dumps(first.envelope.payload) not in message
+
+
+def test_a_failed_notice_still_dead_letters_the_record_and_logs_a_warning(
+    deploy: Deploy, lambda_context: FakeLambdaContext, output: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A topic that does not exist (deleted, or the role lost sns:Publish): the publish fails.
+    monkeypatch.setenv("ALARM_TOPIC_ARN", "arn:aws:sns:eu-central-1:123456789012:gone")
+    spy = Spy()
+    worker = ConsumerWorker(spy, ORDERED)
+    queues = deploy(worker, ORDERED)
+    logs: Output = output(worker)
+    bad, good = update_in_chat(5, 51), update_in_chat(5, 52)
+    queues.send(bad)
+    queues.send(good)
+    spy.failures[bad.envelope.event_id] = [PermanentError("chat not found")]
+
+    _, response = run(worker, queues, lambda_context)
+
+    assert failed_ids(response) == []
+    assert spy.calls == [bad.envelope.event_id, good.envelope.event_id]
+    [letter] = aws.client("sqs").receive_message(
+        QueueUrl=queues.dlq_url, MessageSystemAttributeNames=["All"]
+    )["Messages"]
+    assert letter["Attributes"]["MessageGroupId"] == "telegram:default:chat:5"
+    assert queues.approximate_counts() == (0, 0)
+    [warning] = logs.logs("could not publish the dead letter's notice (the DLQ alarm still fires)")
+    assert warning["level"] == "WARNING"
+    assert warning["message_group"] == "telegram:default:chat:5"
+    assert "NotFound" in warning["error"]
+
+
 def test_the_ordered_queue_allows_the_receives_skipping_adds() -> None:
     assert ORDERED.redrive_max_receive_count == ORDERED.retry.max_receive_count * ORDERED.batch_size
     assert by_name("store").redrive_max_receive_count == by_name("store").retry.max_receive_count

@@ -22,7 +22,9 @@ record was not attempted: it is made visible again with its group's failed recor
 comes back whole and in order, and its attempts are counted by the worker (an `attempts` item
 per message in the journal, written on failures only), not read from ApproximateReceiveCount,
 which skips raise. Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named
-in the log line.
+in the log line, and publishes a notice naming the chat to the alarm topic (`ALARM_TOPIC_ARN`):
+the DLQ's CloudWatch alarm fires once, for the first dead letter, and cannot name a chat. The
+notice is best effort: the record is safe in the DLQ once sent, so a failed publish is a warning.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
-from pipeline.observability import service_logger
+from pipeline.observability import mask_phones, service_logger
 from pipeline.registry import Consumer, RetryPolicy, by_name
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
@@ -66,8 +68,12 @@ MAX_VISIBILITY_SECONDS = 43_200
 # kept as long as the message can stay in its queue.
 ATTEMPTS_KEY = "{consumer}#attempts#{message_id}"
 ATTEMPTS_TTL_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds())
+# SNS caps a subject at 100 characters.
+SUBJECT_MAX = 100
 
 
+# An ordered consumer's alarm topic (`infra.constructs.events_topic.AlarmTopic`).
+ALARM_TOPIC_ENV = "ALARM_TOPIC_ARN"
 # Field of WorkerSettings -> the environment variable it is read from.
 ENVIRONMENT_VARIABLES = {
     "consumer_name": "CONSUMER_NAME",
@@ -75,6 +81,7 @@ ENVIRONMENT_VARIABLES = {
     "dlq_url": "DLQ_URL",
     "journal_table": "JOURNAL_TABLE",
     "idempotency_ttl_seconds": "IDEMPOTENCY_TTL_SECONDS",
+    "alarm_topic_arn": ALARM_TOPIC_ENV,
 }
 
 
@@ -93,6 +100,8 @@ class WorkerSettings(BaseModel):
     journal_table: str = Field(min_length=1)
     # Records must outlive every redelivery of their event (pipeline.retention).
     idempotency_ttl_seconds: int = IDEMPOTENCY_TTL_SECONDS
+    # Ordered consumers: where each dead letter's notice (naming its chat) is published.
+    alarm_topic_arn: str | None = None
 
     _long_enough = field_validator("idempotency_ttl_seconds")(check_idempotency_ttl)
 
@@ -296,7 +305,7 @@ class ConsumerWorker:
             envelope = Envelope.from_json(record.body)
         except ValidationError as error:
             fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in error.errors())
-            self._dead_letter(record, f"invalid envelope ({fields})", log_keys)
+            self._dead_letter(record, f"invalid envelope ({fields})", log_keys, None)
             return
 
         # Loaded by `_wire`, which every invocation runs before its records.
@@ -308,16 +317,16 @@ class ConsumerWorker:
         try:
             idempotent_process(event=envelope.model_dump(mode="json"))
         except PermanentError as error:
-            self._dead_letter(record, error.reason, log_keys)
+            self._dead_letter(record, error.reason, log_keys, envelope)
             return
         except IdempotencyAlreadyInProgressError:
             # Another worker holds this event right now: come back after it has finished.
-            self._retry(record, "event in progress elsewhere", log_keys, receive_count, None)
+            self._retry(record, "event in progress elsewhere", log_keys, receive_count, None, envelope)
         except TransientError as error:
-            self._retry(record, error.reason, log_keys, receive_count, error.retry_after)
+            self._retry(record, error.reason, log_keys, receive_count, error.retry_after, envelope)
         except Exception as error:  # an unclassified failure: retry, never loop forever
             self.logger.exception("unexpected error", extra=log_keys)
-            self._retry(record, f"{type(error).__name__}: {error}", log_keys, receive_count, None)
+            self._retry(record, f"{type(error).__name__}: {error}", log_keys, receive_count, None, envelope)
         else:
             # On a duplicate Powertools returns the saved result without calling `run`.
             status = "processed" if self._executed else "duplicate"
@@ -334,11 +343,13 @@ class ConsumerWorker:
         log_keys: dict[str, Any],
         receive_count: int,
         retry_after: float | None,
+        envelope: Envelope,
     ) -> None:
         policy = self.consumer.retry
         attempt = self._attempt(record, receive_count, log_keys)
         if attempt >= policy.max_receive_count:
-            self._dead_letter(record, f"retries exhausted after {attempt} attempts: {reason}", log_keys)
+            reason = f"retries exhausted after {attempt} attempts: {reason}"
+            self._dead_letter(record, reason, log_keys, envelope)
             return
         if retry_after is not None:
             delay = min(math.ceil(retry_after), MAX_VISIBILITY_SECONDS)
@@ -386,7 +397,10 @@ class ConsumerWorker:
         log_keys["attempt"] = attempt
         return attempt
 
-    def _dead_letter(self, record: SQSRecord, reason: str, log_keys: dict[str, Any]) -> None:
+    def _dead_letter(
+        self, record: SQSRecord, reason: str, log_keys: dict[str, Any], envelope: Envelope | None
+    ) -> None:
+        """`envelope`: None when the body is not one."""
         attributes = {
             name: {"DataType": "String", "StringValue": value["stringValue"]}
             for name, value in (record.raw_event.get("messageAttributes") or {}).items()
@@ -409,6 +423,45 @@ class ConsumerWorker:
         self._record(Outcome("dead_lettered", reason))
         self.metrics.add_metric(name="RecordsDeadLettered", unit=MetricUnit.Count, value=1)
         self.logger.error("record sent to the DLQ", extra={**log_keys, "reason": reason})
+        if self.consumer.ordered:
+            self._notify_dead_letter(record, reason, log_keys, envelope)
+
+    def _notify_dead_letter(
+        self, record: SQSRecord, reason: str, log_keys: dict[str, Any], envelope: Envelope | None
+    ) -> None:
+        """One notice per dead letter on the alarm topic: consumer, chat, event id, update type and
+        reason (phones masked), never the body. After the DLQ send, so it cannot lose the record;
+        a failure is logged and the DLQ's own alarm still fires."""
+        topic_arn = self.settings.alarm_topic_arn
+        if not topic_arn:
+            return
+        name = self.consumer.name
+        chat = record.attributes.message_group_id or "no-group"
+        event_id = envelope.event_id if envelope else "(unreadable envelope)"
+        lines = {
+            "consumer": name,
+            "chat (message group)": chat,
+            "event id": event_id,
+            "update type": envelope.type if envelope else "(unreadable envelope)",
+            "reason": mask_phones(reason),
+            "SQS message id": record.message_id,
+        }
+        message = "\n".join(
+            [
+                f"The {name} consumer dead-lettered an update; the rest of its chat goes on.",
+                *(f"{key}: {value}" for key, value in lines.items()),
+                f"The record is in the {name} DLQ in this chat's message group: inspect it, fix the "
+                "cause, then redrive or discard it (python -m ops dlq).",
+            ]
+        )
+        subject = f"{name}: chat {chat} dead-lettered update {event_id}"
+        try:
+            aws.client("sns").publish(TopicArn=topic_arn, Subject=subject[:SUBJECT_MAX], Message=message)
+        except Exception as error:
+            self.logger.warning(
+                "could not publish the dead letter's notice (the DLQ alarm still fires)",
+                extra={**log_keys, "error": f"{type(error).__name__}: {error}"},
+            )
 
     def _record(self, outcome: Outcome) -> None:
         self.counts[outcome.status] += 1
