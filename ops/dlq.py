@@ -70,18 +70,24 @@ def _age_from_metric(queue_url: str, now: datetime) -> float | None:
     return float(points[-1]["Maximum"]) if points else None
 
 
-def _age_from_sample(queue_url: str, now: datetime) -> float | None:
-    """Oldest SentTimestamp among up to 10 messages, received without hiding them."""
-    messages = (
+def _sample(queue_url: str, attribute: str) -> list[dict[str, Any]]:
+    """Up to 10 messages with this system attribute, received without hiding them."""
+    messages: list[dict[str, Any]] = (
         _sqs()
         .receive_message(
             QueueUrl=queue_url,
             MaxNumberOfMessages=SQS_BATCH,
             VisibilityTimeout=0,
-            AttributeNames=["SentTimestamp"],
+            MessageSystemAttributeNames=[attribute],
         )
         .get("Messages", [])
     )
+    return messages
+
+
+def _age_from_sample(queue_url: str, now: datetime) -> float | None:
+    """Oldest SentTimestamp among up to 10 messages, received without hiding them."""
+    messages = _sample(queue_url, "SentTimestamp")
     sent = [
         int(m["Attributes"]["SentTimestamp"]) / 1000
         for m in messages
@@ -100,16 +106,7 @@ SHOWN_GROUPS = 3
 
 def _groups_from_sample(queue_url: str) -> list[str]:
     """The message groups (chats) among up to 10 messages of a FIFO DLQ, without hiding them."""
-    messages = (
-        _sqs()
-        .receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=SQS_BATCH,
-            VisibilityTimeout=0,
-            MessageSystemAttributeNames=["MessageGroupId"],
-        )
-        .get("Messages", [])
-    )
+    messages = _sample(queue_url, "MessageGroupId")
     return sorted(
         {m["Attributes"]["MessageGroupId"] for m in messages if "MessageGroupId" in m.get("Attributes", {})}
     )

@@ -26,7 +26,7 @@ from local.policy_check import StackSynthesis
 from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
-from tests.e2e.support import OTHER_PIPELINES, Pipeline, is_refused
+from tests.e2e.support import OTHER_PIPELINES, Pipeline, is_refused, other_pipeline
 
 RECONCILE_EVERY_SECONDS = 2.0
 DRAIN_TIMEOUT_SECONDS = 120.0
@@ -66,15 +66,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
 def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     """The same settings with `sms_gateway=http` (the SMS fake), only what SMS needs."""
     settings = dataclasses.replace(pipeline.settings, sms_gateway="http")
-    state_dir: Path = tmp_path_factory.mktemp("local-runtime-http-gateway")
-    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(by_name("sms"),))
-    runtime.start()
-    other = Pipeline(runtime)
-    OTHER_PIPELINES.append(other)
-    try:
+    with other_pipeline(tmp_path_factory, "http-gateway", settings, (by_name("sms"),)) as other:
         yield other
-    finally:
-        runtime.stop()
 
 
 @pytest.fixture(scope="session")
@@ -82,18 +75,11 @@ def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -
     """The same settings with the example bot on (`bot_application`, as `make local` runs it):
     the webhook and the `bot` consumer only."""
     settings = dataclasses.replace(pipeline.settings, bot_consumer=True)
-    state_dir: Path = tmp_path_factory.mktemp("local-runtime-bot")
     # A shorter timeout than the registry's 15 s: a crashed worker's record comes back after the
     # visibility timeout (6x), 48 s instead of 90 s, and the crash test waits for exactly that.
     bot = dataclasses.replace(by_name("bot"), timeout_seconds=8)
-    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(bot,))
-    runtime.start()
-    other = Pipeline(runtime)
-    OTHER_PIPELINES.append(other)
-    try:
+    with other_pipeline(tmp_path_factory, "bot", settings, (bot,)) as other:
         yield other
-    finally:
-        runtime.stop()
 
 
 def pytest_configure(config: pytest.Config) -> None:

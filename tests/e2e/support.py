@@ -7,6 +7,7 @@ server, and function logs from the runtime's log directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -19,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 from boto3.dynamodb.types import TypeDeserializer
 
 from infra.config import PipelineSettings
-from local.runtime import LAYER_DIR, PROJECT_ROOT, Runtime
+from local.runtime import LAYER_DIR, PROJECT_ROOT, Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.crm import SIGNATURE_HEADER, sign
+from pipeline.registry import Consumer
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BOT_USERNAME = "local_pipeline_bot"
@@ -401,3 +404,23 @@ def order_status_changed(
 def phone_number(scenario: int, index: int) -> str:
     """A distinctive, valid E.164 mobile number (+49 1577 ...), unique per scenario and index."""
     return f"+491577{scenario:02d}{index:05d}"
+
+
+@contextlib.contextmanager
+def other_pipeline(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    settings: LocalSettings,
+    consumers: tuple[Consumer, ...],
+) -> Iterator[Pipeline]:
+    """A runtime of its own beside the session's (own state directory and ports), with only these
+    consumers; its logs join the session's in the final no-secret scan (`OTHER_PIPELINES`)."""
+    state_dir: Path = tmp_path_factory.mktemp(f"local-runtime-{name}")
+    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=consumers)
+    runtime.start()
+    other = Pipeline(runtime)
+    OTHER_PIPELINES.append(other)
+    try:
+        yield other
+    finally:
+        runtime.stop()

@@ -14,14 +14,12 @@ import dataclasses
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from local.runtime import Ports, Runtime
 from pipeline.registry import RetryPolicy, by_name
-from tests.e2e.support import OTHER_PIPELINES, Ids, Pipeline, message, private_chat, user, wait_for
+from tests.e2e.support import Ids, Pipeline, message, other_pipeline, private_chat, user, wait_for
 
 STEPS = 6
 CHATS = 8
@@ -40,19 +38,8 @@ DRAIN_SECONDS = 90.0
 
 @pytest.fixture(scope="session")
 def ordered(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    state_dir: Path = tmp_path_factory.mktemp("local-runtime-ordered")
-    runtime = Runtime(
-        ports=Ports(), settings=pipeline.settings, state_dir=state_dir, consumers=(ORDERED, by_name("store"))
-    )
-    started = time.monotonic()
-    runtime.start()
-    print(f"ordered runtime started in {time.monotonic() - started:.1f}s")
-    other = Pipeline(runtime)
-    OTHER_PIPELINES.append(other)
-    try:
+    with other_pipeline(tmp_path_factory, "ordered", pipeline.settings, (ORDERED, by_name("store"))) as other:
         yield other
-    finally:
-        runtime.stop()
 
 
 def step_update(ids: Ids, sender: dict[str, Any], step: int) -> dict[str, Any]:
