@@ -1,9 +1,9 @@
 """Per-chat order, end to end through the local HTTP endpoint, for a consumer that needs it.
 
-The registry has no ordered consumer on this branch yet (the `bot` consumer is issue 14's part 2),
-so a runtime of its own runs `autoreply` declared ordered, the way a registry entry would (its
-FIFO queue and DLQ, the FIFO worker), with a reply per step so each side effect names the update
-it came from, and short retry delays; `store` beside it reads the same FIFO topic from a standard
+The registry's ordered consumer is the `bot` (its conversation: test_bot_conversation.py). Here a
+runtime of its own runs `autoreply` declared ordered, the way a registry entry would (its FIFO
+queue and DLQ, the FIFO worker), with a reply per step so each side effect names the update it
+came from, and short retry delays; `store` beside it reads the same FIFO topic from a standard
 queue. The Telegram stand-in is slow and fails some chats' first attempts (`"match":
 "chat_id=<id>&"` aims a fault at one chat).
 """
