@@ -23,14 +23,18 @@ REGION = "eu-central-1"
 
 
 @pytest.fixture
-def clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, SnsFaultProxy]]:
-    """(SNS through the proxy, SQS straight to moto, the proxy)."""
+def fake_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {
         "AWS_ACCESS_KEY_ID": "t",
         "AWS_SECRET_ACCESS_KEY": "t",
         "AWS_DEFAULT_REGION": REGION,
     }.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def clients(fake_credentials: None) -> Iterator[tuple[Any, Any, SnsFaultProxy]]:
+    """(SNS through the proxy, SQS straight to moto, the proxy)."""
     with serialized_moto_server() as moto_url:
         proxy = SnsFaultProxy(upstream=lambda: moto_url).start()
         try:
@@ -158,13 +162,8 @@ def test_copies_published_at_the_same_moment_reach_subscribers_once(
     assert proxy.deduplicated == 7
 
 
-def test_the_repeat_the_topic_drops_is_explained_as_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "t",
-        "AWS_SECRET_ACCESS_KEY": "t",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
+@pytest.mark.usefixtures("fake_credentials")
+def test_the_repeat_the_topic_drops_is_explained_as_dropped() -> None:
     heard: list[Publish] = []
     with serialized_moto_server() as moto_url:
         proxy = SnsFaultProxy(upstream=lambda: moto_url, on_publish=heard.extend).start()

@@ -168,10 +168,18 @@ def test_a_poison_update_holds_its_chat_until_dead_lettered_then_the_chat_goes_o
 def test_a_permanent_error_dead_letters_at_once_in_its_group_and_does_not_hold_the_chat(
     deploy: Deploy, lambda_context: FakeLambdaContext
 ) -> None:
-    spy = Spy()
-    worker = ConsumerWorker(spy, ORDERED)
-    queues = deploy(worker, ORDERED)
-    bad, good = update_in_chat(3, 31), update_in_chat(3, 32)
+    worker = ConsumerWorker(Spy(), ORDERED)
+    dead_letter_the_first_of_two(worker, deploy(worker, ORDERED), lambda_context, chat=3)
+
+
+def dead_letter_the_first_of_two(
+    worker: ConsumerWorker, queues: Any, lambda_context: FakeLambdaContext, chat: int
+) -> None:
+    """Two updates of one chat, the first refused for good: it is dead-lettered in the chat's
+    group, the second is processed in the same batch, and nothing fails."""
+    spy = worker.process
+    assert isinstance(spy, Spy)
+    bad, good = update_in_chat(chat, chat * 10 + 1), update_in_chat(chat, chat * 10 + 2)
     queues.send(bad)
     queues.send(good)
     spy.failures[bad.envelope.event_id] = [PermanentError("chat not found")]
@@ -183,7 +191,7 @@ def test_a_permanent_error_dead_letters_at_once_in_its_group_and_does_not_hold_t
     [letter] = aws.client("sqs").receive_message(
         QueueUrl=queues.dlq_url, MessageSystemAttributeNames=["All"]
     )["Messages"]
-    assert letter["Attributes"]["MessageGroupId"] == "telegram:default:chat:3"
+    assert letter["Attributes"]["MessageGroupId"] == f"telegram:default:chat:{chat}"
 
 
 @dataclass(frozen=True)
@@ -251,23 +259,12 @@ def test_a_failed_notice_still_dead_letters_the_record_and_logs_a_warning(
 ) -> None:
     # A topic that does not exist (deleted, or the role lost sns:Publish): the publish fails.
     monkeypatch.setenv("ALARM_TOPIC_ARN", "arn:aws:sns:eu-central-1:123456789012:gone")
-    spy = Spy()
-    worker = ConsumerWorker(spy, ORDERED)
+    worker = ConsumerWorker(Spy(), ORDERED)
     queues = deploy(worker, ORDERED)
     logs: Output = output(worker)
-    bad, good = update_in_chat(5, 51), update_in_chat(5, 52)
-    queues.send(bad)
-    queues.send(good)
-    spy.failures[bad.envelope.event_id] = [PermanentError("chat not found")]
 
-    _, response = run(worker, queues, lambda_context)
+    dead_letter_the_first_of_two(worker, queues, lambda_context, chat=5)
 
-    assert failed_ids(response) == []
-    assert spy.calls == [bad.envelope.event_id, good.envelope.event_id]
-    [letter] = aws.client("sqs").receive_message(
-        QueueUrl=queues.dlq_url, MessageSystemAttributeNames=["All"]
-    )["Messages"]
-    assert letter["Attributes"]["MessageGroupId"] == "telegram:default:chat:5"
     assert queues.approximate_counts() == (0, 0)
     [warning] = logs.logs("could not publish the dead letter's notice (the DLQ alarm still fires)")
     assert warning["level"] == "WARNING"
