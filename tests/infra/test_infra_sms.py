@@ -27,8 +27,8 @@ from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_R
 from infra.environment import SMS_CONSUMER, SettingsError, check_sms_environment
 from pipeline import aws
 from pipeline.registry import by_name
-from pipeline.sms.journal import Clock, Draft, Finish, Journal, State
-from pipeline.sms.orders import OrderState
+from pipeline.sms.journal import Clock, Draft, Finish, Journal, State, iso
+from pipeline.sms.orders import Move, OrderState
 
 SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
 DLQ_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
@@ -476,8 +476,8 @@ def _unknown_notification(journal: Journal) -> str:
     draft = Draft(
         key="0" * 64,
         event_type="order.status_changed",
-        order_id="A-1001",
-        transition="ready_for_pickup#1",
+        order_id="crm:A-1001",
+        transition=f"at:{iso(now)}|ready_for_pickup|paid",
         crm_event_id="evt-1",
         channel="sms",
         recipient="+375291234567",
@@ -489,7 +489,8 @@ def _unknown_notification(journal: Journal) -> str:
         received_at=now,
         correlation_id="corr-1",
     )
-    assert journal.record_entry(OrderState.first(draft.order_id, draft.order_status, now), None, draft)
+    first = OrderState.first(Move(draft.order_id, draft.order_status, "paid", now, now))
+    assert journal.record_entry(first, None, draft)
     assert journal.claim(draft.key, "worker-1", from_states=(State.PENDING,)) is not None
     finished = journal.finish(draft.key, "worker-1", Finish(State.UNKNOWN, {"outcome": "unknown"}))
     assert finished is not None and finished.state is State.UNKNOWN

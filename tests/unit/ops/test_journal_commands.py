@@ -13,7 +13,7 @@ from aws_lambda_powertools import Metrics
 from pipeline.observability import mask_phone
 from pipeline.sms.gateways import FakeGateway
 from pipeline.sms.journal import KEY_PREFIX, Draft, Finish, Journal, State, notification_key
-from pipeline.sms.orders import OrderState
+from pipeline.sms.orders import Move, OrderState
 from pipeline.sms.rules import load_rules
 from pipeline.sms.settings import SmsSettings
 from tests.unit.ops.support import Deployed
@@ -24,16 +24,18 @@ ORDER_ID = "1000200030004"  # long enough to look like a phone number: must stil
 
 def record(journal: Journal, order_id: str, final: State | None) -> str:
     """A notification taken through the journal's own transitions: pending -> sending -> `final`."""
-    key = notification_key("order.status_changed", order_id, "ready#1", "sms", PHONE)
-    first_entry = OrderState.first(order_id, "ready", datetime(2026, 1, 1, tzinfo=UTC))
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    move = Move(f"crm:{order_id}", "ready", "packed", moment, moment)
+    key = notification_key("order.status_changed", move.order_key, move.identity, "sms")
+    first_entry = OrderState.first(move)
     journal.record_entry(
         first_entry,
         None,
         Draft(
             key=key,
             event_type="order.status_changed",
-            order_id=order_id,
-            transition="ready#1",
+            order_id=move.order_key,
+            transition=move.identity,
             crm_event_id=f"crm-event-{order_id}",
             channel="sms",
             recipient=PHONE,
@@ -71,7 +73,7 @@ def test_show_prints_the_record_with_the_phone_masked(journal: Journal, run) -> 
     assert f"key: {key}" in lines
     assert "state: unknown" in lines
     assert f"recipient: {mask_phone(PHONE)}" in lines
-    assert f"order_id: {ORDER_ID}" in lines
+    assert f"order_id: crm:{ORDER_ID}" in lines
     assert PHONE not in result.out
 
 

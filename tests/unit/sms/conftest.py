@@ -13,16 +13,18 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from pipeline import aws
+from pipeline.crm import CrmEvent
 from pipeline.sms import gateways
 from pipeline.sms.gateways import FakeGateway
 from pipeline.sms.journal import BY_STATE_INDEX, CLOCK, KEY_PREFIX, Clock, Notification, notification_key
+from pipeline.sms.orders import Move
 from pipeline.sms.settings import SmsSettings
 from tests.unit.consumer_support import (
     ACCOUNT_ID,
@@ -101,12 +103,23 @@ def order_event(
     return event
 
 
-def key_of(event: dict[str, Any], entry: int = 1) -> str:
-    """The notification key of the `entry`-th status entry of the event's order (the first by default)."""
-    transition = f"{event['order']['status']}#{entry}"
-    return notification_key(
-        event["type"], event["order"]["id"], transition, "sms", event["customer"]["phone"]
+def move_of(event: dict[str, Any]) -> Move:
+    """The move a CRM event is, as the sms consumer reads it (received now)."""
+    parsed = CrmEvent.model_validate(event)
+    return Move(
+        order_key=parsed.order_key,
+        status=parsed.order.status,
+        previous_status=parsed.order.previous_status,
+        occurred_at=parsed.occurred_at,
+        received_at=datetime.now(UTC),
+        transition_ref=parsed.order.transition_id,
     )
+
+
+def key_of(event: dict[str, Any]) -> str:
+    """The notification key of the status entry the event starts: named after its move."""
+    move = move_of(event)
+    return notification_key(event["type"], move.order_key, move.identity, "sms")
 
 
 def sns_event(message: dict[str, Any] | str) -> dict[str, Any]:

@@ -85,17 +85,21 @@ def test_sms_rules_json_overrides_the_shipped_file_inline_or_as_a_path(
     assert [rule.status for rule in load_rules().rules] == ["paid"]
 
 
-def test_the_notification_key_changes_with_each_part_and_never_shows_the_phone() -> None:
-    parts = ("order.status_changed", "ORD-1", "ready_for_pickup#1", "sms", PHONE)
+def test_the_notification_key_changes_with_each_part_and_never_names_the_recipient() -> None:
+    parts = ("order.status_changed", "crm:ORD-1", "at:2026-01-15T10:00:00.000000Z|ready|paid", "sms")
     key = notification_key(*parts)
     assert key == notification_key(*parts)  # permanent: the same notification, the same key
-    assert len(key) == 64 and PHONE.lstrip("+") not in key
+    assert len(key) == 64
     for index in range(len(parts)):
         changed = list(parts)
         changed[index] += "x"
         assert notification_key(*changed) != key, f"part {index} does not change the key"
-    # Not the order id alone: two entries of one order into a status are two notifications.
-    assert notification_key("order.status_changed", "ORD-1", "ready_for_pickup#3", "sms", PHONE) != key
+    # Not the order id alone: two moves of one order into a status are two notifications; and
+    # not the CRM's order number alone: Bitrix24 deal 1 is not amoCRM lead 1.
+    assert notification_key("order.status_changed", "crm:ORD-1", "ref:h-2", "sms") != key
+    assert notification_key(parts[0], "bitrix24:1", parts[2], "sms") != notification_key(
+        parts[0], "amocrm:1", parts[2], "sms"
+    )
 
 
 def test_phone_masking_keeps_the_prefix_and_the_last_two_digits() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.sms.gateways import SimulatedCrash
 from pipeline.sms.journal import State
-from pipeline.sms.orders import observe
+from pipeline.sms.orders import Move, observe
 from tests.unit.consumer_support import Output, crm_envelope
 from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event
 
@@ -53,7 +53,7 @@ def test_a_manager_pressing_ready_twice_sends_one_sms(sms: SmsHarness) -> None:
     replay(sms, press, second_press)
 
     assert sms.fake.texts_to(PHONE) == [READY]
-    state = sms.service.runtime().journal.get_order("ORD-7")
+    state = sms.service.runtime().journal.get_order("crm:ORD-7")
     assert (state.status, state.entry) == ("ready_for_pickup", 1)  # one entry, seen twice
     assert state.seen_at.minute == 1
 
@@ -65,7 +65,7 @@ def test_each_real_entry_into_a_status_with_a_rule_sends_exactly_one_sms(sms: Sm
     ready_again = order_event("ready_for_pickup", "assembling", order_id="ORD-7", occurred_at=at(9))
     replay(sms, ready, back, ready_again)
     assert sms.fake.texts_to(PHONE) == [READY, READY]
-    assert [call.key for call in sms.fake.calls] == [key_of(ready, 1), key_of(ready_again, 3)]
+    assert [call.key for call in sms.fake.calls] == [key_of(ready), key_of(ready_again)]
 
     # The CRM resends all three under new ids, in and out of order: nothing more.
     sms.forget_idempotency()
@@ -102,10 +102,10 @@ def test_a_stale_event_sends_nothing_and_says_so(sms: SmsHarness, output: Callab
     assert sms.fake.texts_to(PHONE) == [SHIPPED]
     assert sms.worker.last_outcome.status == "processed"  # acknowledged, not retried or dead-lettered
     [warning] = captured.logs("Stale order event: the order has moved on, no SMS")
-    assert warning["order_id"] == "ORD-7" and "status 'shipped'" in warning["reason"]
+    assert warning["order"] == "crm:ORD-7" and "status 'shipped'" in warning["reason"]
     [metric] = captured.emf("SmsStaleEvents")
     assert metric["SmsStaleEvents"] == [1.0]
-    state = sms.service.runtime().journal.get_order("ORD-7")
+    state = sms.service.runtime().journal.get_order("crm:ORD-7")
     assert (state.status, state.entry) == ("shipped", 1)  # the stale event changed nothing
 
 
@@ -123,7 +123,7 @@ def test_a_crm_transition_id_names_the_transition(sms: SmsHarness) -> None:
     replay(sms, ready, resent, came_back)
 
     assert sms.fake.texts_to(PHONE) == [READY, READY]
-    assert [call.key for call in sms.fake.calls] == [key_of(ready, 1), key_of(came_back, 2)]
+    assert [call.key for call in sms.fake.calls] == [key_of(ready), key_of(came_back)]
 
 
 @pytest.mark.filterwarnings("ignore:No application metrics")  # the crashed invocation
@@ -177,14 +177,8 @@ def test_an_events_place_in_the_orders_history(
     state = None
     seen = []
     for status, minute, ref in events:
-        observation = observe(
-            state,
-            order_id="O",
-            status=status,
-            occurred_at=datetime(2026, 1, 15, 10, minute, tzinfo=UTC),
-            crm_previous_status=None,
-            transition_ref=ref,
-        )
+        moment = datetime(2026, 1, 15, 10, minute, tzinfo=UTC)
+        observation = observe(state, Move("crm:O", status, None, moment, moment, ref))
         seen.append(observation.kind)
         state = observation.new_state or state
     assert seen == kinds
@@ -199,11 +193,11 @@ def test_of_two_writers_deciding_on_the_same_order_state_one_wins(
     re-reads and decides again."""
     journal = sms.service.runtime().journal
     replay(sms, order_event("assembling", "paid", order_id="ORD-7", occurred_at=at(0)))
-    seen = journal.get_order("ORD-7")
+    seen = journal.get_order("crm:ORD-7")
     event = sms.service.CrmEvent.model_validate(
         order_event("ready_for_pickup", "assembling", order_id="ORD-7", occurred_at=at(5))
     )
-    observation = sms.service.observe_event(seen, event)
+    observation = sms.service.observe(seen, sms.service.move_of(crm_envelope(event.model_dump()).envelope, event))
     assert observation.kind == "entered" and observation.new_state is not None
     draft = None
     if with_notification:
@@ -212,5 +206,5 @@ def test_of_two_writers_deciding_on_the_same_order_state_one_wins(
 
     assert journal.record_entry(observation.new_state, seen.version, draft) is True
     assert journal.record_entry(observation.new_state, seen.version, draft) is False
-    saved = journal.get_order("ORD-7")
+    saved = journal.get_order("crm:ORD-7")
     assert (saved.status, saved.entry, saved.version) == ("ready_for_pickup", 2, seen.version + 1)

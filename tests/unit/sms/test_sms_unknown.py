@@ -109,6 +109,7 @@ def test_a_resend_that_ends_unknown_again_is_not_resent_and_waits_for_a_person(
         "accepted": 0,
         "resent": 0,  # proven not received twice, resent once: the rest is a person's call
         "unresolved": 1,
+        "errors": 0,
         "past_deadline": 0,
         "requested": 0,
         "orphaned": 0,

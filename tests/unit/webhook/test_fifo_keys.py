@@ -114,9 +114,25 @@ def test_a_crm_event_is_grouped_by_its_order() -> None:
     first, second = crm_change(status="paid"), crm_change(status="shipped")
     other = crm_change(status="paid", id="B-2")
     assert (
-        fifo_keys(first).group_id == fifo_keys(second).group_id == f"crm:order:{first.payload['order']['id']}"
+        fifo_keys(first).group_id
+        == fifo_keys(second).group_id
+        == f"crm:order:crm:{first.payload['order']['id']}"
     )
-    assert fifo_keys(other).group_id == "crm:order:B-2"
+    assert fifo_keys(other).group_id == "crm:order:crm:B-2"
+
+
+def test_an_order_is_qualified_by_the_crm_it_comes_from() -> None:
+    """Bitrix24 deal 42 and amoCRM lead 42, published by their consumers as `crm` events, and a
+    templated sender's order 42 are three orders: three groups (and three histories, see
+    tests/unit/sms/test_sms_model_sequences.py)."""
+    groups = set()
+    for source in ({"crm": "bitrix24", "deal_id": "42"}, {"crm": "amocrm"}, None, {"crm": "elsewhere"}):
+        event = crm_event()
+        event["order"]["id"] = "42"
+        if source is not None:
+            event["source"] = source
+        groups.add(fifo_keys(crm_envelope(event).envelope).group_id)
+    assert groups == {"crm:order:bitrix24:42", "crm:order:amocrm:42", "crm:order:crm:42"}
 
 
 def test_crm_sources_are_grouped_by_deal_or_lead_and_deduplicated_by_their_delivery_id() -> None:

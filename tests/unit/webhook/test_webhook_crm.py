@@ -55,7 +55,7 @@ def test_signed_event_publishes_one_envelope(invoke: Invoke, pipeline: Pipeline,
     }
     # Grouped by order; deduplicated on the change's content, never on the reusable event id.
     [request] = pipeline.publishes
-    assert request["MessageGroupId"] == f"crm:order:{event['order']['id']}"
+    assert request["MessageGroupId"] == f"crm:order:crm:{event['order']['id']}"
     assert request["MessageDeduplicationId"] == fifo_keys(envelope).deduplication_id
     assert event["event_id"] not in request["MessageDeduplicationId"]
 

@@ -34,6 +34,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from pipeline import phones
+from pipeline.envelope import crm_order_key
 
 SIGNATURE_HEADER = "X-Signature"
 # Static-token authentication (`crm_auth` = "token" or "signature_or_token").
@@ -127,6 +128,13 @@ class CrmEvent(_Open):
     occurred_at: AwareDatetime
     order: Order
     customer: Customer
+
+    @property
+    def order_key(self) -> str:
+        """The order, qualified by the CRM it comes from (`pipeline.envelope.crm_order_key`)."""
+        return crm_order_key(
+            {"order": {"id": self.order.id}, "source": (self.model_extra or {}).get("source")}
+        )
 
     def normalised_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """`payload` (the raw JSON this event was validated from) with `customer.phone` in E.164:

@@ -86,6 +86,20 @@ def _at(document: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+# The CRMs whose consumers publish `crm` order events (`payload.source.crm` names which one).
+CRM_ORDER_SOURCES = ("bitrix24", "amocrm")
+
+
+def crm_order_key(payload: Mapping[str, Any]) -> str:
+    """A `crm` order event's order, qualified by the CRM it comes from: Bitrix24 deal 42
+    (`bitrix24:42`), amoCRM lead 42 (`amocrm:42`) and a templated sender's order 42 (`crm:42`)
+    are three orders, in the journal, the FIFO groups and the ops output alike."""
+    source = payload.get("source")
+    origin = source.get("crm") if isinstance(source, Mapping) else None
+    qualifier = origin if origin in CRM_ORDER_SOURCES else "crm"
+    return f"{qualifier}:{_at(payload, 'order.id')}"
+
+
 # Per CRM source: what its events are grouped by, and where the payload names it.
 ORDER_GROUPS: dict[str, tuple[str, str]] = {
     "crm": ("order", "order.id"),
@@ -112,6 +126,8 @@ def message_group(envelope: Envelope) -> str:
         return fifo_id(chat_group(payload, envelope.type, telegram_bot_of(envelope.event_id)))
     noun, path = ORDER_GROUPS[envelope.source]
     order_id = _at(payload, path)
+    if envelope.source == "crm" and order_id not in (None, ""):
+        order_id = crm_order_key(payload)
     group = (
         f"{envelope.source}:{noun}:{order_id}"
         if order_id not in (None, "")

@@ -37,6 +37,9 @@ CRM_CHANGE_KEY: tuple[str, ...] = (
     "payload.order.status",
     "payload.occurred_at",
     "payload.order.transition_id",
+    # A phone corrected in the CRM and the order re-read (same move, same stamp) is news: the
+    # notification not yet sent goes to the corrected number (pipeline.sms.service).
+    "payload.customer.phone",
 )
 
 

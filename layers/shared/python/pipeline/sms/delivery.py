@@ -7,7 +7,8 @@ to that topic. Each SNS message is one event, e.g.
      "messageId": "862a...", "messageStatus": "DELIVERED", "context": {"notification_key": "<key>"}, ...}
 
 `context` is the `Context` given to SendTextMessage, so it carries our key. Any event for a
-message proves the gateway took it: an `unknown` record becomes `accepted`. The delivery status
+message proves the gateway took it: a record not yet `accepted` (unknown, or pending a resend an
+operator asked for, or failed) becomes `accepted` and is never sent again. The delivery status
 (`TEXT_DELIVERED` -> "delivered", `TEXT_BLOCKED` -> "blocked", ...) is kept apart from the send
 state, and an older event never overwrites a newer one. Applying an event twice changes nothing,
 so SNS's at-least-once delivery needs no idempotency layer here.
@@ -24,7 +25,7 @@ from aws_lambda_powertools.utilities.data_classes import SNSEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.sms.gateways import CONTEXT_KEY
-from pipeline.sms.journal import Journal, State
+from pipeline.sms.journal import EVIDENCE_CLOSES, Journal
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -66,8 +67,11 @@ def apply_delivery_event(journal: Journal, event: DeliveryEvent) -> Applied:
     )
     if saved is None:
         return "unknown_key" if journal.get(key) is None else "stale"
-    if saved.state is State.UNKNOWN and journal.resolve_accepted(
-        key, via=f"delivery_event:{event.event_type}", message_id=event.message_id
+    if saved.state in EVIDENCE_CLOSES and journal.resolve_accepted(
+        key,
+        via=f"delivery_event:{event.event_type}",
+        message_id=event.message_id,
+        from_states=EVIDENCE_CLOSES,
     ):
         metrics.add_metric(name="SmsUnknownClosedByDeliveryEvent", unit=MetricUnit.Count, value=1)
         return "closed_unknown"

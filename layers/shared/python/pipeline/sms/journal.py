@@ -43,22 +43,22 @@ import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from pipeline import aws
 from pipeline.retention import SMS_RETENTION_DAYS
-
-if TYPE_CHECKING:
-    from pipeline.sms.orders import OrderState
+from pipeline.sms.clock import CLOCK, Clock, iso, parse_iso
+from pipeline.sms.orders import OrderState, order_item_id
 
 KEY_PREFIX = "sms#"
+# The reconciler's place in its round of a state's records (`records_in_turn`).
+CURSOR_PREFIX = "sms-reconcile-cursor#"
 BY_STATE_INDEX = "by_state"
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 class State(StrEnum):
@@ -70,6 +70,12 @@ class State(StrEnum):
 
 
 INDEXED_STATES = frozenset({State.PENDING, State.SENDING, State.UNKNOWN, State.FAILED})
+# What a delivery event (proof the gateway took the SMS) closes as `accepted`: all but `sending`,
+# whose owner saves its own outcome (the event is kept, and the record is never claimed again).
+EVIDENCE_CLOSES = (State.PENDING, State.UNKNOWN, State.FAILED)
+# Where a phone corrected in the CRM still reaches the notification: nothing is in flight and
+# nothing was accepted (a resend, by the reconciler or an operator, goes to the new number).
+RECIPIENT_CHANGEABLE = (State.PENDING, State.UNKNOWN, State.FAILED)
 # Attempt outcomes that prove the gateway did not take the message.
 REFUSALS = frozenset({"refused", "refused_permanently"})
 # Entering `unknown`: the index sorts unknowns by when they *first* became unknown (a resend that
@@ -79,40 +85,18 @@ _BECOME_UNKNOWN = (
 )
 
 
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+def notification_key(event_type: str, order_key: str, transition: str, channel: str) -> str:
+    """The permanent key of one notification: what happened, to which order, which move, how.
 
-
-def parse_iso(text: str) -> datetime:
-    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
-
-
-class Clock:
-    """The wall clock, with an offset tests advance to expire leases, backoffs and deadlines."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += timedelta(seconds=seconds)
-
-
-CLOCK = Clock()
-
-
-def notification_key(event_type: str, order_id: str, transition: str, channel: str, recipient: str) -> str:
-    """The permanent key of one notification: what happened, to which order, which transition, how, to whom.
-
-    The transition is the order's status entry as the pipeline counts it (`<status>#<entry>`,
-    `pipeline.sms.orders`), never a CRM delivery id: the same change resent under any id is the
-    same key, and a second real trip through a status a new one. The order id alone would
-    silence every later SMS for the order. Hashed, so the key is short enough for a gateway's
-    client reference and never shows the phone number (an E.164 number, one form per customer).
+    The move is the one that started the order's status entry (`pipeline.sms.orders`: the CRM's
+    transition id, or the move's own stamp and statuses), never a counter or a CRM delivery id:
+    the same move resent under any id is the same key, a second real trip through a status is a
+    new one, and an order's history expiring cannot make a new move reuse an old key. The order
+    is qualified by its CRM (`bitrix24:42`). The recipient is not part of it: a phone corrected in
+    the CRM before the SMS went out is the same notification, sent once, to the corrected number.
+    Hashed, so the key is short enough for a gateway's client reference.
     """
-    canonical = json.dumps([event_type, order_id, transition, channel, recipient], ensure_ascii=False)
+    canonical = json.dumps([event_type, order_key, transition, channel], ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -122,8 +106,8 @@ class Draft:
 
     key: str
     event_type: str
-    order_id: str
-    transition: str  # `<status>#<entry>` (see `notification_key`)
+    order_id: str  # source-qualified (`bitrix24:42`)
+    transition: str  # the identity of the move that started the entry (see `notification_key`)
     crm_event_id: str  # the CRM's id of the event that entered the status (for tracing only)
     channel: str
     recipient: str
@@ -172,6 +156,7 @@ class Notification:
     # A `failed` that ran out of attempts (a redelivery may reopen it), not refused for good.
     failed_retryable: bool = False
     abandoned_at: datetime | None = None
+    previous_status: str | None = None  # the status the order left for the notified entry
 
     @property
     def attempts_this_round(self) -> int:
@@ -209,6 +194,7 @@ class Notification:
             round_start=_int(item, "round_start"),
             failed_retryable=bool(item.get("failed_retryable", False)),
             abandoned_at=_time(item, "abandoned_at"),
+            previous_status=item.get("previous_status"),
         )
 
 
@@ -260,11 +246,9 @@ class Journal:
         item = self.table.get_item(Key={"id": KEY_PREFIX + key}, ConsistentRead=True).get("Item")
         return Notification.from_item(item) if item else None
 
-    def get_order(self, order_id: str) -> OrderState | None:
+    def get_order(self, order_key: str) -> OrderState | None:
         """The order's status history as the pipeline has seen it (`pipeline.sms.orders`)."""
-        from pipeline.sms.orders import OrderState, order_item_id
-
-        item = self.table.get_item(Key={"id": order_item_id(order_id)}, ConsistentRead=True).get("Item")
+        item = self.table.get_item(Key={"id": order_item_id(order_key)}, ConsistentRead=True).get("Item")
         return OrderState.from_item(item) if item else None
 
     def _state_query(
@@ -312,6 +296,30 @@ class Journal:
         them, so a record that has left `state` in the meantime is skipped.
         """
         for key, _ in list(self.keys_in_state(state, limit, newer_than=newer_than)):
+            record = self.get(key)
+            if record is not None and record.state is state:
+                yield record
+
+    def records_in_turn(self, state: State, limit: int, *, newer_than: datetime) -> Iterator[Notification]:
+        """Up to `limit` records in `state` (younger than `newer_than`), taking turns: each call
+        starts after the last record the previous call handed out (a cursor item in the table),
+        and wraps around, so every record comes up within ceil(count / limit) calls, however
+        the oldest ones fare. The cursor moves before the records are handed out: one that
+        fails every time cannot hold the others back."""
+        keys = sorted((iso(since), key) for key, since in self.keys_in_state(state, newer_than=newer_than))
+        cursor_id = {"id": f"{CURSOR_PREFIX}{state.value}"}
+        cursor = self.table.get_item(Key=cursor_id, ConsistentRead=True).get("Item") or {}
+        after = (str(cursor.get("state_since", "")), str(cursor.get("key", "")))
+        turn = [entry for entry in keys if entry > after] + [entry for entry in keys if entry <= after]
+        batch = turn[:limit]
+        if batch:
+            self.table.update_item(
+                Key=cursor_id,
+                UpdateExpression="SET #since = :since, #key = :key",
+                ExpressionAttributeNames={"#since": "state_since", "#key": "key"},
+                ExpressionAttributeValues={":since": batch[-1][0], ":key": batch[-1][1]},
+            )
+        for _, key in batch:
             record = self.get(key)
             if record is not None and record.state is state:
                 yield record
@@ -466,7 +474,8 @@ class Journal:
         """
         now = self.clock.now()
         states = ", ".join(f":from{index}" for index in range(len(from_states)))
-        condition = f"#state IN ({states})"
+        # Evidence that the gateway took it (a delivery event) closes a record: never claimed again.
+        condition = f"#state IN ({states}) AND attribute_not_exists(#delivery_status)"
         if State.PENDING in from_states:
             condition += " AND (attribute_not_exists(#next_attempt_at) OR #next_attempt_at <= :now)"
         if max_resends is not None:
@@ -571,9 +580,21 @@ class Journal:
             },
         )
 
-    def resolve_accepted(self, key: str, *, via: str, message_id: str | None = None) -> Notification | None:
-        """`unknown` -> `accepted` on evidence (a lookup, a delivery event, a person); None if not unknown."""
+    def resolve_accepted(
+        self,
+        key: str,
+        *,
+        via: str,
+        message_id: str | None = None,
+        from_states: tuple[State, ...] = (State.UNKNOWN,),
+    ) -> Notification | None:
+        """`unknown` -> `accepted` on evidence (a lookup, a person); None if in none of `from_states`.
+
+        A delivery event closes more (`EVIDENCE_CLOSES`): a record waiting to be resent on an
+        operator's word, or failed, that the gateway in fact delivered is never sent again.
+        """
         now = self.clock.now()
+        states = ", ".join(f":from{index}" for index in range(len(from_states)))
         update = (
             "SET #state = :accepted, #state_since = :now, #resolved_by = :via, #resolved_at = :now,"
             " #expiration = :expiration"
@@ -582,11 +603,11 @@ class Journal:
             update += ", #message_id = :message_id"
         return self._update(
             key,
-            update + " REMOVE #sms_state",
-            "#state = :unknown",
+            update + " REMOVE #sms_state, #next_attempt_at",
+            f"#state IN ({states})",
             {
+                **{f":from{index}": state.value for index, state in enumerate(from_states)},
                 ":accepted": State.ACCEPTED.value,
-                ":unknown": State.UNKNOWN.value,
                 ":now": iso(now),
                 ":via": via,
                 ":message_id": message_id,
@@ -665,6 +686,29 @@ class Journal:
                 ":reason": f"abandoned by {by}",
                 ":false": False,
                 ":expiration": self._expiration(now),
+            },
+        )
+
+    def change_recipient(
+        self, key: str, *, recipient: str, body: str, note: Mapping[str, Any]
+    ) -> Notification | None:
+        """The CRM corrected the customer's phone (a later re-save or move of the same entry):
+        the notification goes to the new number from its next send on. Only while nothing is in
+        flight or accepted (`RECIPIENT_CHANGEABLE`); `note` (masked numbers) joins `changes`."""
+        now = self.clock.now()
+        states = ", ".join(f":from{index}" for index, _ in enumerate(RECIPIENT_CHANGEABLE))
+        return self._update(
+            key,
+            "SET #recipient = :recipient, #body = :body,"
+            " #changes = list_append(if_not_exists(#changes, :empty), :note), #recipient_changed_at = :now",
+            f"#state IN ({states}) AND #recipient <> :recipient AND attribute_not_exists(#delivery_status)",
+            {
+                **{f":from{index}": state.value for index, state in enumerate(RECIPIENT_CHANGEABLE)},
+                ":recipient": recipient,
+                ":body": body,
+                ":empty": [],
+                ":note": [{"at": iso(now), **note}],
+                ":now": iso(now),
             },
         )
 

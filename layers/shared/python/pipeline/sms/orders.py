@@ -1,164 +1,302 @@
-"""Each order's status history as the pipeline itself has seen it: what makes a notification's identity.
+"""Each order's status history as the pipeline has seen it: the rules that make one SMS per move.
 
 A CRM's delivery ids say nothing about the business event: a CRM retries a webhook under a new
-id, a manager presses "ready for pickup" twice, and an id may even be reused for another change.
-So the `sms` consumer sees every status change of every order (not only statuses with a rule)
-and keeps, per order, one journal item (`id = "sms-order#<sha256(order id)>"`) holding the
-status the order is in, when it entered it, the latest event time seen, and `entry`: how many
-status entries the pipeline has counted for the order. An event is then one of:
-
-- `entered`: a status different from the current one (or the first event of the order), or the
-  same status under a different CRM `transition_id` (a re-entry whose exit the CRM did not
-  report); a new entry, `entry + 1`. A notification, if a rule is due, is named after it;
-- `repeat`: the status the order is already in (a retry under any id, a second press, a re-save):
-  the current entry again, so the same notification key, and never a second SMS;
-- `stale`: it occurred before the latest event already seen for the order (a delayed
-  `ready_for_pickup` arriving after `shipped`): nothing is sent.
-
-Entries are ordered by the CRM's `occurred_at`; two events of one instant are taken in arrival
-order. The state is written with a version condition, in one transaction with the notification's
-journal record (`Journal.record_entry`), so a crash can never leave one without the other.
+id, a manager presses "ready for pickup" twice, a node's clock runs fast, two moves share a
+second, and a re-save can overtake the move it follows. So the `sms` consumer sees every status
+change of every order and keeps, per order (source-qualified: Bitrix24 deal 42 and amoCRM lead
+42 are two orders), one journal item holding the current status *entry* (a run of the order in
+one status), when it began and the latest time seen in it, and the identities of the moves
+already seen. `observe` is the whole rule book, pure; the journal applies what it returns.
+`RULES` states them in words, the same words as README's "Order-status SMS" section (a test
+holds the two together); `tests/unit/sms/test_sms_model.py` checks them on generated histories.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pipeline.sms.journal import iso, parse_iso
+from pipeline.sms.clock import iso, parse_iso
 
 ORDER_PREFIX = "sms-order#"
+# A stamp later than the moment the webhook received the event by more than this is a CRM
+# clock running fast (or a typo): the move is placed at the moment it was received instead.
+CLOCK_SKEW_TOLERANCE = timedelta(seconds=60)
+# How many move identities an order's item remembers (newest kept): far more than any order makes
+# within the retention, and a forgotten one is older than every remembered one, so always stale.
+SEEN_LIMIT = 64
 
-ObservationKind = Literal["entered", "repeat", "stale"]
+RULES: tuple[str, ...] = (
+    "A move is identified by the CRM's transition id when it sends one, else by its own stamp,"
+    " status and previous status; a move already seen is recognised whatever the order's current"
+    " status, and never sends again.",
+    "A re-save (previous status equal to the status) is never a move: it neither starts an entry"
+    " nor consumes one.",
+    "A stamp later than the moment the webhook received it (plus the skew tolerance) is clamped to"
+    " that moment and counted, so it never mutes a later move.",
+    "A move into the status the order is in is the same entry, unless the CRM names it a new"
+    " transition; a move into another status starts a new entry.",
+    "A move older than the latest one seen for the order is stale: nothing is sent; of two moves"
+    " with the same stamp, the one whose previous status is the other's status comes second.",
+    "A notification is named after the move that started its entry, never a counter or a delivery"
+    " id, so no key is reused while a record with it exists.",
+)
+
+ObservationKind = Literal["entered", "repeat", "seen", "resave", "stale"]
 
 
-def order_item_id(order_id: str) -> str:
+def order_item_id(order_key: str) -> str:
     """Hashed: an order id can be long or look like a phone number; the item id stays short and plain."""
-    return ORDER_PREFIX + hashlib.sha256(order_id.encode()).hexdigest()
+    return ORDER_PREFIX + hashlib.sha256(order_key.encode()).hexdigest()
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Move:
+    """One order-status event as the rules read it."""
+
+    order_key: str  # source-qualified: "<crm|bitrix24|amocrm>:<order id>"
+    status: str
+    previous_status: str | None
+    occurred_at: datetime  # the CRM's stamp, as sent
+    received_at: datetime  # when the webhook (or a CRM source's consumer) received it
+    transition_ref: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """What names this move whatever delivery carries it (a retry has the same body)."""
+        if self.transition_ref is not None:
+            return f"ref:{self.transition_ref}"
+        return f"at:{iso(self.occurred_at)}|{self.status}|{self.previous_status or ''}"
+
+    @property
+    def clamped(self) -> bool:
+        return self.occurred_at > self.received_at + CLOCK_SKEW_TOLERANCE
+
+    @property
+    def stamp(self) -> datetime:
+        """Where the move stands in the order's history: the CRM's stamp, unless clamped."""
+        return self.received_at if self.clamped else self.occurred_at
+
+    @property
+    def resave(self) -> bool:
+        return self.previous_status == self.status
 
 
 @dataclass(frozen=True)
 class OrderState:
-    """One order's current status entry, as the journal holds it."""
+    """One order's current status entry, and the moves seen, as the journal holds them."""
 
-    order_id: str
+    order_key: str
     status: str
-    entry: int  # status entries counted so far; the current one's number
-    entered_at: datetime  # the CRM's occurred_at of the event that entered `status`
-    seen_at: datetime  # the latest occurred_at applied to this order
+    entry: int  # status entries counted so far (for people reading the journal; names nothing)
+    opened_by: str  # identity of the move that started the current entry: names its notification
+    entered_from: str | None  # the previous status of that move
+    entered_at: datetime  # its stamp
+    seen_at: datetime  # the latest stamp of a move of the current entry
     transition_ref: str | None  # the CRM's transition id of the current entry, if it sends one
+    seen: tuple[str, ...]  # digests of the identities of moves seen, newest last
     version: int
 
     @classmethod
-    def first(
-        cls, order_id: str, status: str, occurred_at: datetime, transition_ref: str | None = None
-    ) -> OrderState:
-        """The state of an order the pipeline has never seen, after its first event."""
-        return cls(order_id, status, 1, occurred_at, occurred_at, transition_ref, 1)
+    def first(cls, move: Move) -> OrderState:
+        """The state of an order the pipeline has never seen, after its first move."""
+        return cls(
+            move.order_key,
+            move.status,
+            1,
+            move.identity,
+            move.previous_status,
+            move.stamp,
+            move.stamp,
+            move.transition_ref,
+            (_digest(move.identity),),
+            1,
+        )
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> OrderState:
         return cls(
-            order_id=str(item["order_id"]),
+            order_key=str(item["order_key"]),
             status=str(item["status"]),
             entry=int(item["entry"]),
+            opened_by=str(item["opened_by"]),
+            entered_from=item.get("entered_from"),
             entered_at=parse_iso(item["entered_at"]),
             seen_at=parse_iso(item["seen_at"]),
             transition_ref=item.get("transition_ref"),
+            seen=tuple(item.get("seen", ())),
             version=int(item["version"]),
         )
 
     def item(self, expiration: int) -> dict[str, Any]:
         item: dict[str, Any] = {
-            "id": order_item_id(self.order_id),
-            "order_id": self.order_id,
+            "id": order_item_id(self.order_key),
+            "order_key": self.order_key,
             "status": self.status,
             "entry": self.entry,
+            "opened_by": self.opened_by,
+            "entered_from": self.entered_from,
             "entered_at": iso(self.entered_at),
             "seen_at": iso(self.seen_at),
+            "transition_ref": self.transition_ref,
+            "seen": list(self.seen),
             "version": self.version,
             "expiration": expiration,
         }
-        if self.transition_ref is not None:
-            item["transition_ref"] = self.transition_ref
-        return item
+        return {name: value for name, value in item.items() if value is not None}
+
+    def has_seen(self, move: Move) -> bool:
+        return _digest(move.identity) in self.seen
+
+    def remembering(self, move: Move) -> tuple[str, ...]:
+        digest = _digest(move.identity)
+        if digest in self.seen:
+            return self.seen
+        return (*self.seen, digest)[-SEEN_LIMIT:]
 
 
 @dataclass(frozen=True)
 class Observation:
-    """What one event means for its order, and the state to write (None: nothing to write)."""
+    """What one move means for its order, and the state to write (None: nothing to write)."""
 
     kind: ObservationKind
     status: str
     entry: int
     # The status the order left for this entry: the pipeline's own, or the CRM's word for the
-    # first event of an order the pipeline has never seen.
+    # first move of an order the pipeline has never seen. None for anything but `entered`.
     previous_status: str | None
     reason: str
     new_state: OrderState | None
+    # The identity of the move that started the entry this move belongs to (`entered`,
+    # `repeat`): the notification is named after it. None when the move belongs to no entry.
+    opened_by: str | None = None
+    clamped: bool = False
+    # Whether the move is the latest word on its entry (not older than what was seen): only such
+    # a move may correct the entry's notification (a phone fixed in the CRM, then a re-save).
+    latest: bool = False
 
-    @property
-    def transition(self) -> str:
-        """The notification key's transition part: which entry into which status."""
-        return f"{self.status}#{self.entry}"
+
+def _ref_after(ref: str | None, other: str | None) -> bool | None:
+    """Whether a CRM transition id comes after another (numeric ids as numbers); None if unknown."""
+    if ref is None or other is None:
+        return None
+    if re.fullmatch(r"\d{1,30}", ref) and re.fullmatch(r"\d{1,30}", other):
+        return int(ref) > int(other)
+    return None
 
 
-def observe(
-    state: OrderState | None,
-    *,
-    order_id: str,
-    status: str,
-    occurred_at: datetime,
-    crm_previous_status: str | None,
-    transition_ref: str | None,
-) -> Observation:
-    """Place one order-status event in the order's history (pure: the caller reads and writes)."""
+def _follows_at_same_stamp(state: OrderState, move: Move) -> bool:
+    """Two moves with one stamp: ordered by the chain of statuses, then by the CRM's ids, and only
+    without either by arrival (the later one follows)."""
+    if move.previous_status is not None and move.previous_status == state.status:
+        return True
+    if state.entered_from is not None and state.entered_from == move.status:
+        return False
+    by_ref = _ref_after(move.transition_ref, state.transition_ref)
+    return True if by_ref is None else by_ref
+
+
+def observe(state: OrderState | None, move: Move) -> Observation:
+    """Place one move in its order's history (pure: the caller reads and writes the state)."""
+    clamped = move.clamped
     if state is None:
-        first = OrderState.first(order_id, status, occurred_at, transition_ref)
-        return Observation("entered", status, 1, crm_previous_status, "first event of the order", first)
-    same_status = status == state.status
-    known_refs = None not in (transition_ref, state.transition_ref)
-    another_transition = known_refs and transition_ref != state.transition_ref
-    if same_status and not another_transition:
-        seen = max(state.seen_at, occurred_at)
-        refreshed = OrderState(
-            state.order_id,
-            state.status,
-            state.entry,
-            state.entered_at,
-            seen,
-            state.transition_ref or transition_ref,
-            state.version + 1,
+        if move.resave:
+            reason = f"a re-save in {move.status!r} of an order with no move seen yet: not a move"
+            return Observation("resave", move.status, 0, None, reason, None, clamped=clamped)
+        first = OrderState.first(move)
+        return Observation(
+            "entered",
+            move.status,
+            1,
+            move.previous_status,
+            "first move of the order",
+            first,
+            move.identity,
+            clamped,
         )
-        changed = seen != state.seen_at or refreshed.transition_ref != state.transition_ref
+    if state.has_seen(move):
+        if move.status == state.status:
+            return Observation(
+                "repeat",
+                move.status,
+                state.entry,
+                None,
+                f"a move of the current entry already seen (entry {state.entry}, {state.status!r})",
+                None,
+                state.opened_by,
+                clamped,
+                latest=move.stamp >= state.seen_at,
+            )
+        reason = f"a move into {move.status!r} already seen; the order is now {state.status!r}"
+        return Observation("seen", move.status, state.entry, None, reason, None, clamped=clamped)
+    same_status = move.status == state.status
+    new_transition = (
+        same_status
+        and not move.resave
+        and None not in (move.transition_ref, state.transition_ref)
+        and move.transition_ref != state.transition_ref
+    )
+    if same_status and not new_transition:
+        seen_at = max(state.seen_at, move.stamp)
+        refreshed = replace(
+            state,
+            seen_at=seen_at,
+            transition_ref=state.transition_ref or move.transition_ref,
+            seen=state.remembering(move) if not move.resave else state.seen,
+            version=state.version + 1,
+        )
+        changed = refreshed.seen != state.seen or seen_at != state.seen_at
+        what = "a re-save" if move.resave else "another move"
         return Observation(
             "repeat",
-            status,
+            move.status,
             state.entry,
             None,
-            f"the order is already {status!r} (entry {state.entry})",
+            f"{what} in the status the order is in ({state.status!r}, entry {state.entry})",
             refreshed if changed else None,
+            state.opened_by,
+            clamped,
+            latest=move.stamp >= state.seen_at,
         )
-    if occurred_at < state.seen_at:
-        return Observation(
-            "stale",
-            status,
-            state.entry,
-            None,
-            f"occurred at {iso(occurred_at)}, before the latest event seen for the order "
-            f"({iso(state.seen_at)}, status {state.status!r})",
-            None,
+    if move.resave:
+        reason = f"a re-save in {move.status!r} while the order is {state.status!r}: not a move"
+        return Observation("resave", move.status, state.entry, None, reason, None, clamped=clamped)
+    if move.stamp < state.seen_at or (
+        move.stamp == state.seen_at and not _follows_at_same_stamp(state, move)
+    ):
+        reason = (
+            f"occurred at {iso(move.stamp)}, before the latest move seen for the order "
+            f"({iso(state.seen_at)}, status {state.status!r})"
         )
+        stale = replace(state, seen=state.remembering(move), version=state.version + 1)
+        return Observation("stale", move.status, state.entry, None, reason, stale, clamped=clamped)
     entry = state.entry + 1
     entered = OrderState(
-        state.order_id, status, entry, occurred_at, occurred_at, transition_ref, state.version + 1
+        state.order_key,
+        move.status,
+        entry,
+        move.identity,
+        move.previous_status,
+        move.stamp,
+        move.stamp,
+        move.transition_ref,
+        state.remembering(move),
+        state.version + 1,
     )
     if same_status:
         # The CRM names a new transition into the status the order is in: it left and came back
         # without the pipeline seeing the exit, so only the CRM can say where it came from.
-        reason = f"re-entered {status!r} (CRM transition {transition_ref!r})"
-        return Observation("entered", status, entry, crm_previous_status, reason, entered)
-    return Observation("entered", status, entry, state.status, f"{state.status!r} -> {status!r}", entered)
+        reason = f"re-entered {move.status!r} (CRM transition {move.transition_ref!r})"
+        return Observation(
+            "entered", move.status, entry, move.previous_status, reason, entered, move.identity, clamped
+        )
+    reason = f"{state.status!r} -> {move.status!r}"
+    return Observation("entered", move.status, entry, state.status, reason, entered, move.identity, clamped)

@@ -4,7 +4,10 @@ Each run (EventBridge schedule, `reconciler.app.lambda_handler`):
 
 1. `sending` records whose lease ran out (their worker died and no redelivery came) become
    `unknown`;
-2. each `unknown` record, oldest first (GSI `by_state`, no scan):
+2. `unknown` records, `reconcile_batch_size` a run, taking turns (GSI `by_state`, no scan, and a
+   cursor: each run goes on where the last stopped, so every unknown is looked at within
+   ceil(unknowns / batch size) runs, however the ones before it fare; one whose lookup raises is
+   logged and counted, `errors`, and the run goes on):
    - evidence already in the record (a delivery event, a late gateway answer) -> `accepted`;
    - the gateway, asked by client reference (the key) or message id, has it -> `accepted`;
    - the gateway proves it never got it (not found, asked at least `lookup_settle_seconds` after
@@ -63,6 +66,7 @@ class ReconcileReport:
     accepted: int = 0
     resent: int = 0
     unresolved: int = 0
+    errors: int = 0
     past_deadline: int = 0
     requested: int = 0
     orphaned: int = 0
@@ -180,9 +184,17 @@ def reconcile(current: SmsRuntime | None = None) -> ReconcileReport:
                 "decide_with": "python -m ops journal unknown; python -m ops journal resolve <key>",
             },
         )
-    for record in journal.records_in_state(State.UNKNOWN, limit, newer_than=deadline_cutoff):
+    for record in journal.records_in_turn(State.UNKNOWN, limit, newer_than=deadline_cutoff):
         report.checked += 1
-        resolution = reconcile_one(current, record)
+        try:
+            resolution = reconcile_one(current, record)
+        except Exception as error:  # one record's failing lookup never stops the others
+            report.errors += 1
+            logger.exception(
+                "SMS reconciliation of one record failed: next in turn",
+                extra={**_log_keys(record), "error_type": type(error).__name__},
+            )
+            continue
         setattr(report, resolution, getattr(report, resolution) + 1)
     horizon = redelivery_horizon(by_name("sms"))
     for record in journal.records_in_state(State.PENDING, limit):
@@ -198,6 +210,8 @@ def reconcile(current: SmsRuntime | None = None) -> ReconcileReport:
         name="SmsUnknownOldestAgeSeconds", unit=MetricUnit.Seconds, value=report.oldest_unknown_age_seconds
     )
     metrics.add_metric(name="SmsUnknownPastDeadline", unit=MetricUnit.Count, value=report.past_deadline)
+    # A lookup that raises leaves its unknown to the age alarms; counted so a broken lookup shows.
+    metrics.add_metric(name="SmsReconcileErrors", unit=MetricUnit.Count, value=report.errors)
     metrics.add_metric(name="SmsReconciledAccepted", unit=MetricUnit.Count, value=report.accepted)
     metrics.add_metric(name="SmsReconcileResent", unit=MetricUnit.Count, value=report.resent)
     metrics.add_metric(name="SmsReconcileRequestedSent", unit=MetricUnit.Count, value=report.requested)

@@ -55,7 +55,7 @@ from pipeline.sms.journal import (
     iso,
     notification_key,
 )
-from pipeline.sms.orders import Observation, OrderState, observe
+from pipeline.sms.orders import Move, Observation, observe
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import SmsSettings
 
@@ -119,13 +119,14 @@ class AttemptOutcome:
     message_id: str | None = None
     retry_after: float | None = None
 
-    def entry(self, by: str, owner: str) -> dict[str, Any]:
-        """The journal's record of this attempt (no phone number: details are masked)."""
+    def entry(self, by: str, owner: str, recipient: str) -> dict[str, Any]:
+        """The journal's record of this attempt (the number it went to masked; details too)."""
         entry: dict[str, Any] = {
             "at": iso(self.started_at),
             "outcome": self.kind,
             "by": by,
             "owner": owner,
+            "to": mask_phone(recipient),
             "answered_at": iso(self.answered_at) if self.answered_at else None,
             "gateway_ms": self.gateway_ms,
             "error_code": self.code,
@@ -175,7 +176,7 @@ def _after_attempt(
     settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime, by: str
 ) -> Finish:
     """A send of a `pending` record: done, unknown, failed, or pending again after a backoff."""
-    entry = outcome.entry(by, record.lease_owner or "")
+    entry = outcome.entry(by, record.lease_owner or "", record.recipient)
     if outcome.kind == "accepted":
         return Finish(State.ACCEPTED, entry, outcome.answered_at, message_id=outcome.message_id)
     if outcome.kind == "unknown":
@@ -225,7 +226,7 @@ def after_reconciler_resend(
     settings: SmsSettings, record: Notification, outcome: AttemptOutcome, now: datetime
 ) -> Finish:
     """A resend of a proven-not-received SMS: used up only if it may have reached the gateway."""
-    entry = outcome.entry("reconciler", record.lease_owner or "")
+    entry = outcome.entry("reconciler", record.lease_owner or "", record.recipient)
     if outcome.kind == "accepted":
         return Finish(State.ACCEPTED, entry, outcome.answered_at, outcome.message_id, counts_as_resend=True)
     if outcome.kind == "refused_permanently":
@@ -287,19 +288,20 @@ def parse(envelope: Envelope) -> CrmEvent | str:
         raise PermanentError(f"invalid CRM order event ({fields})") from None
 
 
-def observe_event(state: OrderState | None, event: CrmEvent) -> Observation:
-    return observe(
-        state,
-        order_id=event.order.id,
+def move_of(envelope: Envelope, event: CrmEvent) -> Move:
+    return Move(
+        order_key=event.order_key,
         status=event.order.status,
+        previous_status=event.order.previous_status,
         occurred_at=event.occurred_at,
-        crm_previous_status=event.order.previous_status,
+        received_at=envelope.received_at,
         transition_ref=event.order.transition_id,
     )
 
 
 def key_for(event: CrmEvent, observation: Observation) -> str:
-    return notification_key(event.type, event.order.id, observation.transition, CHANNEL, event.customer.phone)
+    assert observation.opened_by is not None, observation
+    return notification_key(event.type, event.order_key, observation.opened_by, CHANNEL)
 
 
 class NoRule(str):
@@ -310,16 +312,14 @@ class NoRule(str):
 
 def plan(envelope: Envelope, observation: Observation, event: CrmEvent, rules: SmsRules) -> Draft | str:
     """The notification a new status entry calls for, or why there is none."""
-    if observation.previous_status == observation.status:
-        return "re-save without a status change"
     rule = rules.rule_for(observation.status, observation.previous_status)
     if rule is None:
         return NoRule(f"no SMS rule for status {observation.status!r}")
     return Draft(
         key=key_for(event, observation),
         event_type=event.type,
-        order_id=event.order.id,
-        transition=observation.transition,
+        order_id=event.order_key,
+        transition=observation.opened_by or "",
         crm_event_id=event.event_id,
         channel=CHANNEL,
         recipient=event.customer.phone,
@@ -338,29 +338,81 @@ def _no_sms(reason: str, **extra: Any) -> dict[str, Any]:
     return {"sent": False, "reason": reason}
 
 
+# Observations that send nothing, and what each is counted as (each is logged with its reason).
+_NOTHING_TO_SEND = {
+    "stale": ("SmsStaleEvents", "Stale order event: the order has moved on, no SMS"),
+    "seen": ("SmsMovesSeenBefore", "Order move already seen: no SMS"),
+    "resave": ("SmsResaves", "Order re-saved without a move: no SMS"),
+}
+
+
+def _correct_recipient(
+    current: SmsRuntime, record: Notification, event: CrmEvent, observation: Observation
+) -> Notification:
+    """A later word on the entry with another phone: the notification goes to the corrected
+    number, if nothing was sent to the old one yet (the journal decides, atomically)."""
+    if not observation.latest or event.customer.phone == record.recipient:
+        return record
+    rule = current.rules.rule_for(observation.status, record.previous_status)
+    body = rule.render(event) if rule is not None else record.body
+    changed = current.journal.change_recipient(
+        record.key,
+        recipient=event.customer.phone,
+        body=body,
+        note={
+            "change": "recipient",
+            "from": mask_phone(record.recipient),
+            "to": mask_phone(event.customer.phone),
+            "crm_event_id": event.event_id,
+        },
+    )
+    if changed is None:
+        return record
+    metrics.add_metric(name="SmsRecipientCorrected", unit=MetricUnit.Count, value=1)
+    logger.warning(
+        "Customer phone corrected in the CRM: the SMS goes to the new number",
+        extra={
+            "notification_key": record.key,
+            "state": changed.state.value,
+            "recipient": mask_phone(event.customer.phone),
+        },
+    )
+    return changed
+
+
 def send_notification(envelope: Envelope) -> dict[str, Any]:
     """`process` of the sms consumer (see the module docstring)."""
     current = runtime()
     event = parse(envelope)
     if isinstance(event, str):
         return _no_sms(event)
+    move = move_of(envelope, event)
     for _ in range(3):
-        state = current.journal.get_order(event.order.id)
-        observation = observe_event(state, event)
-        log_keys = {"order_id": event.order.id, "status": event.order.status, "entry": observation.entry}
-        if observation.kind == "stale":
-            metrics.add_metric(name="SmsStaleEvents", unit=MetricUnit.Count, value=1)
+        state = current.journal.get_order(move.order_key)
+        observation = observe(state, move)
+        log_keys = {"order": move.order_key, "status": move.status, "entry": observation.entry}
+        if observation.clamped:
+            metrics.add_metric(name="SmsClockSkewClamped", unit=MetricUnit.Count, value=1)
             logger.warning(
-                "Stale order event: the order has moved on, no SMS",
-                extra={**log_keys, "reason": observation.reason},
+                "Order event stamped after it was received: placed at its receipt",
+                extra={
+                    **log_keys,
+                    "occurred_at": iso(move.occurred_at),
+                    "received_at": iso(move.received_at),
+                },
             )
-            return {"sent": False, "reason": f"stale: {observation.reason}"}
         draft = plan(envelope, observation, event, current.rules) if observation.kind == "entered" else None
         due = draft if isinstance(draft, Draft) else None
         if observation.new_state is not None and not current.journal.record_entry(
             observation.new_state, state.version if state else None, due
         ):
             continue  # another event of this order was saved meanwhile: decide again
+        if observation.kind in _NOTHING_TO_SEND:
+            metric, message = _NOTHING_TO_SEND[observation.kind]
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+            log = logger.warning if observation.kind == "stale" else logger.info
+            log(message, extra={**log_keys, "reason": observation.reason})
+            return {"sent": False, "reason": f"{observation.kind}: {observation.reason}"}
         if isinstance(draft, str):
             if isinstance(draft, NoRule):
                 metrics.add_metric(name="SmsNoRule", unit=MetricUnit.Count, value=1)
@@ -368,8 +420,10 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
         key = draft.key if draft is not None else key_for(event, observation)
         known = current.journal.get(key) if draft is None else None
         if draft is None and known is None:
-            reason = f"{observation.reason}; no SMS was due for that entry to this recipient"
+            reason = f"{observation.reason}; no SMS was due for that entry"
             return _no_sms(reason, **log_keys)
+        if known is not None:
+            known = _correct_recipient(current, known, event, observation)
         logger.info(
             "SMS notification recorded" if draft is not None else "SMS notification already known",
             extra={

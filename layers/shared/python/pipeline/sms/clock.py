@@ -1,0 +1,34 @@
+"""Times as the SMS journal stores them, and the clock tests advance.
+
+Fixed-width UTC ISO strings, so they compare and sort as strings (the `by_state` index sorts on one).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
+
+
+class Clock:
+    """The wall clock, with an offset tests advance to expire leases, backoffs and deadlines."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+CLOCK = Clock()
