@@ -4,7 +4,8 @@ Without names every benchmark runs, in order: webhook, worker, pipeline, cost (t
 uses the figures the others measured, from this run or an earlier one), bill (the fixed monthly
 bill of the default template, and the per-update cost against its floor), phones, sms, latency,
 imports.
-Figures are saved to .local/bench/results.json.
+Figures are saved to .local/bench/results.json. `python -m bench sms-model --steps N` is a campaign
+of the SMS rules' state machine instead (bench/sms_model.py).
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def run_one(name: str, quick: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sms-model"]:  # a campaign with options of its own, not a figure
+        from bench import sms_model
+
+        return sms_model.main(argv[1:])
     args = parse_args(argv)
     names = args.names or list(BENCHMARKS)
     info = machine()

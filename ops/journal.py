@@ -92,6 +92,7 @@ def list_unknown(ctx: Context) -> None:
         found.append(
             {
                 "key": record.key,
+                "order": record.order_id,
                 "unknown_since": iso(since),
                 "age_seconds": int((now - since).total_seconds()),
                 "recipient": _masker(ctx, record.recipient)(record.recipient),
@@ -105,7 +106,8 @@ def list_unknown(ctx: Context) -> None:
         return
     for row in found:
         ctx.line(
-            f"{row['key']}  unknown_since={row['unknown_since']} ({format_age(row['age_seconds'])})"
+            f"{row['key']}  order={row['order'] or '-'}"
+            f"  unknown_since={row['unknown_since']} ({format_age(row['age_seconds'])})"
             f"  recipient={row['recipient']}  attempts={row['attempts']}"
             f"  resends={row['resends']}  last={row['last_outcome'] or '-'}"
         )

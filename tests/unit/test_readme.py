@@ -20,6 +20,7 @@ from pipeline.retention import (
     SMS_RETENTION_MIN_DAYS,
     describe_bound,
 )
+from pipeline.sms.orders import CLOCK_SKEW_TOLERANCE, RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -135,3 +136,13 @@ def test_the_configuration_section_shows_refusals_as_the_synth_prints_them() -> 
     with pytest.raises(ValidationError) as raised:
         PipelineSettings.from_context(given)
     assert sorted(settings_error_lines(raised.value)) == sorted(lines)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule[:40])
+def test_the_readme_states_each_sms_rule_in_the_models_words(rule: str) -> None:
+    """README's exactly-once rules are `pipeline.sms.orders.RULES`, word for word (line breaks aside)."""
+    assert " ".join(rule.split()) in " ".join(README.split())
+
+
+def test_the_readme_states_the_clock_skew_tolerance_the_model_applies() -> None:
+    assert f"`CLOCK_SKEW_TOLERANCE`, {int(CLOCK_SKEW_TOLERANCE.total_seconds())} seconds" in README

@@ -105,6 +105,7 @@ def test_unknown_lists_only_unknown_records(journal: Journal, run) -> None:
     assert result.out.splitlines()[-1] == "2 SMS record(s) in state unknown"
     assert f"recipient={mask_phone(PHONE)}" in result.out
     assert "last=timeout" in result.out
+    assert "order=crm:11" in result.out and "order=crm:12" in result.out  # qualified by its CRM
     assert PHONE not in result.out
 
 

@@ -157,6 +157,7 @@ class Notification:
     failed_retryable: bool = False
     abandoned_at: datetime | None = None
     previous_status: str | None = None  # the status the order left for the notified entry
+    order_id: str | None = None  # qualified by its CRM: `bitrix24:42`, `crm:A-1042`
 
     @property
     def attempts_this_round(self) -> int:
@@ -195,6 +196,7 @@ class Notification:
             failed_retryable=bool(item.get("failed_retryable", False)),
             abandoned_at=_time(item, "abandoned_at"),
             previous_status=item.get("previous_status"),
+            order_id=item.get("order_id"),
         )
 
 

@@ -17,7 +17,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pipeline.sms.clock import iso, parse_iso
@@ -29,6 +29,8 @@ CLOCK_SKEW_TOLERANCE = timedelta(seconds=60)
 # How many move identities an order's item remembers (newest kept): far more than any order makes
 # within the retention, and a forgotten one is older than every remembered one, so always stale.
 SEEN_LIMIT = 64
+# `seen_at` of an order whose only moves came with stamps from the future: nothing trustworthy yet.
+NO_STAMP = datetime(1970, 1, 1, tzinfo=UTC)
 
 RULES: tuple[str, ...] = (
     "A move is identified by the CRM's transition id when it sends one, else by its own stamp,"
@@ -37,7 +39,8 @@ RULES: tuple[str, ...] = (
     "A re-save (previous status equal to the status) is never a move: it neither starts an entry"
     " nor consumes one.",
     "A stamp later than the moment the webhook received it (plus the skew tolerance) is clamped to"
-    " that moment and counted, so it never mutes a later move.",
+    " that moment and counted; a clamped stamp says only that the move happened before it was"
+    " received, so it never mutes a later move.",
     "A move into the status the order is in is the same entry, unless the CRM names it a new"
     " transition; a move into another status starts a new entry.",
     "A move older than the latest one seen for the order is stale: nothing is sent; of two moves"
@@ -100,10 +103,13 @@ class OrderState:
     opened_by: str  # identity of the move that started the current entry: names its notification
     entered_from: str | None  # the previous status of that move
     entered_at: datetime  # its stamp
-    seen_at: datetime  # the latest stamp of a move of the current entry
+    # The latest trustworthy stamp seen for the order, what a later move must not be older than
+    # (a clamped stamp is only an upper bound of when its move happened: it raises nothing).
+    seen_at: datetime
     transition_ref: str | None  # the CRM's transition id of the current entry, if it sends one
     seen: tuple[str, ...]  # digests of the identities of moves seen, newest last
     version: int
+    entered_clamped: bool = False  # the current entry's move came with a stamp from the future
 
     @classmethod
     def first(cls, move: Move) -> OrderState:
@@ -115,10 +121,11 @@ class OrderState:
             move.identity,
             move.previous_status,
             move.stamp,
-            move.stamp,
+            NO_STAMP if move.clamped else move.stamp,
             move.transition_ref,
             (_digest(move.identity),),
             1,
+            move.clamped,
         )
 
     @classmethod
@@ -134,6 +141,7 @@ class OrderState:
             transition_ref=item.get("transition_ref"),
             seen=tuple(item.get("seen", ())),
             version=int(item["version"]),
+            entered_clamped=bool(item.get("entered_clamped", False)),
         )
 
     def item(self, expiration: int) -> dict[str, Any]:
@@ -149,6 +157,7 @@ class OrderState:
             "transition_ref": self.transition_ref,
             "seen": list(self.seen),
             "version": self.version,
+            "entered_clamped": self.entered_clamped or None,
             "expiration": expiration,
         }
         return {name: value for name, value in item.items() if value is not None}
@@ -245,7 +254,7 @@ def observe(state: OrderState | None, move: Move) -> Observation:
         and move.transition_ref != state.transition_ref
     )
     if same_status and not new_transition:
-        seen_at = max(state.seen_at, move.stamp)
+        seen_at = state.seen_at if move.clamped else max(state.seen_at, move.stamp)
         refreshed = replace(
             state,
             seen_at=seen_at,
@@ -269,9 +278,10 @@ def observe(state: OrderState | None, move: Move) -> Observation:
     if move.resave:
         reason = f"a re-save in {move.status!r} while the order is {state.status!r}: not a move"
         return Observation("resave", move.status, state.entry, None, reason, None, clamped=clamped)
-    if move.stamp < state.seen_at or (
-        move.stamp == state.seen_at and not _follows_at_same_stamp(state, move)
-    ):
+    tie = move.stamp == state.seen_at
+    # The move the current entry left, arriving after it: its past, whatever the stamps say.
+    left_by_current = state.entered_clamped and move.status == state.entered_from
+    if move.stamp < state.seen_at or (tie and not _follows_at_same_stamp(state, move)) or left_by_current:
         reason = (
             f"occurred at {iso(move.stamp)}, before the latest move seen for the order "
             f"({iso(state.seen_at)}, status {state.status!r})"
@@ -286,10 +296,11 @@ def observe(state: OrderState | None, move: Move) -> Observation:
         move.identity,
         move.previous_status,
         move.stamp,
-        move.stamp,
+        state.seen_at if move.clamped else move.stamp,
         move.transition_ref,
         state.remembering(move),
         state.version + 1,
+        move.clamped,
     )
     if same_status:
         # The CRM names a new transition into the status the order is in: it left and came back

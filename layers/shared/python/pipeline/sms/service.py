@@ -1,12 +1,15 @@
 """The `sms` consumer's work: one CRM order event in, at most one SMS per notification out.
 
-1. Where the event stands in its order's history (`pipeline.sms.orders`, the pipeline's own,
-   per order, in the journal): a new status entry, a repeat of the current one (a CRM retry under
-   any id, a second press, a re-save), or stale (older than what was already seen: nothing sent).
-   The notification's key names the entry (`<status>#<n>`), never a CRM delivery id.
+1. Where the event stands in its order's history (`pipeline.sms.orders.observe`, the rules in one
+   pure function, the history the pipeline's own, per order qualified by its CRM, in the
+   journal): a new status entry, a repeat of the current one (a CRM retry under any id, a
+   second press, a re-save), a move already seen, a re-save of another status, or stale (older
+   than what was seen). Nothing is sent for the last three. The notification's key names the
+   move that started the entry, never a counter or a CRM delivery id.
 2. A new entry with a rule due is recorded in the journal *before* any gateway call, in one
    transaction with the order's new state; a repeat finds the same key, and the record, not the
-   event, decides what happens next.
+   event, decides what happens next (a repeat that is the latest word on the entry and carries
+   another phone corrects the recipient of a notification nothing has gone out for yet).
 3. Only a `pending` record this worker claims (atomically, under a lease) is sent (the
    reconciler claims the same way a `pending` record an operator asked to resend, or whose SQS
    message is gone). A record `sending` under someone else's lease is retried later; one whose
@@ -304,6 +307,11 @@ def key_for(event: CrmEvent, observation: Observation) -> str:
     return notification_key(event.type, event.order_key, observation.opened_by, CHANNEL)
 
 
+def _own_key(event: CrmEvent, move: Move) -> str:
+    """The key a notification started by this very move would have."""
+    return notification_key(event.type, event.order_key, move.identity, CHANNEL)
+
+
 class NoRule(str):
     """`plan`'s reason when no rule matches the status entered: logged and counted (`SmsNoRule`)."""
 
@@ -412,6 +420,11 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
             log = logger.warning if observation.kind == "stale" else logger.info
             log(message, extra={**log_keys, "reason": observation.reason})
+            # A redelivery of a move that started an entry since left (its worker died after
+            # recording it): its notification is still this message's to finish, not a new one.
+            own = current.journal.get(_own_key(event, move)) if observation.kind == "seen" else None
+            if own is not None:
+                return _drive(current, own.key, own)
             return {"sent": False, "reason": f"{observation.kind}: {observation.reason}"}
         if isinstance(draft, str):
             if isinstance(draft, NoRule):
