@@ -279,8 +279,11 @@ def observe(state: OrderState | None, move: Move) -> Observation:
         reason = f"a re-save in {move.status!r} while the order is {state.status!r}: not a move"
         return Observation("resave", move.status, state.entry, None, reason, None, clamped=clamped)
     tie = move.stamp == state.seen_at
-    # The move the current entry left, arriving after it: its past, whatever the stamps say.
-    left_by_current = state.entered_clamped and move.status == state.entered_from
+    # The move the current entry left, arriving after it: its past, whatever the stamps say,
+    # unless the CRM says it came from the current status (a return).
+    left_by_current = (
+        state.entered_clamped and move.status == state.entered_from and move.previous_status != state.status
+    )
     if move.stamp < state.seen_at or (tie and not _follows_at_same_stamp(state, move)) or left_by_current:
         reason = (
             f"occurred at {iso(move.stamp)}, before the latest move seen for the order "
