@@ -50,6 +50,7 @@ from pipeline.sms import gateways
 from pipeline.sms.clock import CLOCK
 from pipeline.sms.gateways import FakeBehaviour, SimulatedCrash
 from pipeline.sms.journal import KEY_PREFIX, State
+from pipeline.sms.orders import CLOCK_SKEW_TOLERANCE
 
 STATUSES = ("paid", "assembling", "ready_for_pickup", "shipped", "delivered")
 RULED = frozenset({"ready_for_pickup", "shipped"})
@@ -128,6 +129,9 @@ class Run:
     entered_from: str
     created_step: int
     first_processed_step: int | None = None
+    # A move of an earlier run was processed, before this run's first, with a stamp from a fast
+    # clock that had already come when it arrived: no receiver can tell it from a true one.
+    misled: bool = False
 
     @property
     def marker(self) -> str:
@@ -141,6 +145,7 @@ class Order:
     phone: str
     runs: list[Run] = field(default_factory=list)
     last_stamp: datetime | None = None
+    misleading_stamps: bool = False  # an undetectably skewed move was processed
 
     @property
     def label(self) -> str:
@@ -160,6 +165,8 @@ class Copy:
     run: Run
     is_move: bool
     visible_at: datetime
+    created_at: datetime
+    skewed: bool = False  # stamped by a CRM node whose clock runs fast
 
 
 class Shop:
@@ -263,7 +270,7 @@ class Shop:
             previous = order.status
             order.runs.append(run)
         event = self._event(order, run, status, previous, stamp + skew)
-        self.queue.append(Copy(event, run, True, self.now()))
+        self.queue.append(Copy(event, run, True, self.now(), self.now(), skewed=bool(skew)))
         if skew:
             self.faults["clock_skew"] += 1
 
@@ -275,11 +282,12 @@ class Shop:
         run = order.runs[-1]
         stamp = self.now().replace(microsecond=0)
         event = self._event(order, run, run.status, run.status, stamp)
-        self.queue.append(Copy(event, run, False, self.now()))
+        self.queue.append(Copy(event, run, False, self.now(), self.now()))
 
     # -- the pipeline -----------------------------------------------------------------------------
     def deliver(self, index: int, *, again: bool, new_id: bool, fault: str | None, at_call: int) -> None:
         """One worker invocation with one waiting copy (any of them: SQS has no order here)."""
+        self._forget_the_impossible()
         visible = [copy for copy in self.queue if copy.visible_at <= self.now()]
         if not visible:
             return
@@ -310,12 +318,26 @@ class Shop:
         finally:
             self.aws.disarm()
             self.forget_metrics()
+        order = next(order for order in self.orders if order.label == copy.run.order)
         if outcome != "crashed" and copy.is_move and copy.run.first_processed_step is None:
             copy.run.first_processed_step = self.tick()
+            copy.run.misled = order.misleading_stamps
+        stamp = datetime.fromisoformat(event["occurred_at"])
+        if copy.skewed and outcome != "crashed" and stamp <= envelope.received_at + CLOCK_SKEW_TOLERANCE:
+            order.misleading_stamps = True  # a fast clock, caught up with by the time it arrived
         if outcome in ("done", "dead") and not again:
             self.queue.remove(copy)
         elif outcome in ("done", "dead"):
             self.faults["duplicate_delivery"] += 1
+
+    def _forget_the_impossible(self) -> None:
+        """No copy of an event arrives later than the journal's retention after it happened: the
+        retention is the redelivery bound plus the CRM's resend window (`pipeline.retention`),
+        the assumption every key's lifetime rests on. Older copies are gone from SQS and the CRM."""
+        oldest = self.now() - self.journal.retention
+        for copy in [copy for copy in self.queue if copy.created_at <= oldest]:
+            self.queue.remove(copy)
+            self.faults["copies_past_the_redelivery_bound"] += 1
 
     def gateway_next(self, behaviour: FakeBehaviour) -> None:
         self.gateway.then(behaviour)
@@ -398,6 +420,9 @@ class Shop:
         self.gateway.default = FakeBehaviour.ACCEPT
         for _ in range(60):
             while self.queue:
+                self._forget_the_impossible()
+                if not self.queue:
+                    break
                 due = min(copy.visible_at for copy in self.queue)
                 if due > self.now():
                     self.advance(math.ceil((due - self.now()).total_seconds()))
@@ -442,7 +467,7 @@ class Shop:
         return found
 
     def _due(self, order: Order, run: Run) -> bool:
-        if run.first_processed_step is None:
+        if run.first_processed_step is None or run.misled:
             return False
         following = order.runs[run.index + 1 : run.index + 2]
         if following and following[0].created_step < run.first_processed_step:
