@@ -1,7 +1,7 @@
 """The `sms` consumer per CRM order event, in this process under moto, with the fake gateway.
 
 What each kind of event costs now that the consumer keeps every order's status history in the
-journal (`pipeline.sms.orders`) and names a notification after the status entry:
+journal (`pipeline.sms.orders`) and names a notification after the move that started its status entry:
 
 - an entry into a status with a rule (one SMS: order state + notification in one transaction,
   the claim, the gateway call, the outcome);

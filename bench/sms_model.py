@@ -27,6 +27,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--steps-per-sequence", type=int, default=50, help="steps of one sequence (default 50)"
     )
     parser.add_argument("--seed", type=int, default=20, help="the campaign's seed (default 20)")
+    parser.add_argument("--no-shrink", action="store_true", help="report a failing sequence as found")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.steps_per_sequence < 1:
         parser.error("--steps and --steps-per-sequence must be positive")
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 stateful_step_count=args.steps_per_sequence,
                 database=None,
                 deadline=None,
-                phases=[Phase.generate, Phase.shrink],
+                phases=[Phase.generate] if args.no_shrink else [Phase.generate, Phase.shrink],
                 suppress_health_check=list(HealthCheck),
                 print_blob=True,
             ),
@@ -74,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  violations {TOTALS['violations']}")
     if failure is not None:
-        print(f"sms-model: FAILED: a rule broke (seed {args.seed}); the shortest sequence found:\n{failure}")
+        steps = "\n".join(getattr(failure, "__notes__", []))
+        print(
+            f"sms-model: FAILED: a rule broke (seed {args.seed}); the shortest sequence found:"
+            f"\n{failure}\n{steps}"
+        )
         return 1
     return 0

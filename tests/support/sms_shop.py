@@ -132,6 +132,7 @@ class Run:
     # A move of an earlier run was processed, before this run's first, with a stamp from a fast
     # clock that had already come when it arrived: no receiver can tell it from a true one.
     misled: bool = False
+    ref: str | None = None  # the CRM's history record id of the move that began the run
 
     @property
     def marker(self) -> str:
@@ -146,6 +147,7 @@ class Order:
     runs: list[Run] = field(default_factory=list)
     last_stamp: datetime | None = None
     misleading_stamps: bool = False  # an undetectably skewed move was processed
+    identities: set[tuple[datetime, str, str]] = field(default_factory=set)
 
     @property
     def label(self) -> str:
@@ -256,20 +258,40 @@ class Shop:
             event["source"] = {"crm": order.source}
         return event
 
+    def _second(self, order: Order, same_second: bool) -> datetime:
+        """The CRM's stamp of a move: the second of the order's last move, or a later one."""
+        if same_second and order.last_stamp is not None:
+            return order.last_stamp
+        if order.last_stamp is not None and self.now().replace(microsecond=0) <= order.last_stamp:
+            self.advance(1)  # a move takes time: the next second
+        return self.now().replace(microsecond=0)
+
     def move(self, order: Order, status: str, *, same_second: bool, skew: timedelta) -> None:
-        """A real move of the order into `status` (a new run when the status changes)."""
-        now = self.now().replace(microsecond=0)
-        stamp = now if not same_second or order.last_stamp is None else order.last_stamp
-        stamp = max(stamp, order.last_stamp or stamp)
-        order.last_stamp = stamp
+        """A real move of the order into `status` (a new run when the status changes).
+
+        Bitrix24's and amoCRM's orders name each move by its history record (`transition_id`,
+        increasing; a second press re-reads the same record); a templated sender's have none,
+        and it cannot make the same move (statuses and stamp) twice in one second: the contract
+        README states for a CRM without transition ids.
+        """
+        stamp = self._second(order, same_second)
         if status == order.status:  # a second press: the same run, reported with its origin
             run = order.runs[-1]
             previous = run.entered_from
         else:
             run = Run(order.label, len(order.runs), status, order.status, self.tick())
             previous = order.status
+            if order.source is not None:
+                run.ref = str(len(order.runs) + 1)
             order.runs.append(run)
+        if order.source is None and (stamp + skew, status, previous) in order.identities:
+            self.advance(1)
+            stamp = self.now().replace(microsecond=0)
+        order.identities.add((stamp + skew, status, previous))
+        order.last_stamp = stamp
         event = self._event(order, run, status, previous, stamp + skew)
+        if run.ref is not None:
+            event["order"]["transition_id"] = run.ref
         self.queue.append(Copy(event, run, True, self.now(), self.now(), skewed=bool(skew)))
         if skew:
             self.faults["clock_skew"] += 1
