@@ -93,7 +93,7 @@ class Sizes:
     drain_timeout_seconds: float = 75.0
 
 
-QUICK = Sizes(latency_updates=20, ingress_seconds=3.0, ingress_senders=2)
+QUICK = Sizes(latency_updates=10, ingress_seconds=2.0, ingress_senders=2)
 
 
 @dataclass
