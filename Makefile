@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
 
-.PHONY: install lint test test-unit test-infra synth local demo bench consumer clean
+.PHONY: install lint test test-unit test-infra synth local demo bench bench-smoke consumer clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ demo: install
 # Figures, not tests: latency, throughput and a cost model (see bench/README.md).
 bench: install
 	$(PY) -m bench
+
+# Every benchmark in its quick mode (under 2 minutes): fails when one reports FAILED. CI runs it after `make test`.
+bench-smoke: install
+	$(PY) -m bench --quick
 
 # A new consumer, ready to edit: registry entry, functions/<name>/, its unit test, README row.
 consumer: install

@@ -6,6 +6,10 @@ bill of the default template, and the per-update cost against its floor), phones
 imports.
 Figures are saved to .local/bench/results.json. `python -m bench sms-model --steps N` is a campaign
 of the SMS rules' state machine instead (bench/sms_model.py).
+
+A benchmark whose own checks fail (`BenchError`) or that crashes is reported `FAILED` and the
+others still run; the exit status is then 1, so `make bench-smoke` (every benchmark with
+`--quick`, in CI) fails when one does.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -82,8 +87,18 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             print(f"{name}: FAILED: {error}", file=sys.stderr, flush=True)
             continue
+        except Exception as error:  # a crash is a failure too, and must not hide the others' results
+            failed.append(name)
+            traceback.print_exc()
+            print(f"{name}: FAILED: crashed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+            continue
         print("\n".join(lines), flush=True)
-    return 1 if failed else 0
+    print(flush=True)
+    if failed:
+        print(f"bench: FAILED: {', '.join(failed)} (of {len(names)} benchmarks)", file=sys.stderr, flush=True)
+        return 1
+    print(f"bench: all {len(names)} benchmarks passed their checks", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

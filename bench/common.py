@@ -299,13 +299,19 @@ def compact(document: Any) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
-def telegram_start(update_id: int, user_id: int, now: int | None = None) -> dict[str, Any]:
-    """A /start in a private chat from a new user: every Telegram consumer receives it and acts on it."""
+def telegram_message(update_id: int, user_id: int, text: str, now: int | None = None) -> dict[str, Any]:
+    """A message in a private chat from a new user (a leading command gets its `bot_command` entity)."""
     user = {"id": user_id, "is_bot": False, "first_name": "Bench", "language_code": "en"}
     chat = private_chat(user)
-    update = {"update_id": update_id, "message": message(1, chat, user, "/start", now or int(time.time()))}
+    update = {"update_id": update_id, "message": message(1, chat, user, text, now or int(time.time()))}
     Update.model_validate(update)  # real-shaped: aiogram's Bot API model accepts it
     return update
+
+
+def telegram_start(update_id: int, user_id: int, now: int | None = None) -> dict[str, Any]:
+    """A bare /start from a new user: every Telegram consumer receives it; `store` saves it, `autoreply`
+    answers it, `crm` makes a lead, and `ai` leaves it alone (nothing to analyze)."""
+    return telegram_message(update_id, user_id, "/start", now)
 
 
 def crm_status_change(number: int, status: str = "shipped") -> dict[str, Any]:

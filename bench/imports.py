@@ -42,7 +42,7 @@ from pipeline.registry import CONSUMERS
 from pipeline.telegram_bot.runner import ENGINE_MODULE
 
 RUNS = 9
-QUICK_RUNS = 3
+QUICK_RUNS = 1
 BASELINE = "boto3"
 WEBHOOK_GOAL = 1.0
 OTHERS_GOAL = 1.5

@@ -71,7 +71,7 @@ class Sizes:
 
 
 QUICK = Sizes(
-    cold_samples=2, warm_samples=5, ack_rounds=1, ack_burst=10, inline_fast_burst=10, inline_slow_burst=3
+    cold_samples=1, warm_samples=3, ack_rounds=1, ack_burst=10, inline_fast_burst=10, inline_slow_burst=2
 )
 
 

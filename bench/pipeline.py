@@ -1,14 +1,22 @@
 """The whole pipeline through the local runtime (`local.Runtime` on free ports): end-to-end figures.
 
 Every function runs in its own process as in `make local` (moto server, fakes of Telegram, the
-CRM and Bedrock). The updates are /start messages from new users, so each one reaches every
-Telegram consumer and each consumer acts. Phases:
+CRM and Bedrock). The updates come from new users, alternately a bare /start and a first question
+(`SAMPLE_TEXTS`). What each update should cause is asked, never listed (`expected_effects`): of
+the enabled consumers the registry routes it to (`pipeline.registry.matches` on their filter
+policies, with the attributes the webhook publishes), those whose own rule acts on it, read in
+the consumer's environment. With the default settings: `store` saves both, `crm` makes a lead of
+both (each user is new), `autoreply` answers the /start and not the question (no default reply),
+`ai` analyses the question and not the bare /start. A rule changed in the registry or in a
+consumer changes what is awaited instead of leaving the benchmark waiting. Phases:
 
 - latency: updates posted one at a time at a steady pace (no backlog); for each, the time from
-  the HTTP POST to each consumer's side effect: `store` (its item in the conversations table),
-  `ai` (the item's `ai` attribute), `autoreply` (`sendMessage` reached the Telegram fake), `crm`
-  (the lead reached the CRM fake). `analytics` has no side effect outside its logs: not timed.
-  Table items are polled every 20 ms; the fakes stamp each call on arrival.
+  the HTTP POST to each side effect it should cause (`EFFECTS`): `store` (its item in the
+  conversations table), `ai` (the item's `ai` attribute), `autoreply` (`sendMessage` reached the
+  Telegram fake), `crm` (the lead reached the CRM fake). `analytics` has no side effect outside
+  its logs: not timed. Table items are polled every 20 ms; the fakes stamp each call on arrival.
+  Afterwards no update may have caused an effect it was not expected to (else the expectation
+  is wrong, and so would be the figures).
 - ingress: several senders post as fast as the API answers; accepted requests per second.
 - drain: how long the consumers take to work off what the ingress phase queued.
 
@@ -22,9 +30,13 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from ai.logic import Skipped, to_analyze
+from autoreply.logic import message_reply
+from crm.leads import lead_from_envelope
 
 from bench.common import (
     RESULTS_PATH,
@@ -32,20 +44,44 @@ from bench.common import (
     Stats,
     compact,
     deployed_default_settings,
+    environment,
     require,
-    telegram_start,
+    telegram_message,
 )
 from local.demo import TELEGRAM_TOKEN_HEADER, post
 from local.runtime import Ports, Runtime
-from pipeline.envelope import telegram_event_id
+from pipeline.envelope import Envelope, sns_attributes, telegram_event_id
+from pipeline.registry import Consumer, matches
+from pipeline.telegram import TelegramUpdate, publication
 
 FIRST_UPDATE_ID = 700_000_000
 FIRST_USER_ID = 9_000_000
 ITEM_POLL_SECONDS = 0.02
 EFFECT_TIMEOUT_SECONDS = 60.0
 WARMUP_UPDATES = 5
-# Consumers whose side effect is observed, in report order.
-OBSERVED = ("store", "ai", "autoreply", "crm")
+# What the benchmark's new users send, in turn (a command gets its `bot_command` entity).
+SAMPLE_TEXTS = ("/start", "How much does delivery to Berlin cost?")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A consumer's side effect the benchmark times: its label in the report, and the consumer's
+    own rule for whether an update (the webhook's envelope of it) gets it."""
+
+    label: str
+    acts: Callable[[Envelope], bool]
+
+
+# The consumers whose side effect can be seen, in report order. Each rule is the consumer's code.
+EFFECTS: dict[str, Effect] = {
+    # store.logic.save_update writes every update routed to it.
+    "store": Effect("store: item written", lambda envelope: True),
+    "ai": Effect("ai: item analysed", lambda envelope: not isinstance(to_analyze(envelope), Skipped)),
+    "autoreply": Effect(
+        "autoreply: sendMessage", lambda envelope: not isinstance(message_reply(envelope), str)
+    ),
+    "crm": Effect("crm: lead at the CRM", lambda envelope: lead_from_envelope(envelope) is not None),
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +93,7 @@ class Sizes:
     drain_timeout_seconds: float = 75.0
 
 
-QUICK = Sizes(latency_updates=20, ingress_seconds=3.0, ingress_senders=2)
+QUICK = Sizes(latency_updates=10, ingress_seconds=2.0, ingress_senders=2)
 
 
 @dataclass
@@ -69,16 +105,52 @@ class Sent:
     status: int
 
 
+def routed(
+    update: dict[str, Any], consumers: Iterable[Consumer], bot_id: str
+) -> tuple[Envelope, list[Consumer]]:
+    """The webhook's envelope of `update`, and the consumers the registry's filter policies route
+    it to, with the attributes the webhook publishes it with (`pipeline.telegram.publication`)."""
+    envelope, published = publication(
+        TelegramUpdate.model_validate(update), update, bot_id=bot_id, correlation_id="bench"
+    )
+    attributes = {name: value["StringValue"] for name, value in sns_attributes(published).items()}
+    return envelope, [consumer for consumer in consumers if matches(consumer.filter_policy, attributes)]
+
+
+def expected_effects(
+    update: dict[str, Any],
+    consumers: Iterable[Consumer],
+    bot_id: str,
+    environments: Mapping[str, Mapping[str, str]] | None = None,
+) -> tuple[str, ...]:
+    """The side effects `update` should cause, in `EFFECTS` order: of the `consumers` (the enabled
+    ones) it is routed to, those whose rule acts on it, each rule read with its consumer's
+    environment (`environments`, by consumer name: reply tables, the bot's username) set."""
+    envelope, receivers = routed(update, consumers, bot_id)
+    names = {consumer.name for consumer in receivers}
+    expected = []
+    for name, effect in EFFECTS.items():
+        if name in names:
+            with environment((environments or {}).get(name, {})):
+                if effect.acts(envelope):
+                    expected.append(name)
+    return tuple(expected)
+
+
 class Sender:
-    """Posts /start updates from new users to the local API; numbers are reserved across threads.
+    """Posts updates from new users to the local API; numbers are reserved across threads.
 
     `url` is another endpoint taking Telegram's webhook calls (default: the runtime's webhook);
-    senders in one run start their numbers `first` apart, so their users never meet.
+    senders in one run start their numbers `first` apart, so their users never meet. Each user
+    sends one of `texts`, in turn by number (default: a bare /start).
     """
 
-    def __init__(self, runtime: Runtime, url: str | None = None, first: int = 0) -> None:
+    def __init__(
+        self, runtime: Runtime, url: str | None = None, first: int = 0, texts: tuple[str, ...] = ("/start",)
+    ) -> None:
         self.url = url or runtime.webhook_url
         self.headers = {TELEGRAM_TOKEN_HEADER: runtime.settings.telegram_secret}
+        self.texts = texts
         self._numbers = itertools.count(first)
         self._lock = threading.Lock()
 
@@ -88,18 +160,28 @@ class Sender:
             n = next(self._numbers)
         return FIRST_UPDATE_ID + n, FIRST_USER_ID + n
 
+    def update(self, ids: tuple[int, int]) -> dict[str, Any]:
+        """The update these numbers send."""
+        update_id, user_id = ids
+        return telegram_message(
+            update_id, user_id, self.texts[(update_id - FIRST_UPDATE_ID) % len(self.texts)]
+        )
+
     def send(self, ids: tuple[int, int] | None = None) -> Sent:
         update_id, user_id = ids or self.reserve()
-        body = compact(telegram_start(update_id, user_id))
+        body = compact(self.update((update_id, user_id)))
         posted = time.time()
         status = post(self.url, body, self.headers)
         return Sent(update_id, user_id, posted, time.time(), status)
 
 
 class ItemWatcher(threading.Thread):
-    """Polls the conversations table: when each update's item was written by `store`, and by `ai`."""
+    """Polls the conversations table: when each update's item was written by `store`, and by `ai`,
+    while an update still awaits either (`awaited`: update ids by effect)."""
 
-    def __init__(self, runtime: Runtime, ids: Iterable[tuple[int, int]]) -> None:
+    def __init__(
+        self, runtime: Runtime, ids: Iterable[tuple[int, int]], awaited: Mapping[str, set[int]]
+    ) -> None:
         super().__init__(name="bench-item-watcher", daemon=True)
         if runtime.resources is None:
             raise BenchError("the runtime has not created its resources")
@@ -108,19 +190,27 @@ class ItemWatcher(threading.Thread):
         self.pending: dict[tuple[str, str], int] = {
             (f"chat#{user_id}", f"update#{update_id:012d}"): update_id for update_id, user_id in ids
         }
-        self.seen: dict[str, dict[int, float]] = {"store": {}, "ai": {}}
+        self.awaited = {name: awaited.get(name, set()) for name in ("store", "ai")}
+        self.seen: dict[str, dict[int, float]] = {name: {} for name in self.awaited}
         self.stop = threading.Event()
 
-    def done(self) -> bool:
-        return all(len(seen) == len(self.pending) for seen in self.seen.values())
+    def waiting(self) -> list[tuple[str, str]]:
+        return [
+            key
+            for key, update_id in self.pending.items()
+            if any(
+                update_id in ids and update_id not in self.seen[name] for name, ids in self.awaited.items()
+            )
+        ]
 
     def run(self) -> None:
-        keys = list(self.pending)
-        while not self.stop.is_set() and not self.done():
-            waiting = [k for k in keys if any(self.pending[k] not in seen for seen in self.seen.values())]
-            for start in range(0, len(waiting), 100):
-                self._check(waiting[start : start + 100])
+        while not self.stop.is_set() and (waiting := self.waiting()):
+            self.check(waiting)
             self.stop.wait(ITEM_POLL_SECONDS)
+
+    def check(self, keys: list[tuple[str, str]]) -> None:
+        for start in range(0, len(keys), 100):
+            self._check(keys[start : start + 100])
 
     def _check(self, keys: list[tuple[str, str]]) -> None:
         response = self.dynamodb.batch_get_item(
@@ -161,8 +251,22 @@ def _fake_effects(runtime: Runtime, sent: list[Sent]) -> dict[str, dict[int, flo
 
 
 def measure_latency(runtime: Runtime, sender: Sender, sizes: Sizes) -> dict[str, Any]:
+    resources = runtime.resources
+    if resources is None:
+        raise BenchError("the runtime has not created its resources")
     ids = [sender.reserve() for _ in range(sizes.latency_updates)]
-    watcher = ItemWatcher(runtime, ids)
+    updates = [sender.update(update_ids) for update_ids in ids]
+    environments = runtime.function_environments(resources)
+    bot_id = runtime.settings.telegram_bot_id
+    awaited: dict[str, set[int]] = {name: set() for name in EFFECTS}
+    for update in updates:
+        for name in expected_effects(update, resources.consumers, bot_id, environments):
+            awaited[name].add(update["update_id"])
+    untimed = sorted(
+        {consumer.name for update in updates for consumer in routed(update, resources.consumers, bot_id)[1]}
+        - set(EFFECTS)
+    )
+    watcher = ItemWatcher(runtime, ids, awaited)
     watcher.start()
     sent: list[Sent] = []
     for update_ids in ids:
@@ -170,24 +274,37 @@ def measure_latency(runtime: Runtime, sender: Sender, sizes: Sizes) -> dict[str,
         sent.append(sender.send(update_ids))
         time.sleep(max(0.0, slot - time.monotonic()))
     require(all(s.status == 200 for s in sent), f"statuses {Counter(s.status for s in sent)}")
-    deadline = time.monotonic() + EFFECT_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
+
+    def missing() -> dict[str, int]:
         effects = {**watcher.seen, **_fake_effects(runtime, sent)}
-        if all(len(effects[name]) == len(sent) for name in OBSERVED):
-            break
+        return {name: n for name, due in awaited.items() if (n := len(due - set(effects[name])))}
+
+    deadline = time.monotonic() + EFFECT_TIMEOUT_SECONDS
+    while missing() and time.monotonic() < deadline:
         time.sleep(0.25)
     watcher.stop.set()
     watcher.join()
-    missing = {name: len(sent) - len(effects[name]) for name in OBSERVED if len(effects[name]) < len(sent)}
-    require(not missing, f"side effects missing after {EFFECT_TIMEOUT_SECONDS:.0f}s: {missing}")
+    late = missing()
+    require(not late, f"side effects missing after {EFFECT_TIMEOUT_SECONDS:.0f}s: {late}")
+    # Every record handled, then every item read once more: an effect no rule predicted fails the run.
+    require(runtime.wait_until_drained(timeout=60), "latency updates not processed within 60 s")
+    watcher.check(list(watcher.pending))
+    effects = {**watcher.seen, **_fake_effects(runtime, sent)}
+    unexpected = {name: n for name, due in awaited.items() if (n := len(set(effects[name]) - due))}
+    require(
+        not unexpected, f"side effects no consumer's rule predicted (bench.pipeline.EFFECTS): {unexpected}"
+    )
     posted = {s.update_id: s.posted_at for s in sent}
     figures: dict[str, Any] = {
         "updates": len(sent),
+        "texts": list(sender.texts),
         "interval_seconds": sizes.latency_interval_seconds,
+        "untimed": untimed,
         "http": asdict(Stats.of_seconds([s.answered_at - s.posted_at for s in sent])),
     }
-    for name in OBSERVED:
-        figures[name] = asdict(Stats.of_seconds([at - posted[uid] for uid, at in effects[name].items()]))
+    for name, due in awaited.items():
+        if due:
+            figures[name] = asdict(Stats.of_seconds([effects[name][uid] - posted[uid] for uid in due]))
     return figures
 
 
@@ -236,12 +353,11 @@ def run(quick: bool = False) -> dict[str, Any]:
         ports=Ports(), settings=deployed_default_settings(), state_dir=RESULTS_PATH.parent / "runtime"
     ) as runtime:
         startup = time.monotonic() - started
-        sender = Sender(runtime)
+        sender = Sender(runtime, texts=SAMPLE_TEXTS)
         warmup = [sender.send() for _ in range(WARMUP_UPDATES)]
         require(all(s.status == 200 for s in warmup), "warm-up updates refused")
         require(runtime.wait_until_drained(timeout=60), "warm-up updates not processed within 60 s")
         latency = measure_latency(runtime, sender, sizes)
-        require(runtime.wait_until_drained(timeout=60), "latency updates not processed within 60 s")
         ingress = measure_ingress(sender, sizes)
         drain_started = time.monotonic()
         drained = runtime.wait_until_drained(timeout=sizes.drain_timeout_seconds, settle_seconds=0.5)
@@ -265,20 +381,24 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 def report(results: dict[str, Any]) -> list[str]:
     latency, ingress, drain = results["latency"], results["ingress"], results["drain"]
+    texts = " / ".join(repr(text) for text in latency["texts"])
     lines = [
         f"local pipeline (every function its own process; moto server; fakes) started in"
         f" {results['startup_seconds']:.1f} s",
-        f"  end-to-end latency, {latency['updates']} /start updates one every"
-        f" {latency['interval_seconds'] * 1000:.0f} ms, from the POST to:",
+        f"  end-to-end latency, {latency['updates']} updates from new users ({texts} in turn) one every"
+        f" {latency['interval_seconds'] * 1000:.0f} ms, from the POST to each effect it should cause:",
         f"    {'HTTP answer':<22} {Stats.from_dict(latency['http']).line()}",
     ]
-    effects = {
-        "store": "store: item written",
-        "ai": "ai: item analysed",
-        "autoreply": "autoreply: sendMessage",
-        "crm": "crm: lead at the CRM",
-    }
-    lines += [f"    {label:<22} {Stats.from_dict(latency[name]).line()}" for name, label in effects.items()]
+    lines += [
+        f"    {effect.label:<22} {Stats.from_dict(latency[name]).line()}"
+        for name, effect in EFFECTS.items()
+        if name in latency
+    ]
+    not_awaited = [name for name in EFFECTS if name not in latency]
+    if not_awaited:
+        lines.append(f"    no update routed to and acted on by: {', '.join(not_awaited)}")
+    if latency["untimed"]:
+        lines.append(f"    not timed (no side effect outside their logs): {', '.join(latency['untimed'])}")
     lines.append(
         f"  ingress: {ingress['senders']} senders, {ingress['requests']} requests"
         f" in {ingress['seconds']:.1f} s:"

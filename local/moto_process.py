@@ -7,8 +7,12 @@ would lose every resource.) It reports its port on `--status-fd` and exits with 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from moto.server import ThreadedMotoServer
 
@@ -52,6 +56,35 @@ def lock_fifo_groups_by_in_flight_messages_only() -> None:
     Queue.pending_message_groups = property(pending_message_groups)  # type: ignore[method-assign,assignment]
 
 
+# The DynamoDB backend's writes that read an item, check it and write it in steps.
+DYNAMODB_ITEM_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+
+
+def make_dynamodb_item_writes_atomic() -> None:
+    """Make each DynamoDB item write whole, as DynamoDB's are.
+
+    moto 5.x reads an item, checks the condition and writes it in steps, and the threaded server
+    runs requests side by side: two `UpdateItem`s of an item that does not exist yet each create it
+    and the attributes of one are lost (`store` and `ai` write the same conversation item at the
+    same moment), and two conditional writes can both pass their condition. One lock around the
+    backend's item writes makes each a single step; reads do not wait.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+
+    def locked(write: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(write)
+        def write_alone(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return write(*args, **kwargs)
+
+        return write_alone
+
+    for name in DYNAMODB_ITEM_WRITES:
+        setattr(DynamoDBBackend, name, locked(getattr(DynamoDBBackend, name)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local.moto_process")
     parser.add_argument("--host", default="127.0.0.1")
@@ -65,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     check_retention_without_recounting()
     lock_fifo_groups_by_in_flight_messages_only()
+    make_dynamodb_item_writes_atomic()
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)

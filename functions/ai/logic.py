@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,25 +91,44 @@ def analysis(raw: str, stop_reason: str | None, model_id: str, event_id: str) ->
     return {"status": "parsed", **fields, **common}
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """Why an update is not sent to Bedrock: `reason` goes in the worker's result, `log` is the line."""
+
+    reason: str
+    log: str
+    command: str | None = None
+
+
+def to_analyze(envelope: Envelope) -> tuple[str, int] | Skipped:
+    """The text this consumer sends to Bedrock and the chat whose item gets the result, or why it
+    sends nothing: a message without text (or caption) or chat, or a bare command. The benchmarks
+    ask it too (`bench.pipeline`: which updates the ai consumer acts on)."""
+    message = envelope.payload.get(envelope.type) if envelope.type in MESSAGE_KINDS else None
+    text = None
+    if isinstance(message, Mapping):
+        text = message.get("text") or message.get("caption")
+    chat_id = integer_id(chat_of(envelope.payload, envelope.type))
+    if not isinstance(text, str) or not text.strip() or chat_id is None:
+        return Skipped("no text", "no text to analyze")
+    found = bot_command(TelegramUpdate.model_validate(envelope.payload))
+    if found is not None and found.bare:
+        return Skipped("bare command", "bare command, not analyzed", found.name)
+    return text, chat_id
+
+
 def analyze(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the ai consumer."""
     model_id = os.environ.get("BEDROCK_MODEL_ID", "").strip()
     if not model_id:
         logger.info("ai disabled")
         return {"ai": "disabled"}
-    message = envelope.payload.get(envelope.type) if envelope.type in MESSAGE_KINDS else None
-    text = None
-    if isinstance(message, Mapping):
-        text = message.get("text") or message.get("caption")
-    chat_id = integer_id(chat_of(envelope.payload, envelope.type))
+    subject = to_analyze(envelope)
+    if isinstance(subject, Skipped):
+        logger.info(subject.log, extra={"command": subject.command} if subject.command else None)
+        return {"ai": "skipped", "reason": subject.reason}
+    text, chat_id = subject
     update_id = envelope.payload.get("update_id")
-    if not isinstance(text, str) or not text.strip() or chat_id is None:
-        logger.info("no text to analyze")
-        return {"ai": "skipped", "reason": "no text"}
-    found = bot_command(TelegramUpdate.model_validate(envelope.payload))
-    if found is not None and found.bare:
-        logger.info("bare command, not analyzed", extra={"command": found.name})
-        return {"ai": "skipped", "reason": "bare command"}
     if not isinstance(update_id, int) or isinstance(update_id, bool) or update_id < 0:
         raise PermanentError("update has no non-negative integer update_id")
 

@@ -83,20 +83,24 @@ def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, An
     return {"reply": "sent", "method": method, "chat_id": chat_id}
 
 
-def _reply_to_message(envelope: Envelope) -> dict[str, Any]:
+def message_reply(envelope: Envelope) -> dict[str, Any] | str:
+    """The `sendMessage` parameters of this consumer's reply to a message, or why it sends none.
+    The benchmarks ask it too (`bench.pipeline`: which updates get a reply)."""
+    if envelope.type not in MESSAGE_KINDS:
+        return f"{envelope.type} is not answered"
     message = envelope.payload.get(envelope.type)
     chat_id = integer_id(chat_of(envelope.payload, envelope.type))
     if not isinstance(message, Mapping) or chat_id is None:
-        return {"reply": "skipped", "reason": "no chat"}
+        return "no chat"
     text = reply_text(TelegramUpdate.model_validate(envelope.payload))
     if text is None:
-        return {"reply": "skipped", "reason": "no reply for this message"}
+        return "no reply for this message"
     params: dict[str, Any] = {"chat_id": chat_id, "text": text}
     if isinstance(message.get("business_connection_id"), str):
         params["business_connection_id"] = message["business_connection_id"]
     if message.get("is_topic_message") is True and isinstance(message.get("message_thread_id"), int):
         params["message_thread_id"] = message["message_thread_id"]
-    return _call(envelope, chat_id, "sendMessage", params)
+    return params
 
 
 def _answer_callback(envelope: Envelope) -> dict[str, Any]:
@@ -121,6 +125,7 @@ def autoreply(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the autoreply consumer."""
     if envelope.type == "callback_query":
         return _answer_callback(envelope)
-    if envelope.type in MESSAGE_KINDS:
-        return _reply_to_message(envelope)
-    return {"reply": "skipped", "reason": f"{envelope.type} is not answered"}
+    reply = message_reply(envelope)
+    if isinstance(reply, str):
+        return {"reply": "skipped", "reason": reply}
+    return _call(envelope, reply["chat_id"], "sendMessage", reply)
