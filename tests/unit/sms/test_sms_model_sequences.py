@@ -215,3 +215,31 @@ def test_8_two_crms_with_the_same_order_number_are_two_orders(sms: SmsHarness) -
 
     assert len(ready_texts(sms, "42")) == 1 and len(ready_texts(sms, "42", OTHER_PHONE)) == 1
     assert sorted(record["order_id"] for record in records(sms)) == ["amocrm:42", "bitrix24:42"]
+
+
+# -- cases the state machine found (tests/unit/sms/test_sms_model.py), kept by name ---------------
+def test_generated_a_fast_stamp_never_mutes_a_move_later_in_its_second(sms: SmsHarness) -> None:
+    """assembling stamped an hour ahead (clamped to its receipt, a fraction into the second), then
+    shipped, stamped that same second: the clamped receipt time must not make shipped stale."""
+    second = datetime.now(UTC).replace(microsecond=0)
+    ahead = order_event(
+        "assembling", "paid", order_id="ORD-G1", occurred_at=stamp(second + timedelta(hours=1))
+    )
+    shipped = order_event("shipped", "assembling", order_id="ORD-G1", occurred_at=stamp(second))
+    replay(sms, ahead, shipped)
+
+    assert sum("ORD-G1" in text and "shipped" in text for text in sms.fake.texts_to(PHONE)) == 1
+
+
+def test_generated_a_return_to_the_status_a_clamped_move_left_is_a_new_entry(sms: SmsHarness) -> None:
+    """ready, paid from a fast clock (clamped), ready again in the same second: the second ready
+    comes from paid, so it is a return, not the clamped move's past."""
+    second = datetime.now(UTC).replace(microsecond=0)
+    ready = order_event("ready_for_pickup", "assembling", order_id="ORD-G2", occurred_at=stamp(second))
+    paid = order_event(
+        "paid", "ready_for_pickup", order_id="ORD-G2", occurred_at=stamp(second + timedelta(hours=1))
+    )
+    ready_again = order_event("ready_for_pickup", "paid", order_id="ORD-G2", occurred_at=stamp(second))
+    replay(sms, ready, paid, ready_again)
+
+    assert len(ready_texts(sms, "ORD-G2")) == 2
