@@ -75,10 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"  violations {TOTALS['violations']}")
     if failure is not None:
-        steps = "\n".join(getattr(failure, "__notes__", []))
-        print(
-            f"sms-model: FAILED: a rule broke (seed {args.seed}); the shortest sequence found:"
-            f"\n{failure}\n{steps}"
-        )
+        failures = list(failure.exceptions) if isinstance(failure, BaseExceptionGroup) else [failure]
+        steps = "\n\n".join(f"{one}\n" + "\n".join(getattr(one, "__notes__", [])) for one in failures)
+        print(f"sms-model: FAILED: a rule broke (seed {args.seed}); the shortest sequence found:\n{steps}")
         return 1
     return 0

@@ -243,3 +243,24 @@ def test_generated_a_return_to_the_status_a_clamped_move_left_is_a_new_entry(sms
     replay(sms, ready, paid, ready_again)
 
     assert len(ready_texts(sms, "ORD-G2")) == 2
+
+
+def test_generated_a_clamped_move_arriving_after_the_next_one_is_its_past(sms: SmsHarness) -> None:
+    """Bitrix24 history records 2 (ready -> shipped, from a fast clock) and 3 (shipped -> paid)
+    arrive 3 before 2: the clamped shipped is paid's past (the status paid left, an older record),
+    not a new entry; the next move, paid -> ready, is texted."""
+    second = datetime.now(UTC).replace(microsecond=0)
+
+    def move(status: str, previous: str, ref: str, at: datetime) -> dict[str, Any]:
+        event = order_event(status, previous, order_id="G3", occurred_at=stamp(at), transition_id=ref)
+        event["source"] = {"crm": "bitrix24"}
+        return event
+
+    shipped = move("shipped", "ready_for_pickup", "2", second + timedelta(hours=1))
+    paid = move("paid", "shipped", "3", second)
+    ready = move("ready_for_pickup", "paid", "4", second + timedelta(hours=1))
+    replay(sms, paid, shipped, ready)
+
+    texts = sms.fake.texts_to(PHONE)
+    assert [text for text in texts if "G3" in text and "shipped" in text] == []
+    assert len(ready_texts(sms, "G3")) == 1

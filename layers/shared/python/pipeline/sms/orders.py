@@ -40,7 +40,8 @@ RULES: tuple[str, ...] = (
     " nor consumes one.",
     "A stamp later than the moment the webhook received it (plus the skew tolerance) is clamped to"
     " that moment and counted; a clamped stamp says only that the move happened before it was"
-    " received, so it never mutes a later move.",
+    " received, so it never mutes a later move, and it is ordered against the moves seen since by"
+    " the chain of statuses and the CRM's ids alone.",
     "A move into the status the order is in is the same entry, unless the CRM names it a new"
     " transition; a move into another status starts a new entry.",
     "A move older than the latest one seen for the order is stale: nothing is sent; of two moves"
@@ -282,9 +283,18 @@ def observe(state: OrderState | None, move: Move) -> Observation:
     # The move the current entry left, arriving after it: its past, whatever the stamps say,
     # unless the CRM says it came from the current status (a return).
     left_by_current = (
-        state.entered_clamped and move.status == state.entered_from and move.previous_status != state.status
+        (state.entered_clamped or move.clamped)
+        and move.status == state.entered_from
+        and move.previous_status != state.status
     )
-    if move.stamp < state.seen_at or (tie and not _follows_at_same_stamp(state, move)) or left_by_current:
+    # A clamped stamp orders nothing against what was seen since: the CRM's own ids decide.
+    before_by_ref = move.clamped and _ref_after(move.transition_ref, state.transition_ref) is False
+    if (
+        move.stamp < state.seen_at
+        or (tie and not _follows_at_same_stamp(state, move))
+        or left_by_current
+        or before_by_ref
+    ):
         reason = (
             f"occurred at {iso(move.stamp)}, before the latest move seen for the order "
             f"({iso(state.seen_at)}, status {state.status!r})"
