@@ -302,7 +302,8 @@ class Shop:
         if new_phone:
             order.phone = PHONES[(PHONES.index(order.phone) + 1) % len(PHONES)]
         run = order.runs[-1]
-        stamp = self.now().replace(microsecond=0)
+        stamp = self._second(order, same_second=False)
+        order.last_stamp = stamp  # the CRM's clock never goes back for the order's next move
         event = self._event(order, run, run.status, run.status, stamp)
         self.queue.append(Copy(event, run, False, self.now(), self.now()))
 
