@@ -518,6 +518,10 @@ class Journal:
         if finish.state is State.UNKNOWN:
             sets.append(_BECOME_UNKNOWN)
             removes.append("#expiration")  # never expires while unresolved
+        elif finish.state is State.FAILED:
+            # A person decides on it (resend or abandon): it never expires before they do.
+            sets.append("#state_since = :now")
+            removes.append("#expiration")
         else:
             sets.append("#state_since = :now")
             sets.append("#expiration = :expiration")
