@@ -24,9 +24,9 @@ botocore retries an update whose first answer was lost and the condition then fa
 record shows whether the write that failed was in fact this caller's own, already applied (a
 claim it holds, an attempt already recorded) rather than someone else's.
 
-An `unknown` record has no expiry (no TTL attribute) while unresolved, so it stays in front of
-the alarms until evidence or a person closes it; every other state keeps the record for
-`retention` after its last change.
+An `unknown` or `failed` record has no expiry (no TTL attribute) until it is resolved, so it stays
+in front of the alarms and the operator until evidence or a person closes it; every other state
+keeps the record for `retention` after its last change.
 
 States someone may have to act on (pending, sending, unknown, failed) are copied to `sms_state`,
 the partition key of the sparse GSI `by_state` (sort key `state_since`); an accepted record
