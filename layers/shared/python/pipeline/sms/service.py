@@ -302,14 +302,10 @@ def move_of(envelope: Envelope, event: CrmEvent) -> Move:
     )
 
 
-def key_for(event: CrmEvent, observation: Observation) -> str:
-    assert observation.opened_by is not None, observation
-    return notification_key(event.type, event.order_key, observation.opened_by, CHANNEL)
-
-
-def _own_key(event: CrmEvent, move: Move) -> str:
-    """The key a notification started by this very move would have."""
-    return notification_key(event.type, event.order_key, move.identity, CHANNEL)
+def key_for(event: CrmEvent, opened_by: str | None) -> str:
+    """The key of the notification of the entry the move `opened_by` (an identity) started."""
+    assert opened_by is not None, event.order_key
+    return notification_key(event.type, event.order_key, opened_by, CHANNEL)
 
 
 class NoRule(str):
@@ -324,7 +320,7 @@ def plan(envelope: Envelope, observation: Observation, event: CrmEvent, rules: S
     if rule is None:
         return NoRule(f"no SMS rule for status {observation.status!r}")
     return Draft(
-        key=key_for(event, observation),
+        key=key_for(event, observation.opened_by),
         event_type=event.type,
         order_id=event.order_key,
         transition=observation.opened_by or "",
@@ -422,7 +418,7 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             log(message, extra={**log_keys, "reason": observation.reason})
             # A redelivery of a move that started an entry since left (its worker died after
             # recording it): its notification is still this message's to finish, not a new one.
-            own = current.journal.get(_own_key(event, move)) if observation.kind == "seen" else None
+            own = current.journal.get(key_for(event, move.identity)) if observation.kind == "seen" else None
             if own is not None:
                 return _drive(current, own.key, own)
             return {"sent": False, "reason": f"{observation.kind}: {observation.reason}"}
@@ -430,7 +426,7 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             if isinstance(draft, NoRule):
                 metrics.add_metric(name="SmsNoRule", unit=MetricUnit.Count, value=1)
             return _no_sms(draft, **log_keys)
-        key = draft.key if draft is not None else key_for(event, observation)
+        key = draft.key if draft is not None else key_for(event, observation.opened_by)
         known = current.journal.get(key) if draft is None else None
         if draft is None and known is None:
             reason = f"{observation.reason}; no SMS was due for that entry"
