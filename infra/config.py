@@ -125,6 +125,14 @@ class PipelineSettings(BaseModel):
     sms_reconcile_deadline_hours: float = Field(default=24, gt=0, le=24 * 14)
     # Alarm when an `unknown` SMS outcome has stayed unresolved this long.
     sms_unknown_alarm_minutes: int = Field(default=60, ge=5)
+    # -- CRM transitions (the bitrix24/amocrm consumers and the catch-up sweep; pipeline.crm_sync) --
+    # A CRM transition first seen later than this after it happened is recorded and counted
+    # (CrmTransitionsTooOld, alarmed), never texted: an SMS "your order is ready" a day late is
+    # worse than none. At least two sweep periods, so the sweep always finds a lost webhook's move
+    # in time; at most a day.
+    sms_max_age_minutes: int = Field(default=120, ge=10, le=1440)
+    # How often the catch-up sweep reads each connected CRM's history (no sweep without a CRM).
+    crm_sweep_minutes: int = Field(default=5, ge=1, le=60)
     # -- operations -------------------------------------------------------------------------------
     # Where alarm notifications are e-mailed (SNS asks the address to confirm first).
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -211,6 +219,18 @@ class PipelineSettings(BaseModel):
     def _sms_gateway_is_complete(self) -> PipelineSettings:
         if self.sms_gateway == "http" and not self.sms_http_base_url:
             raise ValueError("sms_gateway=http needs sms_http_base_url")
+        return self
+
+    @model_validator(mode="after")
+    def _max_age_outlasts_two_sweeps(self) -> PipelineSettings:
+        # A lost webhook's move is found by the next sweep, or the one after if it ran mid-move:
+        # a shorter age would record it as too old instead of texting it.
+        if self.sms_max_age_minutes < 2 * self.crm_sweep_minutes:
+            raise ValueError(
+                f"sms_max_age_minutes ({self.sms_max_age_minutes}) must be at least twice"
+                f" crm_sweep_minutes ({self.crm_sweep_minutes}): the sweep must find a lost"
+                " webhook's transition before it is too old to text"
+            )
         return self
 
     @classmethod

@@ -23,6 +23,8 @@ from infra.config import (
     validation_problems,
 )
 from pipeline.crm import CRM_AUTH_ENV
+from pipeline.crm_sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
+from pipeline.crm_sync import MAX_AGE_ENV
 from pipeline.observability import TRACE_DISABLED_ENV
 from pipeline.order_events import TOPIC_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
@@ -67,6 +69,11 @@ WEBHOOK = FunctionSpec("webhook", "webhook.app.lambda_handler", timeout_seconds=
 # gateway's timeout; overlapping runs are harmless (every journal write is conditional).
 RECONCILER = FunctionSpec("reconciler", "reconciler.app.lambda_handler", timeout_seconds=300, memory_mb=256)
 SMS_EVENTS = FunctionSpec("sms_events", "sms_events.app.lambda_handler", timeout_seconds=30, memory_mb=256)
+# A run reads each connected CRM's history since its cursor (bounded pages) and publishes one
+# event per changed order; a run cut short leaves its cursor, and the next one goes on.
+CRM_SWEEP = FunctionSpec("crm_sweep", "crm_sweep.app.lambda_handler", timeout_seconds=120, memory_mb=256)
+# The CRMs whose history the sweep reads, by the status-map setting that connects each.
+CRM_SWEEP_SETTINGS = {"bitrix24": "bitrix24_stages", "amocrm": "amocrm_statuses"}
 
 
 # The HTTP API's routes, all to the webhook (`infra.constructs.ingress`; `local.apigw` locally).
@@ -185,6 +192,7 @@ class FunctionEnvironments:
             environment[TOPIC_ENV] = topic_arn
             # It validates the order events it publishes as the webhook does (`pipeline.crm`).
             environment[DEFAULT_REGION_ENV] = self.settings.phone_default_region or ""
+            environment[MAX_AGE_ENV] = str(self.settings.sms_max_age_minutes * 60)
         if consumer.ordered:
             if not alarm_topic_arn:
                 raise ValueError(
@@ -266,6 +274,22 @@ class FunctionEnvironments:
         if self.settings.sms_gateway == "http":
             environment[secret_env_var(HTTP_SECRET)] = secrets[HTTP_SECRET]
         return environment
+
+    def swept_crms(self) -> tuple[str, ...]:
+        """The connected CRMs the catch-up sweep reads (none: no sweep at all)."""
+        return tuple(name for name, key in CRM_SWEEP_SETTINGS.items() if getattr(self.settings, key, None))
+
+    def crm_sweep(self, *, topic_arn: str, journal_table: str, secrets: Mapping[str, str]) -> dict[str, str]:
+        """The sweep: each connected CRM's API secret, its cursor's table, the events topic."""
+        crms = self.swept_crms()
+        return {
+            **self.powertools(CRM_SWEEP.service_name),
+            SWEEP_SOURCES_ENV: ",".join(crms),
+            "JOURNAL_TABLE": journal_table,
+            TOPIC_ENV: topic_arn,
+            MAX_AGE_ENV: str(self.settings.sms_max_age_minutes * 60),
+            **{secret_env_var(f"{crm}_api"): secrets[f"{crm}_api"] for crm in crms},
+        }
 
     def sms_events(self, sms: Consumer, *, journal_table: str) -> dict[str, str]:
         """End User Messaging delivery events into the SMS journal (exists only with that gateway)."""

@@ -8,6 +8,7 @@ from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
 from infra.constructs.consumers import ConsumerPipeline
+from infra.constructs.crm_sweep import CrmSweep
 from infra.constructs.events_topic import AlarmTopic, EventsTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.journal import DataTables
@@ -111,6 +112,19 @@ class PipelineStack(Stack):
                 secrets=self.consumer_secrets.by_name,
                 key=self.events.key,
             )
+        # The catch-up sweep of the connected CRMs' histories (none connected: no sweep).
+        self.crm_sweep: CrmSweep | None = None
+        if environments.swept_crms():
+            self.crm_sweep = CrmSweep(
+                self,
+                "CrmSweep",
+                settings=settings,
+                defaults=defaults,
+                environments=environments,
+                events_topic=self.events,
+                journal=self.tables.journal,
+                secrets=self.consumer_secrets.by_name,
+            )
         # The webhook and the consumers of CRM events validate `CrmEvent`, whose phone check needs
         # `phonenumbers` (in no other layer); no other function gets it.
         self.phonenumbers_functions = [
@@ -129,6 +143,7 @@ class PipelineStack(Stack):
             ingress=self.ingress,
             pipelines=self.pipelines,
             sms=self.sms,
+            crm_sweep=self.crm_sweep,
             alarm_topic=self.alarm_topic,
         )
         self._outputs()

@@ -24,6 +24,7 @@ from infra.config import PipelineSettings
 from infra.environment import (
     BITRIX24_APP_TOKEN_SECRET,
     CRM_SECRET,
+    CRM_SWEEP,
     CRM_TOKEN_SECRET,
     JOURNAL,
     RECONCILER,
@@ -142,6 +143,10 @@ class LocalResources:
                 environments[SMS_EVENTS.service_name] = self.environments.sms_events(
                     self.sms_consumer, journal_table=self.tables[JOURNAL]
                 )
+        if self.environments.swept_crms():
+            environments[CRM_SWEEP.service_name] = self.environments.crm_sweep(
+                topic_arn=self.topic_arn, journal_table=self.tables[JOURNAL], secrets=self.secrets
+            )
         return environments
 
     def local_environments(self, aws_endpoint: str) -> dict[str, dict[str, str]]:

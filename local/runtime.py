@@ -37,7 +37,15 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from infra.environment import AMOCRM_PATH, BITRIX24_PATH, RECONCILER, SMS_EVENTS, WEBHOOK, webhook_routes
+from infra.environment import (
+    AMOCRM_PATH,
+    BITRIX24_PATH,
+    CRM_SWEEP,
+    RECONCILER,
+    SMS_EVENTS,
+    WEBHOOK,
+    webhook_routes,
+)
 from local import aws_calls, routing, snapshot
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
@@ -472,6 +480,7 @@ class Runtime:
             WEBHOOK.service_name: WEBHOOK.memory_mb,
             RECONCILER.service_name: RECONCILER.memory_mb,
             SMS_EVENTS.service_name: SMS_EVENTS.memory_mb,
+            CRM_SWEEP.service_name: CRM_SWEEP.memory_mb,
             **{consumer.name: consumer.memory_mb for consumer in resources.consumers},
         }
         return {
@@ -530,6 +539,26 @@ class Runtime:
                     str(self.settings.reconcile_every_seconds),
                 ],
                 env=environments[RECONCILER.service_name],
+            )
+        # The catch-up sweep reads the connected CRMs' histories; it runs where a CRM is connected.
+        if CRM_SWEEP.service_name in environments:
+            self._add_function(
+                FunctionStatus(CRM_SWEEP.service_name, "schedule"),
+                module="local.worker_process",
+                args=lambda: [
+                    "schedule",
+                    "--handler",
+                    CRM_SWEEP.handler,
+                    "--function-name",
+                    self._lambda_name(CRM_SWEEP.service_name),
+                    "--timeout",
+                    str(CRM_SWEEP.timeout_seconds),
+                    "--memory",
+                    str(CRM_SWEEP.memory_mb),
+                    "--every",
+                    str(self.settings.crm_sweep_every_seconds),
+                ],
+                env=environments[CRM_SWEEP.service_name],
             )
         # With End User Messaging: the delivery events, as the topic's Lambda subscription delivers them.
         events = resources.delivery_events

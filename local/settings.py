@@ -57,6 +57,8 @@ class LocalSettings:
     sms_gateway_token: str = SMS_GATEWAY_TOKEN
     # How often the reconciler's schedule fires locally (in AWS: its EventBridge rule's rate).
     reconcile_every_seconds: float = 30.0
+    # How often the CRM history sweep runs locally (in AWS: every `crm_sweep_minutes`).
+    crm_sweep_every_seconds: float = 30.0
 
     @property
     def stack_name(self) -> str:

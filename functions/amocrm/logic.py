@@ -1,15 +1,12 @@
-"""An amoCRM lead status change becomes the lead's order-status event.
+"""An amoCRM lead status webhook becomes the lead's transitions, read from the account's events.
 
-amoCRM's "lead status changed" webhook names the lead, its new and old status and pipeline, but
-not the customer: the lead is read through the API v4 with its contacts
-(`GET /api/v4/leads/{id}?with=contacts`), then its main contact for the phone
-(`GET /api/v4/contacts/{id}`), with the account's long-lived token (the `amocrm_api` secret,
-`{"base_url": "https://<subdomain>.amocrm.ru", "token": "..."}`).
-
-What is published is the lead's status as the API shows it now, so a late or repeated webhook
-(amoCRM retries one it got no 2xx for) publishes what is true when it is read, and the `sms`
-consumer's per-order history makes a repeat send nothing. The webhook's old status becomes the
-event's `previous_status` only while the lead is still in the status the webhook reported.
+amoCRM's "lead status changed" webhook names the lead and its new status, but a webhook can be
+late, repeated, never sent, or collapse two moves into one: the lead's `lead_status_changed`
+events (`GET /api/v4/events`, filtered by the lead) say what moved and when, each event one
+transition with amoCRM's own id (`pipeline.crm_sync` publishes those not handled yet). The lead
+(`GET /api/v4/leads/{id}?with=contacts`) gives its main contact, the contact
+(`GET /api/v4/contacts/{id}`) the phone, with the account's long-lived token (the `amocrm_api`
+secret, `{"base_url": "https://<subdomain>.amocrm.ru", "token": "..."}`).
 
 Failures: see `pipeline.crm_sources` (ignored, misconfigured); the API's transient errors (429,
 5xx, no answer) retry with the consumer's backoff.
@@ -19,44 +16,45 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
-from pipeline.amocrm import AmoCrmApi, Lead
-from pipeline.crm_sources import (
-    contact_with_phone,
-    ignored,
-    mapped_status,
-    misconfigured,
-    publish,
-    refused,
-    status_map,
-)
+from pipeline.amocrm import AmoCrmApi, Contact, StatusEvent
+from pipeline.crm_sources import logger, misconfigured, refused
+from pipeline.crm_sweep import Changed
+from pipeline.crm_sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
-from pipeline.order_events import OrderStatus
-from pipeline.status_map import StatusMap
 
 SOURCE = "amocrm"
 SETTING = "amocrm_statuses"
-STATUSES_ENV = SETTING.upper()
+# What to check when amoCRM refuses the token.
+UNAUTHORIZED_HINT = "the long-lived token in the amocrm_api secret was revoked or expired"
+# A lead with more status changes than this many pages is not a shop's order: refuse, not loop.
+MAX_HISTORY_PAGES = 10
+# The sweep reads the account's events in windows of this many seconds, each up to SWEEP_PAGES
+# pages of 100 events, and re-reads the last SWEEP_OVERLAP_SECONDS of a run on the next.
+SWEEP_WINDOW_SECONDS = 600
+SWEEP_PAGES = 20
+SWEEP_OVERLAP_SECONDS = 60
 
 
-def change_of(payload: Mapping[str, Any]) -> dict[str, int | None]:
-    """The lead's change as the webhook published it (it validated it)."""
+def lead_id_of(payload: Mapping[str, Any]) -> int:
+    """`lead.id` of the event the webhook (or the sweep) published."""
     lead = payload.get("lead")
-    if not isinstance(lead, Mapping):
-        raise PermanentError("amocrm event has no lead")
+    value = lead.get("id") if isinstance(lead, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit():
+        raise PermanentError("amocrm event has no lead id")
+    return int(value)
 
-    def number(key: str) -> int | None:
-        value = lead.get(key)
-        return int(value) if isinstance(value, int | str) and str(value).strip().isdigit() else None
 
-    change = {
-        key: number(key) for key in ("id", "status_id", "pipeline_id", "old_status_id", "old_pipeline_id")
-    }
-    if change["id"] is None or change["status_id"] is None or change["pipeline_id"] is None:
-        raise PermanentError("amocrm event lacks the lead's id, status_id or pipeline_id")
-    return change
+def history_ref(event: StatusEvent) -> str:
+    return f"{SOURCE}:event:{event.id}"
+
+
+def as_history(event: StatusEvent) -> HistoryRecord:
+    pipeline, status = event.after
+    before = (str(event.before[0]), str(event.before[1])) if event.before else None
+    return HistoryRecord(history_ref(event), event.created_at, str(pipeline), str(status), before)
 
 
 def account() -> AmoCrmApi:
@@ -79,59 +77,90 @@ def account() -> AmoCrmApi:
     return AmoCrmApi(base_url.strip(), token.strip())
 
 
-# What to check when amoCRM refuses the token.
-UNAUTHORIZED_HINT = "the long-lived token in the amocrm_api secret was revoked or expired"
+class AmoCrmSource:
+    """`pipeline.crm_sync.CrmSource` for an amoCRM account."""
 
+    name = SOURCE
+    setting = SETTING
+    noun = "lead"
+    unauthorized_hint = UNAUTHORIZED_HINT
 
-def _previous(statuses: StatusMap, change: Mapping[str, int | None], lead: Lead) -> str | None:
-    """The webhook's old status, while the lead is still where the webhook said it went."""
-    if (lead.status_id, lead.pipeline_id) != (change["status_id"], change["pipeline_id"]):
-        return None
-    old_status = change["old_status_id"]
-    if old_status is None:
-        return None
-    return statuses.lookup(change["old_pipeline_id"] or lead.pipeline_id, old_status).status
+    def __init__(self, api: AmoCrmApi) -> None:
+        self.api = api
+
+    def _refused(self, error: RemoteRefused, what: str) -> NoReturn:
+        refused(error, what, UNAUTHORIZED_HINT)
+
+    def history(self, order_id: int) -> list[HistoryRecord]:
+        events: list[StatusEvent] = []
+        for page in range(1, MAX_HISTORY_PAGES + 1):
+            try:
+                found, more = self.api.status_events({"filter[entity_id][]": order_id}, page=page)
+            except RemoteRefused as error:
+                self._refused(error, f"amocrm lead {order_id}: status events")
+            events.extend(found)
+            if not more:
+                break
+        else:
+            misconfigured(
+                "history_too_long", f"amocrm lead {order_id}: more status events than the pages read"
+            )
+        # amoCRM lists newest first; ids are unique, and break ties of one second.
+        unique = {event.id: event for event in events if event.entity_id == order_id}
+        ordered = sorted(unique.values(), key=lambda event: (event.created_at, event.id))
+        return [as_history(event) for event in ordered]
+
+    def card(self, order_id: int) -> OrderCard | None:
+        try:
+            lead = self.api.lead(order_id)
+        except RemoteRefused as error:
+            if error.kind == "not_found":
+                return None
+            self._refused(error, f"amocrm lead {order_id}")
+        return OrderCard(lead.main_contact_id, {"lead_id": lead.id, "pipeline_id": lead.pipeline_id})
+
+    def contact(self, contact_id: int) -> Contact:
+        return self.api.contact(contact_id)
+
+    def changed_since(
+        self, cursor: str | None, since: datetime, now: datetime
+    ) -> tuple[list[Changed], str | None]:
+        """Leads with status events created from the unix second `cursor` (or since `since`) to
+        `now`, oldest change first, read in windows of SWEEP_WINDOW_SECONDS (amoCRM lists newest
+        first). The next cursor starts SWEEP_OVERLAP_SECONDS back: an event written a little after
+        its second was read is still seen (a repeat look changes nothing)."""
+        start = int(cursor) if cursor else int(since.timestamp())
+        end = int(now.timestamp())
+        events: list[StatusEvent] = []
+        window = start
+        while window <= end:
+            until = min(end, window + SWEEP_WINDOW_SECONDS - 1)
+            query = {"filter[created_at][from]": window, "filter[created_at][to]": until}
+            for page in range(1, SWEEP_PAGES + 1):
+                found, more = self.api.status_events(query, page=page)
+                events.extend(found)
+                if not more:
+                    break
+            else:
+                logger.warning(
+                    "amoCRM sweep window has more events than it reads",
+                    extra={"from": window, "to": until, "pages": SWEEP_PAGES},
+                )
+            window = until + 1
+        newest: dict[int, str] = {}
+        for event in sorted({e.id: e for e in events}.values(), key=lambda e: (e.created_at, e.id)):
+            newest.pop(event.entity_id, None)
+            newest[event.entity_id] = history_ref(event)
+        changed = [Changed(lead_id, ref) for lead_id, ref in newest.items()]
+        return changed, str(max(start, end - SWEEP_OVERLAP_SECONDS))
+
+    def look_payload(self, order_id: int) -> dict[str, Any]:
+        return {"lead": {"id": order_id}}
+
+    def display_name(self, contact: Contact) -> str:
+        return contact.name or ""
 
 
 def sync_lead(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the amocrm consumer (see the module docstring)."""
-    change = change_of(envelope.payload)
-    lead_id = int(change["id"] or 0)
-    api = account()
-    try:
-        lead = api.lead(lead_id)
-    except RemoteRefused as error:
-        if error.kind == "not_found":
-            return ignored("lead not found (deleted since the event?)", lead_id=lead_id)
-        refused(error, f"amocrm lead {lead_id}", UNAUTHORIZED_HINT)
-    what = f"amocrm lead {lead.id}"
-    statuses = status_map(STATUSES_ENV)
-    lookup = statuses.lookup(lead.pipeline_id, lead.status_id)
-    pipeline, stage = str(lead.pipeline_id), str(lead.status_id)
-    status = mapped_status(lookup, setting=SETTING, pipeline=pipeline, stage=stage, what=what)
-    log_fields = {"lead_id": lead.id, "pipeline_id": lead.pipeline_id, "status_id": lead.status_id}
-    if status is None:
-        return ignored(f"pipeline {pipeline!r} is not connected ({SETTING})", **log_fields)
-    found = contact_with_phone(
-        api.contact,
-        lead.main_contact_id,
-        what=what,
-        status=status,
-        unauthorized_hint=UNAUTHORIZED_HINT,
-        **log_fields,
-    )
-    if isinstance(found, dict):
-        return found
-    contact, phone = found
-    entered: datetime = lead.updated_at or envelope.received_at
-    order = OrderStatus(
-        source=SOURCE,
-        order_id=str(lead.id),
-        status=status,
-        previous_status=_previous(statuses, change, lead),
-        occurred_at=entered,
-        customer_name=contact.name or "",
-        phone=phone,
-        details={"lead_id": lead.id, "pipeline_id": lead.pipeline_id, "status_id": lead.status_id},
-    )
-    return publish(order, envelope)
+    return sync_order(AmoCrmSource(account()), lead_id_of(envelope.payload), envelope)

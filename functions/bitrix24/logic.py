@@ -1,19 +1,12 @@
-"""A Bitrix24 deal event becomes the deal's order-status event.
+"""A Bitrix24 deal event becomes the deal's transitions, read from the portal's stage history.
 
-Bitrix24's outgoing webhook names the deal and nothing else (`data[FIELDS][ID]`), and fires
-ONCRMDEALUPDATE on every edit of any field. So each event is a cue to read the deal as it is now
-(`crm.deal.get`, then `crm.contact.get` for the phone), through the portal's inbound webhook URL
-(the `bitrix24_api` secret), and publish its current stage as an order status; the `sms`
-consumer's per-order history tells a stage change (one SMS) from an edit or a repeat (none).
-Reading the current state also makes late and reordered events harmless: each publishes what is
-true when it is read.
-
-- The stage: `STAGE_ID` of `CATEGORY_ID` through `bitrix24_stages` (`pipeline.status_map`).
-- When the deal entered it: `MOVED_TIME`, which is also the entry's transition id, so a deal
-  moved out and back between two reads still counts as a new entry.
-- An ONCRMDEALUPDATE sent more than MOVE_WINDOW after the deal's last move is an edit of another
-  field: it is ignored before the contact is read. Without this, the first edit of an old deal
-  after the pipeline is connected would look like a new entry and text its customer.
+Bitrix24's outgoing webhook names the deal and nothing else (`data[FIELDS][ID]`), fires
+ONCRMDEALUPDATE on every edit of any field, and its `ts` is when the event left the portal's
+queue, not when the deal moved. So an event (or the catch-up sweep's "look at deal N") is only a
+cue: the deal's stage history (`crm.stagehistory.list`, filtered by OWNER_ID) says what moved and
+when, each record one transition with the portal's own id (`pipeline.crm_sync` publishes those
+not handled yet). The deal (`crm.deal.get`) gives its contact, the contact (`crm.contact.get`)
+the phone; all through the portal's inbound webhook URL (the `bitrix24_api` secret).
 
 Failures: see `pipeline.crm_sources` (ignored, misconfigured); the portal's transient errors
 (QUERY_LIMIT_EXCEEDED, 5xx, no answer) retry with the consumer's backoff.
@@ -22,53 +15,40 @@ Failures: see `pipeline.crm_sources` (ignored, misconfigured); the portal's tran
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn
 
-from pipeline.bitrix24 import Bitrix24Rest, Contact, Deal
-from pipeline.crm_sources import (
-    contact_with_phone,
-    ignored,
-    mapped_status,
-    misconfigured,
-    publish,
-    refused,
-    status_map,
-)
+from pipeline.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
+from pipeline.crm_sources import misconfigured, refused
+from pipeline.crm_sweep import Changed
+from pipeline.crm_sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
-from pipeline.order_events import OrderStatus
 
 SOURCE = "bitrix24"
 SETTING = "bitrix24_stages"
-STAGES_ENV = SETTING.upper()
-UPDATE_EVENT = "ONCRMDEALUPDATE"
-# Bitrix24 sends an event within seconds of the change; a stage move is never this old when its
-# own ONCRMDEALUPDATE is sent, an edit of another field usually is.
-MOVE_WINDOW = timedelta(minutes=15)
+# What to check when the portal refuses the inbound webhook's credential.
+UNAUTHORIZED_HINT = "check the inbound webhook in the bitrix24_api secret (revoked? crm scope?)"
+# A deal's history longer than this many pages is not a shop's order: refuse rather than loop.
+MAX_HISTORY_PAGES = 20
+# Pages of the portal's history one sweep run reads (50 records each); the rest waits a run.
+SWEEP_PAGES = 40
 
 
 def deal_id_of(payload: Mapping[str, Any]) -> int:
-    """`data.FIELDS.ID` of the event the webhook published (it validated it)."""
+    """`data.FIELDS.ID` of the event the webhook (or the sweep) published."""
     try:
         return int(payload["data"]["FIELDS"]["ID"])
     except (KeyError, TypeError, ValueError):
         raise PermanentError("bitrix24 event has no data[FIELDS][ID]") from None
 
 
-def sent_at(payload: Mapping[str, Any]) -> datetime | None:
-    """The event's `ts` (unix seconds, the portal's clock), if it has a valid one."""
-    try:
-        return datetime.fromtimestamp(int(payload["ts"]), UTC)
-    except (KeyError, TypeError, ValueError, OverflowError, OSError):
-        return None
+def history_ref(record: StageHistoryRecord) -> str:
+    return f"{SOURCE}:stagehistory:{record.id}"
 
 
-def is_edit(event: str, sent: datetime | None, deal: Deal) -> bool:
-    """An update sent long after the deal's last stage move did not move it."""
-    if event != UPDATE_EVENT or sent is None or deal.moved_time is None:
-        return False
-    return sent - deal.moved_time > MOVE_WINDOW
+def as_history(record: StageHistoryRecord) -> HistoryRecord:
+    return HistoryRecord(history_ref(record), record.created_time, record.category_id, record.stage_id)
 
 
 def portal() -> Bitrix24Rest:
@@ -85,52 +65,82 @@ def portal() -> Bitrix24Rest:
     return Bitrix24Rest(url.strip())
 
 
-# What to check when the portal refuses the inbound webhook's credential.
-UNAUTHORIZED_HINT = "check the inbound webhook in the bitrix24_api secret (revoked? crm scope?)"
+class Bitrix24Source:
+    """`pipeline.crm_sync.CrmSource` for a Bitrix24 portal."""
+
+    name = SOURCE
+    setting = SETTING
+    noun = "deal"
+    unauthorized_hint = UNAUTHORIZED_HINT
+
+    def __init__(self, rest: Bitrix24Rest) -> None:
+        self.rest = rest
+
+    def _refused(self, error: RemoteRefused, what: str) -> NoReturn:
+        refused(error, what, UNAUTHORIZED_HINT)
+
+    def history(self, order_id: int) -> list[HistoryRecord]:
+        records: list[StageHistoryRecord] = []
+        start: int | None = 0
+        for _ in range(MAX_HISTORY_PAGES):
+            try:
+                page, start = self.rest.stage_history({"OWNER_ID": order_id}, start=start or 0)
+            except RemoteRefused as error:
+                self._refused(error, f"bitrix24 deal {order_id}: stage history")
+            records.extend(page)
+            if start is None:
+                break
+        else:
+            misconfigured(
+                "history_too_long",
+                f"bitrix24 deal {order_id}: stage history longer than "
+                f"{MAX_HISTORY_PAGES * HISTORY_PAGE} records",
+            )
+        records.sort(key=lambda record: record.id)
+        return [as_history(record) for record in records if record.owner_id == order_id]
+
+    def card(self, order_id: int) -> OrderCard | None:
+        try:
+            deal = self.rest.deal(order_id)
+        except RemoteRefused as error:
+            if error.kind == "not_found":
+                return None
+            self._refused(error, f"bitrix24 deal {order_id}")
+        return OrderCard(deal.contact_id, {"deal_id": deal.id, "category_id": deal.category_id})
+
+    def contact(self, contact_id: int) -> Contact:
+        return self.rest.contact(contact_id)
+
+    def changed_since(
+        self, cursor: str | None, since: datetime, now: datetime
+    ) -> tuple[list[Changed], str | None]:
+        """Deals with stage history records after the record id `cursor` (or created since
+        `since`), oldest first; the cursor is the last record id read (IDs only grow)."""
+        filters: dict[str, Any] = (
+            {">ID": int(cursor)} if cursor else {">=CREATED_TIME": since.isoformat(timespec="seconds")}
+        )
+        records: list[StageHistoryRecord] = []
+        start: int | None = 0
+        for _ in range(SWEEP_PAGES):  # the rest, if any, is the next run's
+            page, start = self.rest.stage_history(filters, start=start or 0)
+            records.extend(page)
+            if start is None:
+                break
+        newest: dict[int, str] = {}
+        for record in sorted(records, key=lambda r: r.id):
+            newest.pop(record.owner_id, None)  # keep the deals in the order of their last change
+            newest[record.owner_id] = history_ref(record)
+        changed = [Changed(deal_id, ref) for deal_id, ref in newest.items()]
+        return changed, str(max(r.id for r in records)) if records else None
+
+    def look_payload(self, order_id: int) -> dict[str, Any]:
+        return {"data": {"FIELDS": {"ID": str(order_id)}}}
+
+    def display_name(self, contact: Contact) -> str:
+        return contact.display_name
 
 
 def sync_deal(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the bitrix24 consumer (see the module docstring)."""
     deal_id = deal_id_of(envelope.payload)
-    rest = portal()
-    try:
-        deal = rest.deal(deal_id)
-    except RemoteRefused as error:
-        if error.kind == "not_found":
-            return ignored("deal not found (deleted since the event?)", deal_id=deal_id)
-        refused(error, f"bitrix24 deal {deal_id}", UNAUTHORIZED_HINT)
-    what = f"bitrix24 deal {deal.id}"
-    lookup = status_map(STAGES_ENV).lookup(deal.category_id, deal.stage_id)
-    status = mapped_status(lookup, setting=SETTING, pipeline=deal.category_id, stage=deal.stage_id, what=what)
-    log_fields = {"deal_id": deal.id, "category_id": deal.category_id, "stage_id": deal.stage_id}
-    if status is None:
-        return ignored(f"category {deal.category_id!r} is not connected ({SETTING})", **log_fields)
-    sent = sent_at(envelope.payload)
-    if is_edit(envelope.type, sent, deal):
-        return ignored("an edit that did not move the stage", **log_fields)
-    found = contact_with_phone(
-        rest.contact,
-        deal.contact_id,
-        what=what,
-        status=status,
-        unauthorized_hint=UNAUTHORIZED_HINT,
-        **log_fields,
-    )
-    if isinstance(found, dict):
-        return found
-    contact, phone = found
-    return publish(_order(deal, contact, status, phone, sent or envelope.received_at), envelope)
-
-
-def _order(deal: Deal, contact: Contact, status: str, phone: str, fallback: datetime) -> OrderStatus:
-    entered = deal.moved_time or deal.date_modify or fallback
-    return OrderStatus(
-        source=SOURCE,
-        order_id=str(deal.id),
-        status=status,
-        occurred_at=entered,
-        customer_name=contact.display_name,
-        phone=phone,
-        transition_id=f"{deal.stage_id}@{deal.moved_time.isoformat()}" if deal.moved_time else None,
-        details={"deal_id": deal.id, "category_id": deal.category_id, "stage_id": deal.stage_id},
-    )
+    return sync_order(Bitrix24Source(portal()), deal_id, envelope)

@@ -7,6 +7,8 @@ Alarms (each notifies the alarm topic on ALARM and on OK):
 - the API answers 5xx, or refuses unauthenticated requests in a burst (the webhook's own metric:
   HTTP APIs have no per-status metric);
 - the webhook refuses a CRM event because its customer's phone is not a valid number;
+- a CRM source's event cannot become an order event (misconfiguration), or a CRM transition with
+  an SMS rule was first seen too late to text (`sms_max_age_minutes`);
 - SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, and the
   share of failed sends is high.
 
@@ -29,11 +31,14 @@ from constructs import Construct
 
 from infra.config import METRICS_NAMESPACE, PipelineSettings
 from infra.constructs.consumers import ConsumerPipeline
+from infra.constructs.crm_sweep import CrmSweep
 from infra.constructs.events_topic import AlarmTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
 from pipeline.crm_sources import MISCONFIGURED_METRIC
+from pipeline.crm_sweep import FAILURES_METRIC, ORDERS_METRIC
+from pipeline.crm_sync import TOO_OLD_METRIC
 from pipeline.registry import Consumer
 
 PERIOD = METRIC_PERIOD
@@ -81,6 +86,7 @@ class AlarmKind(StrEnum):
     SMS_UNKNOWN_PAST_DEADLINE = "sms_unknown_past_deadline"
     SMS_FAILED_RATE = "sms_failed_rate"
     CRM_SOURCE_MISCONFIGURED = "crm_source_misconfigured"
+    CRM_TRANSITION_TOO_OLD = "crm_transition_too_old"
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,7 @@ class Monitoring(Construct):
         pipelines: Mapping[str, ConsumerPipeline],
         sms: SmsSupport | None,
         alarm_topic: AlarmTopic,
+        crm_sweep: CrmSweep | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarm_topic = alarm_topic
@@ -124,6 +131,7 @@ class Monitoring(Construct):
             "webhook": ingress.webhook,
             **{name: pipeline.worker for name, pipeline in pipelines.items()},
             **({function.service_name: function for function in sms.functions} if sms else {}),
+            **({crm_sweep.function.service_name: crm_sweep.function} if crm_sweep else {}),
         }
         self.dlqs: dict[str, sqs.IQueue] = {}
         for name, pipeline in pipelines.items():
@@ -144,6 +152,7 @@ class Monitoring(Construct):
         for name, pipeline in pipelines.items():
             if pipeline.consumer.publishes:
                 self._crm_source_alarm(name, pipeline)
+                self._crm_too_old_alarm(name, pipeline)
         if sms:
             self._sms_alarms(settings, sms)
 
@@ -154,7 +163,7 @@ class Monitoring(Construct):
             default_interval=Duration.hours(3),
             period_override=cloudwatch.PeriodOverride.AUTO,
         )
-        self._dashboard(ingress, pipelines, sms)
+        self._dashboard(ingress, pipelines, sms, crm_sweep)
 
     # -- alarms -----------------------------------------------------------------------------------
     def _alarm(
@@ -287,6 +296,22 @@ class Monitoring(Construct):
             f"{name} log and on each message in the {name} DLQ; fix it, then redrive (python -m ops dlq).",
         )
 
+    def _crm_too_old_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:
+        """A transition with an SMS rule first seen past `sms_max_age_minutes` (`pipeline.crm_sync`):
+        a customer who was not texted. Webhooks failing for longer than the sweep covers, or the
+        sweep itself failing (its Errors alarm), or a pipeline connected to a CRM with old deals."""
+        self._alarm(
+            AlarmKind.CRM_TRANSITION_TOO_OLD,
+            name,
+            f"CrmTransitionsTooOld-{name}",
+            pipeline.emitted_metric(TOO_OLD_METRIC),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{name} transitions into a status with an SMS rule were first seen after "
+            "sms_max_age_minutes and were not texted (each is logged with its order and status in the "
+            f"{name} log): check the CRM's webhook and the crm_sweep function.",
+        )
+
     def _sms_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:
         minutes = settings.sms_unknown_alarm_minutes
         self._alarm(
@@ -338,7 +363,11 @@ class Monitoring(Construct):
 
     # -- dashboard --------------------------------------------------------------------------------
     def _dashboard(
-        self, ingress: Ingress, pipelines: Mapping[str, ConsumerPipeline], sms: SmsSupport | None
+        self,
+        ingress: Ingress,
+        pipelines: Mapping[str, ConsumerPipeline],
+        sms: SmsSupport | None,
+        crm_sweep: CrmSweep | None,
     ) -> None:
         stage = ingress.stage
         webhook = ingress.webhook.function
@@ -407,10 +436,29 @@ class Monitoring(Construct):
             )
         if sms:
             self._sms_dashboard(sms)
+        if crm_sweep:
+            self._crm_sweep_dashboard(crm_sweep)
         self.dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(
                 title="Alarms", alarms=[watched.alarm for watched in self.alarms], width=24, height=8
             )
+        )
+
+    def _crm_sweep_dashboard(self, crm_sweep: CrmSweep) -> None:
+        function = crm_sweep.function
+        self.dashboard.add_widgets(
+            _graph(
+                "CRM history sweep: orders looked at, failures",
+                [function.emitted_metric(ORDERS_METRIC), function.emitted_metric(FAILURES_METRIC)],
+                [function.function.metric_duration(statistic="Maximum", period=PERIOD)],
+            ),
+            _graph(
+                "crm_sweep: errors",
+                [
+                    function.function.metric_errors(period=PERIOD),
+                    function.function.metric_throttles(period=PERIOD),
+                ],
+            ),
         )
 
     def _sms_dashboard(self, sms: SmsSupport) -> None:

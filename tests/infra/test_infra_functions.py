@@ -25,7 +25,7 @@ from infra.constructs.layers import (
     pip_install_command,
     telegram_bot_pin,
 )
-from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK, FunctionEnvironments
+from infra.environment import CRM_SWEEP, RECONCILER, SMS_EVENTS, WEBHOOK, FunctionEnvironments
 from infra.paths import FUNCTIONS_DIR, PROJECT_ROOT
 from pipeline.observability import service_logger
 from pipeline.registry import enabled
@@ -48,7 +48,13 @@ def test_there_is_one_function_per_enabled_consumer_plus_the_webhook_and_the_sms
 ) -> None:
     handlers = sorted(props(synth.resources, fid)["Handler"] for fid in _functions(synth))
     sms_helpers = [RECONCILER.handler, SMS_EVENTS.handler]
-    expected = sorted([WEBHOOK.handler, *(c.handler for c in synth.stack.consumers), *sms_helpers])
+    # The CRM history sweep exists where a CRM is connected (this synth connects both).
+    sweep = (
+        [CRM_SWEEP.handler]
+        if synth.stack.settings.bitrix24_stages or synth.stack.settings.amocrm_statuses
+        else []
+    )
+    expected = sorted([WEBHOOK.handler, *(c.handler for c in synth.stack.consumers), *sms_helpers, *sweep])
     assert handlers == expected
     assert len(synth.stack.consumers) == len(enabled(synth.stack.settings.registry_settings()))
 
@@ -200,7 +206,14 @@ def test_every_function_names_its_powertools_service(synth: Synthesized) -> None
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "TelegramCrmPipeline"
         assert env["POWERTOOLS_LOG_LEVEL"] == "INFO"
         services.add(env["POWERTOOLS_SERVICE_NAME"])
-    assert services == {"webhook", *(c.name for c in synth.stack.consumers), "reconciler", "sms_events"}
+    sweep = {"crm_sweep"} if synth.stack.crm_sweep else set()
+    assert services == {
+        "webhook",
+        *(c.name for c in synth.stack.consumers),
+        "reconciler",
+        "sms_events",
+        *sweep,
+    }
 
 
 @pytest.mark.parametrize(("synth_name", "tracing"), [("default_synth", False), ("full_synth", True)])

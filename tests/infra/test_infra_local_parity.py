@@ -52,6 +52,7 @@ ALSO = {
     # The CRM sources' consumers publish order events: through the SNS proxy, as the webhook.
     "bitrix24": {"AWS_ENDPOINT_URL_SNS"},
     "amocrm": {"AWS_ENDPOINT_URL_SNS"},
+    "crm_sweep": {"AWS_ENDPOINT_URL_SNS"},
     "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
     "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
     # The Telegram stand-in's /_crash_after works only where this is set: never in AWS.
@@ -148,6 +149,8 @@ def test_the_comparison_covers_every_kind_of_local_function(local_resources: Loc
         "webhook",
         "reconciler",
         "sms_events",
+        # cdk.json connects the Bitrix24 and amoCRM stand-ins: their history is swept.
+        "crm_sweep",
         *(consumer.name for consumer in local_resources.consumers),
     }
     assert "ai" in {consumer.name for consumer in local_resources.consumers}

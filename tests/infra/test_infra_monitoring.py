@@ -55,7 +55,8 @@ def synth(request: pytest.FixtureRequest) -> Synthesized:
 def _functions(synth: Synthesized) -> list[Any]:
     stack = synth.stack
     sms = [*stack.sms.functions] if stack.sms else []
-    return [stack.ingress.webhook, *(p.worker for p in stack.pipelines.values()), *sms]
+    sweep = [stack.crm_sweep.function] if stack.crm_sweep else []
+    return [stack.ingress.webhook, *(p.worker for p in stack.pipelines.values()), *sms, *sweep]
 
 
 def _dlqs(synth: Synthesized) -> list[Any]:
@@ -84,6 +85,7 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
     publishing = [c for c in stack.consumers if c.publishes]
     if publishing:
         expected[AlarmKind.CRM_SOURCE_MISCONFIGURED] = len(publishing)
+        expected[AlarmKind.CRM_TRANSITION_TOO_OLD] = len(publishing)
     assert counts == expected
     assert len(of_type(synth.resources, "AWS::CloudWatch::Alarm")) == sum(expected.values())
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline.errors import RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
 
@@ -189,6 +190,51 @@ class Lead(_Model):
         return cls.model_validate(body)
 
 
+STATUS_CHANGED_EVENT = "lead_status_changed"
+# `GET /api/v4/events` pages: at most 250 events a page (amoCRM's limit); the sweep reads 100.
+EVENTS_PAGE = 100
+
+
+def _lead_status(values: Any) -> tuple[int, int] | None:
+    """`(pipeline_id, status_id)` of an event's `value_after`/`value_before`
+    (`[{"lead_status": {"id": 142, "pipeline_id": 7}}]`), None when it names none."""
+    for value in values if isinstance(values, list) else []:
+        status = value.get("lead_status") if isinstance(value, Mapping) else None
+        if isinstance(status, Mapping):
+            status_id, pipeline_id = status.get("id"), status.get("pipeline_id")
+            if isinstance(status_id, int) and isinstance(pipeline_id, int):
+                return pipeline_id, status_id
+    return None
+
+
+class StatusEvent(_Model):
+    """One `lead_status_changed` event of `GET /api/v4/events`: lead `entity_id` entered status
+    `after` (pipeline, status) from `before` at `created_at`. `id` is amoCRM's own (a string)."""
+
+    id: str = Field(min_length=1, max_length=64)
+    type: str
+    entity_id: int = Field(gt=0)
+    created_at: datetime
+    after: tuple[int, int]
+    before: tuple[int, int] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _values(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "after" in data:
+            return data
+        return {
+            **data,
+            "after": _lead_status(data.get("value_after")),
+            "before": _lead_status(data.get("value_before")),
+        }
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _time(cls, value: Any) -> Any:
+        return _unix_time(value)
+
+
 # Phone kinds (`enum_code` of the PHONE field) in the order `Contact.phone` prefers them.
 PHONE_PREFERENCE = ("MOB",)
 
@@ -320,6 +366,39 @@ class AmoCrmApi:
                 f"answered contact {contact.id} for {contact_id}", "refused"
             )
         return contact
+
+    def status_events(
+        self, query: Mapping[str, str | int], *, page: int = 1
+    ) -> tuple[list[StatusEvent], bool]:
+        """One page of `GET /api/v4/events` filtered to lead status changes and `query`
+        (`{"filter[entity_id][]": 42}`, `{"filter[created_at][from]": 1733000000}`), newest first
+        as amoCRM lists them: the events, and whether another page follows. No events: ([], False)."""
+        params = {
+            "filter[type]": STATUS_CHANGED_EVENT,
+            "filter[entity]": "lead",
+            **query,
+            "limit": EVENTS_PAGE,
+            "page": page,
+        }
+        path = f"/api/v4/events?{urlencode(params)}"
+        try:
+            body = self._get("events", path)
+        except RemoteRefused as error:
+            if error.kind == "not_found":  # 204: no event matches
+                return [], False
+            raise
+        embedded = body.get("_embedded")
+        events = embedded.get("events") if isinstance(embedded, Mapping) else None
+        if not isinstance(events, list):
+            raise self._client("events").refused("the answer has no _embedded.events list", "refused")
+        try:
+            parsed = [StatusEvent.model_validate(event) for event in events]
+        except ValidationError as error:
+            raise self._client("events").refused(
+                f"malformed events ({_field_names(error)})", "refused"
+            ) from None
+        links = body.get("_links")
+        return parsed, isinstance(links, Mapping) and "next" in links
 
 
 def _problem(response: JsonResponse) -> str | None:

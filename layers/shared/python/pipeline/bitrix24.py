@@ -162,6 +162,13 @@ class _Entity(BaseModel):
     )
 
 
+def _category_id(value: Any) -> Any:
+    """A CATEGORY_ID as text ("0" when blank: the default pipeline)."""
+    if value is None or value == "":
+        return "0"
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def _empty_is_none(value: Any) -> Any:
     return None if value is None or (isinstance(value, str) and not value.strip()) else value
 
@@ -187,9 +194,7 @@ class Deal(_Entity):
     @field_validator("category_id", mode="before")
     @classmethod
     def _category(cls, value: Any) -> Any:
-        if value is None or value == "":
-            return "0"
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return _category_id(value)
 
     @field_validator("contact_id", mode="before")
     @classmethod
@@ -269,6 +274,29 @@ class Contact(_Entity):
         return cls.model_validate(result)
 
 
+# `crm.stagehistory.list`'s page: 50 records, as every Bitrix24 list method.
+HISTORY_PAGE = 50
+DEAL_ENTITY_TYPE = 2
+
+
+class StageHistoryRecord(_Entity):
+    """One `crm.stagehistory.list` record of a deal (entityTypeId 2): the deal `owner_id` entered
+    stage `stage_id` of category `category_id` at `created_time`. Portals write the numbers as
+    integers or as strings; both are read."""
+
+    id: int = Field(alias="ID", gt=0)
+    type_id: int = Field(alias="TYPE_ID")
+    owner_id: int = Field(alias="OWNER_ID", gt=0)
+    created_time: AwareDatetime = Field(alias="CREATED_TIME")
+    category_id: str = Field(default="0", alias="CATEGORY_ID")
+    stage_id: str = Field(alias="STAGE_ID", min_length=1)
+
+    @field_validator("category_id", mode="before")
+    @classmethod
+    def _category(cls, value: Any) -> Any:
+        return _category_id(value)
+
+
 # -- the REST client -----------------------------------------------------------------------------
 class Bitrix24Rest:
     """Bitrix24 REST methods through an inbound webhook `https://<portal>/rest/<user>/<code>/`.
@@ -292,6 +320,10 @@ class Bitrix24Rest:
 
     def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """POST `params` as JSON to `<url>/<method>.json`; the answer's `result` (None if it has none)."""
+        return self._answer(method, params).get("result")
+
+    def _answer(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The whole answer of a successful call (`result`, and `next`/`total` of a list method)."""
         if not _METHOD.fullmatch(method):
             raise ValueError("not a Bitrix24 REST method name")
         http = self._client(method)
@@ -305,7 +337,7 @@ class Bitrix24Rest:
             if response.status in (408, 429) or response.status >= 500:
                 raise http.transient(reason, retry_after_seconds(response))
             raise http.refused(reason, "unauthorized" if response.status in (401, 403) else "refused")
-        return body.get("result")
+        return body
 
     @staticmethod
     def _error(http: JsonHttpClient, response: JsonResponse, body: Mapping[str, Any]) -> Exception:
@@ -357,3 +389,28 @@ class Bitrix24Rest:
                 f"answered contact {contact.id} for {contact_id}", "refused"
             )
         return contact
+
+    def stage_history(
+        self, filters: Mapping[str, Any], *, start: int = 0
+    ) -> tuple[list[StageHistoryRecord], int | None]:
+        """One page of `crm.stagehistory.list` for deals matching `filters` (`{"OWNER_ID": 42}`,
+        `{">ID": 1234}`), oldest first (ID ascending): the records and the next page's `start`,
+        None on the last page."""
+        method = "crm.stagehistory.list"
+        params = {
+            "entityTypeId": DEAL_ENTITY_TYPE,
+            "order": {"ID": "ASC"},
+            "filter": dict(filters),
+            "start": start,
+        }
+        body = self._answer(method, params)
+        result = body.get("result")
+        items = result.get("items") if isinstance(result, Mapping) else None
+        if not isinstance(items, list):
+            raise self._client(method).refused("the answer has no result.items list", "refused")
+        try:
+            records = [StageHistoryRecord.model_validate(item) for item in items]
+        except ValidationError as error:
+            raise self._malformed(method, error) from None
+        following = body.get("next")
+        return records, following if isinstance(following, int) and following > start else None

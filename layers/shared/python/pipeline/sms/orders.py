@@ -194,12 +194,19 @@ class Observation:
     latest: bool = False
 
 
+# A plain number, or a CRM history record's id (`bitrix24:stagehistory:1234`, `pipeline.crm_sync`).
+_NUMBERED_REF = re.compile(r"((?:[a-z0-9]{1,20}:[a-z]{1,20}:)?)(\d{1,30})")
+
+
 def _ref_after(ref: str | None, other: str | None) -> bool | None:
-    """Whether a CRM transition id comes after another (numeric ids as numbers); None if unknown."""
+    """Whether a CRM transition id comes after another: numbers (`1234`), and history record ids
+    of one kind (`bitrix24:stagehistory:1234`), by their number; None if the ids say nothing about
+    their order."""
     if ref is None or other is None:
         return None
-    if re.fullmatch(r"\d{1,30}", ref) and re.fullmatch(r"\d{1,30}", other):
-        return int(ref) > int(other)
+    mine, theirs = _NUMBERED_REF.fullmatch(ref), _NUMBERED_REF.fullmatch(other)
+    if mine and theirs and mine.group(1) == theirs.group(1):
+        return int(mine.group(2)) > int(theirs.group(2))
     return None
 
 

@@ -1,0 +1,54 @@
+"""Scheduled CRM history sweep: a transition whose webhook never came still gets its SMS.
+
+See `pipeline.crm_sweep`. The CRMs swept are the connected ones (`CRM_SWEEP_SOURCES`, set by the
+stack from the status-map settings); each adapter is its consumer's own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from pipeline.crm_sweep import SOURCES_ENV, SweepCursor, SweepSource, sweep
+from pipeline.envelope import utc_now
+from pipeline.observability import service_logger, service_tracer
+
+logger = service_logger()
+tracer = service_tracer()
+metrics = Metrics()
+
+
+def bitrix24_source() -> SweepSource:
+    from bitrix24.logic import Bitrix24Source, portal
+
+    return Bitrix24Source(portal())
+
+
+def amocrm_source() -> SweepSource:
+    from amocrm.logic import AmoCrmSource, account
+
+    return AmoCrmSource(account())
+
+
+ADAPTERS: dict[str, Callable[[], SweepSource]] = {"bitrix24": bitrix24_source, "amocrm": amocrm_source}
+
+
+def connected() -> dict[str, Callable[[], SweepSource]]:
+    """How to build the adapter of each connected CRM (with its own secret, when swept)."""
+    names = [name.strip() for name in os.environ.get(SOURCES_ENV, "").split(",") if name.strip()]
+    unknown = sorted(set(names) - set(ADAPTERS))
+    if unknown:
+        raise ValueError(f"{SOURCES_ENV} names {unknown}: only {sorted(ADAPTERS)} can be swept")
+    return {name: ADAPTERS[name] for name in names}
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    # The EventBridge schedule's event carries nothing we need: each run reads from its cursors.
+    return sweep(connected(), SweepCursor(os.environ["JOURNAL_TABLE"]), utc_now())
