@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from pydantic import ValidationError
@@ -407,3 +408,46 @@ def test_a_bad_id_is_a_programming_error(http_fake: FakeHttpServer) -> None:
     with pytest.raises(ValueError, match="positive integer"):
         api(http_fake).lead(-1)
     assert http_fake.requests == []
+
+
+# -- GET /api/v4/events ------------------------------------------------------------------------------
+def test_status_events_asks_for_lead_status_changes_and_reads_before_and_after(
+    http_fake: FakeHttpServer,
+) -> None:
+    http_fake.respond(Scripted(200, fixture_json("amocrm", "events.lead_status_changed.json")))
+    events, more = api(http_fake).status_events({"filter[entity_id][]": 21804135})
+    [request] = http_fake.requests
+    assert request.method == "GET"
+    path, _, query = request.path.partition("?")
+    assert path == "/api/v4/events"
+    assert parse_qs(query) == {
+        "filter[type]": ["lead_status_changed"],
+        "filter[entity]": ["lead"],
+        "filter[entity_id][]": ["21804135"],
+        "limit": ["100"],
+        "page": ["1"],
+    }
+    assert request.headers["authorization"] == f"Bearer {TOKEN}"
+    [event] = events
+    assert (event.id, event.entity_id, event.after, event.before) == (
+        "01hmjz6m7r5q8x1n2c3v4b5n6m",
+        21804135,
+        (7391542, 61482550),
+        (7391542, 61482546),
+    )
+    assert event.created_at == datetime(2024, 1, 9, 7, 15, 7, tzinfo=UTC)
+    assert more is True
+
+
+def test_no_status_event_is_an_empty_page_not_an_error(http_fake: FakeHttpServer) -> None:
+    http_fake.respond(Scripted(204, None))
+    assert api(http_fake).status_events({"filter[entity_id][]": 5}) == ([], False)
+
+
+def test_a_status_event_without_its_new_status_is_refused(http_fake: FakeHttpServer) -> None:
+    body = fixture_json("amocrm", "events.lead_status_changed.json")
+    del body["_embedded"]["events"][0]["value_after"]
+    http_fake.respond(Scripted(200, body))
+    with pytest.raises(RemoteRefused) as refused:
+        api(http_fake).status_events({})
+    assert refused.value.kind == "refused" and TOKEN not in str(refused.value)

@@ -464,3 +464,45 @@ def test_bad_arguments_are_programming_errors(http_fake: FakeHttpServer) -> None
     with pytest.raises(ValueError, match="positive integer"):
         client.deal(0)
     assert http_fake.requests == []
+
+
+# -- crm.stagehistory.list -------------------------------------------------------------------------
+def test_stage_history_asks_for_deal_records_oldest_first_and_reads_strings_or_numbers(
+    http_fake: FakeHttpServer,
+) -> None:
+    http_fake.respond(Scripted(200, fixture_json("bitrix24", "crm.stagehistory.list.json")))
+    records, following = rest(http_fake).stage_history({"OWNER_ID": 759})
+    [request] = http_fake.requests
+    assert request.path == f"/rest/1/{CODE}/crm.stagehistory.list.json"
+    assert request.body == {
+        "entityTypeId": 2,
+        "order": {"ID": "ASC"},
+        "filter": {"OWNER_ID": 759},
+        "start": 0,
+    }
+    assert [(r.id, r.type_id, r.owner_id, r.category_id, r.stage_id) for r in records] == [
+        (1457, 1, 759, "0", "NEW"),
+        (1460, 2, 759, "0", "EXECUTING"),
+    ]
+    assert records[1].created_time == datetime(2024, 1, 9, 10, 15, 7, tzinfo=MSK)
+    assert following == 50
+
+
+def test_the_last_page_of_a_stage_history_has_no_next(http_fake: FakeHttpServer) -> None:
+    http_fake.respond(Scripted(200, {"result": {"items": []}, "total": 0, "time": {}}))
+    assert rest(http_fake).stage_history({">ID": 10}, start=50) == ([], None)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"result": [], "time": {}},  # no items list
+        {"result": {"items": [{"ID": 1, "TYPE_ID": 2, "OWNER_ID": 7, "STAGE_ID": "NEW"}]}},  # no time
+    ],
+)
+def test_a_malformed_stage_history_is_refused(http_fake: FakeHttpServer, body: dict[str, Any]) -> None:
+    http_fake.respond(Scripted(200, body))
+    with pytest.raises(RemoteRefused) as refused:
+        rest(http_fake).stage_history({"OWNER_ID": 7})
+    assert refused.value.kind == "refused"
+    assert CODE not in str(refused.value)
