@@ -49,10 +49,25 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, status_phrase
+from local.fakes.bitrix24_model import (
+    RestError,
+    copy_contact,
+    deal_stages,
+    full_stage_id,
+    invalid_credentials,
+    nested_param,
+    new_contact,
+    new_deal,
+    portal_time,
+    rest_error,
+    rest_id,
+    rest_timing,
+    stage_semantic,
+    start_param,
+)
 from local.fakes.emitting import (
     ControlInputError,
     EmittingFake,
@@ -68,26 +83,12 @@ from local.fakes.emitting import (
 DEFAULT_WEBHOOK_CODE = "localbitrixcode"
 DEFAULT_DOMAIN = "local.bitrix24.test"
 DEFAULT_APPLICATION_TOKEN = "localBitrixAppToken0123456789"  # noqa: S105 - a fake's token
-PORTAL_OFFSET = timezone(timedelta(hours=3))  # the portal's time zone (Moscow, no DST)
 SERVER_ENDPOINT = "https://oauth.bitrix.info/rest/"
 USER_AGENT = "Bitrix24 Webhook Engine"
 EVENT_ADD = "ONCRMDEALADD"
 EVENT_UPDATE = "ONCRMDEALUPDATE"
 # One outgoing-webhook binding per event, each with its own handler id, as event.bind makes them.
 EVENT_HANDLER_IDS = {EVENT_ADD: 11, EVENT_UPDATE: 13}
-STANDARD_STAGES = ("NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE")
-SUCCESS_STAGES = frozenset({"WON"})
-FAILURE_STAGES = frozenset({"LOSE", "APOLOGY"})
-STAGE_NAMES = {
-    "NEW": "New",
-    "PREPARATION": "Preparing documents",
-    "PREPAYMENT_INVOICE": "Invoice",
-    "EXECUTING": "In progress",
-    "FINAL_INVOICE": "Final invoice",
-    "WON": "Deal won",
-    "LOSE": "Deal lost",
-    "APOLOGY": "Analyze failure",
-}
 # The fields move_deal owns, or the portal sets itself: edit_deal refuses them.
 SYSTEM_FIELDS = frozenset(
     {
@@ -105,45 +106,10 @@ SYSTEM_FIELDS = frozenset(
         "MODIFY_BY_ID",
     }
 )
-# A contact's or deal's UTM fields, in Bitrix24's order: empty for what the stand-in creates.
-_NO_UTM: dict[str, None] = dict.fromkeys(
-    ("UTM_SOURCE", "UTM_MEDIUM", "UTM_CAMPAIGN", "UTM_CONTENT", "UTM_TERM")
-)
 _REST_PATH = re.compile(
     r"^/rest/(?P<user>\d+)/(?P<code>[^/]+)/(?P<method>[A-Za-z0-9_.]+?)(?:\.(?:json|xml))?$"
 )
-_STAGE = re.compile(r"^(?:C(?P<category>\d+):)?(?P<stage>[A-Z][A-Z0-9_]*)$")
 _DEAL_ROUTE = re.compile(r"^/_deals/(?P<id>\d+)(?:/(?P<action>move|edit|resend))?$")
-
-
-def portal_time(seconds: int) -> str:
-    """A Bitrix24 datetime: `2026-12-01T10:15:07+03:00`."""
-    return datetime.fromtimestamp(seconds, PORTAL_OFFSET).isoformat(timespec="seconds")
-
-
-def portal_date(seconds: int, days: int = 0) -> str:
-    """A Bitrix24 date field (`BEGINDATE`, `CLOSEDATE`): the day at UTC midnight, in portal time."""
-    day = datetime.fromtimestamp(seconds, PORTAL_OFFSET).date() + timedelta(days=days)
-    return datetime(day.year, day.month, day.day, tzinfo=UTC).astimezone(PORTAL_OFFSET).isoformat()
-
-
-def stage_semantic(stage_id: str) -> str:
-    stage = stage_id.rpartition(":")[2]
-    if stage in SUCCESS_STAGES:
-        return "S"
-    if stage in FAILURE_STAGES:
-        return "F"
-    return "P"
-
-
-def full_stage_id(stage_id: str, category_id: int) -> str:
-    """`NEW` in category 2 is `C2:NEW`; an already prefixed id must name the deal's category."""
-    match = _STAGE.match(stage_id)
-    if match is None:
-        raise ValueError(f"stage_id {stage_id!r} is not a stage id such as NEW, WON or C2:NEW")
-    if match["category"] is not None and int(match["category"]) != category_id:
-        raise ValueError(f"stage {stage_id} belongs to category {match['category']}, not {category_id}")
-    return match["stage"] if category_id == 0 else f"C{category_id}:{match['stage']}"
 
 
 @dataclass(frozen=True)
@@ -214,7 +180,15 @@ class Bitrix24PortalFake(EmittingFake):
         now = self._clock.tick()
         with self._state_lock:
             contact_id = next(self._contact_ids)
-            contact = self._new_contact(contact_id, name, phone, last_name, now)
+            contact = new_contact(
+                contact_id,
+                name,
+                phone,
+                last_name,
+                now,
+                user_id=self.user_id,
+                phone_entry_id=next(self._multifield_ids) if phone else 0,
+            )
             self._contacts[contact_id] = contact
         return contact_id
 
@@ -239,7 +213,9 @@ class Bitrix24PortalFake(EmittingFake):
             if contact_id is not None and contact_id not in self._contacts:
                 raise ValueError(f"no contact {contact_id}")
             deal_id = next(self._deal_ids)
-            self._deals[deal_id] = self._new_deal(deal_id, title, stage, category_id, contact_id, now)
+            self._deals[deal_id] = new_deal(
+                deal_id, title, stage, category_id, contact_id, now, user_id=self.user_id
+            )
             if not emit:
                 return Delivery(None, None, "not emitted (emit=False)", EVENT_ADD, deal_id)
             payload = self._record_payload(EVENT_ADD, deal_id, now)
@@ -314,106 +290,9 @@ class Bitrix24PortalFake(EmittingFake):
         with self._state_lock:
             if contact_id not in self._contacts:
                 raise KeyError(f"no contact {contact_id}")
-            return _copy_contact(self._contacts[contact_id])
+            return copy_contact(self._contacts[contact_id])
 
-    # -- records -------------------------------------------------------------------------------------
-    def _new_contact(
-        self, contact_id: int, name: str, phone: str | None, last_name: str | None, now: int
-    ) -> dict[str, Any]:
-        user = str(self.user_id)
-        contact: dict[str, Any] = {
-            "ID": str(contact_id),
-            "POST": None,
-            "COMMENTS": None,
-            "HONORIFIC": None,
-            "NAME": name,
-            "SECOND_NAME": None,
-            "LAST_NAME": last_name,
-            "PHOTO": None,
-            "LEAD_ID": None,
-            "TYPE_ID": "CLIENT",
-            "SOURCE_ID": "STORE",
-            "SOURCE_DESCRIPTION": None,
-            "COMPANY_ID": None,
-            "BIRTHDATE": "",
-            "EXPORT": "Y",
-            "HAS_PHONE": "Y" if phone else "N",
-            "HAS_EMAIL": "N",
-            "HAS_IMOL": "N",
-            "DATE_CREATE": portal_time(now),
-            "DATE_MODIFY": portal_time(now),
-            "ASSIGNED_BY_ID": user,
-            "CREATED_BY_ID": user,
-            "MODIFY_BY_ID": user,
-            "OPENED": "Y",
-            "ORIGINATOR_ID": None,
-            "ORIGIN_ID": None,
-            "ORIGIN_VERSION": None,
-            "FACE_ID": None,
-            "LAST_ACTIVITY_TIME": portal_time(now),
-            "ADDRESS": None,
-            **_NO_UTM,
-            "LAST_ACTIVITY_BY": user,
-        }
-        if phone:
-            contact["PHONE"] = [
-                {
-                    "ID": str(next(self._multifield_ids)),
-                    "VALUE_TYPE": "MOBILE",
-                    "VALUE": phone,
-                    "TYPE_ID": "PHONE",
-                }
-            ]
-        return contact
-
-    def _new_deal(
-        self, deal_id: int, title: str, stage: str, category_id: int, contact_id: int | None, now: int
-    ) -> dict[str, Any]:
-        user = str(self.user_id)
-        semantic = stage_semantic(stage)
-        return {
-            "ID": str(deal_id),
-            "TITLE": title,
-            "TYPE_ID": "SALE",
-            "STAGE_ID": stage,
-            "PROBABILITY": None,
-            "CURRENCY_ID": "RUB",
-            "OPPORTUNITY": "0.00",
-            "IS_MANUAL_OPPORTUNITY": "N",
-            "TAX_VALUE": "0.00",
-            "LEAD_ID": None,
-            "COMPANY_ID": "0",
-            "CONTACT_ID": None if contact_id is None else str(contact_id),
-            "QUOTE_ID": None,
-            "BEGINDATE": portal_date(now),
-            "CLOSEDATE": portal_date(now, days=7),
-            "ASSIGNED_BY_ID": user,
-            "CREATED_BY_ID": user,
-            "MODIFY_BY_ID": user,
-            "DATE_CREATE": portal_time(now),
-            "DATE_MODIFY": portal_time(now),
-            "OPENED": "Y",
-            "CLOSED": "N" if semantic == "P" else "Y",
-            "COMMENTS": None,
-            "ADDITIONAL_INFO": None,
-            "LOCATION_ID": None,
-            "CATEGORY_ID": str(category_id),
-            "STAGE_SEMANTIC_ID": semantic,
-            "IS_NEW": "Y" if stage.endswith("NEW") else "N",
-            "IS_RECURRING": "N",
-            "IS_RETURN_CUSTOMER": "N",
-            "IS_REPEATED_APPROACH": "N",
-            "SOURCE_ID": "STORE",
-            "SOURCE_DESCRIPTION": None,
-            "ORIGINATOR_ID": None,
-            "ORIGIN_ID": None,
-            "MOVED_BY_ID": user,
-            "MOVED_TIME": portal_time(now),
-            "LAST_ACTIVITY_TIME": portal_time(now),
-            **_NO_UTM,
-            "LAST_ACTIVITY_BY": user,
-        }
-
+    # -- records ---------------------------------------------------------------------------------------
     def _touch(self, deal: dict[str, Any], now: int) -> None:
         deal["DATE_MODIFY"] = portal_time(now)
         deal["MODIFY_BY_ID"] = str(self.user_id)
@@ -459,41 +338,41 @@ class Bitrix24PortalFake(EmittingFake):
 
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
         if retry_after is not None or status == 503:
-            return _error(503, "QUERY_LIMIT_EXCEEDED", "Too many requests")
+            return rest_error(503, "QUERY_LIMIT_EXCEEDED", "Too many requests")
         if status == 429:
-            return _error(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit")
+            return rest_error(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit")
         if status >= 500:
-            return _error(status, "INTERNAL_SERVER_ERROR", "Internal server error")
+            return rest_error(status, "INTERNAL_SERVER_ERROR", "Internal server error")
         if status == 401:
-            return _invalid_credentials()
+            return invalid_credentials()
         if status == 404:
-            return _error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
+            return rest_error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
         if status == 403:
-            return _error(403, "ACCESS_DENIED", "Access denied")
-        return _error(status, "", status_phrase(status) if status != 400 else "Not found")
+            return rest_error(403, "ACCESS_DENIED", "Access denied")
+        return rest_error(status, "", status_phrase(status) if status != 400 else "Not found")
 
     def answer(self, request: FakeRequest) -> FakeResponse:
         started = time.time()
         match = _REST_PATH.match(request.path)
         if match is None:
             if request.path.startswith("/rest/"):
-                return _error(401, "NO_AUTH_FOUND", "Wrong authorization data")
+                return rest_error(401, "NO_AUTH_FOUND", "Wrong authorization data")
             return FakeResponse(404, {"error": "not found"})
         if request.method not in ("GET", "POST"):
             return FakeResponse(405, {"error": "method not allowed"})
         if self._revoked or match["user"] != str(self.user_id) or match["code"] != self.webhook_code:
-            return _invalid_credentials()
+            return invalid_credentials()
         method = match["method"].lower()
         handler = self._methods().get(method)
         if handler is None:
-            return _error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
+            return rest_error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
         try:
             result, extra = handler(request.params())
-        except _RestError as error:
-            return _error(400, error.code, str(error))
+        except RestError as error:
+            return rest_error(400, error.code, str(error))
         return FakeResponse(
             200,
-            {"result": result, **extra, "time": _timing(started)},
+            {"result": result, **extra, "time": rest_timing(started)},
             {"Content-Type": "application/json; charset=utf-8"},
         )
 
@@ -509,7 +388,7 @@ class Bitrix24PortalFake(EmittingFake):
         return self._rest_get(self._deals, params, dict)
 
     def _rest_contact_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        return self._rest_get(self._contacts, params, _copy_contact)
+        return self._rest_get(self._contacts, params, copy_contact)
 
     def _rest_get(
         self,
@@ -518,22 +397,22 @@ class Bitrix24PortalFake(EmittingFake):
         copy: Callable[[dict[str, Any]], dict[str, Any]],
     ) -> tuple[Any, dict[str, Any]]:
         """`crm.<entity>.get`: a copy of the record `id` names, or 400 "Not found"."""
-        record_id = _rest_id(params)
+        record_id = rest_id(params)
         with self._state_lock:
             record = records.get(record_id)
             if record is None:
-                raise _RestError("Not found")
+                raise RestError("Not found")
             return copy(record), {}
 
     def _rest_deal_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        conditions = {key.lstrip("="): str(value) for key, value in _nested(params, "filter").items()}
+        conditions = {key.lstrip("="): str(value) for key, value in nested_param(params, "filter").items()}
         with self._state_lock:
             deals = [
                 dict(deal)
                 for _, deal in sorted(self._deals.items())
                 if all(str(deal.get(field)) == value for field, value in conditions.items())
             ]
-        start = _start(params)
+        start = start_param(params)
         page = deals[start : start + 50]
         extra: dict[str, Any] = {"total": len(deals)}
         if start + 50 < len(deals):
@@ -541,27 +420,7 @@ class Bitrix24PortalFake(EmittingFake):
         return page, extra
 
     def _rest_status_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        entity = _nested(params, "filter").get("ENTITY_ID", "DEAL_STAGE")
-        match = re.fullmatch(r"DEAL_STAGE(?:_(\d+))?", str(entity))
-        if match is None:
-            return [], {"total": 0}
-        category = int(match[1] or 0)
-        items = []
-        for sort, stage in enumerate((*STANDARD_STAGES, "WON", "LOSE", "APOLOGY"), start=1):
-            semantic = stage_semantic(stage)
-            items.append(
-                {
-                    "ID": str(category * 100 + sort),
-                    "ENTITY_ID": str(entity),
-                    "STATUS_ID": full_stage_id(stage, category),
-                    "NAME": STAGE_NAMES[stage],
-                    "NAME_INIT": STAGE_NAMES[stage],
-                    "SORT": str(sort * 10),
-                    "SYSTEM": "Y" if stage in ("NEW", "WON", "LOSE") else "N",
-                    "CATEGORY_ID": str(category),
-                    "SEMANTICS": {"S": "S", "F": "F"}.get(semantic),
-                }
-            )
+        items = deal_stages(nested_param(params, "filter").get("ENTITY_ID", "DEAL_STAGE"))
         return items, {"total": len(items)}
 
     # -- control endpoints ---------------------------------------------------------------------------------
@@ -641,78 +500,6 @@ class Bitrix24PortalFake(EmittingFake):
             "deals": deals,
             "contacts": contacts,
         }
-
-
-class _RestError(Exception):
-    """A method's own error: 400 with `error` (usually empty) and `error_description`."""
-
-    def __init__(self, description: str, code: str = "") -> None:
-        super().__init__(description)
-        self.code = code
-
-
-def _error(status: int, code: str, description: str) -> FakeResponse:
-    return FakeResponse(
-        status,
-        {"error": code, "error_description": description},
-        {"Content-Type": "application/json; charset=utf-8"},
-    )
-
-
-def _invalid_credentials() -> FakeResponse:
-    return _error(401, "INVALID_CREDENTIALS", "Invalid request credentials")
-
-
-def _timing(started: float) -> dict[str, Any]:
-    finished = time.time()
-    return {
-        "start": started,
-        "finish": finished,
-        "duration": finished - started,
-        "processing": finished - started,
-        "date_start": datetime.fromtimestamp(started, PORTAL_OFFSET).isoformat(timespec="seconds"),
-        "date_finish": datetime.fromtimestamp(finished, PORTAL_OFFSET).isoformat(timespec="seconds"),
-        "operating_reset_at": int(finished) + 600,
-        "operating": 0,
-    }
-
-
-def _rest_id(params: Mapping[str, Any]) -> int:
-    """`id` or `ID`, a positive integer (a number or its digits)."""
-    value = params.get("id", params.get("ID"))
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _RestError("ID is not defined or invalid.")
-    return value
-
-
-def _nested(params: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """`filter` as a JSON object, or `filter[KEY]=value` form/query fields."""
-    value = params.get(name)
-    if isinstance(value, dict):
-        return value
-    prefix = f"{name}["
-    return {
-        key[len(prefix) : -1]: item
-        for key, item in params.items()
-        if key.startswith(prefix) and key.endswith("]")
-    }
-
-
-def _start(params: Mapping[str, Any]) -> int:
-    value = params.get("start", 0)
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _copy_contact(contact: dict[str, Any]) -> dict[str, Any]:
-    copied = dict(contact)
-    if "PHONE" in copied:
-        copied["PHONE"] = [dict(entry) for entry in copied["PHONE"]]
-    return copied
 
 
 def _field_strings(document: Mapping[str, Any]) -> dict[str, str]:
