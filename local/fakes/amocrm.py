@@ -41,6 +41,7 @@ Control endpoints (JSON bodies; a body it cannot follow is 400 with the reason):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -60,7 +61,6 @@ from local.fakes.emitting import (
     id_field,
     json_object,
     php_form,
-    post_form,
     text_field,
 )
 
@@ -314,11 +314,12 @@ class AmoCrmFake(EmittingFake):
         return document
 
     # -- emission ---------------------------------------------------------------------------------------
-    @staticmethod
-    def _deliver(lead_ids: tuple[int, ...], payload: str, headers: dict[str, str], url: str) -> Delivery:
+    def _deliver(
+        self, lead_ids: tuple[int, ...], payload: str, headers: dict[str, str], url: str
+    ) -> Delivery:
         """Outside the account lock: the handler may read the leads while it answers."""
-        status, body, error = post_form(url, payload, headers)
-        return Delivery(status, body, error, EVENT, lead_ids, payload=payload)
+        build = functools.partial(Delivery, event=EVENT, lead_ids=lead_ids, payload=payload)
+        return self._send(url, payload, headers, build)
 
     # -- API -----------------------------------------------------------------------------------------------
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:

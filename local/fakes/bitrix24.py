@@ -43,6 +43,7 @@ for the portal (JSON bodies; a body it cannot follow is 400 with the reason):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import re
@@ -76,7 +77,6 @@ from local.fakes.emitting import (
     control_contact,
     json_object,
     php_form,
-    post_form,
     text_field,
 )
 
@@ -329,8 +329,8 @@ class Bitrix24PortalFake(EmittingFake):
 
     def _deliver(self, event: str, deal_id: int, payload: str, url: str | None = None) -> Delivery:
         """Outside the portal lock: the handler may call crm.deal.get while it answers."""
-        status, body, error = post_form(url or self._handler(), payload, {"User-Agent": USER_AGENT})
-        return Delivery(status, body, error, event, deal_id, payload=payload)
+        build = functools.partial(Delivery, event=event, deal_id=deal_id, payload=payload)
+        return self._send(url or self._handler(), payload, {"User-Agent": USER_AGENT}, build)
 
     # -- REST --------------------------------------------------------------------------------------------
     def redact_path(self, path: str) -> str:
