@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from local.fakes.base import FakeResponse
+from local.fakes.base import FakeRequest, FakeResponse, status_phrase
+from local.fakes.emitting import php_params
 
 PORTAL_OFFSET = timezone(timedelta(hours=3))  # the portal's time zone (Moscow, no DST)
 STANDARD_STAGES = ("NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE")
@@ -221,6 +222,34 @@ def invalid_credentials() -> FakeResponse:
     return rest_error(401, "INVALID_CREDENTIALS", "Invalid request credentials")
 
 
+def injected_error(status: int, retry_after: int | None = None) -> FakeResponse:
+    """An injected fault (`POST /_faults`) as the portal answers such a failure."""
+    if retry_after is not None or status == 503:
+        return rest_error(503, "QUERY_LIMIT_EXCEEDED", "Too many requests")
+    if status == 429:
+        return rest_error(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit")
+    if status >= 500:
+        return rest_error(status, "INTERNAL_SERVER_ERROR", "Internal server error")
+    if status == 401:
+        return invalid_credentials()
+    if status == 404:
+        return rest_error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
+    if status == 403:
+        return rest_error(403, "ACCESS_DENIED", "Access denied")
+    return rest_error(status, "", status_phrase(status) if status != 400 else "Not found")
+
+
+def list_page(
+    items: list[Any], params: Mapping[str, Any], size: int = 50
+) -> tuple[list[Any], dict[str, Any]]:
+    """A list method's page from `start` (50 a page), with `total`, and `next` when more remain."""
+    start = start_param(params)
+    extra: dict[str, Any] = {"total": len(items)}
+    if start + size < len(items):
+        extra["next"] = start + size
+    return items[start : start + size], extra
+
+
 def rest_timing(started: float) -> dict[str, Any]:
     finished = time.time()
     return {
@@ -271,3 +300,23 @@ def copy_contact(contact: dict[str, Any]) -> dict[str, Any]:
     if "PHONE" in copied:
         copied["PHONE"] = [dict(entry) for entry in copied["PHONE"]]
     return copied
+
+
+def rest_params(request: FakeRequest) -> dict[str, Any]:
+    """A REST call's parameters: query and form fields read as PHP reads them
+    (`filter[>ID]=5&select[]=ID`), then a JSON body's."""
+    params = php_params(request.field_pairs())
+    document = request.json()
+    if isinstance(document, dict):
+        params.update(document)
+    return params
+
+
+def field_strings(document: Mapping[str, Any]) -> dict[str, str]:
+    """Control-endpoint field values as Bitrix24 stores them: strings (numbers allowed in JSON)."""
+    fields = {}
+    for key, value in document.items():
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"{key} must be a string or a number")
+        fields[key] = value if isinstance(value, str) else str(value)
+    return fields
