@@ -6,7 +6,18 @@ API (`base_url`, what the operator has as `https://<subdomain>.amocrm.ru`), with
 - `GET /api/v4/leads/<id>` (`with=contacts` adds `_embedded.contacts`: `id`, `is_main`,
   `_links`) and `GET /api/v4/contacts/<id>` (the phone in `custom_fields_values`, field code
   `PHONE`), `Content-Type: application/hal+json`;
-- an entity that does not exist: 204 No Content, an empty body, as amoCRM answers;
+- `GET /api/v4/events` (`local.fakes.crm_history.EventFeed`): the account's events, newest
+  first (`created_at`, then `id`): a new lead is `lead_added` (its `value_after` a note, as
+  amoCRM documents it), each move of a lead's status or pipeline `lead_status_changed` with
+  `value_before`/`value_after` `[{"lead_status": {"id", "pipeline_id"}}]`; `id` a 26-character
+  lowercase time-ordered string, `created_at` unix seconds, `_links`, `_embedded.entity`.
+  `filter[type]`, `filter[entity]`, `filter[id]`, `filter[created_by]` (one value, `a,b`, or
+  `[]=` lists), `filter[entity_id][]` (at most 10; with exactly one `filter[entity]`, else 400),
+  `filter[created_at][from]`/`[to]` (inclusive), `filter[value_before|value_after][leads_statuses]
+  [N][status_id|pipeline_id]`, `limit` (default 50, at most 100, else 400), `page` (from 1):
+  `{"_page", "_links": {"self", "next"?}, "_embedded": {"events": [...]}}`; `GET
+  /api/v4/events/<id>` one event. A query it refuses: 400 problem+json with `validation-errors`;
+- an entity that does not exist, or no events: 204 No Content, an empty body, as amoCRM answers;
 - a missing or wrong token, or a revoked one (`revoke_token()`): 401 `application/problem+json`
   `{"title": "Unauthorized", "type": "https://httpstatus.es/401", "status": 401, "detail": ...}`.
 
@@ -25,15 +36,23 @@ moves the leads and posts ONE form-encoded request carrying all of them, shaped 
 
 (brackets percent-encoded). It is synchronous and returns the pipeline's answer as a `Delivery`;
 `resend_last()` posts the last request again, byte for byte, as amoCRM's retry would.
+`burst_statuses` moves one lead several times within one second, then posts one request per move
+(or one carrying the net change, `collapse`). Webhook faults (lost, delayed):
+`local.fakes.webhook_faults`, `/_webhook_faults`.
 
 Faults (`POST /_faults`, see `local.fakes.base`) apply to the API only: 5xx and 4xx as
 problem+json, `rate_limit_next` 429 `{"title": "Too Many Requests", ...}` with Retry-After.
-Control endpoints (JSON bodies; a body it cannot follow is 400 with the reason):
+Control endpoints (JSON bodies; a body it cannot follow is 400 with the reason; `at`,
+`created_at`: unix seconds, `age_seconds`: that long ago, to date a change in the past, not in the
+future nor before the lead's latest event):
 
     POST /_contacts {"name", "phone"?}                                     -> {"contact_id"}
-    POST /_leads {"name", "pipeline_id", "status_id", "contact": {"name", "phone"?}? | "contact_id"?}
-                                                                           -> {"lead_id", "contact_id"}
-    POST /_leads/status {"leads": [{"id", "status_id", "pipeline_id"?}, ...]} -> {"delivery"}
+    POST /_leads {"name", "pipeline_id", "status_id", "contact": {"name", "phone"?}? | "contact_id"?,
+                  "at"? | "created_at"? | "age_seconds"?}                  -> {"lead_id", "contact_id"}
+    POST /_leads/status {"leads": [{"id", "status_id", "pipeline_id"?, "at"? | "age_seconds"?}, ...]}
+                                                                           -> {"delivery"}
+    POST /_leads/<id>/burst {"statuses": [status_id | {"status_id", "pipeline_id"?}, ...],
+                             "collapse"?}                                  -> {"lead", "deliveries"}
     POST /_resend                                                          -> {"delivery"}
     GET  /_leads/<id>                                                      -> the lead (with contacts)
     POST /_token/revoke, POST /_token/restore; GET /_account (base URL, token, handler)
@@ -41,6 +60,7 @@ Control endpoints (JSON bodies; a body it cannot follow is 400 with the reason):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -49,7 +69,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from local.fakes.amocrm_model import (
+    HAL_JSON,
+    LOST_STATUS_ID,
+    PROBLEM_JSON,
+    USER_ID,
+    WON_STATUS_ID,
+    invalid_query,
+    new_contact,
+    new_lead,
+    positive,
+    problem,
+    status_change,
+    status_fields,
+    unauthorized,
+)
 from local.fakes.base import FakeRequest, FakeResponse, status_phrase
+from local.fakes.crm_history import EventFeed, EventQueryError, change_time, not_after
 from local.fakes.emitting import (
     ControlInputError,
     EmittingFake,
@@ -60,7 +96,7 @@ from local.fakes.emitting import (
     id_field,
     json_object,
     php_form,
-    post_form,
+    php_params,
     text_field,
 )
 
@@ -69,38 +105,12 @@ DEFAULT_SUBDOMAIN = "localshop"
 DEFAULT_ACCOUNT_ID = 29085955
 EVENT = "leads.status"
 USER_AGENT = "amoCRM-Webhooks/3.0"
-HAL_JSON = "application/hal+json"
-PROBLEM_JSON = "application/problem+json"
-# amoCRM's system statuses, the same in every pipeline: "successfully realized" and "closed, not realized".
-WON_STATUS_ID = 142
-LOST_STATUS_ID = 143
-# The account's one user (the long-lived token's owner) and its phone field.
-USER_ID = 10000698
-PHONE_FIELD_ID = 1138181
-PHONE_ENUM_ID = 718323
 FIRST_LEAD_ID = 31000001
 FIRST_CONTACT_ID = 42000001
-_API_PATH = re.compile(r"^/api/v4/(?P<entity>leads|contacts)/(?P<id>\d+)$")
-_LEAD_ROUTE = re.compile(r"^/_leads/(?P<id>\d+)$")
-
-# The fields of one lead in a `leads[status]` webhook, in amoCRM's order.
-_STATUS_FIELDS = (
-    "id",
-    "name",
-    "status_id",
-    "old_status_id",
-    "price",
-    "responsible_user_id",
-    "last_modified",
-    "modified_user_id",
-    "created_user_id",
-    "date_create",
-    "pipeline_id",
-    "old_pipeline_id",
-    "account_id",
-    "created_at",
-    "updated_at",
+_API_PATH = re.compile(
+    r"^/api/v4/(?:(?P<entity>leads|contacts)/(?P<id>\d+)|(?P<events>events)(?:/(?P<event>[0-9a-z]+))?)$"
 )
+_LEAD_ROUTE = re.compile(r"^/_leads/(?P<id>\d+)(?P<burst>/burst)?$")
 
 StatusChange = tuple[int, int] | tuple[int, int, int]
 
@@ -137,6 +147,7 @@ class AmoCrmFake(EmittingFake):
         self._contact_ids = itertools.count(FIRST_CONTACT_ID)
         self._lead_ids = itertools.count(FIRST_LEAD_ID)
         self._last_sent: tuple[tuple[int, ...], str, dict[str, str]] | None = None
+        self.events = EventFeed(account_id, USER_ID)
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -168,67 +179,48 @@ class AmoCrmFake(EmittingFake):
     def create_contact(self, name: str, phone: str | None) -> int:
         check_contact(name, phone)
         now = self._clock.tick()
-        first, _, last = name.strip().partition(" ")
         with self._state_lock:
             contact_id = next(self._contact_ids)
-            self._contacts[contact_id] = {
-                "id": contact_id,
-                "name": name,
-                "first_name": first,
-                "last_name": last,
-                "responsible_user_id": USER_ID,
-                "group_id": 0,
-                "created_by": USER_ID,
-                "updated_by": USER_ID,
-                "created_at": now,
-                "updated_at": now,
-                "closest_task_at": None,
-                "is_deleted": False,
-                "is_unsorted": False,
-                "custom_fields_values": _phone_fields(phone),
-                "account_id": self.account_id,
-            }
+            self._contacts[contact_id] = new_contact(contact_id, name, phone, now, self.account_id)
         return contact_id
 
-    def create_lead(self, name: str, pipeline_id: int, status_id: int, contact_id: int | None = None) -> int:
-        """A lead in a pipeline's status (amoCRM's ids are any positive integers here); no webhook."""
+    def create_lead(
+        self,
+        name: str,
+        pipeline_id: int,
+        status_id: int,
+        contact_id: int | None = None,
+        created_at: int | None = None,
+    ) -> int:
+        """A lead in a pipeline's status (amoCRM's ids are any positive integers here); no webhook.
+
+        Its `lead_added` event is in the feed; `created_at` (unix seconds) dates both in the past.
+        """
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a lead needs a name")
-        _positive("pipeline_id", pipeline_id)
-        _positive("status_id", status_id)
-        now = self._clock.tick()
+        positive("pipeline_id", pipeline_id)
+        positive("status_id", status_id)
+        now = not_after(created_at, self._clock.tick(), "created_at")
         with self._state_lock:
             if contact_id is not None and contact_id not in self._contacts:
                 raise ValueError(f"no contact {contact_id}")
             lead_id = next(self._lead_ids)
-            self._leads[lead_id] = {
-                "id": lead_id,
-                "name": name,
-                "price": 0,
-                "responsible_user_id": USER_ID,
-                "group_id": 0,
-                "status_id": status_id,
-                "pipeline_id": pipeline_id,
-                "loss_reason_id": None,
-                "created_by": USER_ID,
-                "updated_by": USER_ID,
-                "created_at": now,
-                "updated_at": now,
-                "closed_at": now if status_id in (WON_STATUS_ID, LOST_STATUS_ID) else None,
-                "closest_task_at": None,
-                "is_deleted": False,
-                "custom_fields_values": None,
-                "score": None,
-                "account_id": self.account_id,
-                "labor_cost": None,
-            }
+            self._leads[lead_id] = new_lead(lead_id, name, pipeline_id, status_id, now, self.account_id)
             if contact_id is not None:
                 self._lead_contact[lead_id] = contact_id
+            self.events.lead_added(lead_id, now)
         return lead_id
 
-    def change_statuses(self, changes: Sequence[StatusChange]) -> Delivery:
-        """Each lead moves to its new status (and pipeline); one webhook carries them all."""
-        parsed = [_status_change(change) for change in changes]
+    def change_statuses(
+        self, changes: Sequence[StatusChange], at: Mapping[int, int] | None = None
+    ) -> Delivery:
+        """Each lead moves to its new status (and pipeline); one webhook carries them all.
+
+        Each move that changes the status or pipeline adds a `lead_status_changed` event. `at`
+        (lead id -> unix seconds) dates a lead's move in the past: its event, `updated_at`,
+        `closed_at`; not before the lead's latest event.
+        """
+        parsed = [status_change(change) for change in changes]
         if not parsed:
             raise ValueError("change_statuses needs at least one (lead_id, status_id[, pipeline_id])")
         lead_ids = [lead_id for lead_id, _, _ in parsed]
@@ -240,26 +232,43 @@ class AmoCrmFake(EmittingFake):
             missing = [lead_id for lead_id in lead_ids if lead_id not in self._leads]
             if missing:
                 raise KeyError(f"no lead {missing[0]}")
-            pairs: list[tuple[str, object]] = [
-                ("account[subdomain]", self.subdomain),
-                ("account[id]", self.account_id),
-                ("account[_links][self]", self.account_url),
+            times = {lead_id: self._move_time(lead_id, (at or {}).get(lead_id), now) for lead_id in lead_ids}
+            moves = [
+                self._move(lead_id, status_id, pipeline_id, times[lead_id])
+                for lead_id, status_id, pipeline_id in parsed
             ]
-            for index, (lead_id, status_id, pipeline_id) in enumerate(parsed):
-                lead = self._leads[lead_id]
-                old_status, old_pipeline = lead["status_id"], lead["pipeline_id"]
-                lead.update(
-                    status_id=status_id,
-                    pipeline_id=pipeline_id if pipeline_id is not None else old_pipeline,
-                    updated_at=now,
-                    updated_by=USER_ID,
-                    closed_at=now if status_id in (WON_STATUS_ID, LOST_STATUS_ID) else None,
-                )
-                pairs.extend(_status_fields(index, lead, old_status, old_pipeline))
-            payload = php_form(pairs)
-            headers = {"User-Agent": USER_AGENT, "X-Amocrm-Requestid": str(uuid.uuid4())}
-            self._last_sent = (tuple(lead_ids), payload, headers)
+            payload, headers = self._record_payload(moves)
         return self._deliver(tuple(lead_ids), payload, headers, url)
+
+    def burst_statuses(
+        self, lead_id: int, statuses: Sequence[int | tuple[int, int]], collapse: bool = False
+    ) -> list[Delivery]:
+        """Several moves of one lead within the same second (a status id, or (status_id,
+        pipeline_id)), each a `lead_status_changed` event; then one request per move, or with
+        `collapse` one request after the last, carrying the net change (old status: before the burst).
+        """
+        steps = [
+            status_change((lead_id, *(step if isinstance(step, tuple) else (step,)))) for step in statuses
+        ]
+        if len(steps) < 2:
+            raise ValueError("a burst needs at least two statuses")
+        url = self._handler()
+        now = self._clock.tick()
+        with self._state_lock:
+            lead = self._leads.get(lead_id)
+            if lead is None:
+                raise KeyError(f"no lead {lead_id}")
+            where = (lead["status_id"], lead["pipeline_id"])
+            for _, status_id, pipeline_id in steps:
+                target = (status_id, pipeline_id if pipeline_id is not None else where[1])
+                if target == where:
+                    raise ValueError(f"a burst moves the lead each time: status {status_id} follows itself")
+                where = target
+            moves = [self._move(lead_id, status_id, pipeline_id, now) for _, status_id, pipeline_id in steps]
+            if collapse:
+                moves = [(moves[-1][0], moves[0][1], moves[0][2])]
+            requests = [self._record_payload([move]) for move in moves]
+        return [self._deliver((lead_id,), payload, headers, url) for payload, headers in requests]
 
     def resend_last(self) -> Delivery:
         """The last webhook posted again, byte for byte (same headers too)."""
@@ -283,6 +292,49 @@ class AmoCrmFake(EmittingFake):
             if contact_id not in self._contacts:
                 raise KeyError(f"no contact {contact_id}")
             return self._contact_document(contact_id)
+
+    # -- changes and documents (under the account lock) -----------------------------------------------
+    def _move_time(self, lead_id: int, at: int | None, now: int) -> int:
+        when = not_after(at, now, "at")
+        last = self.events.last_time(lead_id)
+        if at is not None and last is not None and when < last:
+            raise ValueError(f"at ({when}) is before lead {lead_id}'s latest event ({last})")
+        return when
+
+    def _move(
+        self, lead_id: int, status_id: int, pipeline_id: int | None, when: int
+    ) -> tuple[dict[str, Any], int, int]:
+        """The lead moved (an event when its status or pipeline changes): (lead as it is now, the
+        old status, the old pipeline)."""
+        lead = self._leads[lead_id]
+        old_status, old_pipeline = lead["status_id"], lead["pipeline_id"]
+        new_pipeline = pipeline_id if pipeline_id is not None else old_pipeline
+        lead.update(
+            status_id=status_id,
+            pipeline_id=new_pipeline,
+            updated_at=max(lead["updated_at"], when),
+            updated_by=USER_ID,
+            closed_at=when if status_id in (WON_STATUS_ID, LOST_STATUS_ID) else None,
+        )
+        if (status_id, new_pipeline) != (old_status, old_pipeline):
+            self.events.lead_status_changed(
+                lead_id, when, (old_status, old_pipeline), (status_id, new_pipeline)
+            )
+        return dict(lead), old_status, old_pipeline
+
+    def _record_payload(self, moves: list[tuple[dict[str, Any], int, int]]) -> tuple[str, dict[str, str]]:
+        """One `leads[status]` request carrying `moves`, remembered for resend_last."""
+        pairs: list[tuple[str, object]] = [
+            ("account[subdomain]", self.subdomain),
+            ("account[id]", self.account_id),
+            ("account[_links][self]", self.account_url),
+        ]
+        for index, (lead, old_status, old_pipeline) in enumerate(moves):
+            pairs.extend(status_fields(index, lead, old_status, old_pipeline))
+        payload = php_form(pairs)
+        headers = {"User-Agent": USER_AGENT, "X-Amocrm-Requestid": str(uuid.uuid4())}
+        self._last_sent = (tuple(lead["id"] for lead, _, _ in moves), payload, headers)
+        return payload, headers
 
     # -- documents (under the account lock) -----------------------------------------------------------
     def _link(self, entity: str, entity_id: int) -> dict[str, Any]:
@@ -314,11 +366,12 @@ class AmoCrmFake(EmittingFake):
         return document
 
     # -- emission ---------------------------------------------------------------------------------------
-    @staticmethod
-    def _deliver(lead_ids: tuple[int, ...], payload: str, headers: dict[str, str], url: str) -> Delivery:
+    def _deliver(
+        self, lead_ids: tuple[int, ...], payload: str, headers: dict[str, str], url: str
+    ) -> Delivery:
         """Outside the account lock: the handler may read the leads while it answers."""
-        status, body, error = post_form(url, payload, headers)
-        return Delivery(status, body, error, EVENT, lead_ids, payload=payload)
+        build = functools.partial(Delivery, event=EVENT, lead_ids=lead_ids, payload=payload)
+        return self._send(url, payload, headers, build)
 
     # -- API -----------------------------------------------------------------------------------------------
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
@@ -329,20 +382,22 @@ class AmoCrmFake(EmittingFake):
             body = {"title": "Too Many Requests", "type": "https://httpstatus.es/429", "status": 429}
             return FakeResponse(429, body, headers)
         if status == 401:
-            return _unauthorized()
-        return _problem(status, f"{status_phrase(status)} (injected fault)")
+            return unauthorized()
+        return problem(status, f"{status_phrase(status)} (injected fault)")
 
     def answer(self, request: FakeRequest) -> FakeResponse:
         if not request.path.startswith("/api/"):
-            return _problem(404, "Not found")
+            return problem(404, "Not found")
         authorization = request.headers.get("authorization", "")
         if self._revoked or authorization != f"Bearer {self.token}":
-            return _unauthorized()
+            return unauthorized()
         match = _API_PATH.match(request.path)
         if match is None:
-            return _problem(404, "Not found")
+            return problem(404, "Not found")
         if request.method != "GET":
-            return _problem(405, "Method not allowed")
+            return problem(405, "Method not allowed")
+        if match["events"]:
+            return self._answer_events(request, match["event"])
         entity_id = int(match["id"])
         with_values = {value.strip() for value in request.query.get("with", "").split(",")}
         with self._state_lock:
@@ -354,6 +409,20 @@ class AmoCrmFake(EmittingFake):
                 if entity_id not in self._contacts:
                     return FakeResponse(204, b"")
                 document = self._contact_document(entity_id)
+        return FakeResponse(200, document, {"Content-Type": HAL_JSON})
+
+    def _answer_events(self, request: FakeRequest, event_id: str | None) -> FakeResponse:
+        """`GET /api/v4/events` (204 when no event matches) and `GET /api/v4/events/<id>`."""
+        if event_id is not None:
+            document = self.events.event(event_id, self.base_url)
+        else:
+            pairs = request.field_pairs()
+            try:
+                document = self.events.query(php_params(pairs), pairs, self.base_url)
+            except EventQueryError as error:
+                return invalid_query(str(error), error.path)
+        if document is None:
+            return FakeResponse(204, b"")
         return FakeResponse(200, document, {"Content-Type": HAL_JSON})
 
     # -- control endpoints ----------------------------------------------------------------------------------
@@ -370,12 +439,23 @@ class AmoCrmFake(EmittingFake):
         if route == ("POST", "/_resend"):
             return FakeResponse(200, {"delivery": self.resend_last().as_dict()})
         match = _LEAD_ROUTE.match(request.path)
-        if match is not None and request.method == "GET":
+        if match is not None and not match["burst"] and request.method == "GET":
             return FakeResponse(200, self.lead(int(match["id"])))
+        if match is not None and match["burst"] and request.method == "POST":
+            return self._control_burst(int(match["id"]), json_object(request))
         return None
 
     def _control_create_lead(self, document: dict[str, Any]) -> FakeResponse:
-        known = {"name", "pipeline_id", "status_id", "contact", "contact_id"}
+        known = {
+            "name",
+            "pipeline_id",
+            "status_id",
+            "contact",
+            "contact_id",
+            "created_at",
+            "at",
+            "age_seconds",
+        }
         unknown = set(document) - known
         if unknown:
             raise ControlInputError(f"unknown keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
@@ -384,8 +464,9 @@ class AmoCrmFake(EmittingFake):
         status_id = int(id_field(document, "status_id") or 0)
         if "contact" in document and "contact_id" in document:
             raise ControlInputError("give either contact or contact_id, not both")
+        created_at = change_time(document, self._clock.now(), names=("created_at", "at"))
         contact_id = control_contact(document, self.contact, self._contact_from)
-        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id)
+        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id, created_at)
         return FakeResponse(201, {"lead_id": lead_id, "contact_id": contact_id})
 
     def _control_statuses(self, document: dict[str, Any]) -> Delivery:
@@ -396,20 +477,49 @@ class AmoCrmFake(EmittingFake):
         if not isinstance(leads, list) or not leads:
             raise ControlInputError('leads must be a non-empty list such as [{"id": 1, "status_id": 142}]')
         changes: list[StatusChange] = []
+        times: dict[int, int] = {}
+        now = self._clock.now()
         for entry in leads:
             if not isinstance(entry, dict):
                 raise ControlInputError('each lead must be an object {"id", "status_id", "pipeline_id"?}')
-            extra = set(entry) - {"id", "status_id", "pipeline_id"}
+            extra = set(entry) - {"id", "status_id", "pipeline_id", "at", "age_seconds"}
             if extra:
-                raise ControlInputError(
-                    f"unknown keys {sorted(extra)} in a lead; known: id, status_id, pipeline_id"
-                )
+                known = "id, status_id, pipeline_id, at, age_seconds"
+                raise ControlInputError(f"unknown keys {sorted(extra)} in a lead; known: {known}")
             lead_id = int(id_field(entry, "id") or 0)
             status_id = int(id_field(entry, "status_id") or 0)
             pipeline_id = id_field(entry, "pipeline_id", required=False)
             changes.append((lead_id, status_id) if pipeline_id is None else (lead_id, status_id, pipeline_id))
             existing(self.lead, lead_id)
-        return self.change_statuses(changes)
+            when = change_time(entry, now)
+            if when is not None:
+                times[lead_id] = when
+        return self.change_statuses(changes, times)
+
+    def _control_burst(self, lead_id: int, document: dict[str, Any]) -> FakeResponse:
+        unknown = set(document) - {"statuses", "collapse"}
+        if unknown:
+            raise ControlInputError(f"unknown keys {sorted(unknown)}; a burst takes statuses, collapse")
+        statuses, collapse = document.get("statuses"), document.get("collapse", False)
+        if not isinstance(statuses, list):
+            raise ControlInputError(
+                'statuses must be a list, e.g. [70012, {"status_id": 142, "pipeline_id": 7001}]'
+            )
+        if not isinstance(collapse, bool):
+            raise ControlInputError("collapse must be true or false")
+        steps: list[int | tuple[int, int]] = []
+        for step in statuses:
+            if isinstance(step, dict):
+                status_id = int(id_field(step, "status_id") or 0)
+                pipeline_id = id_field(step, "pipeline_id", required=False)
+                steps.append(status_id if pipeline_id is None else (status_id, pipeline_id))
+            else:
+                steps.append(int(id_field({"status_id": step}, "status_id") or 0))
+        self.lead(lead_id)  # 404 for a lead that does not exist
+        deliveries = self.burst_statuses(lead_id, steps, collapse)
+        return FakeResponse(
+            200, {"lead": self.lead(lead_id), "deliveries": [delivery.as_dict() for delivery in deliveries]}
+        )
 
     def _contact_from(self, document: Mapping[str, Any]) -> int:
         unknown = set(document) - {"name", "phone"}
@@ -432,60 +542,3 @@ class AmoCrmFake(EmittingFake):
             "leads": leads,
             "contacts": contacts,
         }
-
-
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer")
-
-
-def _status_change(change: object) -> tuple[int, int, int | None]:
-    if not isinstance(change, tuple | list) or len(change) not in (2, 3):
-        raise ValueError(f"a status change is (lead_id, status_id[, pipeline_id]), not {change!r}")
-    for name, value in zip(("lead_id", "status_id", "pipeline_id"), change, strict=False):
-        _positive(name, value)
-    return int(change[0]), int(change[1]), int(change[2]) if len(change) == 3 else None
-
-
-def _status_fields(
-    index: int, lead: Mapping[str, Any], old_status: int, old_pipeline: int
-) -> list[tuple[str, object]]:
-    """One lead of a `leads[status]` webhook, in amoCRM's order."""
-    values = {
-        **lead,
-        "old_status_id": old_status,
-        "old_pipeline_id": old_pipeline,
-        "last_modified": lead["updated_at"],
-        "modified_user_id": lead["updated_by"],
-        "created_user_id": lead["created_by"],
-        "date_create": lead["created_at"],
-    }
-    return [(f"leads[status][{index}][{key}]", values[key]) for key in _STATUS_FIELDS]
-
-
-def _phone_fields(phone: str | None) -> list[dict[str, Any]] | None:
-    if not phone:
-        return None
-    return [
-        {
-            "field_id": PHONE_FIELD_ID,
-            "field_name": "Телефон",
-            "field_code": "PHONE",
-            "field_type": "multitext",
-            "values": [{"value": phone, "enum_id": PHONE_ENUM_ID, "enum_code": "MOB"}],
-        }
-    ]
-
-
-def _problem(status: int, detail: str) -> FakeResponse:
-    body = {
-        "title": status_phrase(status),
-        "type": f"https://httpstatus.es/{status}",
-        "status": status,
-        "detail": detail,
-    }
-    return FakeResponse(status, body, {"Content-Type": PROBLEM_JSON})
-
-
-def _unauthorized() -> FakeResponse:
-    return _problem(401, "Invalid user name or password")

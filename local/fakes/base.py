@@ -74,6 +74,8 @@ class FakeRequest:
     query: dict[str, str]
     headers: dict[str, str]  # names lowercased
     body: bytes
+    # The query's fields in order, repeated names kept (`query` keeps the last of each).
+    query_pairs: tuple[tuple[str, str], ...] = ()
 
     def json(self) -> Any:
         """The body as JSON, or None when it is empty or not JSON."""
@@ -83,6 +85,13 @@ class FakeRequest:
             return json.loads(self.body)
         except ValueError:
             return None
+
+    def field_pairs(self) -> list[tuple[str, str]]:
+        """The query's fields, then a form-encoded body's, in order and with repeated names kept."""
+        pairs = list(self.query_pairs)
+        if "application/x-www-form-urlencoded" in self.headers.get("content-type", ""):
+            pairs.extend(urllib.parse.parse_qsl(self.body.decode("utf-8", "replace"), keep_blank_values=True))
+        return pairs
 
     def params(self) -> dict[str, Any]:
         """Query, form-encoded and JSON object parameters merged (later ones win), like most HTTP APIs."""
@@ -392,12 +401,14 @@ class _FakeRequestHandler(AnyMethodHandler):
         parsed = urllib.parse.urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(min(length, MAX_BODY_BYTES)) if length > 0 else b""
+        query_pairs = tuple(urllib.parse.parse_qsl(parsed.query, keep_blank_values=True))
         return FakeRequest(
             method=self.command,
             path=parsed.path,
-            query=dict(urllib.parse.parse_qsl(parsed.query, keep_blank_values=True)),
+            query=dict(query_pairs),
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
+            query_pairs=query_pairs,
         )
 
     def _serve(self) -> None:

@@ -12,8 +12,19 @@ parameters as a JSON body, a form body or the query string, answered
   invalid.";
 - `crm.deal.list` (`filter` of exact field values, optionally `=FIELD`) and `crm.status.list`
   (`filter[ENTITY_ID]` `DEAL_STAGE` or `DEAL_STAGE_<category>`: the standard stages);
+- `crm.stagehistory.list` (`local.fakes.crm_history.StageHistory`): the portal's stage history.
+  A new deal adds a record `TYPE_ID` 1, each move 2 (to an intermediate stage) or 3 (to a final
+  one); `ID` (portal-wide), `TYPE_ID`, `OWNER_ID` (the deal), `CATEGORY_ID` as integers,
+  `CREATED_TIME` in portal time, `STAGE_SEMANTIC_ID`, `STAGE_ID`. `entityTypeId` 2 (deals; 1 and
+  5 answer no items, another 400 `ENTITY_TYPE_NOT_SUPPORTED`), `order` (`{"ID": "DESC"}`, any
+  field; default ID ASC), `filter` (exact values, lists, prefixes `=`, `!=`, `!`, `<`, `>`, `<=`,
+  `>=`, `@`, `!@`; CREATED_TIME compared as an instant, any offset; another field, order or value
+  400 `INVALID_ARG_VALUE`), `select`, `start`: 50 a page, with `total` and `next`;
 - another method: 404 `ERROR_METHOD_NOT_FOUND`; another user or code, or a revoked webhook
   (`revoke_webhook()`): 401 `INVALID_CREDENTIALS`. The code is masked in `/_calls`.
+Query and form parameters are read as PHP reads them (`filter[>ID]=5&select[]=ID`). A portal made
+with `omit_moved_time=True` (or `POST /_portal {"omit_moved_time": true}`) answers deals without
+MOVED_TIME, as some portals do.
 
 Stages: a deal in the default category (0) has `NEW`, `WON`, ...; one in category 2 has
 `C2:NEW`, `C2:WON`, ... (Bitrix24 prefixes the category's stages). `STAGE_SEMANTIC_ID` is `S` for
@@ -24,35 +35,62 @@ Outgoing webhooks (`configure_handler(url)`): `create_deal` emits `ONCRMDEALADD`
 (`event=ONCRMDEALUPDATE&event_handler_id=13&data%5BFIELDS%5D%5BID%5D=7&ts=...&auth%5Bdomain%5D=...`);
 the deal's fields are not in it, the handler reads them with `crm.deal.get`. Each emission is
 synchronous and returns the pipeline's answer as a `Delivery`; `resend_last()` posts the last
-body again, byte for byte, as a retried delivery.
+body again, byte for byte, as a retried delivery. `burst_moves` makes several moves within one
+second, then posts one ONCRMDEALUPDATE per move (or one, `collapse`). Webhook faults (lost,
+delayed): `local.fakes.webhook_faults`, `/_webhook_faults`.
 
 Faults (`POST /_faults`, see `local.fakes.base`) apply to the REST calls only, answered with
 Bitrix24's errors: 5xx `INTERNAL_SERVER_ERROR`, `rate_limit_next` and 503 `QUERY_LIMIT_EXCEEDED`
 (503, no Retry-After), 429 `OPERATION_TIME_LIMIT`, 401 `INVALID_CREDENTIALS`. Control endpoints
-for the portal (JSON bodies; a body it cannot follow is 400 with the reason):
+for the portal (JSON bodies; a body it cannot follow is 400 with the reason; `created_at`, `at`:
+unix seconds, `age_seconds`: that long ago, to date a change in the past, not in the future):
 
     POST /_contacts {"name", "phone", "last_name"?}            -> {"contact_id"}
-    POST /_deals {"title", "stage_id"?, "category_id"?, "contact": {"name", "phone"}? | "contact_id"?}
-                                                              -> {"deal_id", "contact_id", "delivery"}
-    POST /_deals/<id>/move {"stage_id"}                       -> {"deal", "delivery"}
+    POST /_deals {"title", "stage_id"?, "category_id"?, "contact": {"name", "phone"}? | "contact_id"?,
+                  "created_at"? | "age_seconds"?}             -> {"deal_id", "contact_id", "delivery"}
+    POST /_deals/<id>/move {"stage_id", "at"? | "age_seconds"?} -> {"deal", "delivery"}
+         (a move dated in the past dates its history record, MOVED_TIME and the webhook's `ts`;
+         not before the deal's last stage change)
+    POST /_deals/<id>/burst {"stage_ids": [...], "collapse"?} -> {"deal", "deliveries"}
     POST /_deals/<id>/edit {"TITLE": ..., "OPPORTUNITY": ...} -> {"deal", "delivery"}
     POST /_deals/<id>/resend                                  -> {"delivery"}
     GET  /_deals/<id>                                         -> the deal as crm.deal.get has it
-    POST /_webhook/revoke, POST /_webhook/restore; GET /_portal (the REST URL, the handler)
+    POST /_webhook/revoke, POST /_webhook/restore; GET /_portal (the REST URL, the handler, the
+    options), POST /_portal {"omit_moved_time": true|false}
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
-from local.fakes.base import FakeRequest, FakeResponse, status_phrase
+from local.fakes.base import FakeRequest, FakeResponse
+from local.fakes.bitrix24_model import (
+    RestError,
+    copy_contact,
+    deal_stages,
+    field_strings,
+    full_stage_id,
+    injected_error,
+    invalid_credentials,
+    list_page,
+    nested_param,
+    new_contact,
+    new_deal,
+    portal_time,
+    rest_error,
+    rest_id,
+    rest_params,
+    rest_timing,
+    stage_semantic,
+)
+from local.fakes.crm_history import StageHistory, change_time, not_after
 from local.fakes.emitting import (
     ControlInputError,
     EmittingFake,
@@ -61,33 +99,18 @@ from local.fakes.emitting import (
     control_contact,
     json_object,
     php_form,
-    post_form,
     text_field,
 )
 
 DEFAULT_WEBHOOK_CODE = "localbitrixcode"
 DEFAULT_DOMAIN = "local.bitrix24.test"
 DEFAULT_APPLICATION_TOKEN = "localBitrixAppToken0123456789"  # noqa: S105 - a fake's token
-PORTAL_OFFSET = timezone(timedelta(hours=3))  # the portal's time zone (Moscow, no DST)
 SERVER_ENDPOINT = "https://oauth.bitrix.info/rest/"
 USER_AGENT = "Bitrix24 Webhook Engine"
 EVENT_ADD = "ONCRMDEALADD"
 EVENT_UPDATE = "ONCRMDEALUPDATE"
 # One outgoing-webhook binding per event, each with its own handler id, as event.bind makes them.
 EVENT_HANDLER_IDS = {EVENT_ADD: 11, EVENT_UPDATE: 13}
-STANDARD_STAGES = ("NEW", "PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING", "FINAL_INVOICE")
-SUCCESS_STAGES = frozenset({"WON"})
-FAILURE_STAGES = frozenset({"LOSE", "APOLOGY"})
-STAGE_NAMES = {
-    "NEW": "New",
-    "PREPARATION": "Preparing documents",
-    "PREPAYMENT_INVOICE": "Invoice",
-    "EXECUTING": "In progress",
-    "FINAL_INVOICE": "Final invoice",
-    "WON": "Deal won",
-    "LOSE": "Deal lost",
-    "APOLOGY": "Analyze failure",
-}
 # The fields move_deal owns, or the portal sets itself: edit_deal refuses them.
 SYSTEM_FIELDS = frozenset(
     {
@@ -105,45 +128,10 @@ SYSTEM_FIELDS = frozenset(
         "MODIFY_BY_ID",
     }
 )
-# A contact's or deal's UTM fields, in Bitrix24's order: empty for what the stand-in creates.
-_NO_UTM: dict[str, None] = dict.fromkeys(
-    ("UTM_SOURCE", "UTM_MEDIUM", "UTM_CAMPAIGN", "UTM_CONTENT", "UTM_TERM")
-)
 _REST_PATH = re.compile(
     r"^/rest/(?P<user>\d+)/(?P<code>[^/]+)/(?P<method>[A-Za-z0-9_.]+?)(?:\.(?:json|xml))?$"
 )
-_STAGE = re.compile(r"^(?:C(?P<category>\d+):)?(?P<stage>[A-Z][A-Z0-9_]*)$")
-_DEAL_ROUTE = re.compile(r"^/_deals/(?P<id>\d+)(?:/(?P<action>move|edit|resend))?$")
-
-
-def portal_time(seconds: int) -> str:
-    """A Bitrix24 datetime: `2026-12-01T10:15:07+03:00`."""
-    return datetime.fromtimestamp(seconds, PORTAL_OFFSET).isoformat(timespec="seconds")
-
-
-def portal_date(seconds: int, days: int = 0) -> str:
-    """A Bitrix24 date field (`BEGINDATE`, `CLOSEDATE`): the day at UTC midnight, in portal time."""
-    day = datetime.fromtimestamp(seconds, PORTAL_OFFSET).date() + timedelta(days=days)
-    return datetime(day.year, day.month, day.day, tzinfo=UTC).astimezone(PORTAL_OFFSET).isoformat()
-
-
-def stage_semantic(stage_id: str) -> str:
-    stage = stage_id.rpartition(":")[2]
-    if stage in SUCCESS_STAGES:
-        return "S"
-    if stage in FAILURE_STAGES:
-        return "F"
-    return "P"
-
-
-def full_stage_id(stage_id: str, category_id: int) -> str:
-    """`NEW` in category 2 is `C2:NEW`; an already prefixed id must name the deal's category."""
-    match = _STAGE.match(stage_id)
-    if match is None:
-        raise ValueError(f"stage_id {stage_id!r} is not a stage id such as NEW, WON or C2:NEW")
-    if match["category"] is not None and int(match["category"]) != category_id:
-        raise ValueError(f"stage {stage_id} belongs to category {match['category']}, not {category_id}")
-    return match["stage"] if category_id == 0 else f"C{category_id}:{match['stage']}"
+_DEAL_ROUTE = re.compile(r"^/_deals/(?P<id>\d+)(?:/(?P<action>move|edit|resend|burst))?$")
 
 
 @dataclass(frozen=True)
@@ -169,9 +157,13 @@ class Bitrix24PortalFake(EmittingFake):
         application_token: str = DEFAULT_APPLICATION_TOKEN,
         handler_url: str | None = None,
         clock: Callable[[], float] = time.time,
+        omit_moved_time: bool = False,
     ) -> None:
         super().__init__(host, port, handler_url=handler_url, clock=clock)
         self.user_id = user_id
+        # As some portals do: crm.deal.get (and crm.deal.list, deal()) without MOVED_TIME.
+        self.omit_moved_time = omit_moved_time
+        self.stage_history = StageHistory()
         self.webhook_code = webhook_code
         self.domain = domain
         self.application_token = application_token
@@ -214,7 +206,15 @@ class Bitrix24PortalFake(EmittingFake):
         now = self._clock.tick()
         with self._state_lock:
             contact_id = next(self._contact_ids)
-            contact = self._new_contact(contact_id, name, phone, last_name, now)
+            contact = new_contact(
+                contact_id,
+                name,
+                phone,
+                last_name,
+                now,
+                user_id=self.user_id,
+                phone_entry_id=next(self._multifield_ids) if phone else 0,
+            )
             self._contacts[contact_id] = contact
         return contact_id
 
@@ -225,8 +225,12 @@ class Bitrix24PortalFake(EmittingFake):
         category_id: int = 0,
         contact_id: int | None = None,
         emit: bool = True,
+        created_at: int | None = None,
     ) -> Delivery:
-        """A new deal; with `emit`, ONCRMDEALADD goes to the handler (else the Delivery says so)."""
+        """A new deal; with `emit`, ONCRMDEALADD goes to the handler (else the Delivery says so).
+
+        `created_at` (unix seconds, not in the future) dates it and its history record in the past.
+        """
         if not isinstance(title, str) or not title.strip():
             raise ValueError("a deal needs a title")
         if isinstance(category_id, bool) or not isinstance(category_id, int) or category_id < 0:
@@ -235,39 +239,65 @@ class Bitrix24PortalFake(EmittingFake):
         if emit:
             self._handler()
         now = self._clock.tick()
+        at = not_after(created_at, now, "created_at")
         with self._state_lock:
             if contact_id is not None and contact_id not in self._contacts:
                 raise ValueError(f"no contact {contact_id}")
             deal_id = next(self._deal_ids)
-            self._deals[deal_id] = self._new_deal(deal_id, title, stage, category_id, contact_id, now)
+            self._deals[deal_id] = new_deal(
+                deal_id, title, stage, category_id, contact_id, at, user_id=self.user_id
+            )
+            self.stage_history.created(deal_id, at, category_id, stage)
             if not emit:
                 return Delivery(None, None, "not emitted (emit=False)", EVENT_ADD, deal_id)
-            payload = self._record_payload(EVENT_ADD, deal_id, now)
+            payload = self._record_payload(EVENT_ADD, deal_id, at)
         return self._deliver(EVENT_ADD, deal_id, payload)
 
-    def move_deal(self, deal_id: int, stage_id: str) -> Delivery:
+    def move_deal(self, deal_id: int, stage_id: str, at: int | None = None) -> Delivery:
         """The deal moves to another stage of its category (`WON` or `C2:WON`): ONCRMDEALUPDATE.
 
-        A move to the stage it is in is a re-save: DATE_MODIFY changes, MOVED_TIME does not.
+        A move to the stage it is in is a re-save: DATE_MODIFY changes, MOVED_TIME does not, and
+        the stage history has no new record. `at` (unix seconds) dates the move in the past: its
+        history record, MOVED_TIME and the webhook's `ts`; not before the deal's last stage change.
         """
         handler_checked = self._handler()
         now = self._clock.tick()
         with self._state_lock:
             deal = self._existing_deal(deal_id)
             stage = full_stage_id(stage_id, int(deal["CATEGORY_ID"]))
+            when = self._move_time(deal_id, at, now)
             if stage != deal["STAGE_ID"]:
-                semantic = stage_semantic(stage)
-                deal.update(
-                    STAGE_ID=stage,
-                    STAGE_SEMANTIC_ID=semantic,
-                    CLOSED="N" if semantic == "P" else "Y",
-                    IS_NEW="Y" if stage.endswith("NEW") else "N",
-                    MOVED_BY_ID=str(self.user_id),
-                    MOVED_TIME=portal_time(now),
-                )
+                self._apply_move(deal, stage, when)
+            self._touch(deal, when)
+            payload = self._record_payload(EVENT_UPDATE, deal_id, when)
+        return self._deliver(EVENT_UPDATE, deal_id, payload, handler_checked)
+
+    def burst_moves(self, deal_id: int, stage_ids: Sequence[str], collapse: bool = False) -> list[Delivery]:
+        """Several moves of one deal within the same second, each in the stage history.
+
+        Each move emits its own ONCRMDEALUPDATE (byte-identical: same deal, same `ts`), posted
+        once all the moves are made, so a handler reading the deal sees the last stage each time;
+        with `collapse`, one ONCRMDEALUPDATE after the last move, as a portal that coalesces events.
+        """
+        if isinstance(stage_ids, str) or len(stage_ids) < 2:
+            raise ValueError('a burst needs at least two stage ids, e.g. ["PREPARATION", "WON"]')
+        handler_checked = self._handler()
+        now = self._clock.tick()
+        with self._state_lock:
+            deal = self._existing_deal(deal_id)
+            category = int(deal["CATEGORY_ID"])
+            stages = [full_stage_id(str(stage_id), category) for stage_id in stage_ids]
+            for before, stage in zip([deal["STAGE_ID"], *stages], stages, strict=False):
+                if stage == before:
+                    raise ValueError(f"a burst moves the deal each time: {stage} follows {stage}")
+            for stage in stages:
+                self._apply_move(deal, stage, now)
             self._touch(deal, now)
             payload = self._record_payload(EVENT_UPDATE, deal_id, now)
-        return self._deliver(EVENT_UPDATE, deal_id, payload, handler_checked)
+        return [
+            self._deliver(EVENT_UPDATE, deal_id, payload, handler_checked)
+            for _ in range(1 if collapse else len(stages))
+        ]
 
     def edit_deal(self, deal_id: int, **fields: str) -> Delivery:
         """Other fields change (TITLE, OPPORTUNITY, COMMENTS, UF_CRM_...): ONCRMDEALUPDATE.
@@ -308,115 +338,45 @@ class Bitrix24PortalFake(EmittingFake):
     def deal(self, deal_id: int) -> dict[str, Any]:
         """The deal as crm.deal.get returns it (a copy); KeyError if there is none."""
         with self._state_lock:
-            return dict(self._existing_deal(deal_id))
+            return self._deal_view(self._existing_deal(deal_id))
 
     def contact(self, contact_id: int) -> dict[str, Any]:
         with self._state_lock:
             if contact_id not in self._contacts:
                 raise KeyError(f"no contact {contact_id}")
-            return _copy_contact(self._contacts[contact_id])
+            return copy_contact(self._contacts[contact_id])
 
-    # -- records -------------------------------------------------------------------------------------
-    def _new_contact(
-        self, contact_id: int, name: str, phone: str | None, last_name: str | None, now: int
-    ) -> dict[str, Any]:
-        user = str(self.user_id)
-        contact: dict[str, Any] = {
-            "ID": str(contact_id),
-            "POST": None,
-            "COMMENTS": None,
-            "HONORIFIC": None,
-            "NAME": name,
-            "SECOND_NAME": None,
-            "LAST_NAME": last_name,
-            "PHOTO": None,
-            "LEAD_ID": None,
-            "TYPE_ID": "CLIENT",
-            "SOURCE_ID": "STORE",
-            "SOURCE_DESCRIPTION": None,
-            "COMPANY_ID": None,
-            "BIRTHDATE": "",
-            "EXPORT": "Y",
-            "HAS_PHONE": "Y" if phone else "N",
-            "HAS_EMAIL": "N",
-            "HAS_IMOL": "N",
-            "DATE_CREATE": portal_time(now),
-            "DATE_MODIFY": portal_time(now),
-            "ASSIGNED_BY_ID": user,
-            "CREATED_BY_ID": user,
-            "MODIFY_BY_ID": user,
-            "OPENED": "Y",
-            "ORIGINATOR_ID": None,
-            "ORIGIN_ID": None,
-            "ORIGIN_VERSION": None,
-            "FACE_ID": None,
-            "LAST_ACTIVITY_TIME": portal_time(now),
-            "ADDRESS": None,
-            **_NO_UTM,
-            "LAST_ACTIVITY_BY": user,
-        }
-        if phone:
-            contact["PHONE"] = [
-                {
-                    "ID": str(next(self._multifield_ids)),
-                    "VALUE_TYPE": "MOBILE",
-                    "VALUE": phone,
-                    "TYPE_ID": "PHONE",
-                }
-            ]
-        return contact
-
-    def _new_deal(
-        self, deal_id: int, title: str, stage: str, category_id: int, contact_id: int | None, now: int
-    ) -> dict[str, Any]:
-        user = str(self.user_id)
-        semantic = stage_semantic(stage)
-        return {
-            "ID": str(deal_id),
-            "TITLE": title,
-            "TYPE_ID": "SALE",
-            "STAGE_ID": stage,
-            "PROBABILITY": None,
-            "CURRENCY_ID": "RUB",
-            "OPPORTUNITY": "0.00",
-            "IS_MANUAL_OPPORTUNITY": "N",
-            "TAX_VALUE": "0.00",
-            "LEAD_ID": None,
-            "COMPANY_ID": "0",
-            "CONTACT_ID": None if contact_id is None else str(contact_id),
-            "QUOTE_ID": None,
-            "BEGINDATE": portal_date(now),
-            "CLOSEDATE": portal_date(now, days=7),
-            "ASSIGNED_BY_ID": user,
-            "CREATED_BY_ID": user,
-            "MODIFY_BY_ID": user,
-            "DATE_CREATE": portal_time(now),
-            "DATE_MODIFY": portal_time(now),
-            "OPENED": "Y",
-            "CLOSED": "N" if semantic == "P" else "Y",
-            "COMMENTS": None,
-            "ADDITIONAL_INFO": None,
-            "LOCATION_ID": None,
-            "CATEGORY_ID": str(category_id),
-            "STAGE_SEMANTIC_ID": semantic,
-            "IS_NEW": "Y" if stage.endswith("NEW") else "N",
-            "IS_RECURRING": "N",
-            "IS_RETURN_CUSTOMER": "N",
-            "IS_REPEATED_APPROACH": "N",
-            "SOURCE_ID": "STORE",
-            "SOURCE_DESCRIPTION": None,
-            "ORIGINATOR_ID": None,
-            "ORIGIN_ID": None,
-            "MOVED_BY_ID": user,
-            "MOVED_TIME": portal_time(now),
-            "LAST_ACTIVITY_TIME": portal_time(now),
-            **_NO_UTM,
-            "LAST_ACTIVITY_BY": user,
-        }
-
+    # -- records (under the portal lock) ----------------------------------------------------------------
     def _touch(self, deal: dict[str, Any], now: int) -> None:
-        deal["DATE_MODIFY"] = portal_time(now)
+        # A backdated change leaves a later DATE_MODIFY as it is (same zone: strings compare as times).
+        deal["DATE_MODIFY"] = max(deal["DATE_MODIFY"], portal_time(now))
         deal["MODIFY_BY_ID"] = str(self.user_id)
+
+    def _apply_move(self, deal: dict[str, Any], stage: str, when: int) -> None:
+        semantic = stage_semantic(stage)
+        deal.update(
+            STAGE_ID=stage,
+            STAGE_SEMANTIC_ID=semantic,
+            CLOSED="N" if semantic == "P" else "Y",
+            IS_NEW="Y" if stage.endswith("NEW") else "N",
+            MOVED_BY_ID=str(self.user_id),
+            MOVED_TIME=portal_time(when),
+        )
+        self.stage_history.moved(int(deal["ID"]), when, int(deal["CATEGORY_ID"]), stage)
+
+    def _move_time(self, deal_id: int, at: int | None, now: int) -> int:
+        when = not_after(at, now, "at")
+        last = self.stage_history.last_time(deal_id)
+        if at is not None and last is not None and when < last:
+            raise ValueError(f"at ({when}) is before the deal's last stage change ({last})")
+        return when
+
+    def _deal_view(self, deal: dict[str, Any]) -> dict[str, Any]:
+        """The deal as crm.deal.get answers it (a copy), without MOVED_TIME on such a portal."""
+        view = dict(deal)
+        if self.omit_moved_time:
+            view.pop("MOVED_TIME", None)
+        return view
 
     def _existing_deal(self, deal_id: int) -> dict[str, Any]:
         """Under the portal lock."""
@@ -426,9 +386,10 @@ class Bitrix24PortalFake(EmittingFake):
         return deal
 
     # -- emission --------------------------------------------------------------------------------------
-    def event_payload(self, event: str, deal_id: int, ts: int) -> str:
-        """The form body Bitrix24's outgoing webhook posts for a deal event."""
-        return php_form(
+    def _record_payload(self, event: str, deal_id: int, ts: int) -> str:
+        """Under the portal lock: the form body Bitrix24's outgoing webhook posts for a deal event,
+        remembered for resend_last."""
+        payload = php_form(
             [
                 ("event", event),
                 ("event_handler_id", EVENT_HANDLER_IDS[event]),
@@ -441,59 +402,43 @@ class Bitrix24PortalFake(EmittingFake):
                 ("auth[application_token]", self.application_token),
             ]
         )
-
-    def _record_payload(self, event: str, deal_id: int, now: int) -> str:
-        """Under the portal lock: the body to send, remembered for resend_last."""
-        payload = self.event_payload(event, deal_id, now)
         self._last_sent = self._last_sent_by_deal[deal_id] = (event, deal_id, payload)
         return payload
 
     def _deliver(self, event: str, deal_id: int, payload: str, url: str | None = None) -> Delivery:
         """Outside the portal lock: the handler may call crm.deal.get while it answers."""
-        status, body, error = post_form(url or self._handler(), payload, {"User-Agent": USER_AGENT})
-        return Delivery(status, body, error, event, deal_id, payload=payload)
+        build = functools.partial(Delivery, event=event, deal_id=deal_id, payload=payload)
+        return self._send(url or self._handler(), payload, {"User-Agent": USER_AGENT}, build)
 
     # -- REST --------------------------------------------------------------------------------------------
     def redact_path(self, path: str) -> str:
         return _REST_PATH.sub(lambda m: f"/rest/{m['user']}/<code>/{m['method']}", path)
 
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
-        if retry_after is not None or status == 503:
-            return _error(503, "QUERY_LIMIT_EXCEEDED", "Too many requests")
-        if status == 429:
-            return _error(429, "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit")
-        if status >= 500:
-            return _error(status, "INTERNAL_SERVER_ERROR", "Internal server error")
-        if status == 401:
-            return _invalid_credentials()
-        if status == 404:
-            return _error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
-        if status == 403:
-            return _error(403, "ACCESS_DENIED", "Access denied")
-        return _error(status, "", status_phrase(status) if status != 400 else "Not found")
+        return injected_error(status, retry_after)
 
     def answer(self, request: FakeRequest) -> FakeResponse:
         started = time.time()
         match = _REST_PATH.match(request.path)
         if match is None:
             if request.path.startswith("/rest/"):
-                return _error(401, "NO_AUTH_FOUND", "Wrong authorization data")
+                return rest_error(401, "NO_AUTH_FOUND", "Wrong authorization data")
             return FakeResponse(404, {"error": "not found"})
         if request.method not in ("GET", "POST"):
             return FakeResponse(405, {"error": "method not allowed"})
         if self._revoked or match["user"] != str(self.user_id) or match["code"] != self.webhook_code:
-            return _invalid_credentials()
+            return invalid_credentials()
         method = match["method"].lower()
         handler = self._methods().get(method)
         if handler is None:
-            return _error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
+            return rest_error(404, "ERROR_METHOD_NOT_FOUND", "Method not found!")
         try:
-            result, extra = handler(request.params())
-        except _RestError as error:
-            return _error(400, error.code, str(error))
+            result, extra = handler(rest_params(request))
+        except RestError as error:
+            return rest_error(400, error.code, str(error))
         return FakeResponse(
             200,
-            {"result": result, **extra, "time": _timing(started)},
+            {"result": result, **extra, "time": rest_timing(started)},
             {"Content-Type": "application/json; charset=utf-8"},
         )
 
@@ -503,13 +448,14 @@ class Bitrix24PortalFake(EmittingFake):
             "crm.contact.get": self._rest_contact_get,
             "crm.deal.list": self._rest_deal_list,
             "crm.status.list": self._rest_status_list,
+            "crm.stagehistory.list": self._rest_stage_history,
         }
 
     def _rest_deal_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        return self._rest_get(self._deals, params, dict)
+        return self._rest_get(self._deals, params, self._deal_view)
 
     def _rest_contact_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        return self._rest_get(self._contacts, params, _copy_contact)
+        return self._rest_get(self._contacts, params, copy_contact)
 
     def _rest_get(
         self,
@@ -518,50 +464,29 @@ class Bitrix24PortalFake(EmittingFake):
         copy: Callable[[dict[str, Any]], dict[str, Any]],
     ) -> tuple[Any, dict[str, Any]]:
         """`crm.<entity>.get`: a copy of the record `id` names, or 400 "Not found"."""
-        record_id = _rest_id(params)
+        record_id = rest_id(params)
         with self._state_lock:
             record = records.get(record_id)
             if record is None:
-                raise _RestError("Not found")
+                raise RestError("Not found")
             return copy(record), {}
 
     def _rest_deal_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        conditions = {key.lstrip("="): str(value) for key, value in _nested(params, "filter").items()}
+        conditions = {key.lstrip("="): str(value) for key, value in nested_param(params, "filter").items()}
         with self._state_lock:
             deals = [
-                dict(deal)
+                self._deal_view(deal)
                 for _, deal in sorted(self._deals.items())
                 if all(str(deal.get(field)) == value for field, value in conditions.items())
             ]
-        start = _start(params)
-        page = deals[start : start + 50]
-        extra: dict[str, Any] = {"total": len(deals)}
-        if start + 50 < len(deals):
-            extra["next"] = start + 50
-        return page, extra
+        return list_page(deals, params)
+
+    def _rest_stage_history(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        with self._state_lock:
+            return self.stage_history.query(params)
 
     def _rest_status_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        entity = _nested(params, "filter").get("ENTITY_ID", "DEAL_STAGE")
-        match = re.fullmatch(r"DEAL_STAGE(?:_(\d+))?", str(entity))
-        if match is None:
-            return [], {"total": 0}
-        category = int(match[1] or 0)
-        items = []
-        for sort, stage in enumerate((*STANDARD_STAGES, "WON", "LOSE", "APOLOGY"), start=1):
-            semantic = stage_semantic(stage)
-            items.append(
-                {
-                    "ID": str(category * 100 + sort),
-                    "ENTITY_ID": str(entity),
-                    "STATUS_ID": full_stage_id(stage, category),
-                    "NAME": STAGE_NAMES[stage],
-                    "NAME_INIT": STAGE_NAMES[stage],
-                    "SORT": str(sort * 10),
-                    "SYSTEM": "Y" if stage in ("NEW", "WON", "LOSE") else "N",
-                    "CATEGORY_ID": str(category),
-                    "SEMANTICS": {"S": "S", "F": "F"}.get(semantic),
-                }
-            )
+        items = deal_stages(nested_param(params, "filter").get("ENTITY_ID", "DEAL_STAGE"))
         return items, {"total": len(items)}
 
     # -- control endpoints ---------------------------------------------------------------------------------
@@ -569,6 +494,8 @@ class Bitrix24PortalFake(EmittingFake):
         route = (request.method, request.path)
         if route == ("GET", "/_portal"):
             return FakeResponse(200, self._portal_state())
+        if route == ("POST", "/_portal"):
+            return self._control_options(json_object(request))
         if route == ("POST", "/_contacts"):
             document = json_object(request)
             contact_id = self._contact_from(document)
@@ -587,24 +514,29 @@ class Bitrix24PortalFake(EmittingFake):
         if action == "resend":
             return FakeResponse(200, {"delivery": self.resend_last(deal_id).as_dict()})
         document = json_object(request)
+        if action == "burst":
+            return self._control_burst(deal_id, document)
         if action == "move":
             stage_id = text_field(document, "stage_id")
-            unknown = set(document) - {"stage_id"}
+            unknown = set(document) - {"stage_id", "at", "age_seconds"}
             if unknown:
-                raise ControlInputError(f"unknown keys {sorted(unknown)}; a move takes only stage_id")
-            delivery = self.move_deal(deal_id, str(stage_id))
+                raise ControlInputError(
+                    f"unknown keys {sorted(unknown)}; a move takes stage_id, and at or age_seconds"
+                )
+            at = change_time(document, self._clock.now())
+            delivery = self.move_deal(deal_id, str(stage_id), at)
         else:
             if not document:
                 raise ControlInputError('expected the fields to change, e.g. {"TITLE": "Order 42"}')
-            delivery = self.edit_deal(deal_id, **_field_strings(document))
+            delivery = self.edit_deal(deal_id, **field_strings(document))
         return FakeResponse(200, {"deal": self.deal(deal_id), "delivery": delivery.as_dict()})
 
     def _control_create_deal(self, document: dict[str, Any]) -> FakeResponse:
-        unknown = set(document) - {"title", "stage_id", "category_id", "contact", "contact_id"}
+        known = ["title", "stage_id", "category_id", "contact", "contact_id", "created_at", "age_seconds"]
+        unknown = set(document) - set(known)
         if unknown:
-            raise ControlInputError(
-                f"unknown keys {sorted(unknown)}; known: title, stage_id, category_id, contact, contact_id"
-            )
+            raise ControlInputError(f"unknown keys {sorted(unknown)}; known: {', '.join(known)}")
+        created_at = change_time(document, self._clock.now(), names=("created_at",))
         title = str(text_field(document, "title"))
         stage_id = text_field(document, "stage_id", required=False) or "NEW"
         category = document.get("category_id", 0)
@@ -615,10 +547,34 @@ class Bitrix24PortalFake(EmittingFake):
             raise ControlInputError("give either contact or contact_id, not both")
         self._handler()
         contact_id = control_contact(document, self.contact, self._contact_from)
-        delivery = self.create_deal(title, stage_id, category, contact_id)
+        delivery = self.create_deal(title, stage_id, category, contact_id, created_at=created_at)
         return FakeResponse(
             201, {"deal_id": delivery.deal_id, "contact_id": contact_id, "delivery": delivery.as_dict()}
         )
+
+    def _control_burst(self, deal_id: int, document: dict[str, Any]) -> FakeResponse:
+        unknown = set(document) - {"stage_ids", "collapse"}
+        if unknown:
+            raise ControlInputError(f"unknown keys {sorted(unknown)}; a burst takes stage_ids, collapse")
+        stage_ids, collapse = document.get("stage_ids"), document.get("collapse", False)
+        if not isinstance(stage_ids, list) or not all(isinstance(stage, str) for stage in stage_ids):
+            raise ControlInputError('stage_ids must be a list of stage ids, e.g. ["PREPARATION", "WON"]')
+        if not isinstance(collapse, bool):
+            raise ControlInputError("collapse must be true or false")
+        deliveries = self.burst_moves(deal_id, stage_ids, collapse)
+        return FakeResponse(
+            200, {"deal": self.deal(deal_id), "deliveries": [delivery.as_dict() for delivery in deliveries]}
+        )
+
+    def _control_options(self, document: dict[str, Any]) -> FakeResponse:
+        unknown = set(document) - {"omit_moved_time"}
+        if unknown or not document:
+            raise ControlInputError(f"unknown keys {sorted(unknown)}; the portal's options: omit_moved_time")
+        if not isinstance(document["omit_moved_time"], bool):
+            raise ControlInputError("omit_moved_time must be true or false")
+        with self._state_lock:
+            self.omit_moved_time = document["omit_moved_time"]
+        return FakeResponse(200, self._portal_state())
 
     def _contact_from(self, document: Mapping[str, Any]) -> int:
         unknown = set(document) - {"name", "phone", "last_name"}
@@ -638,88 +594,7 @@ class Bitrix24PortalFake(EmittingFake):
             "domain": self.domain,
             "handler_url": self.handler_url,
             "webhook_revoked": self.webhook_revoked,
+            "omit_moved_time": self.omit_moved_time,
             "deals": deals,
             "contacts": contacts,
         }
-
-
-class _RestError(Exception):
-    """A method's own error: 400 with `error` (usually empty) and `error_description`."""
-
-    def __init__(self, description: str, code: str = "") -> None:
-        super().__init__(description)
-        self.code = code
-
-
-def _error(status: int, code: str, description: str) -> FakeResponse:
-    return FakeResponse(
-        status,
-        {"error": code, "error_description": description},
-        {"Content-Type": "application/json; charset=utf-8"},
-    )
-
-
-def _invalid_credentials() -> FakeResponse:
-    return _error(401, "INVALID_CREDENTIALS", "Invalid request credentials")
-
-
-def _timing(started: float) -> dict[str, Any]:
-    finished = time.time()
-    return {
-        "start": started,
-        "finish": finished,
-        "duration": finished - started,
-        "processing": finished - started,
-        "date_start": datetime.fromtimestamp(started, PORTAL_OFFSET).isoformat(timespec="seconds"),
-        "date_finish": datetime.fromtimestamp(finished, PORTAL_OFFSET).isoformat(timespec="seconds"),
-        "operating_reset_at": int(finished) + 600,
-        "operating": 0,
-    }
-
-
-def _rest_id(params: Mapping[str, Any]) -> int:
-    """`id` or `ID`, a positive integer (a number or its digits)."""
-    value = params.get("id", params.get("ID"))
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _RestError("ID is not defined or invalid.")
-    return value
-
-
-def _nested(params: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """`filter` as a JSON object, or `filter[KEY]=value` form/query fields."""
-    value = params.get(name)
-    if isinstance(value, dict):
-        return value
-    prefix = f"{name}["
-    return {
-        key[len(prefix) : -1]: item
-        for key, item in params.items()
-        if key.startswith(prefix) and key.endswith("]")
-    }
-
-
-def _start(params: Mapping[str, Any]) -> int:
-    value = params.get("start", 0)
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def _copy_contact(contact: dict[str, Any]) -> dict[str, Any]:
-    copied = dict(contact)
-    if "PHONE" in copied:
-        copied["PHONE"] = [dict(entry) for entry in copied["PHONE"]]
-    return copied
-
-
-def _field_strings(document: Mapping[str, Any]) -> dict[str, str]:
-    """Control-endpoint field values as Bitrix24 stores them: strings (numbers allowed in JSON)."""
-    fields = {}
-    for key, value in document.items():
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise ControlInputError(f"{key} must be a string or a number")
-        fields[key] = value if isinstance(value, str) else str(value)
-    return fields

@@ -3,12 +3,15 @@
 - `WebhookDelivery`: the pipeline's answer to one emitted webhook (or why it could not be
   reached), which each stand-in's `Delivery` extends with what the webhook carried;
 - `php_form`: a form body encoded the way PHP's `http_build_query` encodes it, which is what
-  Bitrix24 and amoCRM send (`data%5BFIELDS%5D%5BID%5D=759`, spaces as `+`);
+  Bitrix24 and amoCRM send (`data%5BFIELDS%5D%5BID%5D=759`, spaces as `+`); `php_params`, the
+  other way: query or form fields (`filter[>ID]=5&select[]=ID`) read into nested objects and
+  lists, as PHP's `parse_str` reads them, which is how both CRMs read their API parameters;
 - `post_form`: one synchronous POST of such a body, with a short timeout;
 - a small `Clock` whose seconds always advance between two changes, so "modified" and "moved"
   times differ between two calls made within the same second, as they would between two edits
   by a person;
-- `EmittingFake`, their base: where the webhooks go (`handler_url`), the API credential a
+- `EmittingFake`, their base: where the webhooks go (`handler_url`), what becomes of them
+  (`local.fakes.webhook_faults`: lost or delayed, `/_webhook_faults`), the API credential a
   control endpoint revokes and restores, and the control endpoints' answers to what they raise
   (400, 404, 409);
 - the checks the control endpoints make of their JSON bodies (`ControlInputError` -> 400).
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService
+from local.fakes.webhook_faults import D, WebhookFaults
 
 EMIT_TIMEOUT_SECONDS = 5.0
 FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
@@ -46,8 +50,11 @@ class WebhookDelivery:
     """One emitted webhook and the pipeline's answer to it (each stand-in adds what it carried).
 
     `status` is the HTTP status the handler answered (None, with `error`, when it could not be
-    reached or did not answer); `body` its answer (JSON when it is JSON, else text); `payload`
-    the form body exactly as sent.
+    reached or did not answer, or the webhook was not posted); `body` its answer (JSON when it is
+    JSON, else text); `payload` the form body exactly as sent (or as it would have been).
+    `fate` says what became of it: `posted` (now), `lost` (never posted: a
+    `lose_next_webhooks` fault), `held` (to be posted later: `delay_next_webhooks`; `held_id`
+    names it), `released` (a held one, posted since; its answer is in `GET /_webhook_faults`).
     """
 
     status: int | None
@@ -55,6 +62,8 @@ class WebhookDelivery:
     error: str | None
     event: str
     payload: str = field(default="", kw_only=True)
+    fate: str = field(default="posted", kw_only=True)
+    held_id: int | None = field(default=None, kw_only=True)
 
     @property
     def delivered(self) -> bool:
@@ -77,6 +86,39 @@ def php_quote(value: str) -> str:
 def php_form(pairs: Iterable[tuple[str, object]]) -> str:
     """`key=value&...` in the given order, as `http_build_query` writes a nested PHP array."""
     return "&".join(f"{php_quote(key)}={php_quote(_scalar(value))}" for key, value in pairs)
+
+
+def php_params(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """`key=value` fields read as PHP's `parse_str` reads them: `a[b]=1` is `{"a": {"b": "1"}}`,
+    `a[]=1&a[]=2` is `{"a": ["1", "2"]}`, `a[0]=1` is `{"a": {"0": "1"}}`; a later field wins."""
+    params: dict[str, Any] = {}
+    for key, value in pairs:
+        head, _, rest = key.partition("[")
+        if not head:
+            continue
+        path = [head]
+        while rest:
+            inner, closed, rest = rest.partition("]")
+            if not closed:
+                break  # PHP keeps an unclosed bracket as part of the name; such a name is not used here
+            path.append(inner)
+            rest = rest[1:] if rest.startswith("[") else ""
+        node: Any = params
+        for index, part in enumerate(path):
+            last = index == len(path) - 1
+            child: Any = value if last else ([] if path[index + 1] == "" else {})
+            if isinstance(node, list):
+                if part != "":
+                    break  # `a[]=1&a[x]=2`: a list meets a key; such a mix is not used here
+                node.append(child)
+                node = child
+                continue
+            if part == "":
+                break  # `a[]` under an object: nothing PHP-like to do with it here
+            if last or not isinstance(node.get(part), dict | list):
+                node[part] = child
+            node = node[part]
+    return params
 
 
 def _scalar(value: object) -> str:
@@ -128,6 +170,11 @@ class Clock:
         self._last = 0
         self._lock = threading.Lock()
 
+    def now(self) -> int:
+        """The current second, no earlier than the last tick (without advancing)."""
+        with self._lock:
+            return max(int(self._now()), self._last)
+
     def tick(self) -> int:
         with self._lock:
             self._last = max(int(self._now()), self._last + 1)
@@ -160,6 +207,16 @@ class EmittingFake(FakeService):
         self._clock = Clock(clock)
         self._state_lock = threading.Lock()
         self._revoked = False
+        self.webhook_faults = WebhookFaults(post_form)
+
+    def stop(self) -> None:
+        super().stop()
+        self.webhook_faults.stop()
+
+    def _send(self, url: str, payload: str, headers: Mapping[str, str], build: Callable[..., D]) -> D:
+        """Post one webhook (outside the state lock: the handler may call back while it answers),
+        unless a webhook fault loses or holds it; `build` makes the Delivery (see WebhookFaults.send)."""
+        return self.webhook_faults.send(url, payload, headers, build)
 
     def _set_revoked(self, revoked: bool) -> None:
         with self._state_lock:
@@ -167,7 +224,7 @@ class EmittingFake(FakeService):
 
     def control(self, request: FakeRequest) -> FakeResponse:
         try:
-            response = self._revocation_control(request)
+            response = self._revocation_control(request) or self._webhook_fault_control(request)
             if response is None:
                 response = self._control(request)
         except ValueError as error:
@@ -180,6 +237,18 @@ class EmittingFake(FakeService):
 
     def _control(self, request: FakeRequest) -> FakeResponse | None:
         raise NotImplementedError
+
+    def _webhook_fault_control(self, request: FakeRequest) -> FakeResponse | None:
+        route = (request.method, request.path)
+        if route == ("GET", "/_webhook_faults"):
+            return FakeResponse(200, self.webhook_faults.state())
+        if route == ("POST", "/_webhook_faults"):
+            return FakeResponse(200, self.webhook_faults.add(request.json()))
+        if route == ("DELETE", "/_webhook_faults"):
+            return FakeResponse(200, self.webhook_faults.clear())
+        if route == ("POST", "/_webhook_faults/flush"):
+            return FakeResponse(200, {"released": self.webhook_faults.flush()})
+        return None
 
     def _revocation_control(self, request: FakeRequest) -> FakeResponse | None:
         if request.method != "POST" or request.path not in (
