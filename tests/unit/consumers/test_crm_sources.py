@@ -9,9 +9,10 @@ fix something, dead-lettered with the reason and counted for the alarm.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from local.fakes.amocrm import AmoCrmFake
 from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.overlay import LOCAL_AMOCRM_PIPELINE, LOCAL_AMOCRM_STATUSES, LOCAL_BITRIX24_STAGES
 from pipeline import aws
+from pipeline.amocrm import AmoCrmApi
+from pipeline.bitrix24 import Bitrix24Rest
 from pipeline.crm import CrmEvent
 from tests.unit.consumer_support import Output, Published, amocrm_envelope, bitrix24_envelope
 from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer
@@ -98,7 +101,18 @@ def moved_deal(portal: Bitrix24PortalFake, stage: str, phone: str | None = PHONE
     return delivery.deal_id
 
 
-def test_a_deal_moved_to_a_mapped_stage_publishes_its_order_status(
+def statuses(published: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
+    """(previous status, status) of each order event published, in order."""
+    return [
+        (
+            p["envelope"]["payload"]["order"].get("previous_status"),
+            p["envelope"]["payload"]["order"]["status"],
+        )
+        for p in published
+    ]
+
+
+def test_a_deal_moved_to_a_mapped_stage_publishes_each_transition_of_its_history(
     bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, order_events: Callable[[], list[dict[str, Any]]]
 ) -> None:
     deal_id = moved_deal(portal, "EXECUTING")
@@ -106,64 +120,109 @@ def test_a_deal_moved_to_a_mapped_stage_publishes_its_order_status(
     delivery = bitrix24.deliver(deal_event(deal_id))
 
     assert delivery.failed == []
-    [published] = order_events()
-    deal = portal.deal(deal_id)
-    event = CrmEvent.model_validate(published["envelope"]["payload"])
-    assert published["attributes"] == {
+    created, moved = order_events()
+    assert statuses([created, moved]) == [(None, "new"), ("new", "ready_for_pickup")]
+    event = CrmEvent.model_validate(moved["envelope"]["payload"])
+    assert moved["attributes"] == {
         "source": "crm",
         "type": "order.status_changed",
         "status": "ready_for_pickup",
     }
-    assert published["envelope"]["source"] == "crm"
-    assert (event.order.id, event.order.status, event.customer.phone, event.customer.name) == (
-        str(deal_id),
-        "ready_for_pickup",
-        E164,
-        "Ann Smith",
-    )
-    moved = datetime.fromisoformat(deal["MOVED_TIME"])
-    assert event.occurred_at == moved
-    assert event.order.transition_id == f"EXECUTING@{moved.isoformat()}"
-    assert published["envelope"]["payload"]["source"] == {
+    assert moved["envelope"]["source"] == "crm"
+    assert (event.order.id, event.customer.phone, event.customer.name) == (str(deal_id), E164, "Ann Smith")
+    # The transition is the portal's history record: its id and when it was written.
+    records, _ = Bitrix24Rest(portal.rest_url()).stage_history({"OWNER_ID": deal_id, "STAGE_ID": "EXECUTING"})
+    [record] = records
+    assert event.order.transition_id == f"bitrix24:stagehistory:{record.id}"
+    assert event.occurred_at == record.created_time
+    assert moved["envelope"]["payload"]["source"] == {
         "crm": "bitrix24",
         "deal_id": deal_id,
         "category_id": "0",
-        "stage_id": "EXECUTING",
+        "pipeline": "0",
+        "stage": "EXECUTING",
+        "history_record": event.order.transition_id,
     }
 
 
-def test_the_same_deal_state_read_twice_publishes_the_same_event_id(
+def test_edits_and_resends_of_a_handled_history_publish_nothing(
     bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, order_events: Callable[[], list[dict[str, Any]]]
 ) -> None:
-    """An edit soon after the move, and the move's event resent: the state is the same, so is the
-    event id (the sms consumer's idempotency, and its order history, make them one)."""
+    """Five edits after the move, and the move's event resent: the history has nothing new."""
     deal_id = moved_deal(portal, "EXECUTING")
-    portal.edit_deal(deal_id, COMMENTS="call before delivery")
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
+    assert len(order_events()) == 2
+    for number in range(5):
+        portal.edit_deal(deal_id, COMMENTS=f"call before delivery ({number})")
+        assert bitrix24.deliver(deal_event(deal_id)).failed == []
+    assert order_events() == []
 
-    assert bitrix24.deliver(deal_event(deal_id), deal_event(deal_id)).failed == []
 
-    ids = {p["envelope"]["event_id"] for p in order_events()}
-    assert len(ids) == 1
+def test_a_move_whose_webhook_left_the_queue_twenty_minutes_late_still_publishes(
+    bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, order_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """The 15-minute edit rule took a slow portal queue (`ts` twenty minutes after the move) for
+    an edit: no SMS, no dead letter, no alarm. The history says the deal moved."""
+    deal_id = moved_deal(portal, "EXECUTING")
+    moved = datetime.fromisoformat(portal.deal(deal_id)["MOVED_TIME"]).timestamp()
+
+    assert bitrix24.deliver(deal_event(deal_id, ts=moved + 20 * 60)).failed == []
+
+    assert statuses(order_events())[-1] == ("new", "ready_for_pickup")
 
 
-def test_an_edit_long_after_the_last_move_is_ignored_before_the_contact_is_read(
+def test_an_old_deal_edited_on_a_portal_without_moved_time_is_counted_not_texted(
     bitrix24: DeployedConsumer,
     portal: Bitrix24PortalFake,
     order_events: Callable[[], list[dict[str, Any]]],
     output: Callable[[Any], Output],
 ) -> None:
-    """The first edit of an old deal after the pipeline is connected must not text its customer."""
-    deal_id = moved_deal(portal, "EXECUTING")
+    """A week-old deal in "ready", the pipeline connected since, its first edit: its history is
+    older than the age limit when first seen. Recorded and counted (alarmed), never texted."""
+    portal.omit_moved_time = True
+    week = 7 * 24 * 3600
+    contact = portal.create_contact("Ann", PHONE, last_name="Smith")
+    deal_id = portal.create_deal("Order 7", contact_id=contact, created_at=int(time.time()) - week).deal_id
+    portal.move_deal(deal_id, "EXECUTING", at=int(time.time()) - week + 60)
+    portal.edit_deal(deal_id, COMMENTS="called the customer")
     log = output(bitrix24.app.worker)
-    moved = datetime.fromisoformat(portal.deal(deal_id)["MOVED_TIME"]).timestamp()
 
-    assert bitrix24.deliver(deal_event(deal_id, ts=moved + 16 * 60)).failed == []
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
 
-    assert order_events() == []
-    assert log.emf("CrmEventsIgnored")
-    [line] = log.logs("CRM event ignored")
-    assert line["reason"] == "an edit that did not move the stage"
+    assert order_events() == [] and bitrix24.dead_letter_reasons() == []
+    [metrics] = log.emf("CrmTransitionsTooOld")
+    assert metrics["CrmTransitionsTooOld"] == [1.0]
+    lines = log.logs("CRM transition first seen too late to text")
+    assert [(line["status"], line["has_rule"]) for line in lines] == [("new", False), ("ready_for_pickup", True)]
     assert not [c for c in portal.calls() if "crm.contact.get" in c["path"]]
+
+
+def test_a_to_b_to_a_to_b_in_one_second_publishes_four_transitions_in_order(
+    bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, order_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """Reading the deal as it is now saw only the final stage: one SMS where README promises two."""
+    deal_id = moved_deal(portal, "PREPARATION")
+    portal.burst_moves(deal_id, ["EXECUTING", "PREPARATION", "EXECUTING"], collapse=True)
+
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
+
+    assert statuses(order_events())[2:] == [
+        ("processing", "ready_for_pickup"),
+        ("ready_for_pickup", "processing"),
+        ("processing", "ready_for_pickup"),
+    ]
+
+
+def test_two_stages_of_one_status_are_one_transition(
+    bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, order_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    deal_id = moved_deal(portal, "LOSE")
+    portal.move_deal(deal_id, "APOLOGY")
+    portal.move_deal(deal_id, "LOSE")
+
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
+
+    assert statuses(order_events()) == [(None, "new"), ("new", "cancelled")]
 
 
 def test_a_stage_missing_from_the_map_is_dead_lettered_naming_it_and_counted(
@@ -183,7 +242,7 @@ def test_a_stage_missing_from_the_map_is_dead_lettered_naming_it_and_counted(
     assert log.emf("CrmSourceMisconfigured")
 
 
-def test_a_deal_of_a_category_not_connected_is_ignored(
+def test_a_deal_of_a_category_not_connected_publishes_nothing(
     bitrix24: DeployedConsumer,
     portal: Bitrix24PortalFake,
     order_events: Callable[[], list[dict[str, Any]]],
@@ -195,8 +254,8 @@ def test_a_deal_of_a_category_not_connected_is_ignored(
     assert bitrix24.deliver(deal_event(deal_id)).failed == []
 
     assert order_events() == [] and bitrix24.dead_letter_reasons() == []
-    [line] = log.logs("CRM event ignored")
-    assert line["reason"] == "category '3' is not connected (bitrix24_stages)"
+    [metrics] = log.emf("CrmHistoryNotTransitions")
+    assert metrics["CrmHistoryNotTransitions"] == [2.0]  # the deal's two records, both of category 3
 
 
 @pytest.mark.parametrize(("stage", "dead_lettered"), [("EXECUTING", True), ("PREPARATION", False)])
@@ -255,7 +314,7 @@ def test_the_portal_down_retries_the_event_and_it_publishes_once_it_is_back(
     response = bitrix24.app.lambda_handler(event, bitrix24.context)
     bitrix24.queues.acknowledge(event, response)
     assert response["batchItemFailures"] == []
-    assert [p["attributes"]["status"] for p in order_events()] == ["ready_for_pickup"]
+    assert [p["attributes"]["status"] for p in order_events()] == ["new", "ready_for_pickup"]
 
 
 def test_a_deal_deleted_since_its_event_is_ignored(
@@ -317,20 +376,33 @@ def test_a_lead_status_change_publishes_the_order_status_with_the_previous_one(
     assert published["attributes"]["status"] == "ready_for_pickup"
 
 
-def test_a_late_webhook_publishes_where_the_lead_is_now(
+def test_a_late_webhook_publishes_every_transition_since_in_order(
     amocrm: DeployedConsumer, account: AmoCrmFake, order_events: Callable[[], list[dict[str, Any]]]
 ) -> None:
-    """The webhook for ready_for_pickup is read after the lead was shipped: what is published is
-    the lead's status now, without the webhook's old status."""
+    """The webhook for ready_for_pickup is read after the lead was shipped: both moves are in the
+    account's events, and both are published, in the order they happened."""
     lead_id = lead_in(account, 70012)
     account.change_statuses([(lead_id, 70013)])
     account.change_statuses([(lead_id, 70014)])
 
     assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
 
-    [published] = order_events()
-    order = published["envelope"]["payload"]["order"]
-    assert (order["status"], order.get("previous_status")) == ("shipped", None)
+    assert statuses(order_events()) == [("processing", "ready_for_pickup"), ("ready_for_pickup", "shipped")]
+
+
+def test_an_amocrm_burst_collapsed_into_one_webhook_is_every_transition(
+    amocrm: DeployedConsumer, account: AmoCrmFake, order_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    lead_id = lead_in(account, 70012)
+    account.burst_statuses(lead_id, [70013, 70012, 70013], collapse=True)
+
+    assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
+
+    assert statuses(order_events()) == [
+        ("processing", "ready_for_pickup"),
+        ("ready_for_pickup", "processing"),
+        ("processing", "ready_for_pickup"),
+    ]
 
 
 def test_a_revoked_amocrm_token_is_dead_lettered_as_unauthorized_without_the_token(
@@ -351,7 +423,8 @@ def test_a_revoked_amocrm_token_is_dead_lettered_as_unauthorized_without_the_tok
 def test_an_amocrm_status_missing_from_the_map_is_dead_lettered_naming_it(
     amocrm: DeployedConsumer, account: AmoCrmFake
 ) -> None:
-    lead_id = lead_in(account, 79999)
+    lead_id = lead_in(account, 70012)
+    account.change_statuses([(lead_id, 79999)])
 
     assert amocrm.deliver(lead_event(lead_id, 79999, 70012)).failed == []
 
@@ -362,16 +435,18 @@ def test_an_amocrm_status_missing_from_the_map_is_dead_lettered_naming_it(
     )
 
 
-def test_an_amocrm_order_event_occurred_when_the_lead_was_last_updated(
+def test_an_amocrm_order_event_occurred_when_its_status_event_was_written(
     amocrm: DeployedConsumer, account: AmoCrmFake, order_events: Callable[[], list[dict[str, Any]]]
 ) -> None:
-    """The webhook carries no reliable time of the change: the lead's `updated_at`, read with its
-    status, orders its events (the sms consumer's stale check)."""
+    """The webhook carries no reliable time of the change: the event's own `created_at` and id
+    name the transition (the sms consumer's order history)."""
     lead_id = lead_in(account, 70012)
     account.change_statuses([(lead_id, 70013)])
 
     assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
 
     [published] = order_events()
-    occurred = datetime.fromisoformat(published["envelope"]["payload"]["occurred_at"])
-    assert occurred == datetime.fromtimestamp(account.lead(lead_id)["updated_at"], UTC)
+    [event], _ = AmoCrmApi(account.base_url, AMO_TOKEN).status_events({"filter[entity_id][]": lead_id})
+    payload = published["envelope"]["payload"]
+    assert datetime.fromisoformat(payload["occurred_at"]) == event.created_at
+    assert payload["order"]["transition_id"] == f"amocrm:event:{event.id}"
