@@ -35,6 +35,42 @@ def default_resources() -> dict[str, Any]:
     return resources
 
 
+# The CRM history sweep at rest (`infra.constructs.crm_sweep`, absent without a CRM): per run and
+# connected CRM, one strongly consistent cursor read and one history call answered "nothing new";
+# one `CrmSweepOrders` metric a run; one "CRM history swept" log line per CRM and Lambda's three.
+SWEEP_RUN_SECONDS_PER_CRM = 0.4  # assumed: one HTTPS round trip to the CRM, its answer empty
+SWEEP_LOG_BYTES_PER_CRM = 450
+LAMBDA_REPORT_BYTES = 350
+SWEEP_CUSTOM_METRICS = 1  # CrmSweepOrders; CrmSweepFailures only while a CRM fails
+MONTH_MINUTES = 30 * 24 * 60
+
+
+def sweep_at_rest(crms: int = 2) -> dict[str, Any]:
+    """What the sweep costs a month with no order moving, at the default `crm_sweep_minutes`."""
+    from infra.config import PipelineSettings
+    from infra.environment import CRM_SWEEP
+    from infra.prices import CUSTOM_METRIC_USD, TRAFFIC
+
+    minutes = PipelineSettings().crm_sweep_minutes
+    runs = MONTH_MINUTES / minutes
+    gb_seconds = runs * crms * SWEEP_RUN_SECONDS_PER_CRM * CRM_SWEEP.memory_mb / 1024
+    log_gb = runs * (crms * SWEEP_LOG_BYTES_PER_CRM + LAMBDA_REPORT_BYTES) / 1e9
+    lines = {
+        "lambda requests": runs * TRAFFIC.lambda_request.usd,
+        "lambda GB-s": gb_seconds * TRAFFIC.lambda_arm_gb_second.usd,
+        "cursor reads (RRU)": runs * crms * TRAFFIC.dynamodb_read_unit.usd,
+        "logs ingested": log_gb * TRAFFIC.logs_ingested_gb.usd,
+        "custom metric (beyond the free 10)": SWEEP_CUSTOM_METRICS * CUSTOM_METRIC_USD,
+    }
+    return {
+        "crm_sweep_minutes": minutes,
+        "crms": crms,
+        "runs_per_month": round(runs),
+        "lines": {name: round(usd, 4) for name, usd in lines.items()},
+        "total_usd": round(sum(lines.values()), 2),
+    }
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """`quick` changes nothing: one synth and arithmetic."""
     bill = idle_cost(default_resources())
@@ -58,6 +94,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "ordered_consumers": per_update["ordered"]["consumers"],
             "floor": per_update["floor"],
         },
+        "crm_sweep": sweep_at_rest(),
         "measured_inputs": bool(load_results()),
     }
 
@@ -85,4 +122,17 @@ def report(results: dict[str, Any]) -> list[str]:
         f"    with tracing=true: {per_update['traced_usd']:.2f} (the floor's items: python -m bench cost)",
         f"    ordered path ({', '.join(per_update['ordered_consumers'])} on a FIFO queue):"
         f" {per_update['ordered_usd']:.2f}, unordered {per_update['model_usd']:.2f}",
+        *sweep_report(results.get("crm_sweep")),
+    ]
+
+
+def sweep_report(sweep: dict[str, Any] | None) -> list[str]:
+    if not sweep:
+        return []
+    parts = ", ".join(f"{name} {usd:.4f}" for name, usd in sweep["lines"].items())
+    return [
+        f"  CRM history sweep at rest (only with a CRM connected; {sweep['crms']} CRMs, every"
+        f" {sweep['crm_sweep_minutes']} min, {sweep['runs_per_month']} runs a month, no order moving):"
+        f" {sweep['total_usd']:.2f} a month",
+        f"    {parts} (a run's duration assumed {SWEEP_RUN_SECONDS_PER_CRM} s per CRM)",
     ]

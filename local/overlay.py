@@ -55,6 +55,8 @@ LOCAL_BITRIX24_STAGES = {
         "PREPARATION": "processing",
         "PREPAYMENT_INVOICE": "awaiting_payment",
         "EXECUTING": "ready_for_pickup",
+        # A custom stage (Bitrix24 names them UC_*): the pickup shelf, the same status as EXECUTING.
+        "UC_PICKUP": "ready_for_pickup",
         "FINAL_INVOICE": "shipped",
         "WON": "completed",
         "LOSE": "cancelled",

@@ -111,6 +111,14 @@ class FakeClient:
         )
         assert status == 200, f"{self.name} refused the fault {fault}: {body}"
 
+    def control(self, path: str, document: dict[str, Any]) -> Any:
+        """POST a JSON document to one of the fake's control routes (`/_webhook_faults`, ...)."""
+        status, body = http(
+            "POST", f"{self.url}{path}", json.dumps(document).encode(), {"Content-Type": "application/json"}
+        )
+        assert status == 200, f"{self.name} refused {path}: {body}"
+        return body
+
     def clear_faults(self) -> None:
         status, _ = http("DELETE", f"{self.url}/_faults")
         assert status == 200, f"DELETE {self.name}/_faults answered {status}"

@@ -1,0 +1,150 @@
+"""Issue 21 through `make local`: every CRM transition once, from the CRM's own history, even when
+its webhook is late, collapsed or never sent (the catch-up sweep runs every
+`LocalSettings.crm_sweep_every_seconds`, 30 s, as EventBridge runs it every `crm_sweep_minutes`).
+
+The portal and account stand-ins keep their stage histories and serve them through the vendors'
+APIs; their `/_webhook_faults` lose, hold and collapse webhooks (local.fakes.webhook_faults).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.e2e.support import SENT_PHONES, Pipeline, phone_number, wait_for
+
+# Phone-number scenarios of this module (tests.e2e.support.phone_number), apart from test_pipeline's.
+LATE_WEBHOOK = 41
+BURST = 42
+LOST_WEBHOOK = 43
+TWO_STAGES = 44
+OLD_DEAL = 45
+AMOCRM_LOST = 46
+# Longer than a sweep period and its run: the sweep has seen every move by then.
+SWEEP_SECONDS = 30
+SETTLE = SWEEP_SECONDS + 20
+
+
+def texts_to(pipeline: Pipeline, phone: str) -> list[dict[str, Any]]:
+    """The SMS End User Messaging's stand-in was asked to send to `phone`."""
+    return [
+        call
+        for call in pipeline.fake("end_user_messaging").calls()
+        if (call["body"] or {}).get("DestinationPhoneNumber") == phone
+    ]
+
+
+def deal_for(
+    pipeline: Pipeline, scenario: int, stage: str = "PREPARATION", **created: Any
+) -> tuple[int, str]:
+    """A deal of a new customer (phone as a manager types it) in `stage`; (its id, E.164)."""
+    portal = pipeline.runtime.bitrix24
+    phone = phone_number(scenario, 1)
+    SENT_PHONES.add(phone)
+    contact = portal.create_contact(
+        f"Customer{scenario}", f"{phone[:3]} {phone[3:7]} {phone[7:10]}-{phone[10:]}"
+    )
+    deal = portal.create_deal(f"Order {scenario}", contact_id=contact, **created)
+    assert deal.status == 200, deal.body
+    if stage != "NEW":
+        portal.move_deal(deal.deal_id, stage, at=created.get("created_at"))
+    return deal.deal_id, phone
+
+
+def settled(pipeline: Pipeline) -> None:
+    """A whole sweep period later, with every queue drained: nothing is still on its way."""
+    time.sleep(SETTLE)
+    assert pipeline.runtime.wait_until_drained(timeout=60)
+
+
+def test_a_move_whose_webhook_comes_twenty_minutes_late_texts_once(pipeline: Pipeline) -> None:
+    deal_id, phone = deal_for(pipeline, LATE_WEBHOOK)
+    portal = pipeline.runtime.bitrix24
+    pipeline.fake("bitrix24").control("/_webhook_faults", {"delay_next_webhooks": 1, "seconds": 5})
+
+    portal.move_deal(deal_id, "EXECUTING", at=int(time.time()) - 20 * 60)
+
+    [sms] = wait_for(lambda: texts_to(pipeline, phone), 60, "the ready-for-pickup SMS")
+    assert f"your order {deal_id} is ready for pickup" in sms["body"]["MessageBody"]
+    settled(pipeline)
+    assert texts_to(pipeline, phone) == [sms], "exactly one SMS: webhook and sweep saw the same move"
+
+
+def test_a_to_b_to_a_to_b_in_one_second_texts_twice(pipeline: Pipeline) -> None:
+    """Two entries into "ready for pickup" within a second, the portal collapsing the webhooks
+    into one: the history has four transitions, two of them into a status with a rule."""
+    deal_id, phone = deal_for(pipeline, BURST)
+    portal = pipeline.runtime.bitrix24
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+
+    portal.burst_moves(deal_id, ["EXECUTING", "PREPARATION", "EXECUTING"], collapse=True)
+
+    texts = wait_for(lambda: len(texts_to(pipeline, phone)) >= 2 and texts_to(pipeline, phone), 60, "two SMS")
+    settled(pipeline)
+    assert texts_to(pipeline, phone) == texts, "exactly two SMS"
+
+
+def test_a_lost_webhook_texts_within_one_catch_up_period(pipeline: Pipeline) -> None:
+    deal_id, phone = deal_for(pipeline, LOST_WEBHOOK)
+    portal = pipeline.runtime.bitrix24
+    assert pipeline.runtime.wait_until_drained(timeout=30)
+    pipeline.fake("bitrix24").control("/_webhook_faults", {"lose_next_webhooks": 1})
+    lost_at = time.monotonic()
+
+    moved = portal.move_deal(deal_id, "EXECUTING")
+
+    assert moved.fate == "lost"
+    [sms] = wait_for(lambda: texts_to(pipeline, phone), SWEEP_SECONDS + 30, "the SMS the sweep found")
+    assert time.monotonic() - lost_at <= SWEEP_SECONDS + 30
+    swept = [r for r in pipeline.log_records("crm_sweep") if r.get("message") == "CRM history swept"]
+    assert any(r["crm"] == "bitrix24" and r["orders"] >= 1 for r in swept)
+    settled(pipeline)
+    assert texts_to(pipeline, phone) == [sms]
+
+
+def test_two_stages_of_one_status_text_once(pipeline: Pipeline) -> None:
+    deal_id, phone = deal_for(pipeline, TWO_STAGES, stage="EXECUTING")
+    portal = pipeline.runtime.bitrix24
+    [sms] = wait_for(lambda: texts_to(pipeline, phone), 60, "the ready-for-pickup SMS")
+
+    portal.move_deal(deal_id, "UC_PICKUP")  # the pickup shelf: also ready_for_pickup (local.overlay)
+    portal.move_deal(deal_id, "EXECUTING")
+
+    settled(pipeline)
+    assert texts_to(pipeline, phone) == [sms]
+    assert pipeline.dlq_depth("bitrix24") == 0
+
+
+def test_an_old_deal_edited_on_a_portal_without_moved_time_texts_nobody(pipeline: Pipeline) -> None:
+    portal = pipeline.runtime.bitrix24
+    pipeline.fake("bitrix24").control("/_portal", {"omit_moved_time": True})
+    try:
+        week_ago = int(time.time()) - 7 * 24 * 3600
+        deal_id, phone = deal_for(pipeline, OLD_DEAL, stage="EXECUTING", created_at=week_ago)
+        portal.edit_deal(deal_id, COMMENTS="the customer called")
+        settled(pipeline)
+    finally:
+        pipeline.fake("bitrix24").control("/_portal", {"omit_moved_time": False})
+    assert texts_to(pipeline, phone) == []
+    too_old = [
+        r
+        for r in pipeline.log_records("bitrix24")
+        if r.get("message") == "CRM transition first seen too late to text"
+    ]
+    assert any(r["order"] == f"bitrix24:{deal_id}" and r["status"] == "ready_for_pickup" for r in too_old)
+
+
+def test_an_amocrm_status_change_whose_webhook_was_lost_texts_from_the_sweep(pipeline: Pipeline) -> None:
+    account = pipeline.runtime.amocrm
+    phone = phone_number(AMOCRM_LOST, 1)
+    SENT_PHONES.add(phone)
+    lead_id = account.create_lead(f"Order {AMOCRM_LOST}", 7001, 70012, account.create_contact("Buyer", phone))
+    pipeline.fake("amocrm").control("/_webhook_faults", {"lose_next_webhooks": 1})
+
+    delivery = account.change_statuses([(lead_id, 70014)])  # shipped
+
+    assert delivery.fate == "lost"
+    [sms] = wait_for(lambda: texts_to(pipeline, phone), SWEEP_SECONDS + 30, "the SMS the sweep found")
+    assert "has been shipped" in sms["body"]["MessageBody"]
+    settled(pipeline)
+    assert texts_to(pipeline, phone) == [sms]
