@@ -56,6 +56,10 @@ INVALID_PHONE_REASON = "invalid_phone"
 UNSUPPORTED_EVENT_REASON = "unsupported_event"
 # A body that is not the event it claims to be (a field missing or malformed): 400 or 422.
 INVALID_REASON = "invalid"
+# A body that is not what the route reads (JSON sent to a form route): 415, naming the form.
+UNSUPPORTED_MEDIA_TYPE_REASON = "unsupported_media_type"
+# A Content-Type quoted back to the sender: a media type, nothing more (a header may carry anything).
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,64}/[A-Za-z0-9!#$&^_.+-]{1,64}")
 # How many refused leads of an amoCRM batch an answer and its log line itemise (all are counted):
 # a batch of thousands of broken leads must not make an answer larger than Lambda can return.
 REFUSED_LEADS_LISTED = 20
@@ -435,8 +439,24 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
 
 
 # -- CRMs that post their own webhooks ---------------------------------------------------------
+def _media_type(content_type: str | None) -> str:
+    """The media type of a Content-Type, as a message may quote it: "none", or "unreadable" for
+    anything that does not look like one."""
+    media_type = (content_type or "").partition(";")[0].strip()
+    if not media_type:
+        return "none"
+    return media_type if _MEDIA_TYPE.fullmatch(media_type) else "unreadable"
+
+
 def _form_body(request: Request) -> bytes:
-    """The body of a form route (Bitrix24 and amoCRM post `application/x-www-form-urlencoded`)."""
+    """The body of a form route (Bitrix24 and amoCRM post `application/x-www-form-urlencoded`):
+    415 for any other Content-Type, so a JSON body is told what the route reads rather than
+    refused for a token or an event it never carries."""
+    content_type = request.header("Content-Type")
+    if not forms.is_form(content_type):
+        shown = _media_type(content_type)
+        message = f"body must be {forms.CONTENT_TYPE} (the form Bitrix24 and amoCRM post), not {shown}"
+        _reject(415, UNSUPPORTED_MEDIA_TYPE_REASON, message, detail=shown)
     return request.raw_body()
 
 

@@ -83,6 +83,55 @@ def assert_refused(
     assert ("EventsRejected", {"source": source, "reason": reason}) in metrics_emitted(output.lines())
 
 
+# -- both: what a form route reads ------------------------------------------------------------------
+JSON_EVENT = '{"event": "ONCRMDEALUPDATE", "data": {"FIELDS": {"ID": "759"}}, "leads": {"status": []}}'
+
+
+@pytest.mark.parametrize(
+    ("source", "content_type", "named"),
+    [
+        ("bitrix24", "application/json", "application/json"),
+        ("amocrm", "application/json; charset=utf-8", "application/json"),
+        ("bitrix24", "text/plain", "text/plain"),
+        ("amocrm", None, "none"),
+        ("amocrm", f"{CRM_TOKEN} +375291234567", "unreadable"),
+    ],
+)
+def test_a_body_that_is_not_a_form_is_415_naming_the_form_and_publishes_nothing(
+    invoke: Invoke,
+    pipeline: Pipeline,
+    bitrix24_connected: str,
+    output: CapturedOutput,
+    source: str,
+    content_type: str | None,
+    named: str,
+) -> None:
+    """Bitrix24 answered a JSON body 401 "missing application token", amoCRM 422 "is it
+    subscribed...": neither said what the route reads."""
+    request = bitrix24_request(JSON_EVENT) if source == "bitrix24" else amocrm_request(JSON_EVENT)
+    if content_type is None:
+        del request["headers"]["content-type"]
+    else:
+        request["headers"]["content-type"] = content_type
+
+    response = invoke(request)
+
+    assert_refused(response, pipeline, output, 415, source, "unsupported_media_type")
+    message = response_json(response)["message"]
+    assert message.startswith("body must be application/x-www-form-urlencoded") and message.endswith(named)
+    assert leaked(response["body"], token=CRM_TOKEN, phone="375291234567") == []
+
+
+def test_an_amocrm_body_that_is_not_a_form_is_judged_after_the_token(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    """An unauthenticated caller learns nothing about what the route reads."""
+    request = amocrm_request(JSON_EVENT, token="crmWrongToken0000000000000000000000000000000000")
+    request["headers"]["content-type"] = "application/json"
+
+    assert_refused(invoke(request), pipeline, output, 401, "amocrm", "unauthorized")
+
+
 # -- Bitrix24 -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("event", "deal_id", "ts"),
