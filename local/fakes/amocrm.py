@@ -21,18 +21,21 @@ moves the leads and posts ONE form-encoded request carrying all of them, shaped 
     &leads[status][0][modified_user_id]=..&leads[status][0][created_user_id]=..
     &leads[status][0][date_create]=..&leads[status][0][pipeline_id]=..
     &leads[status][0][old_pipeline_id]=..&leads[status][0][account_id]=..
+    &leads[status][0][custom_fields][0][id]=..&leads[status][0][custom_fields][0][name]=..
+    &leads[status][0][custom_fields][0][values][0][value]=.. (one group per custom field)
     &leads[status][0][created_at]=..&leads[status][0][updated_at]=..&leads[status][1][id]=..
 
-(brackets percent-encoded). It is synchronous and returns the pipeline's answer as a `Delivery`;
-`resend_last()` posts the last request again, byte for byte, as amoCRM's retry would.
+(brackets percent-encoded; a lead without custom fields has no `custom_fields`). It is synchronous
+and returns the pipeline's answer as a `Delivery`; `resend_last()` posts the last request again,
+byte for byte, as amoCRM's retry would.
 
 Faults (`POST /_faults`, see `local.fakes.base`) apply to the API only: 5xx and 4xx as
 problem+json, `rate_limit_next` 429 `{"title": "Too Many Requests", ...}` with Retry-After.
 Control endpoints (JSON bodies; a body it cannot follow is 400 with the reason):
 
     POST /_contacts {"name", "phone"?}                                     -> {"contact_id"}
-    POST /_leads {"name", "pipeline_id", "status_id", "contact": {"name", "phone"?}? | "contact_id"?}
-                                                                           -> {"lead_id", "contact_id"}
+    POST /_leads {"name", "pipeline_id", "status_id", "contact": {"name", "phone"?}? | "contact_id"?,
+                  "custom_fields": {"<field name>": "<text>", ...}?}       -> {"lead_id", "contact_id"}
     POST /_leads/status {"leads": [{"id", "status_id", "pipeline_id"?}, ...]} -> {"delivery"}
     POST /_resend                                                          -> {"delivery"}
     GET  /_leads/<id>                                                      -> the lead (with contacts)
@@ -80,10 +83,13 @@ PHONE_FIELD_ID = 1138181
 PHONE_ENUM_ID = 718323
 FIRST_LEAD_ID = 31000001
 FIRST_CONTACT_ID = 42000001
+# The account's lead custom fields get ids from here, in the order their names are first used.
+FIRST_LEAD_FIELD_ID = 1425001
 _API_PATH = re.compile(r"^/api/v4/(?P<entity>leads|contacts)/(?P<id>\d+)$")
 _LEAD_ROUTE = re.compile(r"^/_leads/(?P<id>\d+)$")
 
-# The fields of one lead in a `leads[status]` webhook, in amoCRM's order.
+# The fields of one lead in a `leads[status]` webhook, in amoCRM's order; its custom fields come
+# after `account_id`.
 _STATUS_FIELDS = (
     "id",
     "name",
@@ -136,6 +142,7 @@ class AmoCrmFake(EmittingFake):
         self._lead_contact: dict[int, int] = {}
         self._contact_ids = itertools.count(FIRST_CONTACT_ID)
         self._lead_ids = itertools.count(FIRST_LEAD_ID)
+        self._lead_field_ids: dict[str, int] = {}
         self._last_sent: tuple[tuple[int, ...], str, dict[str, str]] | None = None
 
     # -- configuration -----------------------------------------------------------------------------
@@ -190,12 +197,23 @@ class AmoCrmFake(EmittingFake):
             }
         return contact_id
 
-    def create_lead(self, name: str, pipeline_id: int, status_id: int, contact_id: int | None = None) -> int:
-        """A lead in a pipeline's status (amoCRM's ids are any positive integers here); no webhook."""
+    def create_lead(
+        self,
+        name: str,
+        pipeline_id: int,
+        status_id: int,
+        contact_id: int | None = None,
+        custom_fields: Mapping[str, str] | None = None,
+    ) -> int:
+        """A lead in a pipeline's status (amoCRM's ids are any positive integers here); no webhook.
+        `custom_fields`: text custom fields by name, carried by the lead and its webhooks."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a lead needs a name")
         _positive("pipeline_id", pipeline_id)
         _positive("status_id", status_id)
+        fields = dict(custom_fields or {})
+        if not all(isinstance(k, str) and k.strip() and isinstance(v, str) for k, v in fields.items()):
+            raise ValueError("custom_fields must map non-empty field names to text values")
         now = self._clock.tick()
         with self._state_lock:
             if contact_id is not None and contact_id not in self._contacts:
@@ -217,7 +235,7 @@ class AmoCrmFake(EmittingFake):
                 "closed_at": now if status_id in (WON_STATUS_ID, LOST_STATUS_ID) else None,
                 "closest_task_at": None,
                 "is_deleted": False,
-                "custom_fields_values": None,
+                "custom_fields_values": self._lead_field_values(fields),
                 "score": None,
                 "account_id": self.account_id,
                 "labor_cost": None,
@@ -225,6 +243,22 @@ class AmoCrmFake(EmittingFake):
             if contact_id is not None:
                 self._lead_contact[lead_id] = contact_id
         return lead_id
+
+    def _lead_field_values(self, fields: Mapping[str, str]) -> list[dict[str, Any]] | None:
+        """Text custom fields as API v4 gives them (`custom_fields_values`; None when there are none)."""
+        values = [
+            {
+                "field_id": self._lead_field_ids.setdefault(
+                    name, FIRST_LEAD_FIELD_ID + len(self._lead_field_ids)
+                ),
+                "field_name": name,
+                "field_code": None,
+                "field_type": "text",
+                "values": [{"value": value}],
+            }
+            for name, value in fields.items()
+        ]
+        return values or None
 
     def change_statuses(self, changes: Sequence[StatusChange]) -> Delivery:
         """Each lead moves to its new status (and pipeline); one webhook carries them all."""
@@ -375,7 +409,7 @@ class AmoCrmFake(EmittingFake):
         return None
 
     def _control_create_lead(self, document: dict[str, Any]) -> FakeResponse:
-        known = {"name", "pipeline_id", "status_id", "contact", "contact_id"}
+        known = {"name", "pipeline_id", "status_id", "contact", "contact_id", "custom_fields"}
         unknown = set(document) - known
         if unknown:
             raise ControlInputError(f"unknown keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
@@ -384,8 +418,11 @@ class AmoCrmFake(EmittingFake):
         status_id = int(id_field(document, "status_id") or 0)
         if "contact" in document and "contact_id" in document:
             raise ControlInputError("give either contact or contact_id, not both")
+        custom_fields = document.get("custom_fields", {})
+        if not isinstance(custom_fields, dict):
+            raise ControlInputError('custom_fields must be an object such as {"Delivery": "Pickup"}')
         contact_id = control_contact(document, self.contact, self._contact_from)
-        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id)
+        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id, custom_fields)
         return FakeResponse(201, {"lead_id": lead_id, "contact_id": contact_id})
 
     def _control_statuses(self, document: dict[str, Any]) -> Delivery:
@@ -460,7 +497,26 @@ def _status_fields(
         "created_user_id": lead["created_by"],
         "date_create": lead["created_at"],
     }
-    return [(f"leads[status][{index}][{key}]", values[key]) for key in _STATUS_FIELDS]
+    prefix = f"leads[status][{index}]"
+    pairs: list[tuple[str, object]] = []
+    for key in _STATUS_FIELDS:
+        pairs.append((f"{prefix}[{key}]", values[key]))
+        if key == "account_id":
+            pairs += _custom_field_pairs(prefix, lead["custom_fields_values"] or [])
+    return pairs
+
+
+def _custom_field_pairs(prefix: str, fields: Sequence[Mapping[str, Any]]) -> list[tuple[str, object]]:
+    """A lead's custom fields as its webhook carries them: `[custom_fields][k][id]`, `[name]`,
+    `[values][v][value]` (and `[code]` for a field that has one)."""
+    pairs: list[tuple[str, object]] = []
+    for k, field in enumerate(fields):
+        group = f"{prefix}[custom_fields][{k}]"
+        pairs += [(f"{group}[id]", field["field_id"]), (f"{group}[name]", field["field_name"])]
+        pairs += [(f"{group}[values][{v}][value]", entry["value"]) for v, entry in enumerate(field["values"])]
+        if field["field_code"]:
+            pairs.append((f"{group}[code]", field["field_code"]))
+    return pairs
 
 
 def _phone_fields(phone: str | None) -> list[dict[str, Any]] | None:
