@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -42,6 +42,9 @@ from pipeline.envelope import (
     utc_now,
 )
 from pipeline.observability import service_tracer
+
+if TYPE_CHECKING:  # imported by the first amoCRM request (ingest_amocrm)
+    from pipeline.amocrm import RefusedEntry
 
 logger = Logger(child=True)
 tracer = service_tracer()
@@ -439,22 +442,15 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
 
 
 # -- CRMs that post their own webhooks ---------------------------------------------------------
-def _media_type(content_type: str | None) -> str:
-    """The media type of a Content-Type, as a message may quote it: "none", or "unreadable" for
-    anything that does not look like one."""
-    media_type = (content_type or "").partition(";")[0].strip()
-    if not media_type:
-        return "none"
-    return media_type if _MEDIA_TYPE.fullmatch(media_type) else "unreadable"
-
-
 def _form_body(request: Request) -> bytes:
     """The body of a form route (Bitrix24 and amoCRM post `application/x-www-form-urlencoded`):
     415 for any other Content-Type, so a JSON body is told what the route reads rather than
-    refused for a token or an event it never carries."""
+    refused for a token or an event it never carries. The type sent is quoted only when it
+    looks like one."""
     content_type = request.header("Content-Type")
     if not forms.is_form(content_type):
-        shown = _media_type(content_type)
+        media_type = (content_type or "").partition(";")[0].strip() or "none"
+        shown = media_type if media_type == "none" or _MEDIA_TYPE.fullmatch(media_type) else "unreadable"
         message = f"body must be {forms.CONTENT_TYPE} (the form Bitrix24 and amoCRM post), not {shown}"
         _reject(415, UNSUPPORTED_MEDIA_TYPE_REASON, message, detail=shown)
     return request.raw_body()
@@ -537,14 +533,15 @@ def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
 AMOCRM_EVENT_TYPE = "lead.status_changed"
 
 
-def _listed_errors(refused: Sequence[Any]) -> list[dict[str, Any]]:
-    """The field errors of the first REFUSED_LEADS_LISTED refused entries (`RefusedEntry`)."""
+def _listed_errors(refused: Sequence[RefusedEntry]) -> list[dict[str, Any]]:
+    """The field errors of the first REFUSED_LEADS_LISTED refused entries."""
     return [error for entry in refused[:REFUSED_LEADS_LISTED] for error in entry.errors]
 
 
-def _record_refused_leads(source: Source, errors: list[dict[str, Any]], count: int) -> None:
-    """Log and count the leads of a batch refused while the rest was published. Its own metric
-    line: the request's EventsAccepted carries other dimensions."""
+def _record_refused_leads(source: Source, refused: Sequence[RefusedEntry]) -> list[dict[str, Any]]:
+    """Log and count the leads of a batch refused while the rest was published (on a metric line
+    of its own: the request's EventsAccepted has other dimensions); their listed errors."""
+    count, errors = len(refused), _listed_errors(refused)
     logger.warning(
         "Leads refused, the rest of the batch published",
         extra={"source": source, "reason": INVALID_REASON, "refused": count, "errors": errors},
@@ -552,6 +549,7 @@ def _record_refused_leads(source: Source, errors: list[dict[str, Any]], count: i
     with single_metric(name="EventsRejected", unit=MetricUnit.Count, value=count) as metric:
         metric.add_dimension(name="source", value=source)
         metric.add_dimension(name="reason", value=INVALID_REASON)
+    return errors
 
 
 def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outcome:
@@ -590,23 +588,17 @@ def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outc
                 type=AMOCRM_EVENT_TYPE,
                 correlation_id=request.correlation_id,
                 received_at=utc_now(),
+                # The lead as the webhook names its fields: id, status_id, pipeline_id, old_*.
                 payload={
                     "account": account.model_dump(mode="json"),
-                    "lead": {
-                        "id": change.lead_id,
-                        "status_id": change.status_id,
-                        "pipeline_id": change.pipeline_id,
-                        "old_status_id": change.old_status_id,
-                        "old_pipeline_id": change.old_pipeline_id,
-                    },
+                    "lead": change.model_dump(by_alias=True),
                 },
             )
             publish(envelope, {"source": "amocrm", "type": AMOCRM_EVENT_TYPE}, settings.topic_arn)
             event_ids.append(envelope.event_id)
         body: dict[str, Any] = {"ok": True, "event_ids": event_ids}
         if refused:
-            body |= {"refused": len(refused), "errors": _listed_errors(refused)}
-            _record_refused_leads("amocrm", body["errors"], len(refused))
+            body |= {"refused": len(refused), "errors": _record_refused_leads("amocrm", refused)}
         return Outcome(200, body)
 
     return _handle("amocrm", work)
