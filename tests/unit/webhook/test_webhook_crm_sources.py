@@ -96,6 +96,8 @@ JSON_EVENT = '{"event": "ONCRMDEALUPDATE", "data": {"FIELDS": {"ID": "759"}}, "l
         ("amocrm", None, "none"),
         ("amocrm", f"{CRM_TOKEN} +375291234567", "unreadable"),
     ],
+    # Not the values: the last one carries a token and a phone number.
+    ids=["bitrix24-json", "amocrm-json-charset", "bitrix24-text", "amocrm-none", "amocrm-unreadable"],
 )
 def test_a_body_that_is_not_a_form_is_415_naming_the_form_and_publishes_nothing(
     invoke: Invoke,
