@@ -184,6 +184,15 @@ def test_a_malformed_entry_is_refused_alone_naming_its_fields_never_their_values
     assert "+7912" not in str(refused) and "secret-ish" not in str(refused)
 
 
+def test_a_field_repeated_a_thousand_times_is_one_fault() -> None:
+    """What a refused entry reports is bounded by its fields, not by how often they repeat."""
+    webhook = read([*LEAD_0, *[("leads[status][1][id]", "7")] * 1000, *[("leads[status][1]", "x")] * 2])
+
+    assert [c.lead_id for c in webhook.changes] == [1]
+    [refused] = webhook.refused
+    assert sorted(error["loc"][0] for error in refused.errors) == ["leads[status][1]", "leads[status][1][id]"]
+
+
 def test_an_index_that_looks_like_a_phone_is_masked_where_it_is_named() -> None:
     webhook = read([*LEAD_0, ("leads[status][375291234567][id]", "x")])
 

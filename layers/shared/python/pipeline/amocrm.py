@@ -165,7 +165,8 @@ def read_status_webhook(raw: bytes) -> StatusWebhook:
     missing, not a number, or given twice) is a RefusedEntry, and the rest are read on.
     """
     entries: dict[str, dict[str, str]] = {}
-    faults: dict[str, list[FieldError]] = {}
+    # An entry's faults by form field: a field given a thousand times is one fault, not a thousand.
+    faults: dict[str, dict[str, FieldError]] = {}
     account: dict[str, str] = {}
     for field in forms.form_fields(raw):
         path = field.path
@@ -184,12 +185,12 @@ def read_status_webhook(raw: bytes) -> StatusWebhook:
         entry = entries.setdefault(index, {})
         prefix = f"leads[status][{index}]"
         if len(path) == 3:
-            faults.setdefault(index, []).append({"loc": [_form_name(prefix, ())], "msg": "not an entry"})
+            name = _form_name(prefix, ())
+            faults.setdefault(index, {})[name] = {"loc": [name], "msg": "not an entry"}
         elif len(path) == 4 and path[3] in STATUS_FIELDS:
             if path[3] in entry:
-                faults.setdefault(index, []).append(
-                    {"loc": [_form_name(prefix, path[3:])], "msg": "given twice"}
-                )
+                name = _form_name(prefix, path[3:])
+                faults.setdefault(index, {})[name] = {"loc": [name], "msg": "given twice"}
             else:
                 entry[path[3]] = field.value()
     if not entries:
@@ -200,7 +201,7 @@ def read_status_webhook(raw: bytes) -> StatusWebhook:
     # Numeric order without int(): an index is canonical decimal, so shorter is smaller.
     for index in sorted(entries, key=lambda index: (len(index), index)):
         if index in faults:
-            refused.append(RefusedEntry(index, tuple(faults[index])))
+            refused.append(RefusedEntry(index, tuple(faults[index].values())))
             continue
         try:
             changes.append(StatusChange.model_validate(entries[index]))
