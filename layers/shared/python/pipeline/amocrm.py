@@ -211,7 +211,7 @@ def read_status_webhook(raw: bytes) -> StatusWebhook:
         parsed_account = Account.model_validate(account)
     except ValidationError as error:
         errors = _field_errors(error, "account")
-        names = ", ".join(sorted(error["loc"][0] for error in errors))
+        names = ", ".join(sorted(item["loc"][0] for item in errors))
         raise AmoWebhookError(f"invalid account ({names})", errors) from None
     return StatusWebhook(parsed_account, tuple(changes), tuple(refused))
 
