@@ -34,6 +34,7 @@ from local.lambda_host import (
     exit_now,
     quiet_interrupts,
 )
+from pipeline.forms import MAX_BODY_BYTES
 
 EXIT_CANNOT_LISTEN = 2
 # The routes every deployment's HTTP API has; the runtime passes the deployment's own
@@ -41,8 +42,9 @@ EXIT_CANNOT_LISTEN = 2
 ROUTES: tuple[str, ...] = ("POST /telegram/webhook", "POST /crm/events", "POST /crm/events/{token}")
 API_ID = "local"
 STAGE = "$default"
-# API Gateway limits: 10 MB payload, 30 s integration timeout.
-MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
+# API Gateway limits: 10 MB payload (the bound the webhook's form readers apply too), 30 s
+# integration timeout.
+MAX_PAYLOAD_BYTES = MAX_BODY_BYTES
 INTEGRATION_TIMEOUT_SECONDS = 30.0
 # Content types API Gateway passes as text; any other body arrives base64-encoded.
 _TEXT_TYPES = (

@@ -3,10 +3,12 @@
 Every request ends in exactly one `Outcome` and one metric: `EventsAccepted` (dimensions
 `source`, `type`), `EventsRejected` (dimensions `source`, `reason`), or `EventsIgnored`
 (dimensions `source`, `type`: an authenticated CRM event of a type the pipeline does not handle,
-answered 200 and not published, so the CRM does not retry it). Authentication always
-comes first, so an unauthenticated caller learns nothing about validation and never causes a
-publish. A request is answered 200 only once SNS has the event; any failure to publish answers
-503 so the sender (Telegram, the CRM) retries and nothing is lost.
+answered 200 and not published, so the CRM does not retry it). An amoCRM batch is counted per
+lead: `EventsAccepted` for each lead published, `EventsRejected{reason=invalid}` with the number
+of leads refused. Authentication always comes first (Bitrix24's token is inside its form, so its
+form is read first), so an unauthenticated caller learns nothing about validation and never
+causes a publish. A request is answered 200 only once SNS has the event; any failure to publish
+answers 503 so the sender (Telegram, the CRM) retries and nothing is lost.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
@@ -41,6 +43,9 @@ from pipeline.envelope import (
 )
 from pipeline.observability import service_tracer
 
+if TYPE_CHECKING:  # imported by the first amoCRM request (ingest_amocrm)
+    from pipeline.amocrm import RefusedEntry
+
 logger = Logger(child=True)
 tracer = service_tracer()
 metrics = Metrics()
@@ -52,6 +57,15 @@ INVALID_PHONE_REASON = "invalid_phone"
 # A CRM webhook for an event this pipeline does not handle (a Bitrix24 lead event, an amoCRM
 # webhook not subscribed to lead status changes): 422, so the sender's log shows the refusal.
 UNSUPPORTED_EVENT_REASON = "unsupported_event"
+# A body that is not the event it claims to be (a field missing or malformed): 400 or 422.
+INVALID_REASON = "invalid"
+# A body that is not what the route reads (JSON sent to a form route): 415, naming the form.
+UNSUPPORTED_MEDIA_TYPE_REASON = "unsupported_media_type"
+# A Content-Type quoted back to the sender: a media type, nothing more (a header may carry anything).
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,64}/[A-Za-z0-9!#$&^_.+-]{1,64}")
+# How many refused leads of an amoCRM batch an answer and its log line itemise (all are counted):
+# a batch of thousands of broken leads must not make an answer larger than Lambda can return.
+REFUSED_LEADS_LISTED = 20
 # The `type` dimension of an ignored CRM event: its type when it looks like one, else "other".
 _IGNORED_TYPE_DIMENSION = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 IGNORED_OTHER_TYPE = "other"
@@ -133,7 +147,7 @@ class Request:
                 return base64.b64decode(self.body, validate=True)
             return self.body.encode("utf-8")
         except ValueError:  # binascii.Error, UnicodeEncodeError (a lone surrogate) are ValueErrors
-            _reject(400, "invalid", "body is not valid base64 or UTF-8")
+            _reject(400, INVALID_REASON, "body is not valid base64 or UTF-8")
 
 
 @dataclass(frozen=True)
@@ -152,6 +166,7 @@ class Rejection(Exception):
         message: str,
         errors: list[dict[str, Any]] | None = None,
         detail: str | None = None,
+        count: int = 1,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
@@ -159,6 +174,8 @@ class Rejection(Exception):
         self.message = message
         self.errors = errors or []
         self.detail = detail
+        # What EventsRejected counts: the request, or every lead of a batch refused whole.
+        self.count = count
 
     def outcome(self) -> Outcome:
         body: dict[str, Any] = {"ok": False, "error": self.reason, "message": self.message}
@@ -173,8 +190,9 @@ def _reject(
     message: str,
     errors: list[dict[str, Any]] | None = None,
     detail: str | None = None,
+    count: int = 1,
 ) -> NoReturn:
-    raise Rejection(status_code, reason, message, errors, detail)
+    raise Rejection(status_code, reason, message, errors, detail, count)
 
 
 def field_errors(error: ValidationError) -> list[dict[str, Any]]:
@@ -197,19 +215,19 @@ def parse_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
         value = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
-        _reject(400, "invalid", "body is not valid UTF-8 JSON")
+        _reject(400, INVALID_REASON, "body is not valid UTF-8 JSON")
     if _SURROGATE_ESCAPE.search(text):
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            _reject(400, "invalid", "body contains an unpaired UTF-16 surrogate escape")
+            _reject(400, INVALID_REASON, "body contains an unpaired UTF-16 surrogate escape")
     return value
 
 
-def record_rejection(source: str, reason: str) -> None:
+def record_rejection(source: str, reason: str, count: int = 1) -> None:
     metrics.add_dimension(name="source", value=source)
     metrics.add_dimension(name="reason", value=reason)
-    metrics.add_metric(name="EventsRejected", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="EventsRejected", unit=MetricUnit.Count, value=count)
 
 
 def _check_secret(
@@ -296,9 +314,15 @@ def _handle(source: Source, work: Callable[[], Outcome]) -> Outcome:
         return work()
     except Rejection as rejection:
         if rejection.status_code < 500:
-            log_fields = {"source": source, "reason": rejection.reason, "detail": rejection.detail}
+            log_fields: dict[str, Any] = {
+                "source": source,
+                "reason": rejection.reason,
+                "detail": rejection.detail,
+            }
+            if rejection.errors:
+                log_fields["errors"] = rejection.errors  # field names and why, never values
             logger.warning("Request rejected", extra=log_fields)
-        record_rejection(source, rejection.reason)
+        record_rejection(source, rejection.reason, rejection.count)
         return rejection.outcome()
 
 
@@ -321,7 +345,7 @@ def _rejection_reason(error: ValidationError) -> str:
     alarm watches); `invalid` for any other broken event."""
     if all(item["type"] == crm.PHONE_ERROR_TYPE for item in error.errors(include_input=False)):
         return INVALID_PHONE_REASON
-    return "invalid"
+    return INVALID_REASON
 
 
 def ingest_telegram(request: Request, settings: Settings) -> Outcome:
@@ -335,7 +359,7 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
         )
         payload = parse_json(request.raw_body())
         if not isinstance(payload, dict):
-            _reject(400, "invalid", "body must be a JSON object (a Telegram Update)")
+            _reject(400, INVALID_REASON, "body must be a JSON object (a Telegram Update)")
         update: telegram.TelegramUpdate = _validate(telegram.TelegramUpdate, payload, 400)
         envelope, attributes = telegram.publication(
             update, payload, bot_id=settings.bot_id, correlation_id=request.correlation_id
@@ -418,12 +442,33 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
 
 
 # -- CRMs that post their own webhooks ---------------------------------------------------------
+def _form_body(request: Request) -> bytes:
+    """The body of a form route (Bitrix24 and amoCRM post `application/x-www-form-urlencoded`):
+    415 for any other Content-Type, so a JSON body is told what the route reads rather than
+    refused for a token or an event it never carries. The type sent is quoted only when it
+    looks like one."""
+    content_type = request.header("Content-Type")
+    if not forms.is_form(content_type):
+        media_type = (content_type or "").partition(";")[0].strip() or "none"
+        shown = media_type if media_type == "none" or _MEDIA_TYPE.fullmatch(media_type) else "unreadable"
+        message = f"body must be {forms.CONTENT_TYPE} (the form Bitrix24 and amoCRM post), not {shown}"
+        _reject(415, UNSUPPORTED_MEDIA_TYPE_REASON, message, detail=shown)
+    return request.raw_body()
+
+
+def _reject_form(error: forms.FormError) -> NoReturn:
+    if isinstance(error, forms.FormTooLarge):
+        _reject(413, "oversized", str(error))
+    _reject(400, INVALID_REASON, f"body is not a form-encoded webhook: {error}")
+
+
 def _form(request: Request) -> dict[str, Any]:
-    """The form-encoded body (Bitrix24 and amoCRM post `application/x-www-form-urlencoded`)."""
+    """The form body as nested dicts (a Bitrix24 event: a few fields)."""
+    raw = _form_body(request)
     try:
-        return forms.parse_form(request.raw_body())
+        return forms.parse_form(raw)
     except forms.FormError as error:
-        _reject(400, "invalid", f"body is not a form-encoded webhook: {error}")
+        _reject_form(error)
 
 
 def _delivery_id(*parts: object) -> str:
@@ -457,7 +502,7 @@ def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
             event = bitrix24.OutgoingEvent.from_form(form)
         except (ValidationError, ValueError) as error:
             errors = field_errors(error) if isinstance(error, ValidationError) else []
-            _reject(422, "invalid", "body is not a Bitrix24 deal event", errors)
+            _reject(422, INVALID_REASON, "body is not a Bitrix24 deal event", errors)
         if event.event not in bitrix24.DEAL_EVENTS:
             _reject(
                 422,
@@ -488,44 +533,72 @@ def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
 AMOCRM_EVENT_TYPE = "lead.status_changed"
 
 
+def _listed_errors(refused: Sequence[RefusedEntry]) -> list[dict[str, Any]]:
+    """The field errors of the first REFUSED_LEADS_LISTED refused entries."""
+    return [error for entry in refused[:REFUSED_LEADS_LISTED] for error in entry.errors]
+
+
+def _record_refused_leads(source: Source, refused: Sequence[RefusedEntry]) -> list[dict[str, Any]]:
+    """Log and count the leads of a batch refused while the rest was published (on a metric line
+    of its own: the request's EventsAccepted has other dimensions); their listed errors."""
+    count, errors = len(refused), _listed_errors(refused)
+    logger.warning(
+        "Leads refused, the rest of the batch published",
+        extra={"source": source, "reason": INVALID_REASON, "refused": count, "errors": errors},
+    )
+    with single_metric(name="EventsRejected", unit=MetricUnit.Count, value=count) as metric:
+        metric.add_dimension(name="source", value=source)
+        metric.add_dimension(name="reason", value=INVALID_REASON)
+    return errors
+
+
 def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outcome:
     """An amoCRM webhook (lead status changed), authenticated by the `crm_token` secret in its
     URL (`POST /crm/amocrm/<token>`: amoCRM cannot sign or set headers). Every lead of the batch
     is published as its own event; answered 200 only once all are published (a retried batch
-    republishes the first ones, which their consumer reads as the repeats they are)."""
+    republishes the first ones, which their consumer reads as the repeats they are). A malformed
+    lead is refused alone: the answer is 200 with the others' event ids and the refused leads'
+    `errors` (a resend cannot mend them), 422 when no lead is valid."""
     # Imported by the first amoCRM request: the other routes never need its models or REST client.
     from pipeline import amocrm
 
     def work() -> Outcome:
         _require_secret_token(path_token, settings.crm_token_secret_id, "token")
-        form = _form(request)
+        raw = _form_body(request)
         try:
-            account, changes = amocrm.status_changes(form)
-        except ValidationError as error:
-            _reject(422, "invalid", "body is not an amoCRM lead status webhook", field_errors(error))
-        except ValueError as error:
+            webhook = amocrm.read_status_webhook(raw)
+        except forms.FormError as error:
+            _reject_form(error)
+        except amocrm.NoStatusChanges as error:
             _reject(422, UNSUPPORTED_EVENT_REASON, str(error))
+        except amocrm.AmoWebhookError as error:
+            _reject(
+                422, INVALID_REASON, f"body is not an amoCRM lead status webhook: {error}", [*error.errors]
+            )
+        refused = webhook.refused
+        if not webhook.changes:
+            message = "no lead of the webhook is a valid status change"
+            _reject(422, INVALID_REASON, message, _listed_errors(refused), count=len(refused))
+        account = webhook.account
         event_ids = []
-        for change in changes:
+        for change in webhook.changes:
             envelope = Envelope(
                 event_id=_delivery_id("amocrm", account.id or "-", "lead", change.lead_id),
                 source="amocrm",
                 type=AMOCRM_EVENT_TYPE,
                 correlation_id=request.correlation_id,
                 received_at=utc_now(),
+                # The lead as the webhook names its fields: id, status_id, pipeline_id, old_*.
                 payload={
                     "account": account.model_dump(mode="json"),
-                    "lead": {
-                        "id": change.lead_id,
-                        "status_id": change.status_id,
-                        "pipeline_id": change.pipeline_id,
-                        "old_status_id": change.old_status_id,
-                        "old_pipeline_id": change.old_pipeline_id,
-                    },
+                    "lead": change.model_dump(by_alias=True),
                 },
             )
             publish(envelope, {"source": "amocrm", "type": AMOCRM_EVENT_TYPE}, settings.topic_arn)
             event_ids.append(envelope.event_id)
-        return Outcome(200, {"ok": True, "event_ids": event_ids})
+        body: dict[str, Any] = {"ok": True, "event_ids": event_ids}
+        if refused:
+            body |= {"refused": len(refused), "errors": _record_refused_leads("amocrm", refused)}
+        return Outcome(200, body)
 
     return _handle("amocrm", work)

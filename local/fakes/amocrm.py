@@ -32,13 +32,15 @@ moves the leads and posts ONE form-encoded request carrying all of them, shaped 
     &leads[status][0][modified_user_id]=..&leads[status][0][created_user_id]=..
     &leads[status][0][date_create]=..&leads[status][0][pipeline_id]=..
     &leads[status][0][old_pipeline_id]=..&leads[status][0][account_id]=..
+    &leads[status][0][custom_fields][0][id]=..&leads[status][0][custom_fields][0][name]=..
+    &leads[status][0][custom_fields][0][values][0][value]=.. (one group per custom field)
     &leads[status][0][created_at]=..&leads[status][0][updated_at]=..&leads[status][1][id]=..
 
-(brackets percent-encoded). It is synchronous and returns the pipeline's answer as a `Delivery`;
-`resend_last()` posts the last request again, byte for byte, as amoCRM's retry would.
-`burst_statuses` moves one lead several times within one second, then posts one request per move
-(or one carrying the net change, `collapse`). Webhook faults (lost, delayed):
-`local.fakes.webhook_faults`, `/_webhook_faults`.
+(brackets percent-encoded; a lead without custom fields has no `custom_fields`). It is synchronous
+and returns the pipeline's answer as a `Delivery`; `resend_last()` posts the last request again,
+byte for byte, as amoCRM's retry would. `burst_statuses` moves one lead several times within one
+second, then posts one request per move (or one carrying the net change, `collapse`). Webhook
+faults (lost, delayed): `local.fakes.webhook_faults`, `/_webhook_faults`.
 
 Faults (`POST /_faults`, see `local.fakes.base`) apply to the API only: 5xx and 4xx as
 problem+json, `rate_limit_next` 429 `{"title": "Too Many Requests", ...}` with Retry-After.
@@ -48,6 +50,7 @@ future nor before the lead's latest event):
 
     POST /_contacts {"name", "phone"?}                                     -> {"contact_id"}
     POST /_leads {"name", "pipeline_id", "status_id", "contact": {"name", "phone"?}? | "contact_id"?,
+                  "custom_fields": {"<field name>": "<text>", ...}?,
                   "at"? | "created_at"? | "age_seconds"?}                  -> {"lead_id", "contact_id"}
     POST /_leads/status {"leads": [{"id", "status_id", "pipeline_id"?, "at"? | "age_seconds"?}, ...]}
                                                                            -> {"delivery"}
@@ -107,6 +110,8 @@ EVENT = "leads.status"
 USER_AGENT = "amoCRM-Webhooks/3.0"
 FIRST_LEAD_ID = 31000001
 FIRST_CONTACT_ID = 42000001
+# The account's lead custom fields get ids from here, in the order their names are first used.
+FIRST_LEAD_FIELD_ID = 1425001
 _API_PATH = re.compile(
     r"^/api/v4/(?:(?P<entity>leads|contacts)/(?P<id>\d+)|(?P<events>events)(?:/(?P<event>[0-9a-z]+))?)$"
 )
@@ -146,6 +151,7 @@ class AmoCrmFake(EmittingFake):
         self._lead_contact: dict[int, int] = {}
         self._contact_ids = itertools.count(FIRST_CONTACT_ID)
         self._lead_ids = itertools.count(FIRST_LEAD_ID)
+        self._lead_field_ids: dict[str, int] = {}
         self._last_sent: tuple[tuple[int, ...], str, dict[str, str]] | None = None
         self.events = EventFeed(account_id, USER_ID)
 
@@ -191,25 +197,48 @@ class AmoCrmFake(EmittingFake):
         status_id: int,
         contact_id: int | None = None,
         created_at: int | None = None,
+        custom_fields: Mapping[str, str] | None = None,
     ) -> int:
         """A lead in a pipeline's status (amoCRM's ids are any positive integers here); no webhook.
 
         Its `lead_added` event is in the feed; `created_at` (unix seconds) dates both in the past.
+        `custom_fields`: text custom fields by name, carried by the lead and its webhooks.
         """
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a lead needs a name")
         positive("pipeline_id", pipeline_id)
         positive("status_id", status_id)
+        fields = dict(custom_fields or {})
+        if not all(isinstance(k, str) and k.strip() and isinstance(v, str) for k, v in fields.items()):
+            raise ValueError("custom_fields must map non-empty field names to text values")
         now = not_after(created_at, self._clock.tick(), "created_at")
         with self._state_lock:
             if contact_id is not None and contact_id not in self._contacts:
                 raise ValueError(f"no contact {contact_id}")
             lead_id = next(self._lead_ids)
-            self._leads[lead_id] = new_lead(lead_id, name, pipeline_id, status_id, now, self.account_id)
+            lead = new_lead(lead_id, name, pipeline_id, status_id, now, self.account_id)
+            lead["custom_fields_values"] = self._lead_field_values(fields)
+            self._leads[lead_id] = lead
             if contact_id is not None:
                 self._lead_contact[lead_id] = contact_id
             self.events.lead_added(lead_id, now)
         return lead_id
+
+    def _lead_field_values(self, fields: Mapping[str, str]) -> list[dict[str, Any]] | None:
+        """Text custom fields as API v4 gives them (`custom_fields_values`; None when there are none)."""
+        values = [
+            {
+                "field_id": self._lead_field_ids.setdefault(
+                    name, FIRST_LEAD_FIELD_ID + len(self._lead_field_ids)
+                ),
+                "field_name": name,
+                "field_code": None,
+                "field_type": "text",
+                "values": [{"value": value}],
+            }
+            for name, value in fields.items()
+        ]
+        return values or None
 
     def change_statuses(
         self, changes: Sequence[StatusChange], at: Mapping[int, int] | None = None
@@ -452,6 +481,7 @@ class AmoCrmFake(EmittingFake):
             "status_id",
             "contact",
             "contact_id",
+            "custom_fields",
             "created_at",
             "at",
             "age_seconds",
@@ -464,9 +494,12 @@ class AmoCrmFake(EmittingFake):
         status_id = int(id_field(document, "status_id") or 0)
         if "contact" in document and "contact_id" in document:
             raise ControlInputError("give either contact or contact_id, not both")
+        custom_fields = document.get("custom_fields", {})
+        if not isinstance(custom_fields, dict):
+            raise ControlInputError('custom_fields must be an object such as {"Delivery": "Pickup"}')
         created_at = change_time(document, self._clock.now(), names=("created_at", "at"))
         contact_id = control_contact(document, self.contact, self._contact_from)
-        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id, created_at)
+        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id, created_at, custom_fields)
         return FakeResponse(201, {"lead_id": lead_id, "contact_id": contact_id})
 
     def _control_statuses(self, document: dict[str, Any]) -> Delivery:

@@ -7,7 +7,7 @@ the fields of one lead in a `leads[status]` webhook, and the API's error documen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from local.fakes.base import FakeResponse, status_phrase
@@ -117,7 +117,26 @@ def status_fields(
         "created_user_id": lead["created_by"],
         "date_create": lead["created_at"],
     }
-    return [(f"leads[status][{index}][{key}]", values[key]) for key in STATUS_FIELDS]
+    prefix = f"leads[status][{index}]"
+    pairs: list[tuple[str, object]] = []
+    for key in STATUS_FIELDS:
+        pairs.append((f"{prefix}[{key}]", values[key]))
+        if key == "account_id":  # a lead's custom fields come after it, as amoCRM sends them
+            pairs += custom_field_pairs(prefix, lead.get("custom_fields_values") or [])
+    return pairs
+
+
+def custom_field_pairs(prefix: str, fields: Sequence[Mapping[str, Any]]) -> list[tuple[str, object]]:
+    """A lead's custom fields as its webhook carries them: `[custom_fields][k][id]`, `[name]`,
+    `[values][v][value]` (and `[code]` for a field that has one)."""
+    pairs: list[tuple[str, object]] = []
+    for k, field in enumerate(fields):
+        group = f"{prefix}[custom_fields][{k}]"
+        pairs += [(f"{group}[id]", field["field_id"]), (f"{group}[name]", field["field_name"])]
+        pairs += [(f"{group}[values][{v}][value]", entry["value"]) for v, entry in enumerate(field["values"])]
+        if field["field_code"]:
+            pairs.append((f"{group}[code]", field["field_code"]))
+    return pairs
 
 
 def phone_fields(phone: str | None) -> list[dict[str, Any]] | None:

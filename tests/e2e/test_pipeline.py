@@ -704,9 +704,15 @@ def test_an_amocrm_webhook_carrying_two_leads_texts_each_customer_once(pipeline:
     phones = [phone_number(AMOCRM_BATCH, index) for index in (1, 2)]
     SENT_PHONES.update(phones)
     pipeline_id, processing, ready, shipped = 7001, 70012, 70013, 70014  # local.overlay's demo pipeline
+    # Fifty custom fields each, as a real account's leads carry them (the webhook reads none).
+    custom_fields = {f"Field {k}": f"value {k}" for k in range(50)}
     leads = [
         account.create_lead(
-            f"Order {AMOCRM_BATCH}-{n}", pipeline_id, processing, account.create_contact(f"Buyer{n}", phone)
+            f"Order {AMOCRM_BATCH}-{n}",
+            pipeline_id,
+            processing,
+            account.create_contact(f"Buyer{n}", phone),
+            custom_fields,
         )
         for n, phone in enumerate(phones, start=1)
     ]

@@ -193,7 +193,10 @@ def test_an_old_deal_edited_on_a_portal_without_moved_time_is_counted_not_texted
     [metrics] = log.emf("CrmTransitionsTooOld")
     assert metrics["CrmTransitionsTooOld"] == [1.0]
     lines = log.logs("CRM transition first seen too late to text")
-    assert [(line["status"], line["has_rule"]) for line in lines] == [("new", False), ("ready_for_pickup", True)]
+    assert [(line["status"], line["has_rule"]) for line in lines] == [
+        ("new", False),
+        ("ready_for_pickup", True),
+    ]
     assert not [c for c in portal.calls() if "crm.contact.get" in c["path"]]
 
 

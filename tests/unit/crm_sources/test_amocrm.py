@@ -10,141 +10,222 @@ from urllib.parse import parse_qs
 import pytest
 from pydantic import ValidationError
 
+from pipeline import forms
 from pipeline.amocrm import (
+    ACCOUNT_FIELDS,
     NO_STATUS_CHANGES,
+    STATUS_FIELDS,
     Account,
     AmoCrmApi,
     AmoWebhookError,
     Contact,
     Lead,
+    NoStatusChanges,
     StatusChange,
-    status_changes,
+    StatusWebhook,
+    read_status_webhook,
 )
 from pipeline.errors import PermanentError, RemoteRefused, TransientError
-from pipeline.forms import parse_form
 from pipeline.observability import mask_phone
+from tests.support import amocrm_webhooks
 from tests.unit.consumers.conftest import FakeHttpServer, Scripted
 from tests.unit.crm_sources.conftest import fixture_bytes, fixture_json
 
 TOKEN = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.long-lived.s1gn4tur3"
 
 
-def webhook() -> dict[str, Any]:
-    return parse_form(fixture_bytes("amocrm", "lead_status_two_leads.form"))
+def read(pairs: list[tuple[str, str]]) -> StatusWebhook:
+    return read_status_webhook(amocrm_webhooks.form(pairs).encode())
 
 
 # -- the webhook ---------------------------------------------------------------------------------
 def test_two_status_changes_and_the_account_from_the_vendor_body() -> None:
-    account, changes = status_changes(webhook())
+    webhook = read_status_webhook(fixture_bytes("amocrm", "lead_status_two_leads.form"))
 
-    assert account == Account(id=31415926, subdomain="exampleshop")
-    assert [(c.lead_id, c.status_id, c.pipeline_id, c.old_status_id, c.old_pipeline_id) for c in changes] == [
+    assert webhook.account == Account(id=31415926, subdomain="exampleshop")
+    assert [
+        (c.lead_id, c.status_id, c.pipeline_id, c.old_status_id, c.old_pipeline_id) for c in webhook.changes
+    ] == [
         (21804135, 61482550, 7391542, 61482546, 7391542),
         (21804177, 142, 7391542, 61482550, 7391542),
     ]
-    assert [c.changed_at for c in changes] == [
-        datetime(2024, 1, 9, 7, 15, 7, tzinfo=UTC),
-        datetime(2024, 1, 9, 7, 15, 12, tzinfo=UTC),
-    ]
-    assert all(isinstance(c, StatusChange) and isinstance(c.lead_id, int) for c in changes)
+    assert webhook.refused == ()
+    assert all(isinstance(c, StatusChange) and isinstance(c.lead_id, int) for c in webhook.changes)
+
+
+def test_a_batch_of_100_leads_with_50_custom_fields_each_is_read_whole() -> None:
+    """Some 25,000 form fields: only the five ids of each lead are read."""
+    webhook = read_status_webhook(amocrm_webhooks.status_batch(leads=100, custom_fields_per_lead=50).encode())
+
+    first = amocrm_webhooks.FIRST_LEAD_ID
+    assert [c.lead_id for c in webhook.changes] == list(range(first, first + 100))
+    assert webhook.refused == ()
+    assert webhook.account == Account(id=amocrm_webhooks.ACCOUNT_ID, subdomain=amocrm_webhooks.SUBDOMAIN)
+
+
+def test_custom_fields_are_never_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skipped unread: a custom field's value is not even %-decoded (nor built into anything)."""
+    decoded: list[str] = []
+    real_value = forms.FormField.value
+    monkeypatch.setattr(
+        forms.FormField, "value", lambda field: decoded.append(field.path[-1]) or real_value(field)
+    )
+
+    webhook = read_status_webhook(amocrm_webhooks.status_batch(leads=2, custom_fields_per_lead=4).encode())
+
+    assert len(webhook.changes) == 2
+    assert sorted(set(decoded)) == sorted({*STATUS_FIELDS, *ACCOUNT_FIELDS})
 
 
 def test_changes_come_in_numeric_index_order() -> None:
-    form = {
-        "leads": {
-            "status": {
-                str(index): {"id": str(100 + index), "status_id": "1", "pipeline_id": "2"}
-                for index in (10, 2, 0, 1)
-            }
-        }
-    }
+    pairs = [
+        (f"leads[status][{index}][{name}]", value)
+        for index in (10, 2, 0, 1)
+        for name, value in (("id", str(100 + index)), ("status_id", "1"), ("pipeline_id", "2"))
+    ]
 
-    _, changes = status_changes(form)
-
-    assert [c.lead_id for c in changes] == [100, 101, 102, 110]
+    assert [c.lead_id for c in read(pairs).changes] == [100, 101, 102, 110]
 
 
-def test_the_minimal_shape_has_no_time_and_no_account_is_an_empty_account() -> None:
-    form = parse_form(
+def test_the_minimal_shape_and_no_account_is_an_empty_account() -> None:
+    webhook = read_status_webhook(
         b"leads%5Bstatus%5D%5B0%5D%5Bid%5D=916659&leads%5Bstatus%5D%5B0%5D%5Bstatus_id%5D=45648904"
         b"&leads%5Bstatus%5D%5B0%5D%5Bpipeline_id%5D=5080363"
     )
 
-    account, [change] = status_changes(form)
-
-    assert account == Account(id=None, subdomain=None)
-    assert (change.lead_id, change.old_status_id, change.old_pipeline_id, change.changed_at) == (
-        916659,
-        None,
-        None,
-        None,
-    )
+    [change] = webhook.changes
+    assert webhook.account == Account(id=None, subdomain=None)
+    assert (change.lead_id, change.old_status_id, change.old_pipeline_id) == (916659, None, None)
 
 
-@pytest.mark.parametrize("value", ["-5", "99999999999999999999", "soon", "1.5"])
-def test_a_time_that_is_not_a_unix_time_names_the_field(value: str) -> None:
-    entry = {"id": "1", "status_id": "2", "pipeline_id": "3", "last_modified": value}
+def test_a_time_the_webhook_does_not_read_cannot_refuse_a_lead() -> None:
+    pairs = amocrm_webhooks.status_batch_pairs(leads=1, custom_fields_per_lead=1)
+    pairs = [(k, "soon" if k.endswith(("[last_modified]", "[updated_at]")) else v) for k, v in pairs]
 
-    with pytest.raises(
-        AmoWebhookError, match=r"^invalid status change \(leads\[status\]\[0\]\[last_modified\]\)$"
-    ):
-        status_changes({"leads": {"status": {"0": entry}}})
-
-
-def test_changed_at_falls_back_to_updated_at() -> None:
-    entry = {"id": "1", "status_id": "2", "pipeline_id": "3", "updated_at": "1704784507", "last_modified": ""}
-
-    assert StatusChange.model_validate(entry).changed_at == datetime(2024, 1, 9, 7, 15, 7, tzinfo=UTC)
+    assert [c.lead_id for c in read(pairs).changes] == [amocrm_webhooks.FIRST_LEAD_ID]
 
 
 @pytest.mark.parametrize(
-    "form",
+    "pairs",
     [
-        {},
-        {"account": {"id": "1", "subdomain": "x"}},
-        {"leads": {"add": {"0": {"id": "1"}}}, "account": {"id": "1"}},
-        {"leads": "status"},
+        [],
+        [("account[id]", "1"), ("account[subdomain]", "x")],
+        [("leads[add][0][id]", "1"), ("account[id]", "1")],
+        [("leads", "status")],
     ],
 )
-def test_a_webhook_without_status_changes_says_how_to_subscribe(form: dict[str, Any]) -> None:
-    with pytest.raises(ValueError) as caught:
-        status_changes(form)
+def test_a_webhook_without_status_changes_says_how_to_subscribe(pairs: list[tuple[str, str]]) -> None:
+    with pytest.raises(NoStatusChanges) as caught:
+        read(pairs)
     assert str(caught.value) == (
         "no lead status changes in the webhook (is it subscribed to 'lead status changed'?)"
     )
     assert str(caught.value) == NO_STATUS_CHANGES
 
 
+LEAD_0 = [
+    ("leads[status][0][id]", "1"),
+    ("leads[status][0][status_id]", "2"),
+    ("leads[status][0][pipeline_id]", "3"),
+]
+
+
 @pytest.mark.parametrize(
-    ("form", "message"),
+    ("pairs", "errors"),
     [
-        ({"leads": {"status": ["1"]}}, "leads[status] is not a set of indexed entries"),
-        ({"leads": {"status": "1"}}, "leads[status] is not a set of indexed entries"),
-        ({"leads": {"status": {"x": {"id": "1"}}}}, "leads[status] has an index that is not a number"),
-        ({"leads": {"status": {"0": "secret-ish"}}}, "leads[status][0] is not an entry"),
         (
-            {"leads": {"status": {"0": {"id": "1", "status_id": "2", "pipeline_id": "3"}, "1": {"id": "9"}}}},
-            "invalid status change (leads[status][1][pipeline_id], leads[status][1][status_id])",
+            [*LEAD_0, ("leads[status][1][id]", "9")],
+            [
+                ("leads[status][1][pipeline_id]", "Field required"),
+                ("leads[status][1][status_id]", "Field required"),
+            ],
         ),
         (
-            {"leads": {"status": {"0": {"id": "+79123456789x", "status_id": "2", "pipeline_id": "3"}}}},
-            "invalid status change (leads[status][0][id])",
+            [
+                *LEAD_0,
+                ("leads[status][1][id]", "+79123456789x"),
+                *[(k.replace("[0]", "[1]"), v) for k, v in LEAD_0[1:]],
+            ],
+            [
+                (
+                    "leads[status][1][id]",
+                    "Input should be a valid integer, unable to parse string as an integer",
+                )
+            ],
+        ),
+        ([*LEAD_0, ("leads[status][1]", "secret-ish")], [("leads[status][1]", "not an entry")]),
+        (
+            [
+                *LEAD_0,
+                *[(k.replace("[0]", "[1]"), v) for k, v in LEAD_0],
+                ("leads[status][1][status_id]", "7"),
+            ],
+            [("leads[status][1][status_id]", "given twice")],
         ),
         (
-            {
-                "leads": {"status": {"0": {"id": "1", "status_id": "2", "pipeline_id": "3"}}},
-                "account": {"id": "shop"},
-            },
-            "invalid account (account[id])",
+            [*LEAD_0, ("leads[status][1][custom_fields][0][values][0][value]", "+79123456789")],
+            [
+                ("leads[status][1][id]", "Field required"),
+                ("leads[status][1][pipeline_id]", "Field required"),
+                ("leads[status][1][status_id]", "Field required"),
+            ],
         ),
     ],
+    ids=["missing", "not-a-number", "not-an-entry", "given-twice", "only-custom-fields"],
 )
-def test_malformed_entries_name_the_fields_never_the_values(form: dict[str, Any], message: str) -> None:
+def test_a_malformed_entry_is_refused_alone_naming_its_fields_never_their_values(
+    pairs: list[tuple[str, str]], errors: list[tuple[str, str]]
+) -> None:
+    webhook = read(pairs)
+
+    assert [c.lead_id for c in webhook.changes] == [1]
+    [refused] = webhook.refused
+    assert refused.index == "1"
+    assert sorted((error["loc"][0], error["msg"]) for error in refused.errors) == errors
+    assert "+7912" not in str(refused) and "secret-ish" not in str(refused)
+
+
+def test_a_field_repeated_a_thousand_times_is_one_fault() -> None:
+    """What a refused entry reports is bounded by its fields, not by how often they repeat."""
+    webhook = read([*LEAD_0, *[("leads[status][1][id]", "7")] * 1000, *[("leads[status][1]", "x")] * 2])
+
+    assert [c.lead_id for c in webhook.changes] == [1]
+    [refused] = webhook.refused
+    assert sorted(error["loc"][0] for error in refused.errors) == ["leads[status][1]", "leads[status][1][id]"]
+
+
+def test_an_index_that_looks_like_a_phone_is_masked_where_it_is_named() -> None:
+    webhook = read([*LEAD_0, ("leads[status][375291234567][id]", "x")])
+
+    [refused] = webhook.refused
+    assert all("375291234567" not in error["loc"][0] for error in refused.errors)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        ([("leads[status]", "1")], "leads[status] has an entry that is not numbered"),
+        ([("leads[status][]", "1")], "leads[status] has an entry that is not numbered"),
+        ([("leads[status][x][id]", "secret-ish")], "leads[status] has an entry that is not numbered"),
+        ([("leads[status][01][id]", "1")], "leads[status] has an entry that is not numbered"),
+        ([*LEAD_0, ("account[id]", "shop")], "invalid account (account[id])"),
+        ([*LEAD_0, ("account[id]", "1"), ("account[id]", "2")], "invalid account (account[id])"),
+    ],
+)
+def test_a_webhook_not_shaped_as_amocrm_sends_them_is_refused_whole(
+    pairs: list[tuple[str, str]], message: str
+) -> None:
     with pytest.raises(AmoWebhookError) as caught:
-        status_changes(form)
+        read(pairs)
     assert str(caught.value) == message
-    assert isinstance(caught.value, ValueError)
-    assert "+7912" not in str(caught.value) and "secret-ish" not in str(caught.value)
+    assert not isinstance(caught.value, NoStatusChanges)
+    assert caught.value.errors and all(len(error["loc"]) == 1 for error in caught.value.errors)
+    assert "secret-ish" not in str(caught.value) + str(caught.value.errors)
+
+
+def test_a_body_that_is_not_a_form_is_a_form_error() -> None:
+    with pytest.raises(forms.FormError):
+        read_status_webhook(b"leads[status][0][id=1")
 
 
 # -- API v4 answers ------------------------------------------------------------------------------

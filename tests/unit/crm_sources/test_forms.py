@@ -1,4 +1,4 @@
-"""PHP-style bracket forms (Bitrix24 and amoCRM webhooks) into nested dicts."""
+"""PHP-style bracket forms (Bitrix24 and amoCRM webhooks): read field by field, or into nested dicts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,16 @@ from urllib.parse import quote
 
 import pytest
 
-from pipeline.forms import MAX_DEPTH, MAX_FIELDS, FormError, parse_form
+from pipeline.forms import (
+    MAX_BODY_BYTES,
+    MAX_DEPTH,
+    MAX_FIELDS,
+    FormError,
+    FormTooLarge,
+    form_fields,
+    is_form,
+    parse_form,
+)
 
 
 @pytest.mark.parametrize(
@@ -72,6 +81,7 @@ SECRET = "s3cr3t-token-+375291234567"
         (f"={SECRET}".encode(), "malformed name"),
         (f"a[][b]={SECRET}".encode(), "empty brackets before its last bracket"),
     ],
+    ids=lambda case: case if isinstance(case, str) else "body",  # bodies hold SECRET: never in an id
 )
 def test_refusals_say_what_is_wrong_without_quoting_values(raw: bytes, message: str) -> None:
     with pytest.raises(FormError) as caught:
@@ -88,3 +98,54 @@ def test_the_error_names_the_position_of_the_bad_field() -> None:
 
 def test_form_error_is_a_value_error() -> None:
     assert issubclass(FormError, ValueError)
+
+
+# -- form_fields: one field at a time, values decoded on demand -----------------------------------
+def test_form_fields_yields_each_field_in_order_with_its_name_split_into_segments() -> None:
+    fields = list(form_fields(b"leads%5Bstatus%5D%5B0%5D%5Bid%5D=21804135&&a[]=x+y&flag"))
+
+    assert [(f.position, f.path) for f in fields] == [
+        (1, ("leads", "status", "0", "id")),
+        (2, ("a", "")),
+        (3, ("flag",)),
+    ]
+    assert [f.value() for f in fields] == ["21804135", "x y", ""]
+
+
+def test_form_fields_has_no_field_limit_and_no_depth_limit() -> None:
+    """It builds nothing, so a batch of any number of fields, nested as deep as amoCRM's custom
+    field values, costs only its reading."""
+    raw = "&".join(f"f{i}[a][b][c][d][e][f][g][h][i]=1" for i in range(MAX_FIELDS * 30)).encode()
+
+    assert sum(1 for _ in form_fields(raw)) == MAX_FIELDS * 30
+
+
+def test_a_value_is_refused_only_when_it_is_read() -> None:
+    [_skipped, read] = form_fields(b"skipped=%FF&read=%FF")
+
+    with pytest.raises(FormError, match=r"^form field 2 is not UTF-8 once %-decoded$"):
+        read.value()
+
+
+def test_a_body_over_the_api_gateway_bound_is_too_large_for_every_reader() -> None:
+    raw = b"a=" + b"x" * (MAX_BODY_BYTES - 1)
+
+    for reader in (parse_form, lambda body: list(form_fields(body))):
+        with pytest.raises(FormTooLarge, match=f"exceeds the {MAX_BODY_BYTES}-byte limit"):
+            reader(raw)
+    assert MAX_BODY_BYTES == 10 * 1024 * 1024  # API Gateway's HTTP API payload quota
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        ("application/x-www-form-urlencoded", True),
+        ("Application/X-WWW-Form-Urlencoded; charset=UTF-8", True),
+        ("application/json", False),
+        ("multipart/form-data; boundary=x", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_is_form_reads_the_media_type_of_a_content_type(content_type: str | None, expected: bool) -> None:
+    assert is_form(content_type) is expected

@@ -443,6 +443,39 @@ def test_one_webhook_carries_every_lead_with_old_and_new_status(amo: AmoCrmFake,
     assert (amo.lead(second)["status_id"], amo.lead(second)["pipeline_id"]) == (62001, 7002)
 
 
+def test_a_leads_custom_fields_ride_in_its_webhook_after_account_id_as_amocrm_posts_them(
+    amo: AmoCrmFake, receiver: Receiver
+) -> None:
+    fields = {"Delivery": "Pickup point, Nemiga 5", "Order number": "A-1042"}
+    lead_id = amo.create_lead("Order A-1", pipeline_id=7001, status_id=61001, custom_fields=fields)
+    plain = amo.create_lead("Order A-2", pipeline_id=7001, status_id=61001)
+
+    amo.change_statuses([(lead_id, 142), (plain, 142)])
+
+    [post] = receiver.posts
+    keys = [key for key, _ in post.pairs() if key.startswith("leads[status][0]")]
+    custom = [
+        f"leads[status][0][custom_fields][{k}][{part}]"
+        for k in (0, 1)
+        for part in ("id", "name", "values][0][value")
+    ]
+    at = AMO_LEAD_KEYS.index("account_id") + 1
+    assert keys == [f"leads[status][0][{key}]" for key in AMO_LEAD_KEYS[:at]] + custom + [
+        f"leads[status][0][{key}]" for key in AMO_LEAD_KEYS[at:]
+    ]
+    form = post.form()
+    assert [form[f"leads[status][0][custom_fields][{k}][name]"] for k in (0, 1)] == list(fields)
+    assert form["leads[status][0][custom_fields][0][values][0][value]"] == "Pickup point, Nemiga 5"
+    assert not any("custom_fields" in key for key, _ in post.pairs() if key.startswith("leads[status][1]"))
+    api_fields = amo.lead(lead_id)["custom_fields_values"]
+    assert [(f["field_name"], f["values"]) for f in api_fields] == [
+        (n, [{"value": v}]) for n, v in fields.items()
+    ]
+    assert [f["field_id"] for f in api_fields] == [
+        int(form[f"leads[status][0][custom_fields][{k}][id]"]) for k in (0, 1)
+    ]
+
+
 def test_amocrm_resend_posts_the_same_request_again(amo: AmoCrmFake, receiver: Receiver) -> None:
     lead_id = amo.create_lead("Order A-1", pipeline_id=7001, status_id=61001)
     amo.change_statuses([(lead_id, 61002)])
@@ -571,6 +604,7 @@ def test_amocrm_control_endpoints_drive_the_account_over_http(amo: AmoCrmFake, r
             "pipeline_id": 7001,
             "status_id": 61001,
             "contact": {"name": "Ann", "phone": "+7916"},
+            "custom_fields": {"Delivery": "Pickup"},
         },
     )
     assert status == 201
@@ -592,6 +626,7 @@ def test_amocrm_control_endpoints_drive_the_account_over_http(amo: AmoCrmFake, r
     status, lead = control(amo, "GET", f"/_leads/{created['lead_id']}")
     assert status == 200 and lead["status_id"] == 142
     assert lead["_embedded"]["contacts"][0]["id"] == created["contact_id"]
+    assert lead["custom_fields_values"][0]["values"] == [{"value": "Pickup"}]
     assert control(amo, "POST", "/_contacts", {"name": "Bob"})[0] == 201
     assert control(amo, "GET", "/_account")[1]["base_url"] == amo.base_url
 
@@ -607,6 +642,16 @@ def test_amocrm_control_endpoints_drive_the_account_over_http(amo: AmoCrmFake, r
         ),
         ("/_leads", {"name": "x", "pipeline_id": 1, "status_id": 0}, "status_id must be a positive integer"),
         ("/_leads", {"name": "x", "pipeline_id": 1, "status_id": 2, "contact_id": 5}, "no contact 5"),
+        (
+            "/_leads",
+            {"name": "x", "pipeline_id": 1, "status_id": 2, "custom_fields": ["a"]},
+            "custom_fields must be",
+        ),
+        (
+            "/_leads",
+            {"name": "x", "pipeline_id": 1, "status_id": 2, "custom_fields": {"Delivery": 5}},
+            "custom_fields must map non-empty field names to text values",
+        ),
         ("/_leads/status", {"leads": []}, "leads must be a non-empty list"),
         ("/_leads/status", {"leads": [{"id": 5, "status_id": 142}]}, "no lead 5"),
         ("/_leads/status", {"leads": [{"id": 31000001}]}, "status_id must be a positive integer"),

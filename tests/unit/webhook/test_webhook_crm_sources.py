@@ -10,11 +10,13 @@ from __future__ import annotations
 import urllib.parse
 import uuid
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from pipeline import aws
+from pipeline import aws, forms
+from tests.support import amocrm_webhooks
 from tests.unit.webhook.support import (
     CRM_TOKEN,
     FIXTURES,
@@ -79,6 +81,57 @@ def assert_refused(
     assert response_json(response)["error"] == reason
     assert pipeline.published() == []
     assert ("EventsRejected", {"source": source, "reason": reason}) in metrics_emitted(output.lines())
+
+
+# -- both: what a form route reads ------------------------------------------------------------------
+JSON_EVENT = '{"event": "ONCRMDEALUPDATE", "data": {"FIELDS": {"ID": "759"}}, "leads": {"status": []}}'
+
+
+@pytest.mark.parametrize(
+    ("source", "content_type", "named"),
+    [
+        ("bitrix24", "application/json", "application/json"),
+        ("amocrm", "application/json; charset=utf-8", "application/json"),
+        ("bitrix24", "text/plain", "text/plain"),
+        ("amocrm", None, "none"),
+        ("amocrm", f"{CRM_TOKEN} +375291234567", "unreadable"),
+    ],
+    # Not the values: the last one carries a token and a phone number.
+    ids=["bitrix24-json", "amocrm-json-charset", "bitrix24-text", "amocrm-none", "amocrm-unreadable"],
+)
+def test_a_body_that_is_not_a_form_is_415_naming_the_form_and_publishes_nothing(
+    invoke: Invoke,
+    pipeline: Pipeline,
+    bitrix24_connected: str,
+    output: CapturedOutput,
+    source: str,
+    content_type: str | None,
+    named: str,
+) -> None:
+    """Bitrix24 answered a JSON body 401 "missing application token", amoCRM 422 "is it
+    subscribed...": neither said what the route reads."""
+    request = bitrix24_request(JSON_EVENT) if source == "bitrix24" else amocrm_request(JSON_EVENT)
+    if content_type is None:
+        del request["headers"]["content-type"]
+    else:
+        request["headers"]["content-type"] = content_type
+
+    response = invoke(request)
+
+    assert_refused(response, pipeline, output, 415, source, "unsupported_media_type")
+    message = response_json(response)["message"]
+    assert message.startswith("body must be application/x-www-form-urlencoded") and message.endswith(named)
+    assert leaked(response["body"], token=CRM_TOKEN, phone="375291234567") == []
+
+
+def test_an_amocrm_body_that_is_not_a_form_is_judged_after_the_token(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    """An unauthenticated caller learns nothing about what the route reads."""
+    request = amocrm_request(JSON_EVENT, token="crmWrongToken0000000000000000000000000000000000")
+    request["headers"]["content-type"] = "application/json"
+
+    assert_refused(invoke(request), pipeline, output, 401, "amocrm", "unauthorized")
 
 
 # -- Bitrix24 -------------------------------------------------------------------------------------
@@ -249,6 +302,41 @@ def test_an_amocrm_webhook_with_a_wrong_token_in_its_url_is_401_and_publishes_no
     assert leaked(output.text() + response["body"], token=wrong) == []
 
 
+@pytest.mark.parametrize("source", ["bitrix24", "amocrm"])
+def test_a_malformed_event_is_labelled_invalid_alike_on_both_crm_routes(
+    invoke: Invoke, pipeline: Pipeline, bitrix24_connected: str, output: CapturedOutput, source: str
+) -> None:
+    """A field that is not a number: the same reason in the answer, the metric and the log, and
+    the same `errors` naming the form field (amoCRM's was `unsupported_event`, errors-less)."""
+    if source == "bitrix24":
+        field = "data[FIELDS][ID]"
+        body = with_field(form_body(BITRIX24_FIXTURES / "ONCRMDEALUPDATE.form"), field, "not-a-number")
+        request = bitrix24_request(body)
+    else:
+        field = "leads[status][0][status_id]"
+        pairs = amocrm_webhooks.status_batch_pairs(leads=1, custom_fields_per_lead=3)
+        request = amocrm_request(
+            amocrm_webhooks.form([(k, "not-a-number" if k == field else v) for k, v in pairs])
+        )
+
+    response = invoke(request)
+
+    assert response["statusCode"] == 422
+    body = response_json(response)
+    assert (body["error"], [error["loc"] for error in body["errors"]]) == ("invalid", [[field]])
+    assert "not-a-number" not in response["body"]
+    assert pipeline.published() == []
+    lines = output.lines()
+    assert metrics_emitted(lines) == [("EventsRejected", {"source": source, "reason": "invalid"})]
+    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
+    assert (warning["message"], warning["source"], warning["reason"]) == (
+        "Request rejected",
+        source,
+        "invalid",
+    )
+    assert [error["loc"] for error in warning["errors"]] == [[field]]
+
+
 def test_an_amocrm_webhook_not_about_status_changes_is_422_and_publishes_nothing(
     invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
 ) -> None:
@@ -281,3 +369,108 @@ def test_an_amocrm_batch_whose_second_publish_fails_is_503_so_amocrm_resends_it(
 
     assert response["statusCode"] == 503
     assert [p.envelope["payload"]["lead"]["id"] for p in pipeline.published()] == [21804135]
+
+
+# -- batches: every lead of a realistic batch, custom fields unread --------------------------------
+def test_an_amocrm_batch_of_100_leads_with_50_custom_fields_each_publishes_every_lead(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    """24 leads with 10 custom fields each were refused whole (over a 1,000-field form limit)."""
+    body = amocrm_webhooks.status_batch(leads=100, custom_fields_per_lead=50)
+
+    response = invoke(amocrm_request(body))
+
+    assert response["statusCode"] == 200, response["body"][:300]
+    leads = [p.envelope["payload"]["lead"] for p in pipeline.published()]
+    first = amocrm_webhooks.FIRST_LEAD_ID
+    assert [lead["id"] for lead in leads] == list(range(first, first + 100))
+    assert leads[0] == {
+        "id": first,
+        "status_id": amocrm_webhooks.STATUS_ID,
+        "pipeline_id": amocrm_webhooks.PIPELINE_ID,
+        "old_status_id": amocrm_webhooks.OLD_STATUS_ID,
+        "old_pipeline_id": amocrm_webhooks.PIPELINE_ID,
+    }
+    assert len(response_json(response)["event_ids"]) == 100
+    accepted = [m for m in metrics_emitted(output.lines()) if m[0] == "EventsAccepted"]
+    assert accepted and all(m[1] == {"source": "amocrm", "type": "lead.status_changed"} for m in accepted)
+
+
+def test_an_amocrm_lead_that_is_malformed_is_refused_alone_and_the_rest_of_the_batch_is_published(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    pairs = amocrm_webhooks.status_batch_pairs(leads=3, custom_fields_per_lead=5)
+    broken = [(k, "soon" if k == "leads[status][1][status_id]" else v) for k, v in pairs]
+
+    response = invoke(amocrm_request(amocrm_webhooks.form(broken)))
+
+    assert response["statusCode"] == 200, response["body"]
+    first = amocrm_webhooks.FIRST_LEAD_ID
+    assert [p.envelope["payload"]["lead"]["id"] for p in pipeline.published()] == [first, first + 2]
+    body = response_json(response)
+    assert body["refused"] == 1
+    assert [error["loc"] for error in body["errors"]] == [["leads[status][1][status_id]"]]
+    assert "soon" not in response["body"]
+    lines = output.lines()
+    [warning] = [line for line in CapturedOutput.log_lines(lines) if line["level"] == "WARNING"]
+    assert (warning["source"], warning["reason"], warning["refused"]) == ("amocrm", "invalid", 1)
+    assert ("EventsRejected", {"source": "amocrm", "reason": "invalid"}) in metrics_emitted(lines)
+    assert ("EventsAccepted", {"source": "amocrm", "type": "lead.status_changed"}) in metrics_emitted(lines)
+
+
+def rejected_counts(lines: list[dict[str, Any]]) -> list[float]:
+    """The values of every EventsRejected{source=amocrm, reason=invalid} metric in `lines`."""
+    return [
+        value
+        for line in CapturedOutput.metric_lines(lines)
+        if "EventsRejected" in line and (line.get("source"), line.get("reason")) == ("amocrm", "invalid")
+        for value in (
+            line["EventsRejected"] if isinstance(line["EventsRejected"], list) else [line["EventsRejected"]]
+        )
+    ]
+
+
+def test_an_amocrm_batch_without_a_valid_lead_is_422_counting_every_lead(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    pairs = amocrm_webhooks.status_batch_pairs(leads=3, custom_fields_per_lead=2)
+    broken = [(k, "" if k.endswith("[pipeline_id]") and "old_" not in k else v) for k, v in pairs]
+
+    response = invoke(amocrm_request(amocrm_webhooks.form(broken)))
+
+    assert response["statusCode"] == 422
+    assert response_json(response)["error"] == "invalid"
+    assert pipeline.published() == []
+    assert rejected_counts(output.lines()) == [3.0]
+
+
+def test_an_amocrm_answer_itemises_the_first_refused_leads_and_counts_them_all(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput, webhook: ModuleType
+) -> None:
+    """A batch of many broken leads cannot grow the answer (or the log line) without bound."""
+    listed = webhook.ingest.REFUSED_LEADS_LISTED
+    pairs = amocrm_webhooks.lead_fields(0, amocrm_webhooks.FIRST_LEAD_ID, 1)
+    for index in range(1, listed * 3 + 1):
+        pairs += [(f"leads[status][{index}][id]", str(amocrm_webhooks.FIRST_LEAD_ID + index))]
+
+    response = invoke(amocrm_request(amocrm_webhooks.form(pairs + amocrm_webhooks.account_fields())))
+
+    assert response["statusCode"] == 200, response["body"][:300]
+    assert len(pipeline.published()) == 1
+    body = response_json(response)
+    assert body["refused"] == listed * 3
+    named = {error["loc"][0].split("]")[1] for error in body["errors"]}
+    assert named == {f"[{index}" for index in range(1, listed + 1)}
+    assert rejected_counts(output.lines()) == [listed * 3.0]
+
+
+def test_an_amocrm_body_over_the_api_gateway_bound_is_413_and_publishes_nothing(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    body = form_body(AMOCRM_FIXTURES / "lead_status_two_leads.form")
+    body += "&padding=" + "x" * (forms.MAX_BODY_BYTES - len(body))
+
+    response = invoke(amocrm_request(body))
+
+    assert_refused(response, pipeline, output, 413, "amocrm", "oversized")
+    assert f"{forms.MAX_BODY_BYTES}-byte limit" in response_json(response)["message"]

@@ -1,17 +1,18 @@
 """amoCRM (Kommo): "lead status changed" webhooks in, API v4 look-ups out.
 
-Webhook (amoCRM -> us), `application/x-www-form-urlencoded`, read with
-`pipeline.forms.parse_form` (amocrm.ru/developers, "Webhooks", webhooks-format): one POST may
-carry several leads, each `leads[status][<n>][...]`, and the account:
+Webhook (amoCRM -> us), `application/x-www-form-urlencoded` (amocrm.ru/developers, "Webhooks",
+webhooks-format): one POST may carry many leads, each `leads[status][<n>][...]`, and the account:
 
     leads[status][0][id]=21804135&leads[status][0][status_id]=61482550
     &leads[status][0][pipeline_id]=7391542&leads[status][0][old_status_id]=61482546
     &leads[status][0][old_pipeline_id]=7391542 ... &account[id]=31415926&account[subdomain]=shop
 
 Bodies captured from real accounts differ: many also carry the lead's other fields (name,
-price, responsible_user_id, date_create, created_at, and the unix times `last_modified` and
-`updated_at`), some only the five ids above. `StatusChange.changed_at` is `last_modified`, else
-`updated_at`, else None: never rely on it being there.
+price, responsible_user_id, last_modified, created_at, updated_at...) and its custom fields
+(`leads[status][0][custom_fields][<k>][values][<v>][value]`), some only the five ids above.
+`read_status_webhook` reads the five ids of each lead and the account, and skips everything else
+unread (`pipeline.forms.form_fields`): a batch of a hundred leads with fifty custom fields each is
+some twenty thousand fields, none of which the pipeline needs.
 
 API (us -> amoCRM): `GET https://<subdomain>.amocrm.ru/api/v4/leads/<id>?with=contacts` and
 `/api/v4/contacts/<id>` with `Authorization: Bearer <long-lived token>`. amoCRM answers 204 No
@@ -21,13 +22,16 @@ Content (no body) for an id it has no entity for; errors are `application/proble
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline import forms
 from pipeline.errors import RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
@@ -36,8 +40,27 @@ NO_STATUS_CHANGES = "no lead status changes in the webhook (is it subscribed to 
 _DETAIL_LIMIT = 200
 
 
+# What the webhook reads of each `leads[status][<n>]` entry and of `account`; every other field
+# (name, price, custom fields, tags, links) is skipped unread, however many a batch carries.
+STATUS_FIELDS = ("id", "status_id", "pipeline_id", "old_status_id", "old_pipeline_id")
+ACCOUNT_FIELDS = ("id", "subdomain")
+# An entry's index as PHP numbers a list: 0, 1, 2... (no sign, no leading zero).
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+
+FieldError = dict[str, Any]  # {"loc": [form field name], "msg": why}, as the webhook answers errors
+
+
 class AmoWebhookError(ValueError):
-    """Why a webhook form is not a lead-status webhook; names fields, never their values."""
+    """Why a webhook is not a readable lead-status webhook. `errors` name the form fields
+    (`{"loc": ["account[id]"], "msg": ...}`), never their values."""
+
+    def __init__(self, message: str, errors: tuple[FieldError, ...] = ()) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+class NoStatusChanges(AmoWebhookError):
+    """The webhook has no `leads[status]`: it is about other events than lead status changes."""
 
 
 class _Model(BaseModel):
@@ -67,13 +90,10 @@ def _unix_time(value: Any) -> datetime | None:
         raise ValueError("not a unix time in range") from None
 
 
-def _field_names(error: ValidationError, form_prefix: str | None = None) -> str:
-    """The fields a ValidationError is about: as form fields (`leads[status][0][id]`) under
-    `form_prefix`, else dotted (`_embedded.contacts`). Their input is never part of it."""
-    if form_prefix is None:
-        names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
-    else:
-        names = {form_prefix + "".join(f"[{part}]" for part in item["loc"]) for item in error.errors()}
+def _field_names(error: ValidationError) -> str:
+    """The fields of an API answer a ValidationError is about, dotted (`_embedded.contacts`).
+    Their input is never part of it."""
+    names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
     return ", ".join(sorted(names))
 
 
@@ -98,58 +118,103 @@ class StatusChange(_Model):
     pipeline_id: int
     old_status_id: int | None = None
     old_pipeline_id: int | None = None
-    # Unix times many webhooks send (as UTC datetimes here); some send neither.
-    last_modified: datetime | None = None
-    updated_at: datetime | None = None
 
     @field_validator("old_status_id", "old_pipeline_id", mode="before")
     @classmethod
     def _optional(cls, value: Any) -> Any:
         return _blank_is_none(value)
 
-    @field_validator("last_modified", "updated_at", mode="before")
-    @classmethod
-    def _time(cls, value: Any) -> Any:
-        return _unix_time(value)
 
-    @property
-    def changed_at(self) -> datetime | None:
-        """When amoCRM recorded the change (`last_modified`, else `updated_at`), if the webhook says."""
-        return self.last_modified or self.updated_at
+@dataclass(frozen=True)
+class RefusedEntry:
+    """A `leads[status][<n>]` entry that is not a status change, and why (`errors`, naming its
+    form fields, never their values)."""
+
+    index: str
+    errors: tuple[FieldError, ...]
 
 
-def status_changes(form: Mapping[str, Any]) -> tuple[Account, list[StatusChange]]:
-    """The account and every `leads[status][<n>]` change of a webhook, in numeric order of n.
+@dataclass(frozen=True)
+class StatusWebhook:
+    """A lead status webhook: its account, its valid changes and its refused entries, each in
+    numeric order of n. One entry's fault refuses that entry only."""
 
-    AmoWebhookError (a ValueError) when the form has no `leads[status]` or an entry is not one;
-    the message names the fields (`leads[status][1][status_id]`), never their values.
+    account: Account
+    changes: tuple[StatusChange, ...]
+    refused: tuple[RefusedEntry, ...]
+
+
+def _form_name(prefix: str, loc: tuple[Any, ...]) -> str:
+    """`leads[status][1]` + ("status_id",) -> `leads[status][1][status_id]` (a phone-looking index masked)."""
+    return mask_phones(prefix + "".join(f"[{part}]" for part in loc))
+
+
+def _field_errors(error: ValidationError, prefix: str) -> tuple[FieldError, ...]:
+    return tuple(
+        {"loc": [_form_name(prefix, item["loc"])], "msg": item["msg"]}
+        for item in error.errors(include_input=False)
+    )
+
+
+def read_status_webhook(raw: bytes) -> StatusWebhook:
+    """The lead status webhook in the form body `raw`, reading only STATUS_FIELDS of each entry
+    and ACCOUNT_FIELDS of the account.
+
+    forms.FormError when `raw` is not a form (FormTooLarge over forms.MAX_BODY_BYTES);
+    NoStatusChanges when it has no `leads[status]`; AmoWebhookError when `leads[status]` is not a
+    list of entries, or the account is malformed or repeats a field. A malformed entry (a field
+    missing, not a number, or given twice) is a RefusedEntry, and the rest are read on.
     """
-    leads = form.get("leads")
-    status = leads.get("status") if isinstance(leads, Mapping) else None
-    if status is None:
-        raise AmoWebhookError(NO_STATUS_CHANGES)
-    if not isinstance(status, Mapping) or not status:
-        raise AmoWebhookError("leads[status] is not a set of indexed entries")
-    if not all(isinstance(index, str) and index.isdigit() for index in status):
-        raise AmoWebhookError("leads[status] has an index that is not a number")
+    entries: dict[str, dict[str, str]] = {}
+    # An entry's faults by form field: a field given a thousand times is one fault, not a thousand.
+    faults: dict[str, dict[str, FieldError]] = {}
+    account: dict[str, str] = {}
+    for field in forms.form_fields(raw):
+        path = field.path
+        if path[0] == "account" and len(path) == 2 and path[1] in ACCOUNT_FIELDS:
+            if path[1] in account:
+                error = {"loc": [f"account[{path[1]}]"], "msg": "given twice"}
+                raise AmoWebhookError(f"invalid account (account[{path[1]}])", (error,))
+            account[path[1]] = field.value()
+            continue
+        if path[:2] != ("leads", "status"):
+            continue
+        if len(path) < 3 or not _INDEX.fullmatch(path[2]):
+            error = {"loc": ["leads[status]"], "msg": "not a list of entries numbered 0, 1, 2..."}
+            raise AmoWebhookError("leads[status] has an entry that is not numbered", (error,))
+        index = path[2]
+        entry = entries.setdefault(index, {})
+        prefix = f"leads[status][{index}]"
+        if len(path) == 3:
+            name = _form_name(prefix, ())
+            faults.setdefault(index, {})[name] = {"loc": [name], "msg": "not an entry"}
+        elif len(path) == 4 and path[3] in STATUS_FIELDS:
+            if path[3] in entry:
+                name = _form_name(prefix, path[3:])
+                faults.setdefault(index, {})[name] = {"loc": [name], "msg": "given twice"}
+            else:
+                entry[path[3]] = field.value()
+    if not entries:
+        raise NoStatusChanges(NO_STATUS_CHANGES)
 
     changes: list[StatusChange] = []
-    for index in sorted(status, key=int):
-        entry = status[index]
-        if not isinstance(entry, Mapping):
-            raise AmoWebhookError(f"leads[status][{index}] is not an entry")
+    refused: list[RefusedEntry] = []
+    # Numeric order without int(): an index is canonical decimal, so shorter is smaller.
+    for index in sorted(entries, key=lambda index: (len(index), index)):
+        if index in faults:
+            refused.append(RefusedEntry(index, tuple(faults[index].values())))
+            continue
         try:
-            changes.append(StatusChange.model_validate(entry))
+            changes.append(StatusChange.model_validate(entries[index]))
         except ValidationError as error:
-            fields = _field_names(error, f"leads[status][{index}]")
-            raise AmoWebhookError(f"invalid status change ({fields})") from None
-
-    raw_account = form.get("account")
+            refused.append(RefusedEntry(index, _field_errors(error, f"leads[status][{index}]")))
     try:
-        account = Account.model_validate(raw_account if isinstance(raw_account, Mapping) else {})
+        parsed_account = Account.model_validate(account)
     except ValidationError as error:
-        raise AmoWebhookError(f"invalid account ({_field_names(error, 'account')})") from None
-    return account, changes
+        errors = _field_errors(error, "account")
+        names = ", ".join(sorted(item["loc"][0] for item in errors))
+        raise AmoWebhookError(f"invalid account ({names})", errors) from None
+    return StatusWebhook(parsed_account, tuple(changes), tuple(refused))
 
 
 # -- API v4 answers ------------------------------------------------------------------------------

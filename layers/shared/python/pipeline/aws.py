@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 # together they are most of botocore's import time, which a function's init need not pay.
 
 
+# Attempts of one AWS call in all, the first included (botocore's `total_max_attempts`; its
+# `max_attempts` counts retries only). local/README.md states it; a test holds the two together.
+MAX_ATTEMPTS = 4
+
+
 def _config() -> Config:
     """The clients' config, `_CONFIG`, built at first use (a test may replace it)."""
     config: Config | None = globals().get("_CONFIG")
@@ -31,7 +36,11 @@ def _config() -> Config:
         from botocore.config import Config
 
         # Short timeouts: a Lambda must fail fast and let SQS/Telegram retry rather than hang.
-        config = Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "max_attempts": 3})
+        config = Config(
+            connect_timeout=3,
+            read_timeout=10,
+            retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
+        )
         globals()["_CONFIG"] = config
     return config
 
