@@ -20,6 +20,7 @@ LOST_WEBHOOK = 43
 TWO_STAGES = 44
 OLD_DEAL = 45
 AMOCRM_LOST = 46
+AMOCRM_BATCH = 47
 # Longer than a sweep period and its run: the sweep has seen every move by then.
 SWEEP_SECONDS = 30
 SETTLE = SWEEP_SECONDS + 20
@@ -148,3 +149,36 @@ def test_an_amocrm_status_change_whose_webhook_was_lost_texts_from_the_sweep(pip
     assert "has been shipped" in sms["body"]["MessageBody"]
     settled(pipeline)
     assert texts_to(pipeline, phone) == [sms]
+
+
+def test_an_amocrm_batch_of_100_leads_with_50_custom_fields_each_texts_every_customer(
+    pipeline: Pipeline,
+) -> None:
+    """It was refused whole with 400 (1,034 form fields were over a global limit of 1,000): no
+    lead of the batch was published."""
+    account = pipeline.runtime.amocrm
+    custom = {f"Field {n}": f"value {n}" for n in range(50)}
+    phones = [phone_number(AMOCRM_BATCH, index) for index in range(100)]
+    SENT_PHONES.update(phones)
+    leads = [
+        account.create_lead(
+            f"Order {AMOCRM_BATCH}-{n}",
+            7001,
+            70012,
+            account.create_contact(f"Buyer{n}", phone),
+            custom_fields=custom,
+        )
+        for n, phone in enumerate(phones)
+    ]
+
+    delivery = account.change_statuses([(lead, 70013) for lead in leads])  # ready for pickup
+
+    assert delivery.status == 200, delivery.body
+    assert len(delivery.body["event_ids"]) == 100
+    sent = wait_for(
+        lambda: all(texts_to(pipeline, phone) for phone in phones) and phones,
+        240,
+        "an SMS to each of 100 customers",
+    )
+    settled(pipeline)
+    assert [len(texts_to(pipeline, phone)) for phone in sent] == [1] * 100

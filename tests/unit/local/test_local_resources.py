@@ -199,7 +199,14 @@ def sms_settings(environment: dict[str, str]) -> dict[str, str]:
 
 def test_the_reconciler_and_sms_events_read_the_sms_settings_on_the_journal(stack: LocalResources) -> None:
     environments = stack.stack_environments()
-    assert set(environments) == {"webhook", "reconciler", "sms_events", *(c.name for c in stack.consumers)}
+    # The CRM stand-ins are connected locally: their history sweep runs too.
+    assert set(environments) == {
+        "webhook",
+        "reconciler",
+        "sms_events",
+        "crm_sweep",
+        *(c.name for c in stack.consumers),
+    }
     worker = sms_settings(stack.consumer_environment(by_name("sms")))
     for name in ("reconciler", "sms_events"):
         environment = environments[name]
@@ -217,7 +224,7 @@ def test_with_the_http_gateway_the_reconciler_gets_its_token_and_there_are_no_de
     http = create_resources(client, settings, FAKES)
 
     environments = http.stack_environments()
-    assert set(environments) == {"webhook", "reconciler", *(c.name for c in http.consumers)}
+    assert set(environments) == {"webhook", "reconciler", "crm_sweep", *(c.name for c in http.consumers)}
     sms = http.consumer_environment(by_name("sms"))
     assert (sms["SMS_GATEWAY"], sms["SMS_HTTP_BASE_URL"]) == ("http", FAKES["sms"])
     assert "SMS_CONFIGURATION_SET" not in sms
