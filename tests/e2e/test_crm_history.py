@@ -59,7 +59,8 @@ def settled(pipeline: Pipeline) -> None:
 
 
 def test_a_move_whose_webhook_comes_twenty_minutes_late_texts_once(pipeline: Pipeline) -> None:
-    deal_id, phone = deal_for(pipeline, LATE_WEBHOOK)
+    # Created and in PREPARATION for half an hour (a backdated move must follow the deal's last).
+    deal_id, phone = deal_for(pipeline, LATE_WEBHOOK, created_at=int(time.time()) - 30 * 60)
     portal = pipeline.runtime.bitrix24
     pipeline.fake("bitrix24").control("/_webhook_faults", {"delay_next_webhooks": 1, "seconds": 5})
 

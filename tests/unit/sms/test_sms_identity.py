@@ -210,3 +210,20 @@ def test_of_two_writers_deciding_on_the_same_order_state_one_wins(
     assert journal.record_entry(observation.new_state, seen.version, draft) is False
     saved = journal.get_order("crm:ORD-7")
     assert (saved.status, saved.entry, saved.version) == ("ready_for_pickup", 2, seen.version + 1)
+
+
+def test_history_records_of_one_second_are_ordered_by_the_crms_record_ids() -> None:
+    """A→B→A→B within one second, read from Bitrix24's stage history: ids `bitrix24:stagehistory:N`
+    order moves the stamps cannot (a clamped stamp: the CRM's ids alone decide)."""
+    second = datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC)
+    received = datetime(2026, 12, 2, 9, 0, 0, tzinfo=UTC)  # the stamp is from the future: clamped
+
+    def move(status: str, previous: str, record: int) -> Move:
+        return Move("bitrix24:42", status, previous, second, received, f"bitrix24:stagehistory:{record}")
+
+    state = observe(None, move("ready_for_pickup", "processing", 12)).new_state
+    assert state is not None
+    late = observe(state, move("cancelled", "new", 9))  # an older record arriving late
+    assert late.kind == "stale"
+    later = observe(state, move("processing", "ready_for_pickup", 13))
+    assert later.kind == "entered"
