@@ -44,12 +44,13 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from pipeline import aws
+from pipeline.crm import ORDER_STATUS_CHANGED
 from pipeline.envelope import Envelope, crm_event_id
 from pipeline.errors import PermanentError, TransientError
 from pipeline.sms import gateways
-from pipeline.sms.clock import CLOCK
+from pipeline.sms.clock import CLOCK, iso
 from pipeline.sms.gateways import FakeBehaviour, SimulatedCrash
-from pipeline.sms.journal import KEY_PREFIX, State
+from pipeline.sms.journal import KEY_PREFIX, State, notification_key
 from pipeline.sms.orders import CLOCK_SKEW_TOLERANCE
 
 STATUSES = ("paid", "assembling", "ready_for_pickup", "shipped", "delivered")
@@ -133,6 +134,9 @@ class Run:
     # clock that had already come when it arrived: no receiver can tell it from a true one.
     misled: bool = False
     ref: str | None = None  # the CRM's history record id of the move that began the run
+    # What names each move of the run in the rules (`Move.identity`): a notification of the run's
+    # entry is named after one of them, whichever copy the pipeline saw first.
+    identities: set[str] = field(default_factory=set)
 
     @property
     def marker(self) -> str:
@@ -153,6 +157,11 @@ class Order:
     def label(self) -> str:
         """Unique across CRMs (the same order number in two CRMs is two orders)."""
         return f"{self.source or 'crm'}-{self.order_id}"
+
+    @property
+    def key(self) -> str:
+        """The order as the pipeline names it (`pipeline.envelope.crm_order_key`)."""
+        return f"{self.source or 'crm'}:{self.order_id}"
 
     @property
     def status(self) -> str:
@@ -292,6 +301,9 @@ class Shop:
         event = self._event(order, run, status, previous, stamp + skew)
         if run.ref is not None:
             event["order"]["transition_id"] = run.ref
+        run.identities.add(
+            f"ref:{run.ref}" if run.ref is not None else f"at:{iso(stamp + skew)}|{status}|{previous}"
+        )
         self.queue.append(Copy(event, run, True, self.now(), self.now(), skewed=bool(skew)))
         if skew:
             self.faults["clock_skew"] += 1
@@ -460,14 +472,28 @@ class Shop:
         table = aws.resource("dynamodb").Table("journal")
         return [item for item in _scan(table) if str(item["id"]).startswith(KEY_PREFIX)]
 
+    def _run_of_keys(self) -> dict[str, str]:
+        """Each notification key the rules can name a run's entry by, and the run's marker. A
+        notification belongs to the run whose move opened its entry: its body, re-rendered from a
+        later event that corrected the phone, may name another run."""
+        return {
+            notification_key(ORDER_STATUS_CHANGED, order.key, identity, self.service.CHANNEL): run.marker
+            for order in self.orders
+            for run in order.runs
+            for identity in run.identities
+        }
+
     def violations(self, *, drained: bool) -> list[str]:
+        run_of_key = self._run_of_keys()
         texts: Counter[str] = Counter()
         for _, sms in self.gateway.delivered:
-            texts[sms.body.split(",", 1)[0]] += 1
+            texts[run_of_key.get(sms.key, sms.body.split(",", 1)[0])] += 1
         records = self._records() if drained else []  # a scan: only once everything drained
         records_by_run: dict[str, list[dict[str, Any]]] = {}
         for item in records:
-            records_by_run.setdefault(str(item["body"]).split(",", 1)[0], []).append(item)
+            key = str(item["id"])[len(KEY_PREFIX) :]
+            marker = run_of_key.get(key, str(item["body"]).split(",", 1)[0])
+            records_by_run.setdefault(marker, []).append(item)
         found: list[str] = []
         for order in self.orders:
             for run in order.runs:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pipeline import aws
+from pipeline.sms.clock import iso
 from pipeline.sms.gateways import FakeBehaviour, LookupResult, LookupStatus
 from tests.unit.consumer_support import JOURNAL_TABLE
 from tests.unit.sms.conftest import LOOKUP_SETTLE_SECONDS, PHONE, SmsHarness, delivery_message, order_event
@@ -264,3 +265,41 @@ def test_generated_a_clamped_move_arriving_after_the_next_one_is_its_past(sms: S
     texts = sms.fake.texts_to(PHONE)
     assert [text for text in texts if "G3" in text and "shipped" in text] == []
     assert len(ready_texts(sms, "G3")) == 1
+
+
+def test_generated_a_later_move_of_the_entry_that_fixes_the_phone_keeps_the_entrys_one_sms(
+    sms: SmsHarness,
+) -> None:
+    """Seed 20's campaign (57k steps): ready refused for good; the order leaves ready and comes
+    back, the return (with the phone fixed) arriving before the exit. Without transition ids the
+    return reads as a second press of the same entry: it corrects the entry's recipient (and its
+    text), and the entry's one SMS reaches the fixed number. The notification stays named after
+    the move that opened the entry, whatever event last rendered its text (the campaign's oracle
+    had counted it for the later run: its finding was the oracle's, fixed in tests/support)."""
+    sms.fake.then(FakeBehaviour.REFUSE_PERMANENTLY)
+    second = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
+    ready = order_event("ready_for_pickup", "paid", order_id="ORD-G4", occurred_at=stamp(second))
+    replay(sms, ready)
+    [record] = records(sms)
+    assert record["state"] == "failed"
+    returned = order_event(
+        "ready_for_pickup",
+        "paid",
+        order_id="ORD-G4",
+        phone=OTHER_PHONE,
+        occurred_at=stamp(second + timedelta(seconds=7)),
+    )
+    sms.publish(returned)
+    sms.deliver()
+    left = order_event(
+        "paid", "ready_for_pickup", order_id="ORD-G4", occurred_at=stamp(second + timedelta(seconds=3))
+    )
+    replay(sms, left, returned)
+    key = record["id"].removeprefix("sms#")
+    sms.service.runtime().journal.request_resend(key, by="operator")
+    sms.reconcile()
+
+    assert len(ready_texts(sms, "ORD-G4", OTHER_PHONE)) == 1 and len(sms.fake.delivered) == 1
+    [record] = records(sms)
+    assert record["state"] == "accepted" and record["recipient"] == OTHER_PHONE
+    assert record["transition"] == f"at:{iso(second)}|ready_for_pickup|paid"
