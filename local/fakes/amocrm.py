@@ -196,6 +196,7 @@ class AmoCrmFake(EmittingFake):
         pipeline_id: int,
         status_id: int,
         contact_id: int | None = None,
+        *,
         created_at: int | None = None,
         custom_fields: Mapping[str, str] | None = None,
     ) -> int:
@@ -499,7 +500,9 @@ class AmoCrmFake(EmittingFake):
             raise ControlInputError('custom_fields must be an object such as {"Delivery": "Pickup"}')
         created_at = change_time(document, self._clock.now(), names=("created_at", "at"))
         contact_id = control_contact(document, self.contact, self._contact_from)
-        lead_id = self.create_lead(name, pipeline_id, status_id, contact_id, created_at, custom_fields)
+        lead_id = self.create_lead(
+            name, pipeline_id, status_id, contact_id, created_at=created_at, custom_fields=custom_fields
+        )
         return FakeResponse(201, {"lead_id": lead_id, "contact_id": contact_id})
 
     def _control_statuses(self, document: dict[str, Any]) -> Delivery:

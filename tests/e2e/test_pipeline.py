@@ -714,7 +714,7 @@ def test_an_amocrm_webhook_carrying_two_leads_texts_each_customer_once(pipeline:
             pipeline_id,
             processing,
             account.create_contact(f"Buyer{n}", phone),
-            custom_fields,
+            custom_fields=custom_fields,
         )
         for n, phone in enumerate(phones, start=1)
     ]
