@@ -44,6 +44,7 @@ from infra.environment import (
     RECONCILER,
     SMS_EVENTS,
     WEBHOOK,
+    FunctionSpec,
     webhook_routes,
 )
 from local import aws_calls, routing, snapshot
@@ -521,45 +522,13 @@ class Runtime:
                 env=environments[consumer.name],
             )
         # The reconciler closes the `sms` consumer's unknown outcomes; it runs when that consumer does.
-        if RECONCILER.service_name in environments:
-            self._add_function(
-                FunctionStatus("reconciler", "schedule"),
-                module="local.worker_process",
-                args=lambda: [
-                    "schedule",
-                    "--handler",
-                    RECONCILER.handler,
-                    "--function-name",
-                    self._lambda_name("reconciler"),
-                    "--timeout",
-                    str(RECONCILER.timeout_seconds),
-                    "--memory",
-                    str(RECONCILER.memory_mb),
-                    "--every",
-                    str(self.settings.reconcile_every_seconds),
-                ],
-                env=environments[RECONCILER.service_name],
-            )
         # The catch-up sweep reads the connected CRMs' histories; it runs where a CRM is connected.
-        if CRM_SWEEP.service_name in environments:
-            self._add_function(
-                FunctionStatus(CRM_SWEEP.service_name, "schedule"),
-                module="local.worker_process",
-                args=lambda: [
-                    "schedule",
-                    "--handler",
-                    CRM_SWEEP.handler,
-                    "--function-name",
-                    self._lambda_name(CRM_SWEEP.service_name),
-                    "--timeout",
-                    str(CRM_SWEEP.timeout_seconds),
-                    "--memory",
-                    str(CRM_SWEEP.memory_mb),
-                    "--every",
-                    str(self.settings.crm_sweep_every_seconds),
-                ],
-                env=environments[CRM_SWEEP.service_name],
-            )
+        for spec, every in (
+            (RECONCILER, self.settings.reconcile_every_seconds),
+            (CRM_SWEEP, self.settings.crm_sweep_every_seconds),
+        ):
+            if spec.service_name in environments:
+                self._add_scheduled(spec, every, environments[spec.service_name])
         # With End User Messaging: the delivery events, as the topic's Lambda subscription delivers them.
         events = resources.delivery_events
         if SMS_EVENTS.service_name in environments and events is not None:
@@ -584,6 +553,27 @@ class Runtime:
                 args=lambda: list(arguments),
                 env=environments[SMS_EVENTS.service_name],
             )
+
+    def _add_scheduled(self, spec: FunctionSpec, every_seconds: float, env: dict[str, str]) -> None:
+        """A function EventBridge runs on a schedule: its own process, invoking it every `every_seconds`."""
+        self._add_function(
+            FunctionStatus(spec.service_name, "schedule"),
+            module="local.worker_process",
+            args=lambda: [
+                "schedule",
+                "--handler",
+                spec.handler,
+                "--function-name",
+                self._lambda_name(spec.service_name),
+                "--timeout",
+                str(spec.timeout_seconds),
+                "--memory",
+                str(spec.memory_mb),
+                "--every",
+                str(every_seconds),
+            ],
+            env=env,
+        )
 
     def _add_function(
         self, status: FunctionStatus, module: str, args: Callable[[], list[str]], env: dict[str, str]
