@@ -26,7 +26,7 @@ from local.policy_check import StackSynthesis
 from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
-from tests.e2e.support import OTHER_PIPELINES, Pipeline, is_refused, other_pipeline
+from tests.e2e.support import CRM_SWEEP_EVERY_SECONDS, OTHER_PIPELINES, Pipeline, is_refused, other_pipeline
 
 RECONCILE_EVERY_SECONDS = 2.0
 DRAIN_TIMEOUT_SECONDS = 120.0
@@ -45,6 +45,7 @@ def session_settings() -> LocalSettings:
         bitrix24_webhook_code=f"b24code{secrets.token_hex(8)}",
         amocrm_token=f"amoToken{secrets.token_hex(24)}",
         reconcile_every_seconds=RECONCILE_EVERY_SECONDS,
+        crm_sweep_every_seconds=CRM_SWEEP_EVERY_SECONDS,
         # The session's scenarios count the canned autoreply's answers; the example bot runs in a
         # pipeline of its own (`bot_pipeline`), where the autoreply stands down for it.
         bot_consumer=False,

@@ -37,6 +37,9 @@ T = TypeVar("T")
 OTHER_PIPELINES: list[Pipeline] = []
 # Phone numbers sent in this session (CRM events, shared contacts): none may appear in any log.
 SENT_PHONES: set[str] = set()
+# The CRM history sweep, as EventBridge would run it every crm_sweep_minutes: shorter in the
+# session's pipeline so the catch-up scenarios (test_crm_history.py) wait seconds, not minutes.
+CRM_SWEEP_EVERY_SECONDS = 8.0
 
 
 # -- waiting ----------------------------------------------------------------------------------------

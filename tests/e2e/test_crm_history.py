@@ -1,6 +1,7 @@
 """Issue 21 through `make local`: every CRM transition once, from the CRM's own history, even when
 its webhook is late, collapsed or never sent (the catch-up sweep runs every
-`LocalSettings.crm_sweep_every_seconds`, 30 s, as EventBridge runs it every `crm_sweep_minutes`).
+`LocalSettings.crm_sweep_every_seconds`, here CRM_SWEEP_EVERY_SECONDS, as EventBridge runs it
+every `crm_sweep_minutes`).
 
 The portal and account stand-ins keep their stage histories and serve them through the vendors'
 APIs; their `/_webhook_faults` lose, hold and collapse webhooks (local.fakes.webhook_faults).
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.e2e.support import SENT_PHONES, Pipeline, phone_number, wait_for
+from tests.e2e.support import CRM_SWEEP_EVERY_SECONDS, SENT_PHONES, Pipeline, phone_number, wait_for
 
 # Phone-number scenarios of this module (tests.e2e.support.phone_number), apart from test_pipeline's.
 LATE_WEBHOOK = 41
@@ -22,8 +23,8 @@ OLD_DEAL = 45
 AMOCRM_LOST = 46
 AMOCRM_BATCH = 47
 # Longer than a sweep period and its run: the sweep has seen every move by then.
-SWEEP_SECONDS = 30
-SETTLE = SWEEP_SECONDS + 20
+SWEEP_SECONDS = CRM_SWEEP_EVERY_SECONDS
+SETTLE = SWEEP_SECONDS + 10
 
 
 def texts_to(pipeline: Pipeline, phone: str) -> list[dict[str, Any]]:
