@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from infra.config import PipelineSettings, settings_error_lines
 from ops.cli import build_parser
-from pipeline.forms import MAX_BODY_BYTES
+from pipeline.crm.forms import MAX_BODY_BYTES
 from pipeline.registry import CONSUMERS
 from pipeline.retention import (
     CRM_RESEND_WINDOW,
@@ -150,7 +150,7 @@ def test_the_readme_states_the_clock_skew_tolerance_the_model_applies() -> None:
 
 
 def test_the_readme_states_the_form_body_bound_the_webhook_applies() -> None:
-    """The CRM webhook table states API Gateway's 10 MB: the bound `pipeline.forms` applies."""
+    """The CRM webhook table states API Gateway's 10 MB: the bound `pipeline.crm.forms` applies."""
     stated = re.search(r"a body over (\d+) MB, API Gateway's limit", README)
     assert stated, "README no longer states the body bound of the form routes"
     assert int(stated[1]) * 1024 * 1024 == MAX_BODY_BYTES
