@@ -51,7 +51,7 @@ from local.lambda_host import LocalLambdaContext
 from local.resources import QueuePair
 from local.runtime import WEBHOOK_MEMORY_MB, WEBHOOK_TIMEOUT_SECONDS
 from pipeline import aws
-from pipeline.crm import SIGNATURE_HEADER, sign
+from pipeline.crm.contract import SIGNATURE_HEADER, sign
 
 TELEGRAM_PATH = "/telegram/webhook"
 CRM_PATH = "/crm/events"

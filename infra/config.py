@@ -28,10 +28,10 @@ from pydantic import (
 
 from infra.paths import FUNCTIONS_DIR
 from pipeline import phones
-from pipeline.crm import DEFAULT_CRM_AUTH, CrmAuth
+from pipeline.crm.contract import DEFAULT_CRM_AUTH, CrmAuth
+from pipeline.crm.status_map import parse_status_map
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
-from pipeline.status_map import parse_status_map
 from pipeline.telegram_bot.reference import ApplicationReference
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -125,7 +125,7 @@ class PipelineSettings(BaseModel):
     sms_reconcile_deadline_hours: float = Field(default=24, gt=0, le=24 * 14)
     # Alarm when an `unknown` SMS outcome has stayed unresolved this long.
     sms_unknown_alarm_minutes: int = Field(default=60, ge=5)
-    # -- CRM transitions (the bitrix24/amocrm consumers and the catch-up sweep; pipeline.crm_sync) --
+    # -- CRM transitions (the bitrix24/amocrm consumers and the catch-up sweep; pipeline.crm.sync) --
     # A CRM transition first seen later than this after it happened is recorded and counted
     # (CrmTransitionsTooOld, alarmed), never texted: an SMS "your order is ready" a day late is
     # worse than none. At least two sweep periods, so the sweep always finds a lost webhook's move
@@ -147,7 +147,7 @@ class PipelineSettings(BaseModel):
     # Region (ISO 3166 alpha-2, e.g. "BY") in which the webhook reads national phone forms
     # ("8 029 123-45-67"); unset: only international (+...) forms are accepted (pipeline.phones).
     phone_default_region: str | None = None
-    # -- CRMs connected by their own webhooks (pipeline.status_map) ----------------------------
+    # -- CRMs connected by their own webhooks (pipeline.crm.status_map) ----------------------------
     # Bitrix24 deal stages as order statuses, {CATEGORY_ID: {STAGE_ID: status}}: set, POST
     # /crm/bitrix24 takes the portal's outgoing webhook and the `bitrix24` consumer reads deals.
     bitrix24_stages: str | None = None

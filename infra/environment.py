@@ -22,11 +22,11 @@ from infra.config import (
     SettingsError,
     validation_problems,
 )
-from pipeline.crm import CRM_AUTH_ENV
-from pipeline.crm_sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
-from pipeline.crm_sync import MAX_AGE_ENV
+from pipeline.crm.contract import CRM_AUTH_ENV
+from pipeline.crm.order_events import TOPIC_ENV
+from pipeline.crm.sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
+from pipeline.crm.sync import MAX_AGE_ENV
 from pipeline.observability import TRACE_DISABLED_ENV
-from pipeline.order_events import TOPIC_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.replies import REPLIES_ENV, parse_replies
@@ -190,7 +190,7 @@ class FunctionEnvironments:
                     f"the {consumer.name} consumer publishes: its environment needs the topic ARN"
                 )
             environment[TOPIC_ENV] = topic_arn
-            # It validates the order events it publishes as the webhook does (`pipeline.crm`).
+            # It validates the order events it publishes as the webhook does (`pipeline.crm.contract`).
             environment[DEFAULT_REGION_ENV] = self.settings.phone_default_region or ""
             environment[MAX_AGE_ENV] = str(self.settings.sms_max_age_minutes * 60)
         if consumer.ordered:

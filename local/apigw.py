@@ -34,7 +34,7 @@ from local.lambda_host import (
     exit_now,
     quiet_interrupts,
 )
-from pipeline.forms import MAX_BODY_BYTES
+from pipeline.crm.forms import MAX_BODY_BYTES
 
 EXIT_CANNOT_LISTEN = 2
 # The routes every deployment's HTTP API has; the runtime passes the deployment's own

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from local.runtime import Runtime
-from pipeline.crm import SIGNATURE_HEADER, sign
+from pipeline.crm.contract import SIGNATURE_HEADER, sign
 
 TELEGRAM_TOKEN_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 DRAIN_TIMEOUT_SECONDS = 90.0

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 from infra.config import PipelineSettings
 from infra.environment import RECONCILER, SMS_CONSUMER, WEBHOOK
+from pipeline.crm.order_events import TOPIC_ENV as EVENTS_TOPIC_ENV  # who has it publishes there
 from pipeline.observability import TRACE_DISABLED_ENV
-from pipeline.order_events import TOPIC_ENV as EVENTS_TOPIC_ENV  # who has it publishes there
 from pipeline.telegram_bot.reference import CRASH_HOOKS_ENV
 
 if TYPE_CHECKING:

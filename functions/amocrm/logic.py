@@ -3,12 +3,12 @@
 amoCRM's "lead status changed" webhook names the lead and its new status, but a webhook can be
 late, repeated, never sent, or collapse two moves into one: the lead's `lead_status_changed`
 events (`GET /api/v4/events`, filtered by the lead) say what moved and when, each event one
-transition with amoCRM's own id (`pipeline.crm_sync` publishes those not handled yet). The lead
+transition with amoCRM's own id (`pipeline.crm.sync` publishes those not handled yet). The lead
 (`GET /api/v4/leads/{id}?with=contacts`) gives its main contact, the contact
 (`GET /api/v4/contacts/{id}`) the phone, with the account's long-lived token (the `amocrm_api`
 secret, `{"base_url": "https://<subdomain>.amocrm.ru", "token": "..."}`).
 
-Failures: see `pipeline.crm_sources` (ignored, misconfigured); the API's transient errors (429,
+Failures: see `pipeline.crm.sources` (ignored, misconfigured); the API's transient errors (429,
 5xx, no answer) retry with the consumer's backoff.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NoReturn
 
-from pipeline.amocrm import AmoCrmApi, Contact, StatusEvent
-from pipeline.crm_sources import logger, misconfigured, refused
-from pipeline.crm_sweep import Changed
-from pipeline.crm_sync import HistoryRecord, OrderCard, sync_order
+from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
+from pipeline.crm.sources import logger, misconfigured, refused
+from pipeline.crm.sweep import Changed
+from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 
@@ -78,7 +78,7 @@ def account() -> AmoCrmApi:
 
 
 class AmoCrmSource:
-    """`pipeline.crm_sync.CrmSource` for an amoCRM account."""
+    """`pipeline.crm.sync.CrmSource` for an amoCRM account."""
 
     name = SOURCE
     setting = SETTING

@@ -4,11 +4,11 @@ Bitrix24's outgoing webhook names the deal and nothing else (`data[FIELDS][ID]`)
 ONCRMDEALUPDATE on every edit of any field, and its `ts` is when the event left the portal's
 queue, not when the deal moved. So an event (or the catch-up sweep's "look at deal N") is only a
 cue: the deal's stage history (`crm.stagehistory.list`, filtered by OWNER_ID) says what moved and
-when, each record one transition with the portal's own id (`pipeline.crm_sync` publishes those
+when, each record one transition with the portal's own id (`pipeline.crm.sync` publishes those
 not handled yet). The deal (`crm.deal.get`) gives its contact, the contact (`crm.contact.get`)
 the phone; all through the portal's inbound webhook URL (the `bitrix24_api` secret).
 
-Failures: see `pipeline.crm_sources` (ignored, misconfigured); the portal's transient errors
+Failures: see `pipeline.crm.sources` (ignored, misconfigured); the portal's transient errors
 (QUERY_LIMIT_EXCEEDED, 5xx, no answer) retry with the consumer's backoff.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NoReturn
 
-from pipeline.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
-from pipeline.crm_sources import misconfigured, refused
-from pipeline.crm_sweep import Changed
-from pipeline.crm_sync import HistoryRecord, OrderCard, sync_order
+from pipeline.crm.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
+from pipeline.crm.sources import misconfigured, refused
+from pipeline.crm.sweep import Changed
+from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 
@@ -66,7 +66,7 @@ def portal() -> Bitrix24Rest:
 
 
 class Bitrix24Source:
-    """`pipeline.crm_sync.CrmSource` for a Bitrix24 portal."""
+    """`pipeline.crm.sync.CrmSource` for a Bitrix24 portal."""
 
     name = SOURCE
     setting = SETTING

@@ -22,14 +22,14 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from crm.leads import Lead
-from pipeline.bitrix24 import BITRIX_TRANSIENT_ERRORS as BITRIX_TRANSIENT_ERRORS
-from pipeline.bitrix24 import Bitrix24Rest
-from pipeline.bitrix24 import url_secrets as url_secrets
+from pipeline.crm.bitrix24 import BITRIX_TRANSIENT_ERRORS as BITRIX_TRANSIENT_ERRORS
+from pipeline.crm.bitrix24 import Bitrix24Rest
+from pipeline.crm.bitrix24 import url_secrets as url_secrets
 from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient, JsonResponse
 from pipeline.observability import mask_phones
 
-# BITRIX_TRANSIENT_ERRORS and url_secrets live in pipeline.bitrix24 now; imported `as` themselves,
+# BITRIX_TRANSIENT_ERRORS and url_secrets live in pipeline.crm.bitrix24 now; imported `as` themselves,
 # they stay importable from here.
 _URL_PATTERN = r"^https?://\S+$"
 

@@ -1,6 +1,6 @@
 """Scheduled CRM history sweep: a transition whose webhook never came still gets its SMS.
 
-See `pipeline.crm_sweep`. The CRMs swept are the connected ones (`CRM_SWEEP_SOURCES`, set by the
+See `pipeline.crm.sweep`. The CRMs swept are the connected ones (`CRM_SWEEP_SOURCES`, set by the
 stack from the status-map settings); each adapter is its consumer's own.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline.crm_sweep import SOURCES_ENV, SweepCursor, SweepSource, sweep
+from pipeline.crm.sweep import SOURCES_ENV, SweepCursor, SweepSource, sweep
 from pipeline.envelope import utc_now
 from pipeline.observability import service_logger, service_tracer
 

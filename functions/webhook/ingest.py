@@ -30,7 +30,8 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import aws, crm, forms, phones, telegram
+from pipeline import aws, phones, telegram
+from pipeline.crm import contract, forms
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
     Envelope,
@@ -44,7 +45,7 @@ from pipeline.envelope import (
 from pipeline.observability import service_tracer
 
 if TYPE_CHECKING:  # imported by the first amoCRM request (ingest_amocrm)
-    from pipeline.amocrm import RefusedEntry
+    from pipeline.crm.amocrm import RefusedEntry
 
 logger = Logger(child=True)
 tracer = service_tracer()
@@ -83,7 +84,7 @@ class Settings:
     bot_id: str
     # The static token templated CRM senders present instead of a signature (`crm_auth`).
     crm_token_secret_id: str = ""
-    crm_auth: crm.CrmAuth = crm.DEFAULT_CRM_AUTH
+    crm_auth: contract.CrmAuth = contract.DEFAULT_CRM_AUTH
     # Networks Telegram webhook calls may come from; empty: any (the secret token still applies).
     telegram_ip_allowlist: tuple[IpNetwork, ...] = ()
     # Region national CRM phone forms are read in (validated at synth); None: international only.
@@ -100,7 +101,7 @@ class Settings:
             crm_secret_id=os.environ["CRM_SECRET_ID"],
             bot_id=os.environ["TELEGRAM_BOT_ID"],
             crm_token_secret_id=os.environ.get("CRM_TOKEN_SECRET_ID", ""),
-            crm_auth=crm.crm_auth_mode(os.environ.get(crm.CRM_AUTH_ENV, crm.DEFAULT_CRM_AUTH)),
+            crm_auth=contract.crm_auth_mode(os.environ.get(contract.CRM_AUTH_ENV, contract.DEFAULT_CRM_AUTH)),
             telegram_ip_allowlist=ip_allowlist(os.environ.get("TELEGRAM_IP_ALLOWLIST", "")),
             phone_default_region=os.environ.get(phones.DEFAULT_REGION_ENV, "").strip() or None,
             bitrix24_app_token_secret_id=os.environ.get(BITRIX24_APP_TOKEN_ENV, ""),
@@ -292,10 +293,10 @@ def publish(envelope: Envelope, attributes: dict[str, str | None], topic_arn: st
 
 def ignored_crm_type(payload: Any) -> str | None:
     """The `type` of a CRM event the pipeline does not handle (a non-empty string other than
-    `crm.HANDLED_TYPES`), as its metric dimension; None for a handled or a missing/broken type
+    `contract.HANDLED_TYPES`), as its metric dimension; None for a handled or a missing/broken type
     (validation judges those)."""
     kind = payload.get("type") if isinstance(payload, Mapping) else None
-    if not isinstance(kind, str) or not kind.strip() or kind in crm.HANDLED_TYPES:
+    if not isinstance(kind, str) or not kind.strip() or kind in contract.HANDLED_TYPES:
         return None
     return kind if _IGNORED_TYPE_DIMENSION.fullmatch(kind) else IGNORED_OTHER_TYPE
 
@@ -343,7 +344,7 @@ def _validate(
 def _rejection_reason(error: ValidationError) -> str:
     """`invalid_phone` when the customer's phone is all that is wrong (the CRM's data, which an
     alarm watches); `invalid` for any other broken event."""
-    if all(item["type"] == crm.PHONE_ERROR_TYPE for item in error.errors(include_input=False)):
+    if all(item["type"] == contract.PHONE_ERROR_TYPE for item in error.errors(include_input=False)):
         return INVALID_PHONE_REASON
     return INVALID_REASON
 
@@ -374,13 +375,13 @@ def crm_token(request: Request, path_token: str | None) -> str | None:
     `Authorization: Bearer <token>` (first found wins); "" when one is presented empty."""
     if path_token is not None:
         return path_token
-    header = request.header(crm.TOKEN_HEADER)
+    header = request.header(contract.TOKEN_HEADER)
     if header is not None:
         return header.strip()
     authorization = request.header("Authorization")
     if authorization is not None:
         scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() == crm.BEARER_SCHEME:
+        if scheme.lower() == contract.BEARER_SCHEME:
             return credentials.strip()
     return None
 
@@ -389,23 +390,23 @@ def _authenticate_crm(request: Request, raw: bytes, settings: Settings, path_tok
     """A signed request is judged by its signature (where signatures are accepted), one that
     presents a token by the token, any other as unsigned; a mode the deployment does not enable
     (`crm_auth`) refuses. No message or log field quotes the token."""
-    header = request.header(crm.SIGNATURE_HEADER)
+    header = request.header(contract.SIGNATURE_HEADER)
     token = crm_token(request, path_token)
-    signed = header is not None and crm.accepts_signature(settings.crm_auth)
+    signed = header is not None and contract.accepts_signature(settings.crm_auth)
     if token is not None and not signed:
-        if not crm.accepts_token(settings.crm_auth):
+        if not contract.accepts_token(settings.crm_auth):
             _reject(401, "unauthorized", "token authentication is not enabled", detail="token_disabled")
         _require_secret_token(token, settings.crm_token_secret_id, "token")
         return
-    if not crm.accepts_signature(settings.crm_auth):
+    if not contract.accepts_signature(settings.crm_auth):
         detail = "missing" if header is None else "signature_disabled"
         _reject(401, "unauthorized", "missing token", detail=detail)
     check = _check_secret(
         settings.crm_secret_id,
-        lambda keys: crm.verify(header, raw, keys),
-        retry_if=lambda result: result is crm.SignatureCheck.MISMATCH,
+        lambda keys: contract.verify(header, raw, keys),
+        retry_if=lambda result: result is contract.SignatureCheck.MISMATCH,
     )
-    if check is not crm.SignatureCheck.VALID:
+    if check is not contract.SignatureCheck.VALID:
         _reject(401, "unauthorized", f"signature {check.value}", detail=check.value)
 
 
@@ -420,8 +421,8 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
         ignored = ignored_crm_type(payload)
         if ignored is not None:
             return ignore("crm", ignored)
-        context = crm.validation_context(settings.phone_default_region)
-        event: crm.CrmEvent = _validate(crm.CrmEvent, payload, 422, context)
+        context = contract.validation_context(settings.phone_default_region)
+        event: contract.CrmEvent = _validate(contract.CrmEvent, payload, 422, context)
         envelope = Envelope(
             event_id=crm_event_id(event.event_id),
             source="crm",
@@ -485,7 +486,7 @@ def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
     first, since the credential is in it. Published without the `auth` block's tokens."""
 
     # Imported by the first Bitrix24 request: the other routes never need its models or REST client.
-    from pipeline import bitrix24
+    from pipeline.crm import bitrix24
 
     def work() -> Outcome:
         if not settings.bitrix24_app_token_secret_id:
@@ -560,7 +561,7 @@ def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outc
     lead is refused alone: the answer is 200 with the others' event ids and the refused leads'
     `errors` (a resend cannot mend them), 422 when no lead is valid."""
     # Imported by the first amoCRM request: the other routes never need its models or REST client.
-    from pipeline import amocrm
+    from pipeline.crm import amocrm
 
     def work() -> Outcome:
         _require_secret_token(path_token, settings.crm_token_secret_id, "token")

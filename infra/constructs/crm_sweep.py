@@ -1,4 +1,4 @@
-"""The catch-up sweep of the connected CRMs' histories (`pipeline.crm_sweep`): one function on an
+"""The catch-up sweep of the connected CRMs' histories (`pipeline.crm.sweep`): one function on an
 EventBridge schedule (`crm_sweep_minutes`), absent when no CRM is connected.
 
 Its role: read the connected CRMs' API secrets, get and put its cursor items in the journal, and

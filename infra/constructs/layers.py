@@ -111,7 +111,7 @@ def pinned_layer_code(layer_dir: Path, requirement: str) -> lambda_.Code:
 
 
 def validates_crm_events(consumer: Consumer) -> bool:
-    """A consumer that receives CRM events validates them with `pipeline.crm.CrmEvent`, whose
+    """A consumer that receives CRM events validates them with `pipeline.crm.contract.CrmEvent`, whose
     phone check imports `phonenumbers`: it needs the phonenumbers layer."""
     sources = consumer.filter_policy.get("source")
     return sources is None or any(source in CRM_EVENT_SOURCES for source in sources)

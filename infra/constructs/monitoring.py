@@ -36,9 +36,9 @@ from infra.constructs.events_topic import AlarmTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
-from pipeline.crm_sources import MISCONFIGURED_METRIC
-from pipeline.crm_sweep import FAILURES_METRIC, ORDERS_METRIC
-from pipeline.crm_sync import TOO_OLD_METRIC
+from pipeline.crm.sources import MISCONFIGURED_METRIC
+from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
+from pipeline.crm.sync import TOO_OLD_METRIC
 from pipeline.registry import Consumer
 
 PERIOD = METRIC_PERIOD
@@ -283,7 +283,7 @@ class Monitoring(Construct):
 
     def _crm_source_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:
         """A CRM webhook's event that cannot become an order event until the configuration is
-        fixed (`pipeline.crm_sources`): each one may be a customer's SMS, so from the first."""
+        fixed (`pipeline.crm.sources`): each one may be a customer's SMS, so from the first."""
         self._alarm(
             AlarmKind.CRM_SOURCE_MISCONFIGURED,
             name,
@@ -297,7 +297,7 @@ class Monitoring(Construct):
         )
 
     def _crm_too_old_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:
-        """A transition with an SMS rule first seen past `sms_max_age_minutes` (`pipeline.crm_sync`):
+        """A transition with an SMS rule first seen past `sms_max_age_minutes` (`pipeline.crm.sync`):
         a customer who was not texted. Webhooks failing for longer than the sweep covers, or the
         sweep itself failing (its Errors alarm), or a pipeline connected to a CRM with old deals."""
         self._alarm(

@@ -26,7 +26,7 @@ from boto3.dynamodb.types import TypeDeserializer
 from infra.config import PipelineSettings
 from local.runtime import LAYER_DIR, PROJECT_ROOT, Ports, Runtime
 from local.settings import LocalSettings
-from pipeline.crm import SIGNATURE_HEADER, sign
+from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.registry import Consumer
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"

@@ -63,7 +63,7 @@ CUSTOM_CONTEXT: dict[str, Any] = {
 }
 
 
-# The CRM sources' status maps (`pipeline.status_map`), as `-c` passes them: JSON text.
+# The CRM sources' status maps (`pipeline.crm.status_map`), as `-c` passes them: JSON text.
 BITRIX24_STAGES = '{"0": {"NEW": "new", "EXECUTING": "ready_for_pickup"}, "2": {"C2:NEW": "new"}}'
 AMOCRM_STATUSES = '{"7001": {"70011": "new", "70013": "ready_for_pickup", "142": "completed"}}'
 # Settings that must be valid values, not any text, to switch their consumer on.

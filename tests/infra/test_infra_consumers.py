@@ -182,7 +182,7 @@ def test_worker_environment_follows_the_contract(
         # The topic it publishes order events to, and the region it reads their phones in.
         expected["EVENTS_TOPIC_ARN"] = _id(synth, synth.stack.events.topic)
         expected["PHONE_DEFAULT_REGION"] = synth.stack.settings.phone_default_region or ""
-        # How late a CRM transition may be first seen and still texted (pipeline.crm_sync).
+        # How late a CRM transition may be first seen and still texted (pipeline.crm.sync).
         expected["SMS_MAX_AGE_SECONDS"] = str(synth.stack.settings.sms_max_age_minutes * 60)
     if consumer.ordered:
         # Where it publishes a notice per dead letter, naming the chat.

@@ -437,7 +437,7 @@ def test_the_dashboard_is_named_by_stack_and_region_so_two_regions_never_share_o
 
 
 def test_a_crm_source_that_cannot_become_an_order_event_alarms_at_once(full_synth: Synthesized) -> None:
-    """`pipeline.crm_sources.misconfigured` counts CrmSourceMisconfigured with the worker's dimensions."""
+    """`pipeline.crm.sources.misconfigured` counts CrmSourceMisconfigured with the worker's dimensions."""
     watched = _of_kind(full_synth, AlarmKind.CRM_SOURCE_MISCONFIGURED)
     assert sorted(w.subject for w in watched) == ["amocrm", "bitrix24"]
     for alarm_of in watched:

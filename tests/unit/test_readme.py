@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 import shlex
 from pathlib import Path
@@ -11,7 +13,7 @@ from pydantic import ValidationError
 
 from infra.config import PipelineSettings, settings_error_lines
 from ops.cli import build_parser
-from pipeline.forms import MAX_BODY_BYTES
+from pipeline.crm.forms import MAX_BODY_BYTES
 from pipeline.registry import CONSUMERS
 from pipeline.retention import (
     CRM_RESEND_WINDOW,
@@ -150,7 +152,66 @@ def test_the_readme_states_the_clock_skew_tolerance_the_model_applies() -> None:
 
 
 def test_the_readme_states_the_form_body_bound_the_webhook_applies() -> None:
-    """The CRM webhook table states API Gateway's 10 MB: the bound `pipeline.forms` applies."""
+    """The CRM webhook table states API Gateway's 10 MB: the bound `pipeline.crm.forms` applies."""
     stated = re.search(r"a body over (\d+) MB, API Gateway's limit", README)
     assert stated, "README no longer states the body bound of the form routes"
     assert int(stated[1]) * 1024 * 1024 == MAX_BODY_BYTES
+
+
+SKIPPED = {"node_modules", "cdk.out", "__pycache__"}
+
+
+def _readmes() -> list[str]:
+    """The project's READMEs, not those of what is installed or generated beside it."""
+    found = []
+    for directory, subdirectories, files in os.walk(ROOT):
+        subdirectories[:] = [d for d in subdirectories if not d.startswith(".") and d not in SKIPPED]
+        if "README.md" in files:
+            found.append((Path(directory) / "README.md").relative_to(ROOT).as_posix())
+    return sorted(found)
+
+
+MARKDOWN = _readmes()
+LAYER = ROOT / "layers/shared/python"
+
+
+def _layer_names(module: str) -> set[str] | None:
+    """The top-level names the layer's `module` defines, or None when there is no such module."""
+    path = LAYER / Path(*module.split("."))
+    for file in (path.with_suffix(".py"), path / "__init__.py"):
+        if file.is_file():
+            tree = ast.parse(file.read_text())
+            names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+            names |= {
+                t.id
+                for n in tree.body
+                if isinstance(n, ast.Assign)
+                for t in n.targets
+                if isinstance(t, ast.Name)
+            }
+            names |= {
+                n.target.id
+                for n in tree.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            }
+            return names
+    return None
+
+
+@pytest.mark.parametrize("markdown", MARKDOWN)
+def test_every_path_and_module_a_readme_names_exists(markdown: str) -> None:
+    """Its links, its `pipeline/...` paths (in the shared layer) and its `pipeline.x.y` names: a
+    module moved or renamed leaves none pointing at the old place."""
+    text = (ROOT / markdown).read_text()
+    here = (ROOT / markdown).parent
+    links = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if not re.match(r"[a-z]+:|#", t)]
+    missing = [link for link in links if not (here / link).exists()]
+    for path in re.findall(r"`(?:layers/shared/python/)?(pipeline/[\w./]*)`", text):
+        if not (LAYER / path).exists():
+            missing.append(path)
+    for name in re.findall(r"`(pipeline(?:\.\w+)+)", text):
+        if _layer_names(name) is None:
+            module, _, attribute = name.rpartition(".")
+            if attribute not in (_layer_names(module) or set()):
+                missing.append(name)
+    assert missing == []

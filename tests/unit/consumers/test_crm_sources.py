@@ -21,9 +21,9 @@ from local.fakes.amocrm import AmoCrmFake
 from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.overlay import LOCAL_AMOCRM_PIPELINE, LOCAL_AMOCRM_STATUSES, LOCAL_BITRIX24_STAGES
 from pipeline import aws
-from pipeline.amocrm import AmoCrmApi
-from pipeline.bitrix24 import Bitrix24Rest
-from pipeline.crm import CrmEvent
+from pipeline.crm.amocrm import AmoCrmApi
+from pipeline.crm.bitrix24 import Bitrix24Rest
+from pipeline.crm.contract import CrmEvent
 from tests.unit.consumer_support import Output, Published, amocrm_envelope, bitrix24_envelope
 from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer
 

@@ -10,8 +10,8 @@ from urllib.parse import parse_qs
 import pytest
 from pydantic import ValidationError
 
-from pipeline import forms
-from pipeline.amocrm import (
+from pipeline.crm import forms
+from pipeline.crm.amocrm import (
     ACCOUNT_FIELDS,
     NO_STATUS_CHANGES,
     STATUS_FIELDS,

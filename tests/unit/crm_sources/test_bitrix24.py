@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.bitrix24 import DEAL_EVENTS, Bitrix24Rest, Contact, Deal, OutgoingEvent
+from pipeline.crm.bitrix24 import DEAL_EVENTS, Bitrix24Rest, Contact, Deal, OutgoingEvent
+from pipeline.crm.forms import parse_form
 from pipeline.errors import PermanentError, RemoteRefused, TransientError
-from pipeline.forms import parse_form
 from pipeline.observability import mask_phone
 from tests.unit.consumers.conftest import FakeHttpServer, Scripted
 from tests.unit.crm_sources.conftest import fixture_bytes, fixture_json

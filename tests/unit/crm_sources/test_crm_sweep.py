@@ -1,4 +1,4 @@
-"""`pipeline.crm_sweep`: the catch-up sweep asks the CRM consumers to look at every order whose
+"""`pipeline.crm.sweep`: the catch-up sweep asks the CRM consumers to look at every order whose
 history grew, from a cursor per CRM, so a webhook that never came still yields its SMS.
 
 Scripted sources (the adapter protocol) play the CRMs; the events topic and the cursors are moto's.
@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from pipeline import aws, crm_sweep
-from pipeline.crm_sweep import Changed, SweepCursor, SweepFailed, sweep
+from pipeline import aws
+from pipeline.crm import sweep as crm_sweep
+from pipeline.crm.sweep import Changed, SweepCursor, SweepFailed, sweep
 from pipeline.envelope import message_group
 from tests.unit.consumer_support import JOURNAL_TABLE
 

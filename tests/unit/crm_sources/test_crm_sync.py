@@ -1,4 +1,4 @@
-"""`pipeline.crm_sync`: a CRM order's transitions come from the CRM's own stage history.
+"""`pipeline.crm.sync`: a CRM order's transitions come from the CRM's own stage history.
 
 A scripted source (the adapter's protocol, no HTTP) plays the CRM; the marks live in moto's
 journal table, and what `publish` would send to the events topic is captured. The property at
@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import crm_sync
-from pipeline.crm_sources import SourceMisconfigured
-from pipeline.crm_sync import HistoryMarks, HistoryRecord, OrderCard, sync_order
+from pipeline.crm import sync as crm_sync
+from pipeline.crm.order_events import OrderStatus
+from pipeline.crm.sources import SourceMisconfigured
+from pipeline.crm.sync import HistoryMarks, HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
-from pipeline.order_events import OrderStatus
 from tests.unit.consumer_support import JOURNAL_TABLE
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 import pytest
 
-from pipeline.forms import (
+from pipeline.crm.forms import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
     MAX_FIELDS,

@@ -17,8 +17,8 @@ from local.overlay import (
     local_overlay,
 )
 from local.settings import PROJECT_ROOT, LocalSettings
+from pipeline.crm.status_map import parse_status_map
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
-from pipeline.status_map import parse_status_map
 
 FAKES = {
     "telegram": "http://127.0.0.1:1001",

@@ -8,7 +8,7 @@ from aiogram.types import Update
 
 from local.demo import crm_events, summary_lines, telegram_updates
 from local.status import MISSING, FunctionStatus, QueueDepth
-from pipeline.crm import CrmEvent
+from pipeline.crm.contract import CrmEvent
 from pipeline.telegram import TelegramUpdate, update_type
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from pipeline import aws, crm
+from pipeline import aws
+from pipeline.crm import contract
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TELEGRAM_FIXTURES = sorted((FIXTURES / "telegram").glob("*.json"))
@@ -108,7 +109,7 @@ def crm_event(
     raw_bytes = raw.encode() if isinstance(raw, str) else raw
     headers = dict(kwargs.pop("headers", None) or {})
     if key is not None:
-        headers["x-signature"] = crm.sign(key, raw_bytes, timestamp)
+        headers["x-signature"] = contract.sign(key, raw_bytes, timestamp)
     return http_event(CRM_PATH, body=raw, headers=headers, **kwargs)
 
 
@@ -120,7 +121,7 @@ def crm_token_event(payload: Any, token: str | None = CRM_TOKEN, *, where: str =
     if token is not None and where == "bearer":
         headers["authorization"] = f"Bearer {token}"
     elif token is not None and where == "header":
-        headers[crm.TOKEN_HEADER] = token
+        headers[contract.TOKEN_HEADER] = token
     if where != "path" or token is None:
         return http_event(CRM_PATH, body=body, headers=headers)
     event = http_event(f"{CRM_PATH}/{token}", body=body)

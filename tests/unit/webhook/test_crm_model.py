@@ -1,4 +1,4 @@
-"""`pipeline.crm`: the order-status event model and the request signature."""
+"""`pipeline.crm.contract`: the order-status event model and the request signature."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline import crm
-from pipeline.crm import CrmEvent, SignatureCheck, sign, verify
+from pipeline.crm import contract
+from pipeline.crm.contract import CrmEvent, SignatureCheck, sign, verify
 from tests.unit.webhook.support import CRM_ORDER_EVENT, CRM_ORDER_FIXTURES, load_fixture
 
 KEY = "signing-key-for-tests"
@@ -86,7 +86,7 @@ def test_comparison_is_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(crm.hmac, "compare_digest", spy)
+    monkeypatch.setattr(contract.hmac, "compare_digest", spy)
     assert verify(sign(KEY, BODY, NOW), BODY, ["other", KEY], now=NOW) is SignatureCheck.VALID
     # Both keys were compared: no early exit on the first match or mismatch.
     assert len(compared) == 2
@@ -156,7 +156,7 @@ def test_international_phone_forms_validate_to_e164_without_a_region(written: st
 @pytest.mark.parametrize("written", [*INTERNATIONAL_FORMS, *NATIONAL_FORMS])
 def test_national_phone_forms_validate_to_e164_in_the_default_region(written: str) -> None:
     event = CrmEvent.model_validate(
-        _order_event(customer__phone=written), context=crm.validation_context("BY")
+        _order_event(customer__phone=written), context=contract.validation_context("BY")
     )
     assert event.customer.phone == BY_NUMBER
 
@@ -166,7 +166,7 @@ def test_national_phone_forms_are_refused_without_a_region(written: str) -> None
     with pytest.raises(ValidationError) as raised:
         CrmEvent.model_validate(_order_event(customer__phone=written))
     [error] = raised.value.errors()
-    assert (error["loc"], error["type"]) == (("customer", "phone"), crm.PHONE_ERROR_TYPE)
+    assert (error["loc"], error["type"]) == (("customer", "phone"), contract.PHONE_ERROR_TYPE)
     assert "no default region" in error["msg"]
 
 
@@ -182,9 +182,11 @@ def test_national_phone_forms_are_refused_without_a_region(written: str) -> None
 )
 def test_impossible_phones_are_refused_saying_why_but_not_which(written: str, why: str) -> None:
     with pytest.raises(ValidationError) as raised:
-        CrmEvent.model_validate(_order_event(customer__phone=written), context=crm.validation_context("BY"))
+        CrmEvent.model_validate(
+            _order_event(customer__phone=written), context=contract.validation_context("BY")
+        )
     [error] = raised.value.errors(include_input=False)
-    assert (error["loc"], error["type"]) == (("customer", "phone"), crm.PHONE_ERROR_TYPE)
+    assert (error["loc"], error["type"]) == (("customer", "phone"), contract.PHONE_ERROR_TYPE)
     assert error["msg"].startswith(why)
     digits = "".join(char for char in written if char.isdigit())
     assert written not in str(raised.value)
@@ -193,7 +195,7 @@ def test_impossible_phones_are_refused_saying_why_but_not_which(written: str, wh
 
 def test_the_published_payload_is_the_raw_one_with_the_phone_in_e164() -> None:
     raw = _order_event(customer__phone="8 029 123-45-67")
-    event = CrmEvent.model_validate(raw, context=crm.validation_context("BY"))
+    event = CrmEvent.model_validate(raw, context=contract.validation_context("BY"))
 
     published = event.normalised_payload(raw)
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pipeline import crm, phones
+from pipeline import phones
+from pipeline.crm import contract
 from pipeline.envelope import Envelope, fifo_keys
 from tests.unit.webhook.support import (
     CRM_KEY,
@@ -76,7 +77,7 @@ def _with_signature(header: str | None) -> dict[str, Any]:
 
 
 def _signature_for(body: str, key: str = CRM_KEY, age: int = 0) -> str:
-    return crm.sign(key, body.encode(), int(time.time()) - age)
+    return contract.sign(key, body.encode(), int(time.time()) - age)
 
 
 BODY = json.dumps(load_fixture(ORDER_EVENT))

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from pipeline import aws, forms
+from pipeline import aws
+from pipeline.crm import forms
 from tests.support import amocrm_webhooks
 from tests.unit.webhook.support import (
     CRM_TOKEN,

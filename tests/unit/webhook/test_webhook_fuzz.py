@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import event as record
 from hypothesis import strategies as st
 
-from pipeline import crm
+from pipeline.crm import contract
 from tests.unit.webhook.support import (
     CRM_KEY,
     CRM_ORDER_EVENT,
@@ -149,10 +149,10 @@ def test_telegram_route_survives_anything(
 def _signature(kind: str, raw: bytes) -> str | None:
     now = int(time.time())
     return {
-        "valid": crm.sign(CRM_KEY, raw, now),
-        "wrong-key": crm.sign("not-" + CRM_KEY, raw, now),
-        "other-body": crm.sign(CRM_KEY, raw + b"\n", now),
-        "stale": crm.sign(CRM_KEY, raw, now - 301),
+        "valid": contract.sign(CRM_KEY, raw, now),
+        "wrong-key": contract.sign("not-" + CRM_KEY, raw, now),
+        "other-body": contract.sign(CRM_KEY, raw + b"\n", now),
+        "stale": contract.sign(CRM_KEY, raw, now - 301),
         "absent": None,
     }[kind]
 

@@ -194,7 +194,7 @@ class Observation:
     latest: bool = False
 
 
-# A plain number, or a CRM history record's id (`bitrix24:stagehistory:1234`, `pipeline.crm_sync`).
+# A plain number, or a CRM history record's id (`bitrix24:stagehistory:1234`, `pipeline.crm.sync`).
 _NUMBERED_REF = re.compile(r"((?:[a-z0-9]{1,20}:[a-z]{1,20}:)?)(\d{1,30})")
 
 

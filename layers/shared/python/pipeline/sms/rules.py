@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pipeline.crm import CrmEvent
+from pipeline.crm.contract import CrmEvent
 from pipeline.errors import PermanentError
 
 RULES_FILE = Path(__file__).with_name("rules.json")

@@ -35,7 +35,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import ValidationError
 
-from pipeline.crm import ORDER_STATUS_CHANGED, CrmEvent
+from pipeline.crm.contract import ORDER_STATUS_CHANGED, CrmEvent
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.observability import mask_phone, mask_phones

@@ -6,7 +6,7 @@ Bitrix24's `crm.stagehistory.list`, amoCRM's `lead_status_changed` events. Each 
 is one transition with the CRM's own id, so `sync_order`:
 
 1. reads the order's history (oldest first) through its source's adapter;
-2. maps each record's stage to an order status (`pipeline.status_map`); a record whose status is
+2. maps each record's stage to an order status (`pipeline.crm.status_map`); a record whose status is
    the one before it (two stages of one status) is no transition;
 3. takes the records this order's marks item (in the journal table) has not handled yet: a
    webhook, its retry and the catch-up sweep (`functions/crm_sweep`) may all look at the deal;
@@ -33,7 +33,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline import aws
-from pipeline.crm_sources import (
+from pipeline.crm.order_events import OrderStatus
+from pipeline.crm.sources import (
     Contact,
     contact_with_phone,
     ignored,
@@ -44,11 +45,10 @@ from pipeline.crm_sources import (
     rules,
     status_map,
 )
+from pipeline.crm.status_map import StatusMap
 from pipeline.envelope import Envelope
 from pipeline.errors import TransientError
-from pipeline.order_events import OrderStatus
 from pipeline.retention import SMS_RETENTION_DAYS
-from pipeline.status_map import StatusMap
 
 MAX_AGE_ENV = "SMS_MAX_AGE_SECONDS"
 DEFAULT_MAX_AGE = timedelta(hours=2)

@@ -5,7 +5,7 @@ move is in the CRM's history all the same. On a schedule (`crm_sweep_minutes`, E
 each connected CRM, the sweep reads the history written since its cursor (one journal item per
 CRM) and, for every order with new records, publishes the same "look at order N" event a webhook
 would (source `bitrix24`/`amocrm`, type `history.sweep`) to the events topic. The CRM's consumer
-then does what it does for a webhook (`pipeline.crm_sync`): a move the webhook already brought is
+then does what it does for a webhook (`pipeline.crm.sync`): a move the webhook already brought is
 handled, so webhook plus sweep is one SMS.
 
 The event id names the order and its newest record seen (`bitrix24:sweep:deal:42:<ref>`): a
@@ -32,10 +32,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline import aws
-from pipeline.crm_sync import max_age
+from pipeline.crm.order_events import TOPIC_ENV
+from pipeline.crm.sync import max_age
 from pipeline.envelope import Envelope, publish_request, sns_attributes
 from pipeline.errors import TransientError
-from pipeline.order_events import TOPIC_ENV
 
 logger = Logger(child=True)
 metrics = Metrics()

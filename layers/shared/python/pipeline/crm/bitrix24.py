@@ -1,7 +1,7 @@
 """Bitrix24: outgoing-webhook events in, REST calls out through an inbound webhook.
 
 Outgoing webhook (Bitrix24 -> us), `application/x-www-form-urlencoded`, read with
-`pipeline.forms.parse_form` (apidocs.bitrix24.com, "Inbound and Outbound Webhooks" and
+`pipeline.crm.forms.parse_form` (apidocs.bitrix24.com, "Inbound and Outbound Webhooks" and
 "Event on deal update onCrmDealUpdate"):
 
     event=ONCRMDEALUPDATE&event_handler_id=201&data[FIELDS][ID]=759&ts=1736405807

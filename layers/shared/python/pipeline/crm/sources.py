@@ -1,7 +1,7 @@
 """What the consumers of CRM webhooks (`bitrix24`, `amocrm`) share: mapping, refusals, publishing.
 
-Each reads the deal or lead the CRM only named, maps its stage (`pipeline.status_map`), reads
-the contact's phone and publishes the order-status event (`pipeline.order_events`). What can go
+Each reads the deal or lead the CRM only named, maps its stage (`pipeline.crm.status_map`), reads
+the contact's phone and publishes the order-status event (`pipeline.crm.order_events`). What can go
 wrong ends in one of two ways, both logged with the reason and counted, never silently:
 
 - **ignored** (`CrmEventsIgnored`, info log): nothing the SMS could be about: a deal of a pipeline
@@ -25,12 +25,12 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from pipeline.crm.order_events import InvalidCustomerPhone, OrderStatus, publish_order_status
+from pipeline.crm.status_map import Lookup, StatusMap, parse_status_map
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 from pipeline.observability import mask_phone
-from pipeline.order_events import InvalidCustomerPhone, OrderStatus, publish_order_status
 from pipeline.sms.rules import SmsRules, load_rules
-from pipeline.status_map import Lookup, StatusMap, parse_status_map
 
 logger = Logger(child=True)
 metrics = Metrics()

@@ -11,7 +11,7 @@ Bodies captured from real accounts differ: many also carry the lead's other fiel
 price, responsible_user_id, last_modified, created_at, updated_at...) and its custom fields
 (`leads[status][0][custom_fields][<k>][values][<v>][value]`), some only the five ids above.
 `read_status_webhook` reads the five ids of each lead and the account, and skips everything else
-unread (`pipeline.forms.form_fields`): a batch of a hundred leads with fifty custom fields each is
+unread (`pipeline.crm.forms.form_fields`): a batch of a hundred leads with fifty custom fields each is
 some twenty thousand fields, none of which the pipeline needs.
 
 API (us -> amoCRM): `GET https://<subdomain>.amocrm.ru/api/v4/leads/<id>?with=contacts` and
@@ -31,7 +31,7 @@ from urllib.parse import urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline import forms
+from pipeline.crm import forms
 from pipeline.errors import RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
