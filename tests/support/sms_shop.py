@@ -44,7 +44,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from pipeline import aws
-from pipeline.crm import ORDER_STATUS_CHANGED
+from pipeline.crm.contract import ORDER_STATUS_CHANGED
 from pipeline.envelope import Envelope, crm_event_id
 from pipeline.errors import PermanentError, TransientError
 from pipeline.sms import gateways
