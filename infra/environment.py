@@ -9,7 +9,7 @@ its functions with exactly the environment they get in AWS (plus its documented 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -279,9 +279,17 @@ class FunctionEnvironments:
         """The connected CRMs the catch-up sweep reads (none: no sweep at all)."""
         return tuple(name for name, key in CRM_SWEEP_SETTINGS.items() if getattr(self.settings, key, None))
 
-    def crm_sweep(self, *, topic_arn: str, journal_table: str, secrets: Mapping[str, str]) -> dict[str, str]:
-        """The sweep: each connected CRM's API secret, its cursor's table, the events topic."""
-        crms = self.swept_crms()
+    def crm_sweep(
+        self,
+        *,
+        topic_arn: str,
+        journal_table: str,
+        secrets: Mapping[str, str],
+        crms: Sequence[str] | None = None,
+    ) -> dict[str, str]:
+        """The sweep: each connected CRM's API secret, its cursor's table, the events topic.
+        `crms`: those swept, by default every connected one (the local runtime may run fewer)."""
+        crms = self.swept_crms() if crms is None else tuple(crms)
         return {
             **self.powertools(CRM_SWEEP.service_name),
             SWEEP_SOURCES_ENV: ",".join(crms),

@@ -143,9 +143,13 @@ class LocalResources:
                 environments[SMS_EVENTS.service_name] = self.environments.sms_events(
                     self.sms_consumer, journal_table=self.tables[JOURNAL]
                 )
-        if self.environments.swept_crms():
+        # The sweep reads the CRMs whose consumer runs (a runtime started with fewer consumers has
+        # neither their secrets nor anyone to look at what the sweep would publish).
+        running = {consumer.name for consumer in self.consumers}
+        swept = [crm for crm in self.environments.swept_crms() if crm in running]
+        if swept:
             environments[CRM_SWEEP.service_name] = self.environments.crm_sweep(
-                topic_arn=self.topic_arn, journal_table=self.tables[JOURNAL], secrets=self.secrets
+                topic_arn=self.topic_arn, journal_table=self.tables[JOURNAL], secrets=self.secrets, crms=swept
             )
         return environments
 

@@ -305,3 +305,19 @@ def test_cdk_context_the_stack_would_refuse_is_refused_locally_too(tmp_path: Pat
 
     with pytest.raises(ValidationError, match="log_retention_days"):
         LocalSettings.from_cdk_json(cdk_json)
+
+
+@pytest.mark.parametrize(
+    ("running", "swept"),
+    [(("sms",), None), (("bitrix24", "sms"), "bitrix24"), (("amocrm", "bitrix24", "sms"), "bitrix24,amocrm")],
+)
+def test_the_sweep_reads_only_the_crms_whose_consumer_runs(
+    running: tuple[str, ...], swept: str | None
+) -> None:
+    """A runtime started with some consumers has only their secrets: the sweep must not need the others'."""
+    settings = LocalSettings(deployment=PipelineSettings(stack_name=f"Sweep{len(running)}"))
+    resources = create_resources(client, settings, FAKES, tuple(by_name(name) for name in running))
+
+    environment = resources.stack_environments().get("crm_sweep")
+
+    assert (environment or {}).get("CRM_SWEEP_SOURCES") == swept
