@@ -137,6 +137,9 @@ class Run:
     # What names each move of the run in the rules (`Move.identity`): a notification of the run's
     # entry is named after one of them, whichever copy the pipeline saw first.
     identities: set[str] = field(default_factory=set)
+    # A CRM with a history: the run's record as first read (its stamp as sent, whether from a fast
+    # clock, when it was written); re-reading it later reads the same record.
+    record: tuple[datetime, bool, datetime] | None = None
 
     @property
     def marker(self) -> str:
@@ -279,10 +282,20 @@ class Shop:
         """A real move of the order into `status` (a new run when the status changes).
 
         Bitrix24's and amoCRM's orders name each move by its history record (`transition_id`,
-        increasing; a second press re-reads the same record); a templated sender's have none,
-        and it cannot make the same move (statuses and stamp) twice in one second: the contract
-        README states for a CRM without transition ids.
+        increasing; a second press writes no record, and the next read re-reads the same record:
+        its stamp, and as old as it is, so never published once past the age the CRM's consumer
+        publishes at, `pipeline.crm.sync`); a templated sender's have none, and it cannot make the
+        same move (statuses and stamp) twice in one second: the contract README states for a CRM
+        without transition ids.
         """
+        if status == order.status and order.runs and order.runs[-1].record is not None:
+            run = order.runs[-1]
+            assert run.record is not None
+            stamp_sent, skewed, written = run.record
+            event = self._event(order, run, status, run.entered_from, stamp_sent)
+            event["order"]["transition_id"] = run.ref
+            self.queue.append(Copy(event, run, True, self.now(), written, skewed=skewed))
+            return
         stamp = self._second(order, same_second)
         if status == order.status:  # a second press: the same run, reported with its origin
             run = order.runs[-1]
@@ -304,6 +317,8 @@ class Shop:
         run.identities.add(
             f"ref:{run.ref}" if run.ref is not None else f"at:{iso(stamp + skew)}|{status}|{previous}"
         )
+        if run.ref is not None and run.record is None:
+            run.record = (stamp + skew, bool(skew), self.now())
         self.queue.append(Copy(event, run, True, self.now(), self.now(), skewed=bool(skew)))
         if skew:
             self.faults["clock_skew"] += 1
