@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
-from pipeline.crm.sources import logger, misconfigured, refused
+from pipeline.crm.sources import misconfigured, refused
 from pipeline.crm.sweep import Changed
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
@@ -127,25 +127,16 @@ class AmoCrmSource:
     ) -> tuple[list[Changed], str | None]:
         """Leads with status events created from the unix second `cursor` (or since `since`) to
         `now`, oldest change first, read in windows of SWEEP_WINDOW_SECONDS (amoCRM lists newest
-        first). The next cursor starts SWEEP_OVERLAP_SECONDS back: an event written a little after
-        its second was read is still seen (a repeat look changes nothing)."""
+        first, so a window is read whole or split: `_events_between`). The next cursor starts
+        SWEEP_OVERLAP_SECONDS back: an event written a little after its second was read is still
+        seen (a repeat look changes nothing)."""
         start = int(cursor) if cursor else int(since.timestamp())
         end = int(now.timestamp())
         events: list[StatusEvent] = []
         window = start
         while window <= end:
             until = min(end, window + SWEEP_WINDOW_SECONDS - 1)
-            query = {"filter[created_at][from]": window, "filter[created_at][to]": until}
-            for page in range(1, SWEEP_PAGES + 1):
-                found, more = self.api.status_events(query, page=page)
-                events.extend(found)
-                if not more:
-                    break
-            else:
-                logger.warning(
-                    "amoCRM sweep window has more events than it reads",
-                    extra={"from": window, "to": until, "pages": SWEEP_PAGES},
-                )
+            events.extend(self._events_between(window, until))
             window = until + 1
         newest: dict[int, str] = {}
         for event in sorted({e.id: e for e in events}.values(), key=lambda e: (e.created_at, e.id)):
@@ -153,6 +144,24 @@ class AmoCrmSource:
             newest[event.entity_id] = history_ref(event)
         changed = [Changed(lead_id, ref) for lead_id, ref in newest.items()]
         return changed, str(max(start, end - SWEEP_OVERLAP_SECONDS))
+
+    def _events_between(self, first: int, last: int) -> list[StatusEvent]:
+        """Every status event created from second `first` to `last`: up to SWEEP_PAGES pages, else
+        the two halves of the window, each read the same way (newest first, a capped read would
+        miss the oldest). A single second with more events than that is refused, not skipped."""
+        query = {"filter[created_at][from]": first, "filter[created_at][to]": last}
+        events: list[StatusEvent] = []
+        for page in range(1, SWEEP_PAGES + 1):
+            found, more = self.api.status_events(query, page=page)
+            events.extend(found)
+            if not more:
+                return events
+        if first == last:
+            raise PermanentError(
+                f"amocrm: more than {SWEEP_PAGES} pages of status events within one second ({first})"
+            )
+        middle = (first + last) // 2
+        return [*self._events_between(first, middle), *self._events_between(middle + 1, last)]
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
         return {"lead": {"id": order_id}}

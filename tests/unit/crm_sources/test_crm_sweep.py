@@ -14,11 +14,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from amocrm import logic as amocrm_logic
 
 from pipeline import aws
 from pipeline.crm import sweep as crm_sweep
+from pipeline.crm.amocrm import StatusEvent
 from pipeline.crm.sweep import Changed, SweepCursor, SweepFailed, sweep
 from pipeline.envelope import message_group
+from pipeline.errors import PermanentError
 from tests.unit.consumer_support import JOURNAL_TABLE
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -173,3 +176,60 @@ def test_the_look_event_is_routed_as_the_crms_webhook_event_is() -> None:
     crm = ScriptedHistory(name="amocrm", noun="lead")
     envelope = crm_sweep.look_envelope(crm, Changed(5, "amocrm:event:01abc"), NOW, "c")
     assert message_group(envelope) == "amocrm:lead:5"
+
+
+# -- the amoCRM adapter's reading of a busy account ---------------------------------------------------
+@dataclass
+class BusyAccount:
+    """`GET /api/v4/events` of an account: `per_second` status events in each second, newest first."""
+
+    first: int
+    seconds: int
+    per_second: int
+    page_size: int = 3
+    calls: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def status_events(self, query: dict[str, int], *, page: int = 1) -> tuple[list[Any], bool]:
+        low, high = query["filter[created_at][from]"], query["filter[created_at][to]"]
+        self.calls.append((low, high, page))
+        events = [
+            StatusEvent(
+                id=f"01{second:010d}{n:04d}",
+                type="lead_status_changed",
+                entity_id=1000 + (second - self.first) * self.per_second + n,
+                created_at=second,  # type: ignore[arg-type]  # unix seconds, as amoCRM writes them
+                after=(7001, 70013),
+            )
+            for second in range(max(low, self.first), min(high, self.first + self.seconds - 1) + 1)
+            for n in range(self.per_second)
+        ][::-1]
+        chunk = events[(page - 1) * self.page_size : page * self.page_size]
+        return chunk, page * self.page_size < len(events)
+
+
+def test_a_window_with_more_events_than_the_pages_read_is_split_not_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """amoCRM lists newest first: a read capped at SWEEP_PAGES would miss a busy window's oldest
+    moves, and the cursor would pass them for good."""
+    monkeypatch.setattr(amocrm_logic, "SWEEP_PAGES", 2)  # 6 events a read
+    start = int(NOW.timestamp()) - 300
+    account = BusyAccount(first=start, seconds=10, per_second=2)
+    source = amocrm_logic.AmoCrmSource(account)  # type: ignore[arg-type]
+
+    changed, cursor = source.changed_since(str(start), NOW, NOW)
+
+    assert sorted(one.order_id for one in changed) == list(range(1000, 1020))
+    assert cursor == str(int(NOW.timestamp()) - amocrm_logic.SWEEP_OVERLAP_SECONDS)
+    assert any(high - low < 299 for low, high, _ in account.calls)  # it did split
+
+
+def test_a_second_with_more_events_than_the_pages_read_fails_the_sweep_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(amocrm_logic, "SWEEP_PAGES", 2)
+    start = int(NOW.timestamp()) - 60
+    source = amocrm_logic.AmoCrmSource(BusyAccount(first=start, seconds=1, per_second=7))  # type: ignore[arg-type]
+
+    with pytest.raises(PermanentError, match="within one second"):
+        source.changed_since(str(start), NOW, NOW)
