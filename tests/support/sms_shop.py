@@ -154,6 +154,8 @@ class Order:
     runs: list[Run] = field(default_factory=list)
     last_stamp: datetime | None = None
     misleading_stamps: bool = False  # an undetectably skewed move was processed
+    # The second of the latest second press (a templated sender reports it with its origin).
+    pressed_in: datetime | None = None
     identities: set[tuple[datetime, str, str]] = field(default_factory=set)
 
     @property
@@ -297,7 +299,14 @@ class Shop:
             self.queue.append(Copy(event, run, True, self.now(), written, skewed=skewed))
             return
         stamp = self._second(order, same_second)
-        if status == order.status:  # a second press: the same run, reported with its origin
+        second_press = status == order.status
+        if second_press and order.source is None:
+            # Reported with its origin and stamped by a fast clock (clamped: "before its receipt"),
+            # a second press arriving after the order's next move reads, by the chain of statuses,
+            # as the return that move makes possible: README's contract for a CRM without
+            # `transition_id` (it must send one, or keep its clocks right).
+            skew = timedelta(0)
+        if second_press:  # the same run, reported with its origin
             run = order.runs[-1]
             previous = run.entered_from
         else:
@@ -306,9 +315,17 @@ class Shop:
             if order.source is not None:
                 run.ref = str(len(order.runs) + 1)
             order.runs.append(run)
-        if order.source is None and (stamp + skew, status, previous) in order.identities:
+        if order.source is None and (
+            (stamp + skew, status, previous) in order.identities
+            or (not second_press and order.pressed_in == stamp)
+        ):
+            # Without transition ids a CRM cannot make the same move twice in one second, nor a move
+            # in the second of a second press (reported with its origin, it reads as the return
+            # the move makes possible): README's contract for a CRM without `transition_id`.
             self.advance(1)
             stamp = self.now().replace(microsecond=0)
+        if second_press and order.source is None:
+            order.pressed_in = stamp
         order.identities.add((stamp + skew, status, previous))
         order.last_stamp = stamp
         event = self._event(order, run, status, previous, stamp + skew)
