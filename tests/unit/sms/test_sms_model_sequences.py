@@ -303,3 +303,24 @@ def test_generated_a_later_move_of_the_entry_that_fixes_the_phone_keeps_the_entr
     [record] = records(sms)
     assert record["state"] == "accepted" and record["recipient"] == OTHER_PHONE
     assert record["transition"] == f"at:{iso(second)}|ready_for_pickup|paid"
+
+
+def test_generated_a_pending_sms_outlives_an_outage_longer_than_the_retention(sms: SmsHarness) -> None:
+    """Seed 20's campaign (43k steps): shipped, the gateway refusing for now; then nothing runs
+    for 30 days (longer than SQS keeps the message and than the journal's retention). The
+    `pending` record expired by its TTL and the SMS was lost without a trace. Nothing left to do
+    may expire: the reconciler sends the orphan once, with its key."""
+    sms.fake.then(FakeBehaviour.REFUSE)
+    shipped = order_event("shipped", "paid", order_id="ORD-G5", occurred_at=stamp(datetime.now(UTC)))
+    sms.publish(shipped)
+    sms.deliver()
+    [record] = records(sms)
+    assert record["state"] == "pending" and "expiration" not in record
+
+    sms.clock.advance(30 * 24 * 3600)
+    expire_items(sms)
+    sms.reconcile()
+
+    assert len([text for text in sms.fake.texts_to(PHONE) if "ORD-G5" in text]) == 1
+    [record] = records(sms)
+    assert record["state"] == "accepted" and "expiration" in record

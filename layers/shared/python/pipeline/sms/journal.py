@@ -24,9 +24,11 @@ botocore retries an update whose first answer was lost and the condition then fa
 record shows whether the write that failed was in fact this caller's own, already applied (a
 claim it holds, an attempt already recorded) rather than someone else's.
 
-An `unknown` or `failed` record has no expiry (no TTL attribute) until it is resolved, so it stays
-in front of the alarms and the operator until evidence or a person closes it; every other state
-keeps the record for `retention` after its last change.
+A record has no expiry (no TTL attribute) while anything is left to do: `pending` and `sending`
+(a retry, the reconciler's orphan send, whatever outage came between), `unknown` and `failed`
+(evidence or a person closes them, and they stay in front of the alarms and the operator until
+then). Only a settled record (`accepted`, or abandoned by a person) is kept for `retention` after
+its last change.
 
 States someone may have to act on (pending, sending, unknown, failed) are copied to `sms_state`,
 the partition key of the sparse GSI `by_state` (sort key `state_since`); an accepted record
@@ -367,8 +369,9 @@ class Journal:
             "attempt_count": 0,
             "reconcile_resends": 0,
             "attempts": [],
-            # Kept well past every CRM and SQS retry of the event (TTL attribute of the table).
-            "expiration": self._expiration(now),
+            # No TTL while anything is left to do (`expiration` comes with `accepted`, or a person's
+            # decision): a pending record outlives any outage, its SQS message's retention included,
+            # and the reconciler sends it once it is orphaned.
         }
         return {name: value for name, value in item.items() if value is not None}
 
@@ -522,6 +525,11 @@ class Journal:
             # A person decides on it (resend or abandon): it never expires before they do.
             sets.append("#state_since = :now")
             removes.append("#expiration")
+        elif finish.state is State.PENDING:
+            # A retry is due: still to do, so still no TTL (see `Journal.create`).
+            sets.append("#state_since = :now")
+            removes.append("#expiration")
+            removes.append("#lease_owner")
         else:
             sets.append("#state_since = :now")
             sets.append("#expiration = :expiration")
@@ -634,9 +642,8 @@ class Journal:
         return self._update(
             key,
             "SET #state = :pending, #sms_state = :pending, #state_since = :now,"
-            " #resend_requested_at = :now, #resend_requested_by = :by, #round_start = #attempt_count,"
-            " #expiration = :expiration"
-            " REMOVE #next_attempt_at, #lease_expires_at, #failure_reason, #failed_retryable",
+            " #resend_requested_at = :now, #resend_requested_by = :by, #round_start = #attempt_count"
+            " REMOVE #next_attempt_at, #lease_expires_at, #failure_reason, #failed_retryable, #expiration",
             "#state IN (:unknown, :failed) AND attribute_not_exists(#abandoned_at)",
             {
                 ":pending": State.PENDING.value,
@@ -644,7 +651,6 @@ class Journal:
                 ":failed": State.FAILED.value,
                 ":now": iso(now),
                 ":by": by,
-                ":expiration": self._expiration(now),
             },
         )
 
@@ -659,8 +665,8 @@ class Journal:
         return self._update(
             key,
             "SET #state = :pending, #sms_state = :pending, #state_since = :now, #reopened_at = :now,"
-            " #reopened_by = :by, #round_start = #attempt_count, #expiration = :expiration"
-            " REMOVE #next_attempt_at, #failure_reason, #failed_retryable",
+            " #reopened_by = :by, #round_start = #attempt_count"
+            " REMOVE #next_attempt_at, #failure_reason, #failed_retryable, #expiration",
             "#state = :failed AND #state_since = :seen_since AND #failed_retryable = :true"
             " AND attribute_not_exists(#abandoned_at)",
             {
@@ -670,7 +676,6 @@ class Journal:
                 ":seen_since": iso(seen_since),
                 ":true": True,
                 ":by": by,
-                ":expiration": self._expiration(now),
             },
         )
 
