@@ -14,6 +14,7 @@ import pytest
 
 from local.fakes.telegram import TelegramFake
 from pipeline import aws
+from pipeline.errors import PermanentError
 from pipeline.telegram_bot import calls as calls_module
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.runner import BotRunner
@@ -311,6 +312,54 @@ def test_a_blocked_bot_is_recorded_and_acknowledged_as_autoreply_does(
     assert item["chat_id"] == ANNA
 
 
+MANAGERS = -1001987654321
+KICKED = "Forbidden: bot was kicked from the supergroup chat"
+
+
+def test_a_403_from_another_chat_dead_letters_the_step_naming_that_chat_and_never_blocks_the_user(
+    bot: DeployedConsumer, telegram: TelegramFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bot was removed from the managers' group it forwards each lead to: that call's error,
+    not the user's block; the step is kept (dead-lettered, redriven once the bot is back)."""
+    from bot.examples import lead_bot
+    from telegram.request import HTTPXRequest
+
+    original_start = lead_bot.start
+
+    async def start_and_forward(update: Any, context: Any) -> int:
+        state = await original_start(update, context)
+        await update.message.forward(MANAGERS)
+        return state
+
+    monkeypatch.setattr(lead_bot, "start", start_and_forward)
+    bot.app.runner.__init__()  # the handlers are bound when the conversation is built
+    original = HTTPXRequest.do_request
+    kicked = [True]
+
+    async def refused_in_the_group(
+        self: HTTPXRequest, url: str, method: str, request_data: Any = None, **kwargs: Any
+    ) -> tuple[int, bytes]:
+        if kicked[0] and request_data is not None and request_data.parameters.get("chat_id") == MANAGERS:
+            return 403, json.dumps({"ok": False, "error_code": 403, "description": KICKED}).encode()
+        return await original(self, url, method, request_data, **kwargs)
+
+    monkeypatch.setattr(HTTPXRequest, "do_request", refused_in_the_group)
+    assert bot.deliver(telegram_envelope(start())).failed == []
+    [reason] = bot.dead_letter_reasons()
+    assert reason == f"telegram: forbidden: forwardMessage to chat {MANAGERS}: {KICKED}"
+    assert "Item" not in aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA}"})
+    assert stored_state() is None  # the step's state was not committed
+
+    kicked[0] = False  # the bot is back in the group; the operator redrives the update
+    assert bot.queues.redrive() == 1
+    event = bot.queues.receive_event()
+    bot.queues.acknowledge(event, bot.app.lambda_handler(event, bot.context))
+    assert stored_state() == 0
+    assert texts(telegram).count(lead_bot.ASK_PHONE) == 1  # the user's answer came from the journal
+    [forward] = sent(telegram, "forwardMessage")
+    assert (forward["body"]["chat_id"], forward["body"]["from_chat_id"]) == (str(MANAGERS), str(ANNA))
+
+
 def test_a_failing_handler_fails_only_its_record_and_the_users_error_handler_still_runs(
     bot: DeployedConsumer, telegram: TelegramFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -447,3 +496,32 @@ def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
     assert classify(wrapped) is conflict
     bug = ValueError("a handler bug")
     assert classify(bug) is bug  # unclassified: the worker retries it, then dead-letters it
+
+
+@pytest.mark.parametrize(
+    ("fixture", "to_the_updates_chat", "blocked"),
+    [
+        ("private_start", True, True),  # the user blocked the bot
+        ("private_start", False, False),  # a group the bot forwards to removed it
+        ("group_command", True, False),  # removed from the group the user wrote in: an error too
+        ("group_command", False, False),  # the user's private chat, from a group's update
+    ],
+)
+def test_only_a_403_from_the_updates_own_private_chat_means_blocked(
+    fixture: str, to_the_updates_chat: bool, blocked: bool
+) -> None:
+    from telegram import Update
+
+    from pipeline.telegram_bot.calls import ForbiddenCall
+    from pipeline.telegram_bot.engine import blocked_by_the_user, classify
+
+    update = Update.de_json(telegram_update(fixture), None)
+    assert update.effective_chat is not None and update.effective_user is not None
+    chat = update.effective_chat.id
+    other = MANAGERS if update.effective_chat.type == "private" else update.effective_user.id
+    error = ForbiddenCall(KICKED, "sendMessage", chat if to_the_updates_chat else other)
+    assert blocked_by_the_user(update, error) is blocked
+    if not blocked:
+        refused = classify(error)
+        assert type(refused) is PermanentError
+        assert refused.reason == f"telegram: forbidden: sendMessage to chat {error.chat_id}: {KICKED}"

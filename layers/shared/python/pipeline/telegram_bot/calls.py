@@ -11,6 +11,10 @@ and the state commit or the idempotency record) continues the same step without 
 A replay whose n-th call differs from the stored one (a handler that does not make the same
 calls for the same update and state) calls Telegram and replaces the entry.
 
+A 403 is raised as `ForbiddenCall` (PTB's `Forbidden`, so handlers catch it as usual) naming
+the method and the chat it was made to: the engine takes a 403 for a user who blocked the bot
+only when it came from the update's own private chat (pipeline.telegram_bot.engine).
+
 A call whose answer never arrived (a crash or timeout mid-call) has no entry: it is made again on
 replay. Telegram has no idempotency key, so in that window, the one HTTP round trip plus one
 journal write, a message may be sent twice; failing the step instead would lose it.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+from telegram.error import Forbidden
 from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws
@@ -116,6 +122,28 @@ class CallJournal:
         )
 
 
+class ForbiddenCall(Forbidden):
+    """HTTP 403 to one call: `method` to `chat_id` (None: the call names no chat)."""
+
+    def __init__(self, message: str, method: str, chat_id: object) -> None:
+        super().__init__(message)
+        self.method = method
+        self.chat_id = chat_id
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, object]]:  # type: ignore[override]
+        return self.__class__, (self.message, self.method, self.chat_id)
+
+
+def forbidden(method: str, request_data: RequestData | None, payload: bytes) -> ForbiddenCall:
+    """The error PTB would raise for a 403 answer, with the call's method and chat."""
+    try:
+        description = json.loads(payload).get("description")
+    except (ValueError, AttributeError):
+        description = None
+    chat_id = request_data.parameters.get("chat_id") if request_data is not None else None
+    return ForbiddenCall(description or "Forbidden (403)", method, chat_id)
+
+
 def call_digest(method: str, request_data: RequestData | None) -> str:
     parameters = request_data.json_parameters if request_data is not None else {}
     text = method + "\n" + "\n".join(f"{name}={parameters[name]}" for name in sorted(parameters))
@@ -179,6 +207,8 @@ class JournaledRequest(BaseRequest):
             # and the handler goes on, as the autoreply consumer does.
             logger.warning("callback query expired before it was answered")
             status, payload = 200, ANSWERED
+        if status == 403:
+            raise forbidden(api_method, request_data, payload)
         if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
             self.journal.put(step.event_id, index, api_method, digest, status, payload)
         if step.crash_requested and os.environ.get(CRASH_HOOKS_ENV) == "1":
