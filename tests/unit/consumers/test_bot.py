@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from local.fakes.telegram import TelegramFake
+from local.fakes.telegram import TelegramFake, strict_refusal
 from pipeline import aws
+from pipeline.errors import PermanentError
 from pipeline.telegram_bot import calls as calls_module
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.runner import BotRunner
@@ -198,6 +199,81 @@ def test_a_crash_after_a_sent_message_replays_the_step_without_sending_it_again(
     assert stored_state() is None
 
 
+# Two tiny PNGs (1x1, different pixels): the album's uploads.
+RED = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108020000009077"
+    "53de0000000c4944415408d763f8cfc000000301010018dd8db00000000049454e44ae426082"
+)
+BLUE = RED.replace(bytes.fromhex("63f8cfc0"), bytes.fromhex("636060f8"))
+
+
+def test_a_crash_after_a_sent_album_replays_it_from_the_journal_not_sending_it_again(
+    bot: DeployedConsumer, telegram: TelegramFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PTB names each upload `attach://<random>` anew per call: the replayed sendMediaGroup must
+    still match its journal entry (same files, same order)."""
+    from bot.examples import lead_bot
+    from telegram import InputMediaPhoto
+    from telegram.request import HTTPXRequest
+
+    original_start = lead_bot.start
+
+    async def start_with_an_album(update: Any, context: Any) -> int:
+        state = await original_start(update, context)
+        await update.message.reply_media_group(
+            [InputMediaPhoto(RED), InputMediaPhoto(BLUE, caption="Our office")]
+        )
+        return state
+
+    monkeypatch.setattr(lead_bot, "start", start_with_an_album)
+    bot.app.runner.__init__()  # the handlers are bound when the conversation is built
+    # The stand-in's strict check takes the `attach://` parts for unknown parameters, and it
+    # records a multipart body as text: the album is caught as PTB sends it over HTTP instead,
+    # and checked against aiogram's model below.
+    telegram.strict = False
+    albums: list[tuple[dict[str, str], dict[str, Any]]] = []
+    send = HTTPXRequest.do_request
+
+    async def caught(self: HTTPXRequest, url: str, method: str, request_data: Any = None, **kw: Any) -> Any:
+        if url.endswith("/sendMediaGroup"):
+            albums.append((request_data.json_parameters, request_data.multipart_data))
+        return await send(self, url, method, request_data, **kw)
+
+    monkeypatch.setattr(HTTPXRequest, "do_request", caught)
+    original_put = calls_module.CallJournal.put
+    crashed: list[str] = []
+
+    def put_then_crash(
+        self: calls_module.CallJournal, event_id: str, index: int, method: str, *rest: Any
+    ) -> None:
+        original_put(self, event_id, index, method, *rest)
+        if method == "sendMediaGroup" and not crashed:  # the album is sent and journaled
+            crashed.append(method)
+            raise Crash
+
+    monkeypatch.setattr(calls_module.CallJournal, "put", put_then_crash)
+    failed = bot.deliver(telegram_envelope(start()))
+    assert crashed == ["sendMediaGroup"] and len(failed.failed) == 1
+    assert stored_state() is None  # the step's state was not committed
+
+    [record] = failed.event["Records"]
+    aws.client("sqs").change_message_visibility(
+        QueueUrl=bot.queues.queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=0
+    )
+    redelivery = bot.queues.receive_event()
+    again = bot.app.lambda_handler(redelivery, bot.context)
+    bot.queues.acknowledge(redelivery, again)
+    assert again["batchItemFailures"] == []
+    assert stored_state() == 0
+    assert len(sent(telegram, "sendMediaGroup")) == 1
+    [(parameters, uploads)] = albums  # sent once, answered from the journal on replay
+    media = json.loads(parameters["media"])
+    assert strict_refusal("sendMediaGroup", {**parameters, "media": media}) is None
+    assert [m["type"] for m in media] == ["photo", "photo"] and media[1]["caption"] == "Our office"
+    assert [uploads[m["media"].removeprefix("attach://")][1] for m in media] == [RED, BLUE]
+    assert texts(telegram).count(lead_bot.ASK_PHONE) == 1
+
+
 def test_a_replay_after_the_state_was_committed_runs_no_handler(
     bot: DeployedConsumer, telegram: TelegramFake
 ) -> None:
@@ -309,6 +385,54 @@ def test_a_blocked_bot_is_recorded_and_acknowledged_as_autoreply_does(
     assert bot.dead_letter_reasons() == []
     item = aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA}"})["Item"]
     assert item["chat_id"] == ANNA
+
+
+MANAGERS = -1001987654321
+KICKED = "Forbidden: bot was kicked from the supergroup chat"
+
+
+def test_a_403_from_another_chat_dead_letters_the_step_naming_that_chat_and_never_blocks_the_user(
+    bot: DeployedConsumer, telegram: TelegramFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bot was removed from the managers' group it forwards each lead to: that call's error,
+    not the user's block; the step is kept (dead-lettered, redriven once the bot is back)."""
+    from bot.examples import lead_bot
+    from telegram.request import HTTPXRequest
+
+    original_start = lead_bot.start
+
+    async def start_and_forward(update: Any, context: Any) -> int:
+        state = await original_start(update, context)
+        await update.message.forward(MANAGERS)
+        return state
+
+    monkeypatch.setattr(lead_bot, "start", start_and_forward)
+    bot.app.runner.__init__()  # the handlers are bound when the conversation is built
+    original = HTTPXRequest.do_request
+    kicked = [True]
+
+    async def refused_in_the_group(
+        self: HTTPXRequest, url: str, method: str, request_data: Any = None, **kwargs: Any
+    ) -> tuple[int, bytes]:
+        if kicked[0] and request_data is not None and request_data.parameters.get("chat_id") == MANAGERS:
+            return 403, json.dumps({"ok": False, "error_code": 403, "description": KICKED}).encode()
+        return await original(self, url, method, request_data, **kwargs)
+
+    monkeypatch.setattr(HTTPXRequest, "do_request", refused_in_the_group)
+    assert bot.deliver(telegram_envelope(start())).failed == []
+    [reason] = bot.dead_letter_reasons()
+    assert reason == f"telegram: forbidden: forwardMessage to chat {MANAGERS}: {KICKED}"
+    assert "Item" not in aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA}"})
+    assert stored_state() is None  # the step's state was not committed
+
+    kicked[0] = False  # the bot is back in the group; the operator redrives the update
+    assert bot.queues.redrive() == 1
+    event = bot.queues.receive_event()
+    bot.queues.acknowledge(event, bot.app.lambda_handler(event, bot.context))
+    assert stored_state() == 0
+    assert texts(telegram).count(lead_bot.ASK_PHONE) == 1  # the user's answer came from the journal
+    [forward] = sent(telegram, "forwardMessage")
+    assert (forward["body"]["chat_id"], forward["body"]["from_chat_id"]) == (str(MANAGERS), str(ANNA))
 
 
 def test_a_failing_handler_fails_only_its_record_and_the_users_error_handler_still_runs(
@@ -428,7 +552,7 @@ def test_state_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
 def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
     from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TimedOut
 
-    from pipeline.errors import PermanentError, RemoteRefused, TransientError
+    from pipeline.errors import RemoteRefused, TransientError
     from pipeline.telegram_bot.engine import classify
     from pipeline.telegram_bot.state import StateConflict
 

@@ -293,3 +293,81 @@ def test_the_registry_refuses_what_lambda_or_sqs_would_for_an_ordered_consumer(
     # The same settings are fine unordered (except the receive bound, which scales with ordering).
     if "retry" not in changes:
         replace(by_name("store"), **changes)
+
+
+def throttle_the_attempt_counter(monkeypatch: pytest.MonkeyPatch, message_id: str) -> list[str]:
+    """DynamoDB refuses every write of this message's `attempts` item (the idempotency records
+    and other counters still go through); returns the keys refused."""
+    from botocore.exceptions import ClientError
+
+    dynamodb = aws.client("dynamodb")
+    original = dynamodb.update_item
+    refused: list[str] = []
+
+    def update_item(**kwargs: Any) -> Any:
+        key = kwargs["Key"]["id"]["S"]
+        if key == ATTEMPTS_KEY.format(consumer=ORDERED.name, message_id=message_id):
+            refused.append(key)
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "Rate exceeded"}
+            raise ClientError({"Error": error}, "UpdateItem")
+        return original(**kwargs)
+
+    monkeypatch.setattr(dynamodb, "update_item", update_item)
+    return refused
+
+
+def test_a_held_record_is_not_dead_lettered_at_its_first_failure_when_its_counter_is_throttled(
+    deploy: Deploy, lambda_context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its receive count is all held receives: no stand-in for the attempts it never had."""
+    spy = Spy()
+    worker = ConsumerWorker(spy, ORDERED)
+    queues = deploy(worker, ORDERED)
+    poison, after = update_in_chat(7, 71), update_in_chat(7, 72)
+    queues.send(poison)
+    queues.send(after)
+    attempts = ORDERED.retry.max_receive_count
+    spy.failures[poison.envelope.event_id] = [TransientError("502 from the Bot API")] * attempts
+    spy.failures[after.envelope.event_id] = [TransientError("429")]
+    event, _ = run(worker, queues, lambda_context)
+    ids = {json.loads(r["body"])["event_id"]: r["messageId"] for r in event["Records"]}
+    refused = throttle_the_attempt_counter(monkeypatch, ids[after.envelope.event_id])
+
+    # The poison is dead-lettered at its last attempt; in the same batch `after`, received as
+    # often, fails its first attempt, which cannot be counted.
+    for _ in range(attempts - 1):
+        run(worker, queues, lambda_context)
+    assert spy.calls.count(after.envelope.event_id) == 1 and len(refused) == 1
+    assert worker.last_outcome is not None and worker.last_outcome.status == "retry"
+    [letter] = queues.dead_letters()
+    assert json.loads(letter["body"])["event_id"] == poison.envelope.event_id
+
+    run(worker, queues, lambda_context)  # retried, and processed
+    assert spy.calls.count(after.envelope.event_id) == 2
+    assert queues.approximate_counts() == (0, 0)
+    assert len(queues.dead_letters()) == 1
+
+
+def test_a_record_whose_counter_stays_unwritable_is_dead_lettered_at_the_redrive_count(
+    deploy: Deploy, lambda_context: FakeLambdaContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No endless loop: uncounted retries stop where SQS's redrive would, with the reason."""
+    consumer = replace(ORDERED, batch_size=2)
+    spy = Spy()
+    worker = ConsumerWorker(spy, consumer)
+    queues = deploy(worker, consumer)
+    item = update_in_chat(9, 91)
+    queues.send(item)
+    limit = consumer.redrive_max_receive_count
+    spy.failures[item.envelope.event_id] = [TransientError("502 from the Bot API")] * (limit + 1)
+    event, _ = run(worker, queues, lambda_context)
+    throttle_the_attempt_counter(monkeypatch, event["Records"][0]["messageId"])
+
+    for _ in range(limit - 1):
+        assert queues.dead_letters() == []
+        run(worker, queues, lambda_context)
+    assert spy.calls.count(item.envelope.event_id) == limit
+    assert queues.approximate_counts() == (0, 0)
+    [letter] = queues.dead_letters()
+    reason = letter["attributes"]["dead_letter_reason"]
+    assert reason == f"retries exhausted after {limit} receives (attempts not counted): 502 from the Bot API"

@@ -21,10 +21,18 @@ group in the batch is skipped (reported failed without running), other groups go
 record was not attempted: it is made visible again with its group's failed record, so the group
 comes back whole and in order, and its attempts are counted by the worker (an `attempts` item
 per message in the journal, written on failures only), not read from ApproximateReceiveCount,
-which skips raise. Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named
-in the log line, and publishes a notice naming the chat to the alarm topic (`ALARM_TOPIC_ARN`):
-the DLQ's CloudWatch alarm fires once, for the first dead letter, and cannot name a chat. The
-notice is best effort: the record is safe in the DLQ once sent, so a failed publish is a warning.
+which skips raise. When that counter cannot be written (DynamoDB throttled or down), the attempt
+is unknown and the receive count is no stand-in (it may be all held receives): the record is
+retried, not dead-lettered, unless it has reached its queue's redrive count
+(`Consumer.redrive_max_receive_count`, every receive it can take while held), where SQS would
+move it to the DLQ at its next receive anyway; the worker dead-letters it then, with its
+reason. So a held record is never dead-lettered early, and one whose counter stays unwritable
+cannot loop past the redrive count.
+
+Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named in the log line,
+and publishes a notice naming the chat to the alarm topic (`ALARM_TOPIC_ARN`): the DLQ's
+CloudWatch alarm fires once, for the first dead letter, and cannot name a chat. The notice is
+best effort: the record is safe in the DLQ once sent, so a failed publish is a warning.
 """
 
 from __future__ import annotations
@@ -347,14 +355,19 @@ class ConsumerWorker:
     ) -> None:
         policy = self.consumer.retry
         attempt = self._attempt(record, receive_count, log_keys)
-        if attempt >= policy.max_receive_count:
+        if attempt is None:  # an ordered consumer's counter could not be written
+            if receive_count >= self.consumer.redrive_max_receive_count:
+                reason = f"retries exhausted after {receive_count} receives (attempts not counted): {reason}"
+                self._dead_letter(record, reason, log_keys, envelope)
+                return
+        elif attempt >= policy.max_receive_count:
             reason = f"retries exhausted after {attempt} attempts: {reason}"
             self._dead_letter(record, reason, log_keys, envelope)
             return
         if retry_after is not None:
             delay = min(math.ceil(retry_after), MAX_VISIBILITY_SECONDS)
         else:
-            delay = backoff_seconds(policy, receive_count)
+            delay = backoff_seconds(policy, receive_count if attempt is None else attempt)
         try:
             aws.client("sqs").change_message_visibility(
                 QueueUrl=self.settings.queue_url,
@@ -372,10 +385,10 @@ class ConsumerWorker:
         self.logger.warning("record will be retried", extra={**log_keys, "reason": reason, "delay": delay})
         raise TransientError(reason, retry_after)
 
-    def _attempt(self, record: SQSRecord, receive_count: int, log_keys: dict[str, Any]) -> int:
+    def _attempt(self, record: SQSRecord, receive_count: int, log_keys: dict[str, Any]) -> int | None:
         """Which attempt at this record just failed. The receive count for an unordered consumer;
         for an ordered one, its own counter (receives include the times it was skipped behind its
-        group), falling back to the receive count if the counter cannot be written."""
+        group), or None when the counter cannot be written (see the module docstring)."""
         if not self.consumer.ordered:
             return receive_count
         key = ATTEMPTS_KEY.format(consumer=self.consumer.name, message_id=record.message_id)
@@ -392,8 +405,8 @@ class ConsumerWorker:
             )
             attempt = int(result["Attributes"]["attempts"]["N"])
         except Exception:
-            self.logger.exception("could not count the attempt; using the receive count", extra=log_keys)
-            return receive_count
+            self.logger.exception("could not count the attempt: retried uncounted", extra=log_keys)
+            return None
         log_keys["attempt"] = attempt
         return attempt
 

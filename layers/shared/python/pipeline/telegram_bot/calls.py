@@ -3,13 +3,18 @@ by Telegram, even when the update is processed again.
 
 `JournaledRequest` wraps python-telegram-bot's HTTPXRequest. While an update is processed
 (`journaled(event_id)`), its n-th call is looked up in the journal table as
-`botcall#<event id>#<n>`: a call answered before (same method, same parameters) gets the stored
-answer and Telegram is not called; otherwise Telegram is called and a successful answer is
-stored before the handler goes on. So a replay after a crash (between a handler's sendMessage
+`botcall#<event id>#<n>`: a call answered before (same method, same parameters and uploaded
+files, whatever names PTB gave the uploads: `call_digest`) gets the stored answer and Telegram
+is not called; otherwise Telegram is called and a successful answer is stored before the
+handler goes on. So a replay after a crash (between a handler's sendMessage
 and the state commit or the idempotency record) continues the same step without repeating it.
 
 A replay whose n-th call differs from the stored one (a handler that does not make the same
 calls for the same update and state) calls Telegram and replaces the entry.
+
+A 403 is raised as `ForbiddenCall` (PTB's `Forbidden`, so handlers catch it as usual) naming
+the method and the chat it was made to: the engine takes a 403 for a user who blocked the bot
+only when it came from the update's own private chat (pipeline.telegram_bot.engine).
 
 A call whose answer never arrived (a crash or timeout mid-call) has no entry: it is made again on
 replay. Telegram has no idempotency key, so in that window, the one HTTP round trip plus one
@@ -24,13 +29,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+from telegram.error import Forbidden
 from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws
@@ -51,6 +59,8 @@ CRASH_EXIT_CODE = 70
 MAX_JOURNALED_BYTES = 300_000
 # What a callback query answered too late (pipeline.bot_api.EXPIRED_QUERY) is taken for.
 ANSWERED = b'{"ok":true,"result":true}'
+# An upload referenced from a parameter (InputMedia.media, thumbnail): `attach://<part name>`.
+_ATTACH = re.compile(r"attach://([A-Za-z0-9_-]+)")
 
 
 @dataclass
@@ -116,9 +126,54 @@ class CallJournal:
         )
 
 
+class ForbiddenCall(Forbidden):
+    """HTTP 403 to one call: `method` to `chat_id` (None: the call names no chat)."""
+
+    def __init__(self, message: str, method: str, chat_id: object) -> None:
+        super().__init__(message)
+        self.method = method
+        self.chat_id = chat_id
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, object]]:  # type: ignore[override]
+        return self.__class__, (self.message, self.method, self.chat_id)
+
+
+def forbidden(method: str, request_data: RequestData | None, payload: bytes) -> ForbiddenCall:
+    """The error PTB would raise for a 403 answer, with the call's method and chat."""
+    try:
+        description = json.loads(payload).get("description")
+    except (ValueError, AttributeError):
+        description = None
+    chat_id = request_data.parameters.get("chat_id") if request_data is not None else None
+    return ForbiddenCall(description or "Forbidden (403)", method, chat_id)
+
+
 def call_digest(method: str, request_data: RequestData | None) -> str:
+    """What makes a call the same call on replay: its method, parameters and uploads.
+
+    PTB names each upload of a call `attach://attached<random>` anew (an album's photos): the
+    names are replaced by their order of appearance, and each uploaded part is keyed by that
+    name (or its parameter's, `photo=`) with its file's hash, name and type. So the same files
+    in the same order digest the same, and different files do not (an unread file handle,
+    `read_file_handle=False`, counts by its name only). A call without uploads digests as it
+    always did, so journal entries written before still match."""
     parameters = request_data.json_parameters if request_data is not None else {}
-    text = method + "\n" + "\n".join(f"{name}={parameters[name]}" for name in sorted(parameters))
+    names: dict[str, str] = {}
+
+    def stable(match: re.Match[str]) -> str:
+        return "attach://" + names.setdefault(match[1], f"upload{len(names)}")
+
+    text = (
+        method
+        + "\n"
+        + "\n".join(f"{name}={_ATTACH.sub(stable, parameters[name])}" for name in sorted(parameters))
+    )
+    if request_data is not None and request_data.contains_files:
+        parts = {names.get(field, field): part for field, part in request_data.multipart_data.items()}
+        for field in sorted(parts):
+            filename, content, mimetype = parts[field]
+            fingerprint = hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else "stream"
+            text += f"\n{field}<{fingerprint} {filename} {mimetype}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -179,6 +234,8 @@ class JournaledRequest(BaseRequest):
             # and the handler goes on, as the autoreply consumer does.
             logger.warning("callback query expired before it was answered")
             status, payload = 200, ANSWERED
+        if status == 403:
+            raise forbidden(api_method, request_data, payload)
         if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
             self.journal.put(step.event_id, index, api_method, digest, status, payload)
         if step.crash_requested and os.environ.get(CRASH_HOOKS_ENV) == "1":

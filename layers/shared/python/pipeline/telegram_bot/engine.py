@@ -20,9 +20,12 @@ Per update (`BotRunner.process`, the worker's `process`):
 4. an error a handler raised (PTB hands it to the error handlers: the user's run, and ours
    captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
    429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
-   400 -> dead-lettered with the reason; 403 (the user blocked the bot) -> recorded as
-   `blocked#<chat id>` in the journal and acknowledged; any other exception -> retried (a
-   callback query answered too late counts as answered: pipeline.telegram_bot.calls);
+   400 -> dead-lettered with the reason; 403 on a call to the update's own private chat (the
+   user blocked the bot) -> recorded as `blocked#<chat id>` in the journal and acknowledged; 403
+   on a call to any other chat (the bot was removed from a group it forwards to) is that call's
+   error, not the user's: dead-lettered with a reason naming the method and the chat, so the
+   step is kept for a redrive; any other exception -> retried (a callback query answered too
+   late counts as answered: pipeline.telegram_bot.calls);
 5. otherwise the changed state is committed in one conditional transaction (a lost race is
    retried on fresh state).
 """
@@ -46,7 +49,7 @@ from telegram.request import HTTPXRequest
 from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, PermanentError, RemoteRefused, TransientError
-from pipeline.telegram_bot.calls import CallJournal, JournaledRequest, crash_hook, journaled
+from pipeline.telegram_bot.calls import CallJournal, ForbiddenCall, JournaledRequest, crash_hook, journaled
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
 
@@ -121,6 +124,8 @@ def classify(error: BaseException) -> BaseException:
         return TransientError(f"telegram: flood control, retry after {seconds:g} s", retry_after=seconds)
     if isinstance(error, InvalidToken):
         return RemoteRefused("telegram: the bot token was refused", "unauthorized")
+    if isinstance(error, ForbiddenCall):
+        return PermanentError(f"telegram: forbidden: {error.method} to chat {error.chat_id}: {error.message}")
     if isinstance(error, BadRequest):
         return PermanentError(f"telegram: bad request: {error.message}")
     if isinstance(error, NetworkError):  # TimedOut included
@@ -128,6 +133,18 @@ def classify(error: BaseException) -> BaseException:
     if isinstance(error, TelegramError):
         return PermanentError(f"telegram: {type(error).__name__}: {error.message}")
     return error
+
+
+def blocked_by_the_user(update: Update, error: ForbiddenCall) -> bool:
+    """Whether a 403 means the user blocked the bot: the call was to the private chat the update
+    came from. Any other chat's 403 (a group the bot was removed from) is an error of that call."""
+    chat = update.effective_chat
+    return (
+        chat is not None
+        and chat.type == chat.PRIVATE
+        and error.chat_id is not None
+        and str(error.chat_id) == str(chat.id)
+    )
 
 
 class BotEngine:
@@ -206,7 +223,7 @@ class BotEngine:
             persistence.discard()
             raised = self._errors[0]
             self._errors.clear()
-            if isinstance(raised, Forbidden):
+            if isinstance(raised, ForbiddenCall) and blocked_by_the_user(update, raised):
                 return self._blocked(update, raised, envelope)
             raise classify(raised) from raised
         writes = persistence.commit(envelope.event_id)
@@ -215,9 +232,8 @@ class BotEngine:
         return {"bot": "processed", "calls": step.calls, "replayed": step.replayed, "writes": writes}
 
     def _blocked(self, update: Update, error: Forbidden, envelope: Envelope) -> dict[str, Any]:
-        chat = update.effective_chat or update.effective_user
-        if chat is None:
-            raise PermanentError(f"telegram: forbidden: {error.message}") from error
+        chat = update.effective_chat
+        assert chat is not None  # blocked_by_the_user checked it
         record_blocked(chat.id, error.message, envelope.event_id)
         metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
         logger.warning(
