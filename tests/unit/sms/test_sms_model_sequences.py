@@ -324,3 +324,21 @@ def test_generated_a_pending_sms_outlives_an_outage_longer_than_the_retention(sm
     assert len([text for text in sms.fake.texts_to(PHONE) if "ORD-G5" in text]) == 1
     [record] = records(sms)
     assert record["state"] == "accepted" and "expiration" in record
+
+
+def test_generated_a_move_stamped_after_a_clamped_entrys_receipt_is_never_its_past(sms: SmsHarness) -> None:
+    """Seed 20's campaign (23k steps): paid arrives from a fast clock (clamped to its receipt);
+    later the order, moved on to delivered meanwhile, is shipped with a true stamp.
+    shipped is the status paid came from, so it was taken for paid's past (stale): no SMS. A
+    clamped stamp only bounds when its move happened; a true stamp after that bound is later."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    shipped = order_event("shipped", "new", order_id="ORD-G6", occurred_at=stamp(now - timedelta(days=3)))
+    paid = order_event("paid", "shipped", order_id="ORD-G6", occurred_at=stamp(now + timedelta(hours=1)))
+    replay(sms, shipped, paid)  # paid: stamped an hour ahead of its receipt, so clamped to it
+    # Within the skew tolerance of its own receipt, so trusted; later than paid's receipt.
+    shipped_again = order_event(
+        "shipped", "delivered", order_id="ORD-G6", occurred_at=stamp(now + timedelta(seconds=50))
+    )
+    replay(sms, shipped_again)
+
+    assert len([text for text in sms.fake.texts_to(PHONE) if "ORD-G6" in text and "shipped" in text]) == 2

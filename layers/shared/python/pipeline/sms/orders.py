@@ -288,11 +288,15 @@ def observe(state: OrderState | None, move: Move) -> Observation:
         return Observation("resave", move.status, state.entry, None, reason, None, clamped=clamped)
     tie = move.stamp == state.seen_at
     # The move the current entry left, arriving after it: its past, whatever the stamps say,
-    # unless the CRM says it came from the current status (a return).
+    # unless the CRM says it came from the current status (a return), or the move's own
+    # trustworthy stamp is later than the current entry's clamped one, which is only an upper
+    # bound of when that entry began (its receipt): a move after it cannot be its past.
+    after_the_entry = state.entered_clamped and not move.clamped and move.stamp > state.entered_at
     left_by_current = (
         (state.entered_clamped or move.clamped)
         and move.status == state.entered_from
         and move.previous_status != state.status
+        and not after_the_entry
     )
     # A clamped stamp orders nothing against what was seen since: the CRM's own ids decide.
     before_by_ref = move.clamped and _ref_after(move.transition_ref, state.transition_ref) is False
