@@ -189,6 +189,7 @@ class Shop:
     """The simulated shop; use inside `Shop.running()`."""
 
     def __init__(self) -> None:
+        self.abandoned: set[str] = set()  # notification keys a person abandoned
         self.orders: list[Order] = []
         self.queue: list[Copy] = []
         self.dead_letters: list[tuple[Copy, str]] = []
@@ -462,8 +463,9 @@ class Shop:
             keys = [sms.key for _, sms in self.gateway.delivered]
             self.receipt(keys.index(key))
             self.faults["operator_mistaken_before_receipt"] += 1
-        elif decision == "abandon":
-            self.journal.abandon(key, by="operator")
+        elif decision == "abandon" and self.journal.abandon(key, by="operator") is not None:
+            # A person decided: settled, its record kept only for the retention after that.
+            self.abandoned.add(key)
 
     def expire(self) -> int:
         """DynamoDB's TTL: items whose `expiration` has passed are deleted."""
@@ -536,7 +538,8 @@ class Shop:
                     found.append(f"run {run.marker} ({run.status}, no rule) texted")
                 if drained and run.status in RULED and self._due(order, run) and count == 0:
                     states = [item["state"] for item in records_by_run.get(run.marker, [])]
-                    if not any(state in ("unknown", "failed") for state in states):
+                    decided = any(run_of_key.get(key) == run.marker for key in self.abandoned)
+                    if not decided and not any(state in ("unknown", "failed") for state in states):
                         found.append(
                             f"run {run.marker} ({run.entered_from} -> {run.status}) was due and got no SMS"
                             f" and no record for a person (records: {states or 'none'})"
