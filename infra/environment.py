@@ -28,7 +28,7 @@ from pipeline.crm.sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
 from pipeline.crm.sync import MAX_AGE_ENV
 from pipeline.observability import TRACE_DISABLED_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
-from pipeline.registry import Consumer, secret_env_var, table_env_var
+from pipeline.registry import Consumer, enabled, secret_env_var, table_env_var
 from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, RULES_FILE, load_rules
@@ -72,8 +72,9 @@ SMS_EVENTS = FunctionSpec("sms_events", "sms_events.app.lambda_handler", timeout
 # A run reads each connected CRM's history since its cursor (bounded pages) and publishes one
 # event per changed order; a run cut short leaves its cursor, and the next one goes on.
 CRM_SWEEP = FunctionSpec("crm_sweep", "crm_sweep.app.lambda_handler", timeout_seconds=120, memory_mb=256)
-# The CRMs whose history the sweep reads, by the status-map setting that connects each.
-CRM_SWEEP_SETTINGS = {"bitrix24": "bitrix24_stages", "amocrm": "amocrm_statuses"}
+# The CRMs whose history the sweep reads: each is connected when its consumer exists (the
+# registry's `requires_setting`, its status map).
+SWEPT_CRMS = ("bitrix24", "amocrm")
 
 
 # The HTTP API's routes, all to the webhook (`infra.constructs.ingress`; `local.apigw` locally).
@@ -277,7 +278,8 @@ class FunctionEnvironments:
 
     def swept_crms(self) -> tuple[str, ...]:
         """The connected CRMs the catch-up sweep reads (none: no sweep at all)."""
-        return tuple(name for name, key in CRM_SWEEP_SETTINGS.items() if getattr(self.settings, key, None))
+        connected = {consumer.name for consumer in enabled(self.settings.registry_settings())}
+        return tuple(name for name in SWEPT_CRMS if name in connected)
 
     def crm_sweep(
         self,

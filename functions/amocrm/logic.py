@@ -14,13 +14,13 @@ Failures: see `pipeline.crm.sources` (ignored, misconfigured); the API's transie
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, NoReturn
 
 from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
 from pipeline.crm.sources import misconfigured, refused
-from pipeline.crm.sweep import Changed
+from pipeline.crm.sweep import Changed, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
@@ -49,6 +49,13 @@ def lead_id_of(payload: Mapping[str, Any]) -> int:
 
 def history_ref(event: StatusEvent) -> str:
     return f"{SOURCE}:event:{event.id}"
+
+
+def in_order(events: Iterable[StatusEvent]) -> list[StatusEvent]:
+    """Events oldest first, each once (amoCRM lists newest first, and pages or windows of a read
+    may overlap); ids, unique and time-ordered, break ties within one second."""
+    unique = {event.id: event for event in events}
+    return sorted(unique.values(), key=lambda event: (event.created_at, event.id))
 
 
 def as_history(event: StatusEvent) -> HistoryRecord:
@@ -105,10 +112,7 @@ class AmoCrmSource:
             misconfigured(
                 "history_too_long", f"amocrm lead {order_id}: more status events than the pages read"
             )
-        # amoCRM lists newest first; ids are unique, and break ties of one second.
-        unique = {event.id: event for event in events if event.entity_id == order_id}
-        ordered = sorted(unique.values(), key=lambda event: (event.created_at, event.id))
-        return [as_history(event) for event in ordered]
+        return [as_history(event) for event in in_order(e for e in events if e.entity_id == order_id)]
 
     def card(self, order_id: int) -> OrderCard | None:
         try:
@@ -138,11 +142,7 @@ class AmoCrmSource:
             until = min(end, window + SWEEP_WINDOW_SECONDS - 1)
             events.extend(self._events_between(window, until))
             window = until + 1
-        newest: dict[int, str] = {}
-        for event in sorted({e.id: e for e in events}.values(), key=lambda e: (e.created_at, e.id)):
-            newest.pop(event.entity_id, None)
-            newest[event.entity_id] = history_ref(event)
-        changed = [Changed(lead_id, ref) for lead_id, ref in newest.items()]
+        changed = latest_changes((event.entity_id, history_ref(event)) for event in in_order(events))
         return changed, str(max(start, end - SWEEP_OVERLAP_SECONDS))
 
     def _events_between(self, first: int, last: int) -> list[StatusEvent]:

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from pipeline.crm.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
 from pipeline.crm.sources import misconfigured, refused
-from pipeline.crm.sweep import Changed
+from pipeline.crm.sweep import Changed, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
@@ -126,12 +126,9 @@ class Bitrix24Source:
             records.extend(page)
             if start is None:
                 break
-        newest: dict[int, str] = {}
-        for record in sorted(records, key=lambda r: r.id):
-            newest.pop(record.owner_id, None)  # keep the deals in the order of their last change
-            newest[record.owner_id] = history_ref(record)
-        changed = [Changed(deal_id, ref) for deal_id, ref in newest.items()]
-        return changed, str(max(r.id for r in records)) if records else None
+        ordered = sorted(records, key=lambda r: r.id)
+        changed = latest_changes((record.owner_id, history_ref(record)) for record in ordered)
+        return changed, str(ordered[-1].id) if ordered else None
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
         return {"data": {"FIELDS": {"ID": str(order_id)}}}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -53,6 +53,16 @@ class Changed:
 
     order_id: int
     newest_ref: str
+
+
+def latest_changes(records: Iterable[tuple[int, str]]) -> list[Changed]:
+    """Each order of `(order id, record ref)` pairs, oldest first, with its newest record, the
+    orders in the order of their last change."""
+    newest: dict[int, str] = {}
+    for order_id, ref in records:
+        newest.pop(order_id, None)
+        newest[order_id] = ref
+    return [Changed(order_id, ref) for order_id, ref in newest.items()]
 
 
 class SweepSource(Protocol):
