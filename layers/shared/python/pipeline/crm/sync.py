@@ -221,11 +221,12 @@ def sync_order(
     not_moves = [record for record in skipped if record.ref in fresh_refs]
     if not_moves:
         metrics.add_metric(name=NOT_TRANSITIONS_METRIC, unit=MetricUnit.Count, value=len(not_moves))
-    oldest_allowed = envelope.received_at - max_age()
+    age_limit = max_age()
+    oldest_allowed = envelope.received_at - age_limit
     too_old = [move for move in new_moves if move.record.at < oldest_allowed]
     due = [move for move in new_moves if move.record.at >= oldest_allowed]
     for move in too_old:
-        _record_too_old(move, what, order_key)
+        _record_too_old(move, what, order_key, age_limit)
     published: list[str] = []
     if due:
         card = source.card(order_id)
@@ -259,7 +260,7 @@ def sync_order(
     }
 
 
-def _record_too_old(move: Transition, what: str, order_key: str) -> None:
+def _record_too_old(move: Transition, what: str, order_key: str, age_limit: timedelta) -> None:
     """A transition first seen after its SMS could still be timely: never texted, never silent."""
     sends = rules().sends_for(move.status)
     if sends:
@@ -271,7 +272,7 @@ def _record_too_old(move: Transition, what: str, order_key: str) -> None:
             "transition": move.record.ref,
             "status": move.status,
             "occurred_at": move.record.at.isoformat(),
-            "max_age_seconds": int(max_age().total_seconds()),
+            "max_age_seconds": int(age_limit.total_seconds()),
             "has_rule": sends,
             "what": what,
         },
