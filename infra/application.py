@@ -16,9 +16,16 @@ from aws_cdk import App, Environment, Token, Validations
 from cdk_nag import AwsSolutionsChecks
 from pydantic import ValidationError
 
-from infra.config import SettingsError, settings_error_lines
+from infra.config import (
+    SHOWN_VALUE_CHARS,
+    PipelineSettings,
+    SettingsError,
+    settings_error_lines,
+    shown_value,
+)
 from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.paths import CDK_JSON
+from infra.region import synth_region_summary
 from infra.settings import settings_from_node
 from infra.stack import PipelineStack
 from pipeline.registry import CONSUMERS, Consumer
@@ -76,7 +83,10 @@ def synth_summary(stack: PipelineStack) -> list[str]:
         f"  consumers on: {', '.join(on) or 'none'}; off: {', '.join(off) or 'none'}",
         f"  SMS gateway: {_sms_summary(stack)}",
         f"  alarm e-mail: {settings.alarm_email or 'none: alarms notify the topic only'}",
-        f"  account/region: {_environment_summary(stack)}",
+        f"  account: {_account_summary(stack)}",
+        f"  region: {synth_region_summary(_resolved(stack.region))}",
+        f"  tracing: {'on (X-Ray, every function and the events topic)' if settings.tracing else 'off'}",
+        f"  settings not at their default: {_non_default_summary(settings)}",
         f"  removal policy: {settings.removal_policy} "
         + (
             "(cdk destroy keeps the retained resources; see README's Teardown)"
@@ -85,6 +95,29 @@ def synth_summary(stack: PipelineStack) -> list[str]:
         ),
     ]
     return lines
+
+
+# Shown by host only: a URL may carry a credential in its user part or query.
+_URL_SETTINGS = ("sms_http_base_url",)
+
+
+def _non_default_summary(settings: PipelineSettings) -> str:
+    changed = settings.non_default_settings()
+    if not changed:
+        return "none"
+    shown = [
+        f"{key}={urlsplit(str(value)).hostname if key in _URL_SETTINGS else _shown(value)}"
+        for key, value in sorted(changed.items())
+    ]
+    return ", ".join(shown)
+
+
+def _shown(value: object) -> str:
+    """A setting as a person typed it: plain text, `true`/`false`, long values cut."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    text = str(value)
+    return text if len(text) <= SHOWN_VALUE_CHARS and text.isprintable() else shown_value(value)
 
 
 def _sms_summary(stack: PipelineStack) -> str:
@@ -100,8 +133,12 @@ def _sms_summary(stack: PipelineStack) -> str:
     return f"end_user_messaging, sender {sender}, configuration set {configuration_set} ({made})"
 
 
-def _environment_summary(stack: PipelineStack) -> str:
-    account, region = (None if Token.is_unresolved(v) else v for v in (stack.account, stack.region))
-    if account is None and region is None:
-        return "environment-agnostic (the deploy's credentials choose them)"
-    return f"{account or 'any account'} / {region or 'any region'}"
+def _resolved(value: str) -> str | None:
+    """A stack attribute's literal value; None for a token (an environment-agnostic stack)."""
+    return None if Token.is_unresolved(value) else value
+
+
+def _account_summary(stack: PipelineStack) -> str:
+    return (
+        _resolved(stack.account) or "any account (environment-agnostic: the deploy's credentials choose it)"
+    )

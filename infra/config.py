@@ -14,10 +14,11 @@ import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -44,6 +45,19 @@ LOG_RETENTION_DAYS = (
 # fmt: on
 
 METRICS_NAMESPACE = "TelegramCrmPipeline"
+
+
+def _true_or_false(value: Any) -> Any:
+    """`-c tracing=yes` must not pass for true nor quietly for false: only true/false are read."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("must be true or false")
+
+
+# A switch from cdk.json (a JSON boolean) or `-c` (the text "true" or "false").
+ContextBool = Annotated[bool, BeforeValidator(_true_or_false)]
 
 # Telegram's webhook source ranges (https://core.telegram.org/resources/cidr.txt, IPv4).
 TELEGRAM_CIDRS = ("149.154.160.0/20", "91.108.4.0/22")
@@ -137,12 +151,12 @@ class PipelineSettings(BaseModel):
     # Where alarm notifications are e-mailed (SNS asks the address to confirm first).
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Accept Telegram webhook calls only from Telegram's published ranges (TELEGRAM_CIDRS).
-    telegram_ip_allowlist: bool = False
+    telegram_ip_allowlist: ContextBool = False
     # X-Ray: active tracing of every function (and the events topic), with its write grants and
     # Powertools Tracer capturing. Off by default: tracing every invocation is more than half the
     # bill per million updates (bench/cost.py), and the X-Ray SDK is the largest part of a cold
     # start's imports; off, the functions never import it (pipeline.observability.service_tracer).
-    tracing: bool = False
+    tracing: ContextBool = False
     # -- CRM phone numbers ----------------------------------------------------------------------
     # Region (ISO 3166 alpha-2, e.g. "BY") in which the webhook reads national phone forms
     # ("8 029 123-45-67"); unset: only international (+...) forms are accepted (pipeline.phones).
@@ -287,6 +301,11 @@ class PipelineSettings(BaseModel):
         the stack the local runtime stands for)."""
         declared = self.model_dump(exclude={CONSUMER_SETTINGS}, exclude_none=True)
         return {**declared, **self.consumer_settings}
+
+    def non_default_settings(self) -> dict[str, Any]:
+        """The settings that differ from their defaults, as context keys (the synth summary's)."""
+        defaults = type(self)().to_context()
+        return {key: value for key, value in self.to_context().items() if defaults.get(key) != value}
 
     def registry_settings(self) -> dict[str, Any]:
         """The mapping `pipeline.registry.enabled()` reads `requires_setting` keys from."""

@@ -24,6 +24,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from infra.region import apply_region
 from ops import dlq, journal, outputs, scaffold, webhook
 from ops.context import Context
 from ops.errors import OpsError
@@ -363,7 +364,7 @@ def describe_error(error: Exception, local: bool = False) -> str | None:
     if isinstance(error, (NoCredentialsError, PartialCredentialsError)):
         return "no AWS credentials found: configure them (AWS_PROFILE, aws sso login, env) or use --local"
     if isinstance(error, NoRegionError):
-        return "no AWS region: pass --region or set AWS_REGION"
+        return "no AWS region: pass --region, set AWS_REGION, or set a region in your AWS profile"
     if isinstance(error, ClientError):
         details = error.response.get("Error", {})
         return f"AWS {error.operation_name} failed: {details.get('Code', '?')}: {details.get('Message', '')}"
@@ -386,8 +387,9 @@ def _stdout_closed() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.region:
-        os.environ["AWS_DEFAULT_REGION"] = args.region
+    # As the CDK CLI resolves it (AWS_REGION first, which boto3 alone does not read).
+    before = os.environ.get("AWS_DEFAULT_REGION")
+    if apply_region(args.region).region != before:
         aws.reset_clients()
     try:
         code = args.handler(Context(args))

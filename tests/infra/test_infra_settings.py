@@ -29,6 +29,7 @@ from infra.config import SHOWN_VALUE_CHARS, LogLevel, SettingsError, settings_er
 from infra.constructs.consumers import subscription_filters
 from infra.environment import FUNCTION_SETTING_PARSERS, FunctionEnvironments, check_sms_environment
 from infra.paths import CDK_JSON, PROJECT_ROOT
+from infra.region import synth_region_summary
 from infra.settings import LAMBDA_LOG_LEVELS, PipelineSettings, cdk_removal_policy, settings_from_node
 from local.settings import LocalSettings
 from pipeline.registry import CONSUMERS, Consumer, by_name, enabled
@@ -311,6 +312,19 @@ def test_an_unknown_key_is_refused_with_the_closest_known_one() -> None:
     assert line == "frobnicate: not a setting of this app; see README's Configuration table (given '1')"
 
 
+@pytest.mark.parametrize("key", ["tracing", "telegram_ip_allowlist"])
+@pytest.mark.parametrize("given", ["yes", "1", "on", "no"])
+def test_a_switch_is_true_or_false_never_a_word_pydantic_would_guess(key: str, given: str) -> None:
+    assert _refusal_lines({key: given}) == [f"{key}: must be true or false (given '{given}')"]
+
+
+@pytest.mark.parametrize(
+    ("given", "read"), [("true", True), (" False ", False), (True, True), (False, False)]
+)
+def test_a_switch_reads_cdk_json_booleans_and_the_text_of_minus_c(given: object, read: bool) -> None:
+    assert _settings({"tracing": given}).tracing is read
+
+
 def test_every_problem_is_reported_at_once_naming_key_value_and_what_is_allowed() -> None:
     lines = _refusal_lines({"removal_policy": "snapshot", "log_level": "VERBOSE", "stack_nmae": "Shop"})
     assert sorted(lines) == [
@@ -433,15 +447,24 @@ def test_the_synth_summary_says_what_will_be_deployed(
         "  SMS gateway: end_user_messaging, sender any origination identity of the account,"
         " configuration set TelegramCrmPipeline-sms (created by the stack)",
         "  alarm e-mail: none: alarms notify the topic only",
-        "  account/region: environment-agnostic (the deploy's credentials choose them)",
+        "  account: any account (environment-agnostic: the deploy's credentials choose it)",
+        f"  region: {synth_region_summary(None)}",
+        "  tracing: off",
+        "  settings not at their default: none",
         "  removal policy: retain (cdk destroy keeps the retained resources; see README's Teardown)",
     ]
     custom = "\n".join(synth_summary(custom_synth.stack))
     assert "SMS gateway: http, host sms.example.org\n" in custom  # the host only, never a path or query
     assert "removal policy: destroy" in custom
+    changed = custom.split("settings not at their default: ")[1].splitlines()[0]
+    assert "log_level=DEBUG, log_retention_days=90" in changed  # sorted by key
+    assert "sms_http_base_url=sms.example.org" in changed  # by host, as the gateway line
+    assert "telegram_bot_id=shopbot" in changed
     full = "\n".join(synth_summary(full_synth.stack))
     assert "off: autoreply (bot_application is set)\n" in full  # the bot answers instead
     assert f"alarm e-mail: {ALARM_EMAIL}" in full
+    assert "tracing: on (X-Ray, every function and the events topic)" in full
+    assert "tracing=true" in full
     assert f"sender {SMS_POOL_ID}, configuration set {SMS_CONFIGURATION_SET} (given)" in full
 
 
