@@ -14,83 +14,33 @@ pending claim and pushes again; only a crash between a successful push and the c
 then repeat the push, which the webhook client's `Idempotency-Key` lets the receiver drop.
 A failed push leaves the claim pending: nothing is lost, and no other update creates a second lead.
 A lead the CRM refuses is dead-lettered with its claim still pending: once the cause is fixed,
-redriving the DLQ creates it. (A contact who shares their phone after their lead was created
-adds no second lead; the number is in the conversations table.)
+redriving the DLQ creates it.
+
+A known contact's event that brings a phone (a shared contact; the example bot's confirmed
+number) adds no second lead: it puts the phone on the lead the record names, through the sink's
+update (`crm.contacts`: one event at a time, once per event, never an earlier number over a
+later one). While the lead is still being created by another event, or another event's phone
+is on its way, the update is retried (TransientError): so whichever consumer sees the contact
+first, the end state is one lead with the newest phone.
 """
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.exceptions import ClientError
 
+from crm.contacts import ContactBook
 from crm.leads import Lead, lead_from_envelope
-from crm.sinks import sink_from_config
-from pipeline import aws
+from crm.sinks import LeadSink, sink_from_config
 from pipeline.envelope import Envelope
+from pipeline.errors import PermanentError, TransientError
 from pipeline.observability import mask_phone
 
 logger = Logger(child=True)
 metrics = Metrics()
-
-PENDING = "pending"
-PUSHED = "pushed"
-# A new user, or a retry of the event that already claimed this user.
-CLAIM_CONDITION = "attribute_not_exists(id) OR (#status = :pending AND event_id = :event_id)"
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-class ContactBook:
-    """The `contact#<user id>` records in the journal table (no TTL: a contact stays known)."""
-
-    def __init__(self, table_name: str) -> None:
-        self.table = aws.resource("dynamodb").Table(table_name)
-
-    @staticmethod
-    def key(user_id: int) -> str:
-        return f"contact#{user_id}"
-
-    def claim(self, lead: Lead) -> bool:
-        """True when this event owns the user's lead: the user is new, or this event claimed it before."""
-        try:
-            self.table.put_item(
-                Item={
-                    "id": self.key(lead.telegram_user_id),
-                    "status": PENDING,
-                    "event_id": lead.event_id,
-                    "telegram_user_id": lead.telegram_user_id,
-                    "claimed_at": _now(),
-                },
-                ConditionExpression=CLAIM_CONDITION,
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":pending": PENDING, ":event_id": lead.event_id},
-            )
-        except ClientError as error:
-            if aws.error_code(error) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
-
-    def confirm(self, lead: Lead, lead_id: str | None) -> None:
-        self.table.update_item(
-            Key={"id": self.key(lead.telegram_user_id)},
-            UpdateExpression="SET #status = :pushed, pushed_at = :now, lead_id = :lead_id",
-            ConditionExpression="event_id = :event_id",
-            ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues={
-                ":pushed": PUSHED,
-                ":now": _now(),
-                ":lead_id": lead_id,
-                ":event_id": lead.event_id,
-            },
-        )
 
 
 def push_lead(envelope: Envelope) -> dict[str, Any]:
@@ -102,17 +52,23 @@ def push_lead(envelope: Envelope) -> dict[str, Any]:
     return create_lead(lead)
 
 
+def _sink() -> LeadSink:
+    from pipeline.secrets import secret_json  # at first use: it imports Powertools Parameters, and boto3
+
+    return sink_from_config(secret_json("crm_api"))
+
+
 def create_lead(lead: Lead) -> dict[str, Any]:
-    """One lead per contact (the `contact#<user id>` claim), pushed to the configured sink; also
-    the bot consumer's way to create a lead (its example bot)."""
+    """One lead per contact (the `contact#<user id>` claim), pushed to the configured sink; a known
+    contact's new phone goes onto that lead. Also the bot consumer's way to a lead (its example bot)."""
     contacts = ContactBook(os.environ["JOURNAL_TABLE"])
     if not contacts.claim(lead):
+        if lead.phone:
+            return _update_lead(contacts, lead)
         logger.info("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})
         return {"lead": "skipped", "reason": "contact already known"}
 
-    from pipeline.secrets import secret_json  # at first use: it imports Powertools Parameters, and boto3
-
-    lead_id = sink_from_config(secret_json("crm_api")).push(lead)
+    lead_id = _sink().push(lead)
     contacts.confirm(lead, lead_id)
     metrics.add_metric(name="LeadsCreated", unit=MetricUnit.Count, value=1)
     logger.info(
@@ -125,3 +81,40 @@ def create_lead(lead: Lead) -> dict[str, Any]:
         },
     )
     return {"lead": "created", "lead_id": lead_id, "trigger": lead.trigger}
+
+
+_SKIPPED = {
+    "unchanged": "phone already on the lead",
+    "stale": "a later phone is on the lead",
+    "no_lead_id": "the CRM told no lead id",
+}
+
+
+def _update_lead(contacts: ContactBook, lead: Lead) -> dict[str, Any]:
+    """Put a known contact's phone on their lead, once per event and never over a later event's."""
+    assert lead.phone
+    claim = contacts.claim_update(lead)
+    extra = {
+        "telegram_user_id": lead.telegram_user_id,
+        "lead_id": claim.lead_id,
+        "phone": mask_phone(lead.phone),
+    }
+    if claim.plan == "wait":
+        # The lead is being created, or given another phone, by another event: after it, this one.
+        raise TransientError("crm: the contact's lead is being written by another event")
+    if claim.plan != "update":
+        logger.info(f"no lead update: {_SKIPPED[claim.plan]}", extra=extra)
+        return {
+            "lead": "unchanged" if claim.plan == "unchanged" else "skipped",
+            "reason": _SKIPPED[claim.plan],
+        }
+    assert claim.lead_id is not None
+    try:
+        _sink().update(claim.lead_id, lead)
+    except PermanentError:
+        contacts.release_update(lead)  # dead-lettered: redriving it claims again
+        raise
+    contacts.confirm_update(lead)
+    metrics.add_metric(name="LeadsUpdated", unit=MetricUnit.Count, value=1)
+    logger.info("lead updated", extra=extra)
+    return {"lead": "updated", "lead_id": claim.lead_id, "trigger": lead.trigger}

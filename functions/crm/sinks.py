@@ -5,9 +5,13 @@ The secret's SecretString is JSON:
 - `{"kind": "webhook", "url": "https://...", "auth_header": "Bearer ..."}`: the lead is POSTed
   as JSON with `Authorization: <auth_header>` and `Idempotency-Key: <event_id>`, so a receiver
   that honours the key never creates the same lead twice even if we retry after a lost answer.
+  A phone learnt later is `PATCH <url>/<lead id>` `{"event_id", "telegram_user_id", "phone"}`
+  with `Idempotency-Key: update:<event_id>` (its own key: a replay of the update is dropped).
 - `{"kind": "bitrix24", "url": "https://<portal>/rest/<user>/<code>/", "source_id": "OTHER"}`:
   Bitrix24's inbound webhook, method `crm.lead.add`. Bitrix has no idempotency key; the lead
   carries ORIGINATOR_ID/ORIGIN_ID ("telegram"/the user id) so a duplicate can be found.
+  A phone learnt later is added with `crm.lead.update` after `crm.lead.get` shows the lead
+  without it (so a replay adds no second copy; a phone already there is never replaced).
 
 URLs and auth headers are secrets (a Bitrix webhook URL *is* the credential): they never appear
 in an error reason or a log.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Protocol
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -37,6 +42,10 @@ _URL_PATTERN = r"^https?://\S+$"
 class LeadSink(Protocol):
     def push(self, lead: Lead) -> str | None:
         """Create the lead; return the CRM's id for it when the CRM tells one."""
+        ...
+
+    def update(self, lead_id: str, lead: Lead) -> None:
+        """Put `lead.phone` on the CRM's lead `lead_id`; safe to repeat for the same `lead.event_id`."""
         ...
 
 
@@ -77,11 +86,14 @@ class WebhookSink:
         header_secrets = (config.auth_header, config.auth_header.split()[-1]) if config.auth_header else ()
         self.http = JsonHttpClient("crm webhook", secrets=(*url_secrets(config.url), *header_secrets))
 
-    def push(self, lead: Lead) -> str | None:
-        headers = {"Idempotency-Key": lead.event_id}
+    def _headers(self, idempotency_key: str) -> dict[str, str]:
+        headers = {"Idempotency-Key": idempotency_key}
         if self.auth_header:
             headers["Authorization"] = self.auth_header
-        response = self.http.post(self.url, lead.model_dump(mode="json"), headers)
+        return headers
+
+    def push(self, lead: Lead) -> str | None:
+        response = self.http.post(self.url, lead.model_dump(mode="json"), self._headers(lead.event_id))
         self.http.check(response, detail=self._detail(response))
         body = response.body
         if isinstance(body, Mapping):
@@ -89,6 +101,12 @@ class WebhookSink:
             if isinstance(lead_id, str | int) and not isinstance(lead_id, bool):
                 return str(lead_id)
         return None
+
+    def update(self, lead_id: str, lead: Lead) -> None:
+        url = f"{self.url.rstrip('/')}/{quote(lead_id, safe='')}"
+        body = {"event_id": lead.event_id, "telegram_user_id": lead.telegram_user_id, "phone": lead.phone}
+        response = self.http.patch(url, body, self._headers(f"update:{lead.event_id}"))
+        self.http.check(response, detail=self._detail(response))
 
     @staticmethod
     def _detail(response: JsonResponse) -> str | None:
@@ -146,6 +164,30 @@ class Bitrix24Sink:
     def push(self, lead: Lead) -> str | None:
         result = self.rest.call("crm.lead.add", self.request(lead))
         return str(result) if isinstance(result, int | str) and not isinstance(result, bool) else None
+
+    def update(self, lead_id: str, lead: Lead) -> None:
+        """Add the phone unless the lead has it: PHONE is a multi-field, and a value sent without
+        its ID is added, so a blind repeat would list the number twice."""
+        if not lead.phone:
+            return
+        current = self.rest.call("crm.lead.get", {"id": lead_id})
+        phones = current.get("PHONE") if isinstance(current, Mapping) else None
+        known = {_digits(entry.get("VALUE")) for entry in phones or () if isinstance(entry, Mapping)}
+        if _digits(lead.phone) in known:
+            return
+        self.rest.call(
+            "crm.lead.update",
+            {
+                "id": lead_id,
+                "fields": {"PHONE": [{"VALUE": lead.phone, "VALUE_TYPE": "WORK"}]},
+                "params": {"REGISTER_SONET_EVENT": "Y"},
+            },
+        )
+
+
+def _digits(value: Any) -> str:
+    """A phone as its digits: Bitrix24 keeps a number as typed ("+49 170 1234567")."""
+    return "".join(ch for ch in value if ch.isdigit()) if isinstance(value, str) else ""
 
 
 def sink_from_config(config: Mapping[str, Any]) -> LeadSink:

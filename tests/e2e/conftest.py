@@ -74,12 +74,13 @@ def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathF
 @pytest.fixture(scope="session")
 def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     """The same settings with the example bot on (`bot_application`, as `make local` runs it):
-    the webhook and the `bot` consumer only."""
+    the webhook, the `bot` consumer and the `crm` consumer (on by default: it makes the lead at
+    /start, which the bot's phone then goes onto)."""
     settings = dataclasses.replace(pipeline.settings, bot_consumer=True)
     # A shorter timeout than the registry's 15 s: a crashed worker's record comes back after the
     # visibility timeout (6x), 48 s instead of 90 s, and the crash test waits for exactly that.
     bot = dataclasses.replace(by_name("bot"), timeout_seconds=8)
-    with other_pipeline(tmp_path_factory, "bot", settings, (bot,)) as other:
+    with other_pipeline(tmp_path_factory, "bot", settings, (bot, by_name("crm"))) as other:
         yield other
 
 

@@ -3,7 +3,8 @@ that ends in a CRM lead (the crm consumer's own code path, `crm.logic.create_lea
 
     /start    -> "Share your phone" (a reply keyboard with a request_contact button)
     contact   -> "Call you at +375...?" [Yes] [Change]    (a typed number works too)
-    [Yes]     -> the lead is created; "Thanks, we will call you."
+    [Yes]     -> the lead is created, or (the crm consumer made it at /start) given the phone;
+                 "Thanks, we will call you."
     [Change]  -> "Send your number again."
     /cancel   -> the conversation ends.
 
@@ -119,8 +120,8 @@ async def confirmed(update: Update, context: ContextTypes.DEFAULT_TYPE) -> int:
         phone=context.user_data.get("phone"),
         language_code=user.language_code,
     )
-    outcome = create_lead(lead)
-    await query.edit_message_text(THANKS if outcome["lead"] == "created" else KNOWN)
+    outcome = create_lead(lead)  # raises to retry the step while another event writes the lead
+    await query.edit_message_text(THANKS if outcome["lead"] in ("created", "updated", "unchanged") else KNOWN)
     context.user_data.pop("phone", None)
     return ConversationHandler.END
 

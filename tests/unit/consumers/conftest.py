@@ -48,6 +48,9 @@ from tests.unit.consumer_support import (
 
 # A token shaped like BotFather's; tests assert it never shows up in logs or reasons.
 BOT_TOKEN = "7000000001:AAHt0k3n-S3cr3t_ValueThatMustNotLeak"
+# The crm consumer's webhook credential and Bitrix24 webhook code (`webhook_crm`, `bitrix_crm`).
+AUTH_HEADER = "Bearer crm-webhook-secret-7f3a"
+BITRIX_CODE = "k3y7webhookcode"
 
 
 _SHARED_LOADER = botocore.loaders.create_loader()
@@ -93,7 +96,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeHttpServer:
-    """Answers each POST or GET with the next scripted response, then with `default`."""
+    """Answers each POST, PATCH or GET with the next scripted response, then with `default`."""
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
@@ -108,6 +111,9 @@ class FakeHttpServer:
 
             def do_GET(self) -> None:
                 self._answer("GET")
+
+            def do_PATCH(self) -> None:
+                self._answer("PATCH")
 
             def _answer(self, method: str) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -230,3 +236,30 @@ def run_consumer(
         return DeployedConsumer(app, queues, lambda_context)
 
     return start
+
+
+@pytest.fixture
+def webhook_crm(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    http_fake: FakeHttpServer,
+) -> DeployedConsumer:
+    crm = run_consumer("crm")
+    config = {"kind": "webhook", "url": f"{http_fake.base_url}/leads", "auth_header": AUTH_HEADER}
+    put_secret("crm_api", json.dumps(config))
+    http_fake.default = Scripted(201, {"id": "lead-1"})
+    return crm
+
+
+@pytest.fixture
+def bitrix_crm(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    http_fake: FakeHttpServer,
+) -> DeployedConsumer:
+    crm = run_consumer("crm")
+    put_secret(
+        "crm_api", json.dumps({"kind": "bitrix24", "url": f"{http_fake.base_url}/rest/1/{BITRIX_CODE}/"})
+    )
+    http_fake.default = Scripted(200, {"result": 3465, "time": {"start": 1705764932.99, "duration": 0.2}})
+    return crm

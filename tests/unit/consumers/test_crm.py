@@ -12,11 +12,9 @@ from aiogram.types import Update
 from pipeline import aws
 from pipeline.observability import mask_phone
 from tests.unit.consumer_support import JOURNAL_TABLE, Output, Published, telegram_envelope, telegram_update
-from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer, Scripted
+from tests.unit.consumers.conftest import AUTH_HEADER, BITRIX_CODE, DeployedConsumer, FakeHttpServer, Scripted
 
 ANNA_ID = 123456789
-AUTH_HEADER = "Bearer crm-webhook-secret-7f3a"
-BITRIX_CODE = "k3y7webhookcode"
 
 
 def anna_says(text: str, update_id: int) -> Published:
@@ -35,33 +33,6 @@ def contact_record(user_id: int) -> dict[str, Any] | None:
     return item
 
 
-@pytest.fixture
-def webhook_crm(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    http_fake: FakeHttpServer,
-) -> DeployedConsumer:
-    crm = run_consumer("crm")
-    config = {"kind": "webhook", "url": f"{http_fake.base_url}/leads", "auth_header": AUTH_HEADER}
-    put_secret("crm_api", json.dumps(config))
-    http_fake.default = Scripted(201, {"id": "lead-1"})
-    return crm
-
-
-@pytest.fixture
-def bitrix_crm(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    http_fake: FakeHttpServer,
-) -> DeployedConsumer:
-    crm = run_consumer("crm")
-    put_secret(
-        "crm_api", json.dumps({"kind": "bitrix24", "url": f"{http_fake.base_url}/rest/1/{BITRIX_CODE}/"})
-    )
-    http_fake.default = Scripted(200, {"result": 3465, "time": {"start": 1705764932.99, "duration": 0.2}})
-    return crm
-
-
 def test_start_makes_exactly_one_lead_despite_redeliveries_and_later_messages(
     webhook_crm: DeployedConsumer, http_fake: FakeHttpServer
 ) -> None:
@@ -70,12 +41,13 @@ def test_start_makes_exactly_one_lead_despite_redeliveries_and_later_messages(
     first = webhook_crm.deliver(start)
     # Telegram/SNS deliver the same update again: twice alone, once twice in one batch.
     again = [webhook_crm.deliver(start), webhook_crm.deliver(start), webhook_crm.deliver(start, start)]
-    # Then the same user writes again and shares their phone: known contact, no new lead.
+    # Then the same user writes again and shares their phone: known contact, no new lead (the
+    # phone goes onto this lead: test_crm_lead_update).
     later = webhook_crm.deliver(anna_says("Do you ship to Vienna?", 810_000_101))
     shared = webhook_crm.deliver(telegram_envelope(telegram_update("contact")))
 
     assert all(d.failed == [] for d in [first, *again, later, shared])
-    assert len(http_fake.requests) == 1
+    assert [request.method for request in http_fake.requests] == ["POST", "PATCH"]
     assert http_fake.requests[0].body["event_id"] == start.envelope.event_id
     # The repeats never reached the consumer's logic: the worker's idempotency answered them.
     assert webhook_crm.app.worker.counts == {"processed": 3, "duplicate": 4}

@@ -85,7 +85,7 @@ def retry_after_seconds(response: JsonResponse) -> float | None:
 
 
 class JsonHttpClient:
-    """POST JSON to (or GET JSON from) one remote service; `service` names it in every error reason.
+    """POST or PATCH JSON to (or GET JSON from) one remote service; `service` names it in every error reason.
 
     `secrets` are the strings that must never appear in a reason (tokens, auth headers, secret
     URL parts); they are redacted from anything the client builds, including remote messages.
@@ -138,9 +138,16 @@ class JsonHttpClient:
         Raises TransientError when no response arrived (refused, reset, timed out) and
         PermanentError for a URL that is not http(s).
         """
+        return self._json("POST", url, payload, headers)
+
+    def patch(self, url: str, payload: Any, headers: Mapping[str, str] | None = None) -> JsonResponse:
+        """PATCH `payload` as JSON (a partial update of what `url` names); as `post` otherwise."""
+        return self._json("PATCH", url, payload, headers)
+
+    def _json(self, method: str, url: str, payload: Any, headers: Mapping[str, str] | None) -> JsonResponse:
         self._check_scheme(url)
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-        return self._send("POST", url, body, {"Content-Type": "application/json", **(headers or {})})
+        return self._send(method, url, body, {"Content-Type": "application/json", **(headers or {})})
 
     def get(self, url: str, headers: Mapping[str, str] | None = None) -> JsonResponse:
         """GET `url` (no body) and return the response whatever its status; failures as for `post`."""
@@ -153,7 +160,7 @@ class JsonHttpClient:
 
     def _send(self, method: str, url: str, body: bytes | None, headers: Mapping[str, str]) -> JsonResponse:
         """One request, redirects refused, answered with any status; TransientError if no answer."""
-        request = urllib.request.Request(  # noqa: S310 - scheme checked by post/get
+        request = urllib.request.Request(  # noqa: S310 - scheme checked by _json/get
             url,
             data=body,
             method=method,
