@@ -26,8 +26,11 @@ Per update (`BotRunner.process`, the worker's `process`):
    error, not the user's: dead-lettered with a reason naming the method and the chat, so the
    step is kept for a redrive; any other exception -> retried (a callback query answered too
    late counts as answered: pipeline.telegram_bot.calls);
-5. otherwise the changed state is committed in one conditional transaction (a lost race is
-   retried on fresh state).
+5. a replayed call that differs from the one journaled for it stopped the step before it was
+   sent (`ReplayDiverged`, whatever the handler did with the error): dead-lettered, nothing
+   committed;
+6. otherwise the changed state is committed in one conditional transaction (a lost race is
+   retried on fresh state; should the rerun then make a different call, 5. stops it).
 """
 
 from __future__ import annotations
@@ -49,7 +52,14 @@ from telegram.request import HTTPXRequest
 from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, PermanentError, RemoteRefused, TransientError
-from pipeline.telegram_bot.calls import CallJournal, ForbiddenCall, JournaledRequest, crash_hook, journaled
+from pipeline.telegram_bot.calls import (
+    CallJournal,
+    ForbiddenCall,
+    JournaledRequest,
+    ReplayDiverged,
+    crash_hook,
+    journaled,
+)
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
 
@@ -217,8 +227,14 @@ class BotEngine:
                 (h for group in application.handlers.values() for h in group), update
             )
             await application.process_update(update)
-            if not self._errors:
+            if not self._errors and step.diverged is None:
                 await application.update_persistence()  # stages the changes (errors captured too)
+        if step.diverged is not None:
+            persistence.discard()
+            self._errors.clear()
+            metrics.add_metric(name="BotReplaysDiverged", unit=MetricUnit.Count, value=1)
+            logger.error("replay diverged from the calls already sent: step stopped")
+            raise ReplayDiverged(step.diverged)
         if self._errors:
             persistence.discard()
             raised = self._errors[0]
