@@ -7,7 +7,9 @@ Imported with the first update (`pipeline.telegram_bot.runner`), not at init.
 base from TELEGRAM_API_BASE, no updater and no job queue, the DynamoDB persistence, the journaled
 request with pipeline.bot_api's timeout) and returns the built `Application` with its ordinary
 handlers. The Application is built and initialized (getMe) at the first update and kept for the
-warm instance's life, on one event loop.
+warm instance's life, on one event loop. What would lose a step across instances (a
+non-persistent ConversationHandler, arbitrary callback data) is refused at that build
+(pipeline.telegram_bot.inspection): each update is dead-lettered with what to change.
 
 Per update (`BotRunner.process`, the worker's `process`):
 
@@ -31,6 +33,8 @@ Per update (`BotRunner.process`, the worker's `process`):
    committed;
 6. otherwise the changed state is committed in one conditional transaction (a lost race is
    retried on fresh state; should the rerun then make a different call, 5. stops it).
+7. an update no handler took (a button of a conversation the chat is not in) is acknowledged
+   as `unhandled` and counted (BotUpdatesUnhandled): a retry would find no handler either.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from pipeline.telegram_bot.calls import (
     crash_hook,
     journaled,
 )
+from pipeline.telegram_bot.inspection import PipelineBuilder, check
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
 
@@ -93,7 +98,7 @@ def configured_builder(
 ) -> ApplicationBuilder:  # type: ignore[type-arg]
     base = api_base()
     return (
-        ApplicationBuilder()
+        PipelineBuilder()
         .token(token)
         .base_url(f"{base}/bot")
         .base_file_url(f"{base}/file/bot")
@@ -200,6 +205,7 @@ class BotEngine:
                 raise PermanentError(f"{APPLICATION_ENV}: {reference} did not return an Application")
             if application.persistence is not self.persistence:
                 raise PermanentError(f"{APPLICATION_ENV}: {reference} replaced the pipeline's persistence")
+            check(application, reference)  # what would lose steps across instances
             application.add_error_handler(self._capture)
             try:
                 await application.initialize()
@@ -223,9 +229,10 @@ class BotEngine:
         persistence.discard()
         self._errors.clear()
         with journaled(envelope.event_id) as step:
-            persistence.reload_conversations(
-                (h for group in application.handlers.values() for h in group), update
-            )
+            handlers = [h for group in application.handlers.values() for h in group]
+            persistence.reload_conversations(handlers, update)
+            # PTB's own test (Application.process_update), asked first to count what it drops.
+            unhandled = not any(h.check_update(update) not in (None, False) for h in handlers)
             await application.process_update(update)
             if not self._errors and step.diverged is None:
                 await application.update_persistence()  # stages the changes (errors captured too)
@@ -245,7 +252,22 @@ class BotEngine:
         writes = persistence.commit(envelope.event_id)
         if step.replayed:
             metrics.add_metric(name="BotCallsReplayed", unit=MetricUnit.Count, value=step.replayed)
+        if unhandled:
+            return self._unhandled(update)
         return {"bot": "processed", "calls": step.calls, "replayed": step.replayed, "writes": writes}
+
+    def _unhandled(self, update: Update) -> dict[str, Any]:
+        """No handler took the update (a button of a conversation this chat is not in, an edit
+        the bot ignores): acknowledged, since a retry would find no handler either, but counted,
+        so a bot that drops steps shows up (BotUpdatesUnhandled), not only a silent chat."""
+        kind = next((name for name, value in update.to_dict().items() if name != "update_id"), "unknown")
+        chat = update.effective_chat
+        metrics.add_metric(name="BotUpdatesUnhandled", unit=MetricUnit.Count, value=1)
+        logger.info(
+            "no handler took the update: acknowledged, counted as unhandled",
+            extra={"update": kind, "chat_id": chat.id if chat else None},
+        )
+        return {"bot": "unhandled", "update": kind}
 
     def _blocked(self, update: Update, error: Forbidden, envelope: Envelope) -> dict[str, Any]:
         chat = update.effective_chat
