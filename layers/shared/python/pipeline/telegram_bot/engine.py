@@ -64,7 +64,7 @@ from pipeline.telegram_bot.calls import (
     crash_hook,
     journaled,
 )
-from pipeline.telegram_bot.inspection import PipelineBuilder, check
+from pipeline.telegram_bot.inspection import ApplicationRefused, PipelineBuilder, check, refusals
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
 
@@ -75,6 +75,8 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 POOL_TIMEOUT_SECONDS = 1.0
 # One update at a time per instance: a small pool is plenty.
 CONNECTION_POOL_SIZE = 8
+# What `build_refusals` builds with: shaped like a token, never sent (nothing is initialized).
+INSPECTION_TOKEN = "0:build-time-inspection"  # noqa: S105 - a placeholder, not a credential
 
 
 def bot_request(journal: CallJournal | None = None) -> JournaledRequest:
@@ -118,6 +120,19 @@ def load_application_factory(reference: ApplicationReference) -> Any:
     if not callable(factory):
         raise PermanentError(f"{APPLICATION_ENV}: {reference} is not a callable")
     return factory
+
+
+def build_refusals(reference: ApplicationReference) -> list[str]:
+    """What the engine's build would refuse (pipeline.telegram_bot.inspection), found without
+    the token or the network, so the synth and the local start refuse it before a deploy. Other
+    failures of the user's build are raised as they are."""
+    factory = load_application_factory(reference)
+    builder = configured_builder(INSPECTION_TOKEN, DynamoDBPersistence(), bot_request())
+    try:
+        application = factory(builder)
+    except ApplicationRefused as error:
+        return [error.reason.removeprefix(f"{APPLICATION_ENV}: ")]
+    return refusals(application) if isinstance(application, Application) else []
 
 
 def retry_after_seconds(error: RetryAfter) -> float:
