@@ -11,7 +11,9 @@ enums, reading a construct's context) live in `infra.settings`.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -34,6 +36,24 @@ from pipeline.crm.status_map import parse_status_map
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 from pipeline.telegram_bot.reference import ApplicationReference
+
+
+@functools.cache
+def application_refusals(reference: str, functions_dir: str) -> tuple[str, ...]:
+    """What the bot function would refuse when it builds this Application (a non-persistent
+    conversation, arbitrary callback data: `pipeline.telegram_bot.engine.build_refusals`), found
+    by building it here as the function will. Best effort: a build that fails for another reason
+    (it needs the function's environment) is left to the function, which dead-letters each
+    update with that reason."""
+    if functions_dir not in sys.path:
+        sys.path.append(functions_dir)  # where the function imports it from (its code asset)
+    try:
+        from pipeline.telegram_bot.engine import build_refusals
+
+        return tuple(build_refusals(ApplicationReference.parse(reference)))
+    except Exception:
+        return ()
+
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -187,6 +207,9 @@ class PipelineSettings(BaseModel):
         reference = ApplicationReference.parse(value)
         if reference.module_file(FUNCTIONS_DIR) is None:
             raise ValueError(f"bot_application: no module {reference.module!r} under functions/")
+        problems = application_refusals(str(reference), str(FUNCTIONS_DIR))
+        if problems:
+            raise ValueError(f"bot_application: {reference} refused: {'; '.join(problems)}")
         return str(reference)
 
     @field_validator("phone_default_region", mode="before")

@@ -486,3 +486,21 @@ def test_app_py_refuses_bad_settings_in_one_line_each(tmp_path: Path) -> None:
         "alarm_emial: not a setting of this app; did you mean `alarm_email`? (given 'ops@example.org')",
         f"log_retention_days: must be one of {list(infra.config.LOG_RETENTION_DAYS)} (given '31')",
     ]
+
+
+def test_the_synth_refuses_a_bot_application_that_would_drop_steps_saying_what_to_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: built at synth as the function builds it (pipeline.telegram_bot.inspection)."""
+
+    (tmp_path / "synth_unsafe_bot.py").write_text(
+        "from tests.unit.consumers.unsafe_bots import not_persistent as build  # noqa: F401\n"
+    )
+    monkeypatch.setattr(infra.config, "FUNCTIONS_DIR", tmp_path)
+    with pytest.raises(ValidationError) as refused:
+        _settings({"bot_application": "synth_unsafe_bot:build"})
+    assert (
+        "bot_application: synth_unsafe_bot:build refused: ConversationHandler survey (group 0) is not "
+        "persistent"
+    ) in str(refused.value)
+    assert "give it name=... and persistent=True" in str(refused.value)

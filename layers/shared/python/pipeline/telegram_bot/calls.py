@@ -9,8 +9,13 @@ is not called; otherwise Telegram is called and a successful answer is stored be
 handler goes on. So a replay after a crash (between a handler's sendMessage
 and the state commit or the idempotency record) continues the same step without repeating it.
 
-A replay whose n-th call differs from the stored one (a handler that does not make the same
-calls for the same update and state) calls Telegram and replaces the entry.
+A replay whose n-th call differs from the stored one is never sent: the step has already said
+something to the chat, and a different message after it (a ticket number read afresh after the
+commit lost to another chat's step, a time of day) would contradict it. The call raises
+`ReplayDiverged` (a PermanentError: the record is dead-lettered, its notice on the alarm topic),
+naming the call, its method and which parameters differ, never their values; every later call
+of the step is refused too, even if the handler catches the error. Each entry keeps a short hash
+per parameter (`parts`) for that; an entry written before has none and reads "parameters".
 
 A 403 is raised as `ForbiddenCall` (PTB's `Forbidden`, so handlers catch it as usual) naming
 the method and the chat it was made to: the engine takes a 403 for a user who blocked the bot
@@ -43,6 +48,7 @@ from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws
 from pipeline.bot_api import EXPIRED_QUERY
+from pipeline.errors import PermanentError
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
 
@@ -70,6 +76,8 @@ class Step:
     event_id: str
     calls: int = 0
     replayed: int = 0
+    # Why the step was stopped: the first call that differed from its journal entry.
+    diverged: str | None = None
     crash_requested: bool = field(default=False, repr=False)
 
 
@@ -112,18 +120,48 @@ class CallJournal:
         )
         return response.get("Item")
 
-    def put(self, event_id: str, index: int, method: str, digest: str, status: int, payload: bytes) -> None:
-        aws.client("dynamodb").put_item(
-            TableName=self.table_name,
-            Item={
-                "id": {"S": self.key(event_id, index)},
-                "method": {"S": method},
-                "digest": {"S": digest},
-                "status": {"N": str(status)},
-                "payload": {"B": payload},
-                "expiration": {"N": str(int(time.time()) + IDEMPOTENCY_TTL_SECONDS)},
-            },
-        )
+    def put(
+        self,
+        event_id: str,
+        index: int,
+        method: str,
+        digest: str,
+        status: int,
+        payload: bytes,
+        parts: dict[str, str] | None = None,
+    ) -> None:
+        item: dict[str, Any] = {
+            "id": {"S": self.key(event_id, index)},
+            "method": {"S": method},
+            "digest": {"S": digest},
+            "status": {"N": str(status)},
+            "payload": {"B": payload},
+            "expiration": {"N": str(int(time.time()) + IDEMPOTENCY_TTL_SECONDS)},
+        }
+        if parts:
+            item["parts"] = {"M": {name: {"S": value} for name, value in parts.items()}}
+        aws.client("dynamodb").put_item(TableName=self.table_name, Item=item)
+
+
+class ReplayDiverged(PermanentError):
+    """A replayed step's call differs from the one its journal says went out (module docstring)."""
+
+
+def divergence(index: int, method: str, parts: dict[str, str], stored: dict[str, Any]) -> str:
+    """Why the replay stopped: which call, its method, the names of what differs (no values:
+    they may hold phone numbers or other personal data)."""
+    journaled = stored["method"]["S"]
+    if journaled != method:
+        what = f"{method} where the journal has {journaled}"
+    else:
+        before = {name: value["S"] for name, value in stored.get("parts", {}).get("M", {}).items()}
+        names = sorted(n for n in set(parts) | set(before) if parts.get(n) != before.get(n))
+        what = f"{method} with different {', '.join(names) if before and names else 'parameters'}"
+    return (
+        f"replay diverged at call {index + 1}: {what}; stopped before sending it, since the "
+        "journaled call already went out (the step read state another step changed since, or "
+        "its handler is not deterministic)"
+    )
 
 
 class ForbiddenCall(Forbidden):
@@ -149,7 +187,12 @@ def forbidden(method: str, request_data: RequestData | None, payload: bytes) -> 
 
 
 def call_digest(method: str, request_data: RequestData | None) -> str:
-    """What makes a call the same call on replay: its method, parameters and uploads.
+    """What makes a call the same call on replay: its method, parameters and uploads."""
+    return call_fingerprint(method, request_data)[0]
+
+
+def call_fingerprint(method: str, request_data: RequestData | None) -> tuple[str, dict[str, str]]:
+    """The call's digest, and a short hash per parameter or upload (what a divergence names).
 
     PTB names each upload of a call `attach://attached<random>` anew (an album's photos): the
     names are replaced by their order of appearance, and each uploaded part is keyed by that
@@ -163,18 +206,18 @@ def call_digest(method: str, request_data: RequestData | None) -> str:
     def stable(match: re.Match[str]) -> str:
         return "attach://" + names.setdefault(match[1], f"upload{len(names)}")
 
-    text = (
-        method
-        + "\n"
-        + "\n".join(f"{name}={_ATTACH.sub(stable, parameters[name])}" for name in sorted(parameters))
-    )
+    lines = {name: f"{name}={_ATTACH.sub(stable, parameters[name])}" for name in sorted(parameters)}
+    text = method + "\n" + "\n".join(lines.values())
     if request_data is not None and request_data.contains_files:
-        parts = {names.get(field, field): part for field, part in request_data.multipart_data.items()}
-        for field in sorted(parts):
-            filename, content, mimetype = parts[field]
+        uploads = {names.get(field, field): part for field, part in request_data.multipart_data.items()}
+        for field in sorted(uploads):
+            filename, content, mimetype = uploads[field]
             fingerprint = hashlib.sha256(content).hexdigest() if isinstance(content, bytes) else "stream"
-            text += f"\n{field}<{fingerprint} {filename} {mimetype}"
-    return hashlib.sha256(text.encode()).hexdigest()
+            line = f"{field}<{fingerprint} {filename} {mimetype}"
+            text += "\n" + line
+            lines[f"{field} (upload)"] = line
+    parts = {name: hashlib.sha256(line.encode()).hexdigest()[:16] for name, line in lines.items()}
+    return hashlib.sha256(text.encode()).hexdigest(), parts
 
 
 async def crash_hook(response: Any) -> None:
@@ -222,12 +265,17 @@ class JournaledRequest(BaseRequest):
             return await self.inner.do_request(url, method, request_data, **timeouts)
         index = step.calls
         step.calls += 1
+        if step.diverged is not None:  # the handler caught the divergence and went on
+            raise ReplayDiverged(step.diverged)
         api_method = url.rsplit("/", 1)[-1]
-        digest = call_digest(api_method, request_data)
+        digest, parts = call_fingerprint(api_method, request_data)
         stored = self.journal.get(step.event_id, index)
-        if stored and stored["method"]["S"] == api_method and stored["digest"]["S"] == digest:
-            step.replayed += 1
-            return int(stored["status"]["N"]), bytes(stored["payload"]["B"])
+        if stored:
+            if stored["method"]["S"] == api_method and stored["digest"]["S"] == digest:
+                step.replayed += 1
+                return int(stored["status"]["N"]), bytes(stored["payload"]["B"])
+            step.diverged = divergence(index, api_method, parts, stored)
+            raise ReplayDiverged(step.diverged)
         status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
         if api_method == "answerCallbackQuery" and status == 400 and EXPIRED_QUERY.encode() in payload:
             # Too late to stop the button's spinner (a retried update): nothing is left to do,
@@ -237,7 +285,7 @@ class JournaledRequest(BaseRequest):
         if status == 403:
             raise forbidden(api_method, request_data, payload)
         if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
-            self.journal.put(step.event_id, index, api_method, digest, status, payload)
+            self.journal.put(step.event_id, index, api_method, digest, status, payload, parts)
         if step.crash_requested and os.environ.get(CRASH_HOOKS_ENV) == "1":
             os._exit(CRASH_EXIT_CODE)
         return status, payload

@@ -7,7 +7,9 @@ Imported with the first update (`pipeline.telegram_bot.runner`), not at init.
 base from TELEGRAM_API_BASE, no updater and no job queue, the DynamoDB persistence, the journaled
 request with pipeline.bot_api's timeout) and returns the built `Application` with its ordinary
 handlers. The Application is built and initialized (getMe) at the first update and kept for the
-warm instance's life, on one event loop.
+warm instance's life, on one event loop. What would lose a step across instances (a
+non-persistent ConversationHandler, arbitrary callback data) is refused at that build
+(pipeline.telegram_bot.inspection): each update is dead-lettered with what to change.
 
 Per update (`BotRunner.process`, the worker's `process`):
 
@@ -26,8 +28,13 @@ Per update (`BotRunner.process`, the worker's `process`):
    error, not the user's: dead-lettered with a reason naming the method and the chat, so the
    step is kept for a redrive; any other exception -> retried (a callback query answered too
    late counts as answered: pipeline.telegram_bot.calls);
-5. otherwise the changed state is committed in one conditional transaction (a lost race is
-   retried on fresh state).
+5. a replayed call that differs from the one journaled for it stopped the step before it was
+   sent (`ReplayDiverged`, whatever the handler did with the error): dead-lettered, nothing
+   committed;
+6. otherwise the changed state is committed in one conditional transaction (a lost race is
+   retried on fresh state; should the rerun then make a different call, 5. stops it).
+7. an update no handler took (a button of a conversation the chat is not in) is acknowledged
+   as `unhandled` and counted (BotUpdatesUnhandled): a retry would find no handler either.
 """
 
 from __future__ import annotations
@@ -49,7 +56,15 @@ from telegram.request import HTTPXRequest
 from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, PermanentError, RemoteRefused, TransientError
-from pipeline.telegram_bot.calls import CallJournal, ForbiddenCall, JournaledRequest, crash_hook, journaled
+from pipeline.telegram_bot.calls import (
+    CallJournal,
+    ForbiddenCall,
+    JournaledRequest,
+    ReplayDiverged,
+    crash_hook,
+    journaled,
+)
+from pipeline.telegram_bot.inspection import ApplicationRefused, PipelineBuilder, check, refusals
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
 
@@ -60,6 +75,8 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 POOL_TIMEOUT_SECONDS = 1.0
 # One update at a time per instance: a small pool is plenty.
 CONNECTION_POOL_SIZE = 8
+# What `build_refusals` builds with: shaped like a token, never sent (nothing is initialized).
+INSPECTION_TOKEN = "0:build-time-inspection"  # noqa: S105 - a placeholder, not a credential
 
 
 def bot_request(journal: CallJournal | None = None) -> JournaledRequest:
@@ -83,7 +100,7 @@ def configured_builder(
 ) -> ApplicationBuilder:  # type: ignore[type-arg]
     base = api_base()
     return (
-        ApplicationBuilder()
+        PipelineBuilder()
         .token(token)
         .base_url(f"{base}/bot")
         .base_file_url(f"{base}/file/bot")
@@ -103,6 +120,19 @@ def load_application_factory(reference: ApplicationReference) -> Any:
     if not callable(factory):
         raise PermanentError(f"{APPLICATION_ENV}: {reference} is not a callable")
     return factory
+
+
+def build_refusals(reference: ApplicationReference) -> list[str]:
+    """What the engine's build would refuse (pipeline.telegram_bot.inspection), found without
+    the token or the network, so the synth and the local start refuse it before a deploy. Other
+    failures of the user's build are raised as they are."""
+    factory = load_application_factory(reference)
+    builder = configured_builder(INSPECTION_TOKEN, DynamoDBPersistence(), bot_request())
+    try:
+        application = factory(builder)
+    except ApplicationRefused as error:
+        return [error.reason.removeprefix(f"{APPLICATION_ENV}: ")]
+    return refusals(application) if isinstance(application, Application) else []
 
 
 def retry_after_seconds(error: RetryAfter) -> float:
@@ -190,6 +220,7 @@ class BotEngine:
                 raise PermanentError(f"{APPLICATION_ENV}: {reference} did not return an Application")
             if application.persistence is not self.persistence:
                 raise PermanentError(f"{APPLICATION_ENV}: {reference} replaced the pipeline's persistence")
+            check(application, reference)  # what would lose steps across instances
             application.add_error_handler(self._capture)
             try:
                 await application.initialize()
@@ -213,12 +244,19 @@ class BotEngine:
         persistence.discard()
         self._errors.clear()
         with journaled(envelope.event_id) as step:
-            persistence.reload_conversations(
-                (h for group in application.handlers.values() for h in group), update
-            )
+            handlers = [h for group in application.handlers.values() for h in group]
+            persistence.reload_conversations(handlers, update)
+            # PTB's own test (Application.process_update), asked first to count what it drops.
+            unhandled = not any(h.check_update(update) not in (None, False) for h in handlers)
             await application.process_update(update)
-            if not self._errors:
+            if not self._errors and step.diverged is None:
                 await application.update_persistence()  # stages the changes (errors captured too)
+        if step.diverged is not None:
+            persistence.discard()
+            self._errors.clear()
+            metrics.add_metric(name="BotReplaysDiverged", unit=MetricUnit.Count, value=1)
+            logger.error("replay diverged from the calls already sent: step stopped")
+            raise ReplayDiverged(step.diverged)
         if self._errors:
             persistence.discard()
             raised = self._errors[0]
@@ -229,7 +267,22 @@ class BotEngine:
         writes = persistence.commit(envelope.event_id)
         if step.replayed:
             metrics.add_metric(name="BotCallsReplayed", unit=MetricUnit.Count, value=step.replayed)
+        if unhandled:
+            return self._unhandled(update)
         return {"bot": "processed", "calls": step.calls, "replayed": step.replayed, "writes": writes}
+
+    def _unhandled(self, update: Update) -> dict[str, Any]:
+        """No handler took the update (a button of a conversation this chat is not in, an edit
+        the bot ignores): acknowledged, since a retry would find no handler either, but counted,
+        so a bot that drops steps shows up (BotUpdatesUnhandled), not only a silent chat."""
+        kind = next((name for name, value in update.to_dict().items() if name != "update_id"), "unknown")
+        chat = update.effective_chat
+        metrics.add_metric(name="BotUpdatesUnhandled", unit=MetricUnit.Count, value=1)
+        logger.info(
+            "no handler took the update: acknowledged, counted as unhandled",
+            extra={"update": kind, "chat_id": chat.id if chat else None},
+        )
+        return {"bot": "unhandled", "update": kind}
 
     def _blocked(self, update: Update, error: Forbidden, envelope: Envelope) -> dict[str, Any]:
         chat = update.effective_chat

@@ -13,7 +13,8 @@ bot, each for a while, and any of them may get a chat's next update):
   on, and a lost race retries the update on fresh state.
 
 Values must be JSON-serializable (dicts with string keys, lists, numbers, strings, booleans); a
-conversation's key is the handler's own tuple. Arbitrary callback data is not stored.
+conversation's key is the handler's own tuple. Arbitrary callback data is not stored (the engine
+refuses it at build: pipeline.telegram_bot.inspection).
 """
 
 from __future__ import annotations
