@@ -270,7 +270,7 @@ def test_editing_the_users_bot_module_restarts_the_bot_worker_with_the_new_code(
     user_bot.write_text(USER_BOT.format(version=1))
     # The synth's check (infra.config) looks for the module under functions/: here, the copy.
     monkeypatch.setattr(infra.config, "FUNCTIONS_DIR", functions_copy)
-    settings = LocalSettings.from_cdk_json(context={"bot_application": "mybot.main:build"})
+    settings = LocalSettings.from_cdk_json().with_bot("mybot.main:build")  # python -m local --bot
     runtime = Runtime(
         ports=Ports(),
         settings=settings,
