@@ -53,7 +53,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--no-ai", action="store_true", help="leave the ai consumer off (no Bedrock fake use)"
     )
-    parser.add_argument(
+    bot = parser.add_mutually_exclusive_group()
+    bot.add_argument(
+        "--bot",
+        metavar="MODULE:CALLABLE",
+        help="run this python-telegram-bot bot (e.g. mybot.main:build, the module under functions/) "
+        "instead of cdk.json's bot_application or the example bot; cdk.json is not changed",
+    )
+    bot.add_argument(
         "--no-bot",
         action="store_true",
         help="leave the bot consumer (the example python-telegram-bot bot) off; the autoreply answers",
@@ -149,14 +156,18 @@ Try:  curl -s {info["webhook_url"]} -H 'X-Telegram-Bot-Api-Secret-Token: {info["
 
 
 def dev_loop_lines(runtime: Runtime) -> str:
-    """What the runtime does for a person editing code: reloads, and whether state persists."""
+    """What the runtime does for a person editing code: the bot it runs, reloads, and whether
+    state persists."""
     reload = "restarts a function when its code changes" if runtime.reload else "no reload (--no-reload)"
     persisted = (
         f"kept across restarts in {runtime.persist_dir}"
         if runtime.persist
         else "queues and tables start empty (--persist keeps them)"
     )
-    return f"Code: {reload}. State: {persisted}.\n"
+    deployment = runtime.resources.deployment if runtime.resources is not None else None
+    application = deployment.bot_application if deployment is not None else None
+    bot = f"Bot: {application} (--bot MODULE:CALLABLE runs another). " if application else ""
+    return f"{bot}Code: {reload}. State: {persisted}.\n"
 
 
 def crm_sources_try(info: dict[str, Any]) -> str:
@@ -222,15 +233,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-
     settings = LocalSettings.from_cdk_json()
+    if args.bot:
+        try:
+            settings = settings.with_bot(args.bot)
+        except ValueError as error:
+            print(f"--bot {args.bot}: {error}", file=sys.stderr)
+            return 2
     if args.no_ai:
         settings = dataclasses.replace(settings, ai_consumer=False)
     if args.no_bot:
@@ -239,6 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
     if args.no_crm_sources:
         settings = dataclasses.replace(settings, crm_sources=False)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
     runtime = Runtime(
         ports=Ports(api=args.port),
         settings=settings,

@@ -343,7 +343,11 @@ def main(argv: list[str] | None = None) -> int:
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
     host = FunctionHost(
-        args.handler, args.function_name, min(args.timeout, INTEGRATION_TIMEOUT_SECONDS), args.memory
+        args.handler,
+        args.function_name,
+        min(args.timeout, INTEGRATION_TIMEOUT_SECONDS),
+        args.memory,
+        status=status,
     )
     try:
         server = ApiServer((args.host, args.port), host, status, stopper, tuple(args.routes or ROUTES))

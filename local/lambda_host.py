@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from local import aws_calls
+from local.loaded_code import EVENT as CODE_EVENT
+from local.loaded_code import ImportedFiles
 
 ACCOUNT_ID = "123456789012"
 # Process exit codes the parent's supervisor reads.
@@ -81,7 +83,18 @@ class FunctionHost:
     region: str = field(default_factory=lambda: os.environ.get("AWS_REGION", "eu-central-1"))
     handler: Handler | None = None
     module: Any = None
+    # Where it tells the runtime which files of functions/ it imported (`local.loaded_code`).
+    status: StatusChannel | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _imported: ImportedFiles | None = field(default_factory=ImportedFiles.from_environment)
+
+    def report_code(self) -> None:
+        """Send the files of functions/ this process has imported, when they changed since the last report."""
+        if self._imported is None or self.status is None:
+            return
+        files = self._imported.changed()
+        if files is not None:
+            self.status.send(CODE_EVENT, pid=os.getpid(), files=files)
 
     def load(self) -> tuple[str, str | None]:
         """("ready", None), ("missing handler", detail) or ("init error", detail)."""
@@ -90,7 +103,10 @@ class FunctionHost:
         module_name, _, attribute = self.handler_path.rpartition(".")
         package = module_name.split(".", 1)[0]
         try:
-            self.module = importlib.import_module(module_name)
+            try:
+                self.module = importlib.import_module(module_name)
+            finally:
+                self.report_code()  # also what a failed import loaded: a fix to it must restart it
         except ModuleNotFoundError as error:
             if error.name is not None and (
                 error.name == module_name or module_name.startswith(f"{error.name}.")
@@ -132,6 +148,8 @@ class FunctionHost:
             thread.start()
             thread.join(self.timeout_seconds)
             outcome.duration_ms = int((time.monotonic() - started) * 1000)
+            if not thread.is_alive():
+                self.report_code()  # what the invocation imported (the bot's Application at its first)
             if thread.is_alive():
                 outcome.timed_out = True
                 print(

@@ -2,15 +2,18 @@
 
 The local runtime polls the modification times of the files under `functions/` and the shared
 layer (`layers/shared/python/`) about once a second (no dependency, no OS-specific watcher) and
-restarts the affected function processes: a change under `functions/<package>/` restarts the
-functions whose handler is in that package, a change in the shared layer (or directly in
-`functions/`) restarts them all. A function importing another's package is not restarted for it.
+restarts the affected function processes: a change to a file of `functions/` that a function's
+process has imported (as it reports, `local.loaded_code`: the bot's Application module, another
+package's module) restarts that function; so does any change under its handler's own package
+(files it reads without importing them, modules it has not imported yet), and a change in the
+shared layer (or directly in `functions/`) restarts them all. A module no process has imported
+yet needs no restart: the first import reads it as it is.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 # Not code: bytecode caches, and the temporary files editors write beside the one they save.
@@ -52,12 +55,18 @@ class ChangeDetector:
 
 
 def affected_functions(
-    changed: Iterable[Path], functions_dir: Path, layer_dir: Path, packages: Mapping[str, str]
+    changed: Iterable[Path],
+    functions_dir: Path,
+    layer_dir: Path,
+    packages: Mapping[str, str],
+    loaded: Mapping[str, Collection[Path]] | None = None,
 ) -> dict[str, Path]:
     """Function name -> the first changed file that makes it restart.
 
-    `packages` maps each running function to its handler's package (`crm` for `crm.app.lambda_handler`).
+    `packages` maps each running function to its handler's package (`crm` for `crm.app.lambda_handler`);
+    `loaded` each to the files of functions/ its processes have imported (`local.loaded_code`).
     """
+    loaded = loaded or {}
     affected: dict[str, Path] = {}
     for path in changed:
         if path.is_relative_to(layer_dir):
@@ -67,7 +76,11 @@ def affected_functions(
             if len(parts) == 1:  # a file directly in functions/: on every function's path
                 names = list(packages)
             else:
-                names = [name for name, package in packages.items() if package == parts[0]]
+                names = [
+                    name
+                    for name, package in packages.items()
+                    if package == parts[0] or path in loaded.get(name, ())
+                ]
         else:
             continue
         for name in names:

@@ -47,7 +47,7 @@ from infra.environment import (
     FunctionSpec,
     webhook_routes,
 )
-from local import aws_calls, routing, snapshot
+from local import aws_calls, loaded_code, routing, snapshot
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
@@ -261,6 +261,8 @@ class Runtime:
         # Who hears the lines a person watching wants (routing, reloads): `python -m local` prints them.
         self._announcement_listeners: list[Callable[[str], None]] = []
         self._reloader: threading.Thread | None = None
+        # The files of functions/ each function process has imported, as it reports them.
+        self._loaded_code = loaded_code.LoadedCode()
 
     # -- URLs -------------------------------------------------------------------------------------
     @property
@@ -633,7 +635,8 @@ class Runtime:
 
     def _watch(self, detector: ChangeDetector) -> None:
         while not self._stopping.wait(RELOAD_POLL_SECONDS):
-            changed = detector.changes()
+            # Also what a process reported it imported in a version already replaced on disk.
+            changed = detector.changes() + self._loaded_code.take_stale()
             if not changed:
                 continue
             # An editor may save in several writes (or several files at once): take them together.
@@ -648,7 +651,9 @@ class Runtime:
             for name, handler in self._handlers().items()
             if name in self.functions
         }
-        plan = affected_functions(changed, self.functions_dir, self.layer_dir, packages)
+        live = {c.process.pid for c in self.children.values() if c.process is not None}
+        loaded = self._loaded_code.by_function(live)
+        plan = affected_functions(changed, self.functions_dir, self.layer_dir, packages, loaded)
         reloaded: list[str] = []
         for name, path in plan.items():
             if self._stopping.is_set():
@@ -694,6 +699,8 @@ class Runtime:
                 self.api_port = int(message["port"])
                 self._api_listening = True
             status.apply(message)
+            if message.get("event") == loaded_code.EVENT:
+                self._loaded_code.record(child.name, message)
             if message.get("event") == "invocation":
                 child.crashes_in_a_row = 0
             self._changed.notify_all()
@@ -729,6 +736,8 @@ class Runtime:
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{lambda_name}",
             # Not Lambda's: where the function host records the function's AWS calls.
             aws_calls.ENV_VAR: str(self.aws_calls_dir / f"{name}.jsonl"),
+            # Not Lambda's: whose imported files it reports to the reloader (`local.loaded_code`).
+            loaded_code.ENV_VAR: str(self.functions_dir),
             **own,
         }
 

@@ -10,15 +10,18 @@ curl examples in local/README.md work without reading any file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from infra import config
 from infra.config import PipelineSettings
 from local.fakes.sms import DEFAULT_TOKEN as SMS_GATEWAY_TOKEN
 from local.fakes.telegram import DEFAULT_BOT_TOKEN
+from pipeline.telegram_bot.reference import ApplicationReference
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CDK_JSON = PROJECT_ROOT / "cdk.json"
@@ -81,3 +84,18 @@ class LocalSettings:
             given = document.get("context", {}) if isinstance(document, dict) else {}
         deployment = PipelineSettings.from_context({**given, **(context or {})})
         return cls(deployment=deployment, **local)
+
+    def with_bot(self, value: str) -> LocalSettings:
+        """These settings running the bot `value` ("package.module:callable", `python -m local --bot`)
+        instead of cdk.json's: refused as the synth refuses it (infra.config), with a message that
+        says where the module file was looked for, since a typo would otherwise fail every update."""
+        reference = ApplicationReference.parse(value)
+        if reference.module_file(config.FUNCTIONS_DIR) is None:
+            base = "functions/" + "/".join(reference.module.split("."))
+            raise ValueError(
+                f"no module {reference.module!r} under functions/ (no {base}.py nor {base}/__init__.py)"
+            )
+        deployment = PipelineSettings.model_validate(
+            {**self.deployment.model_dump(), "bot_application": str(reference)}
+        )
+        return dataclasses.replace(self, deployment=deployment, bot_consumer=True)

@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_local_consumer(os.environ)
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
-    host = FunctionHost(args.handler, args.function_name, args.timeout, args.memory)
+    host = FunctionHost(args.handler, args.function_name, args.timeout, args.memory, status=status)
     if not wait_for_handler(host, status, stopper):
         return EXIT_STOPPED
     if args.mode == "sqs":

@@ -8,6 +8,8 @@ needed here: the autouse `isolated_scenario` of the conftest is replaced by a no
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
 import shutil
 import time
@@ -17,10 +19,12 @@ from typing import Any
 
 import pytest
 
+import infra.config
 from local.runtime import FUNCTIONS_DIR, Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
 from tests.e2e.support import Pipeline, message, private_chat, user, wait_for
+from tests.e2e.test_bot_conversation import bot_calls, sent_texts
 
 pytestmark = pytest.mark.e2e
 
@@ -238,3 +242,67 @@ def test_a_consumer_whose_process_dies_on_every_record_shows_failing_with_its_cr
         line = wait_for(crashed_line, 30, "store's crash counted")
         assert "failing" in line and "last process exited with code 3" in line
         assert runtime.status()["store"]["failing"] is True
+
+
+USER_BOT = '''"""A user's bot, as README's "Bring your python-telegram-bot bot" places it."""
+from telegram.ext import CommandHandler
+
+
+async def start(update, context):
+    await update.message.reply_text("Hello from mybot, version {version}.")
+
+
+def build(builder):
+    application = builder.build()
+    application.add_handler(CommandHandler("start", start))
+    return application
+'''
+
+
+def test_editing_the_users_bot_module_restarts_the_bot_worker_with_the_new_code(
+    functions_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """functions/mybot/main.py is not the bot consumer's package (`bot`): the bot worker imported it
+    at its first update and said so, so saving it restarts the worker (issue 22)."""
+    user_bot = functions_copy / "mybot" / "main.py"
+    user_bot.parent.mkdir()
+    (user_bot.parent / "__init__.py").write_text("")
+    user_bot.write_text(USER_BOT.format(version=1))
+    # The synth's check (infra.config) looks for the module under functions/: here, the copy.
+    monkeypatch.setattr(infra.config, "FUNCTIONS_DIR", functions_copy)
+    settings = LocalSettings.from_cdk_json().with_bot("mybot.main:build")  # python -m local --bot
+    runtime = Runtime(
+        ports=Ports(),
+        settings=settings,
+        state_dir=tmp_path / "state",
+        consumers=(dataclasses.replace(by_name("bot"), timeout_seconds=8),),
+        reload=True,
+        functions_dir=functions_copy,
+    )
+    with runtime:
+        pipeline = Pipeline(runtime)
+        ann = user(7201, "Ann")
+
+        def start_and_read_reply(update_id: int) -> str:
+            update = {"update_id": update_id, "message": message(update_id, private_chat(ann), ann, "/start")}
+            assert pipeline.send_update(update) == 200
+            replies = len(sent_texts(bot_calls(pipeline, 7201)))
+            texts = wait_for(
+                lambda: (texts := sent_texts(bot_calls(pipeline, 7201))) and len(texts) > replies and texts,
+                60,
+                "the bot's reply",
+            )
+            return texts[-1]
+
+        assert start_and_read_reply(7201) == "Hello from mybot, version 1."
+        restarts_before = runtime.status()["bot"]["restarts"]
+
+        user_bot.write_text(USER_BOT.format(version=2))
+        later = time.time() + 5  # a different mtime even on a coarse clock
+        os.utime(user_bot, (later, later))
+        reloaded = wait_for(lambda: line_with(runtime, "reloaded bot"), 30, "the bot's reload line")
+        assert "reloaded bot (functions/mybot/main.py changed)" in reloaded
+        assert line_with(runtime, "reloaded webhook") is None
+
+        assert start_and_read_reply(7202) == "Hello from mybot, version 2."
+        assert runtime.status()["bot"]["restarts"] == restarts_before  # restarted on purpose, not a crash

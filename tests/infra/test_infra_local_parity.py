@@ -78,8 +78,9 @@ LAMBDA_SETS = {
     "PYTHONPATH",
     "PYTHONUNBUFFERED",
 }
-# What the local runtime's function host reads besides: where it records the AWS calls.
-RUNTIME_SETS = {"LOCAL_AWS_CALLS_FILE"}
+# What the local runtime's function host reads besides: where it records the AWS calls, and
+# whose imported files it reports to the reloader.
+RUNTIME_SETS = {"LOCAL_AWS_CALLS_FILE", "LOCAL_CODE_ROOT"}
 # Names of the variables that hold resource identifiers (`infra.environment`).
 IDENTIFIER_SUFFIXES = ("_ARN", "_URL", "_SECRET_ID", "_TABLE")
 
