@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -24,7 +25,7 @@ from ops.context import Context
 from ops.errors import OpsError
 from ops.text import format_age
 from pipeline.observability import mask_phone
-from pipeline.sms.journal import KEY_PREFIX, Journal, State, iso
+from pipeline.sms.journal import KEY_PREFIX, Journal, Notification, State, iso
 
 RESOLVED_BY = "operator"
 _NOT_SHOWN = frozenset({"id"})
@@ -114,29 +115,68 @@ def list_unknown(ctx: Context) -> None:
     ctx.line(f"{len(found)} SMS record(s) in state unknown")
 
 
+@dataclass(frozen=True)
+class Decision:
+    """One way a person closes a record: which records it applies to, and what it means."""
+
+    from_states: tuple[State, ...]
+    meaning: str
+    allowed: str
+    # An abandoned record is `failed` for good: only evidence of delivery may still close it.
+    abandoned_too: bool = False
+
+
+DECISIONS = {
+    "accepted": Decision(
+        (State.UNKNOWN,),
+        "closed; it will not be sent again",
+        "only unknown records can be marked accepted",
+        abandoned_too=True,
+    ),
+    "abandon": Decision(
+        (State.UNKNOWN, State.FAILED),
+        "abandoned: never sent, no longer watched by the alarms; a redrive acknowledges it unsent",
+        "only unknown or failed records can be abandoned",
+    ),
+    "not-sent": Decision(
+        (State.UNKNOWN, State.FAILED),
+        "resend requested: the reconciler's next scheduled run sends it once, with the same key",
+        "only unknown or failed records can be sent again",
+    ),
+}
+
+
+def _refusal(key: str, record: Notification, decision: Decision) -> OpsError | None:
+    """Why `decision` cannot apply to `record` as read (the journal's own conditions, checked
+    first so that --dry-run answers what the real run would)."""
+    abandoned = record.abandoned_at is not None
+    if record.state in decision.from_states and (decision.abandoned_too or not abandoned):
+        return None
+    state = "abandoned" if abandoned else record.state.value
+    return OpsError(f"SMS record {key!r} is {state!r}: {decision.allowed}")
+
+
 def resolve(ctx: Context) -> None:
     key: str = ctx.option("key")
     journal = _journal(ctx)
     before = journal.get(key)
     if before is None:
         raise OpsError(f"no SMS journal record for key {key!r}")
-    decision = "accepted" if ctx.option("accepted") else "abandon" if ctx.option("abandon") else "not-sent"
-    if not ctx.confirm(f"resolve SMS record {key!r} (now {before.state.value}) as --{decision}"):
+    name = "accepted" if ctx.option("accepted") else "abandon" if ctx.option("abandon") else "not-sent"
+    decision = DECISIONS[name]
+    refusal = _refusal(key, before, decision)
+    if refusal is not None:
+        raise refusal
+    if not ctx.confirm(f"resolve SMS record {key!r} (now {before.state.value}) as --{name}"):
         return
-    if ctx.option("accepted"):
+    if name == "accepted":
         resolved = journal.resolve_accepted(key, via=RESOLVED_BY)
-        meaning = "closed; it will not be sent again"
-        allowed = "only unknown records can be marked accepted"
-    elif ctx.option("abandon"):
+    elif name == "abandon":
         resolved = journal.abandon(key, by=RESOLVED_BY)
-        meaning = "abandoned: never sent, no longer watched by the alarms; a redrive acknowledges it unsent"
-        allowed = "only unknown or failed records can be abandoned"
     else:
         resolved = journal.request_resend(key, by=RESOLVED_BY)
-        meaning = "resend requested: the reconciler's next scheduled run sends it once, with the same key"
-        allowed = "only unknown or failed records can be sent again"
-    if resolved is None:
-        current = journal.get(key) or before
-        state = "abandoned" if current.abandoned_at is not None else current.state.value
-        raise OpsError(f"SMS record {key!r} is {state!r}: {allowed}")
-    ctx.line(f"SMS record {key!r}: {before.state.value} -> {resolved.state.value} ({meaning})")
+    if resolved is None:  # it changed between the read and the write
+        raise _refusal(key, journal.get(key) or before, decision) or OpsError(
+            f"SMS record {key!r} changed while resolving it: look again (journal show)"
+        )
+    ctx.line(f"SMS record {key!r}: {before.state.value} -> {resolved.state.value} ({decision.meaning})")

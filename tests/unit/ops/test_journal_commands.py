@@ -200,19 +200,31 @@ REFUSALS = {
 }
 
 
+@pytest.mark.parametrize("mode", ["--yes", "--dry-run"])
 @pytest.mark.parametrize("state", [State.ACCEPTED, None], ids=["accepted", "pending"])
 @pytest.mark.parametrize("flag", sorted(REFUSALS))
-def test_resolve_refuses_a_record_it_cannot_decide(
-    journal: Journal, run, state: State | None, flag: str
+def test_resolve_refuses_a_record_it_cannot_decide_and_a_dry_run_says_so_too(
+    journal: Journal, run, state: State | None, flag: str, mode: str
 ) -> None:
     key = record(journal, ORDER_ID, state)
     before = journal.get(key)
 
-    result = run("journal", "resolve", "--yes", key, flag)
+    result = run("journal", "resolve", mode, key, flag)
 
     expected = (state or State.PENDING).value
     assert result.code == 2
     assert result.err == f"error: SMS record '{key}' is '{expected}': {REFUSALS[flag]}\n"
+    assert journal.get(key) == before
+
+
+def test_a_dry_run_of_a_decision_that_applies_changes_nothing(journal: Journal, run) -> None:
+    key = record(journal, ORDER_ID, State.UNKNOWN)
+    before = journal.get(key)
+
+    result = run("journal", "resolve", "--dry-run", key, "--accepted")
+
+    assert result.code == 0
+    assert "would resolve SMS record" in result.out
     assert journal.get(key) == before
 
 
