@@ -271,6 +271,13 @@ def build_parser() -> argparse.ArgumentParser:
         json_option,
     )
     dlq_list.add_argument(
+        "--sample",
+        action="store_true",
+        help="receive up to 10 messages of each DLQ that holds some (visible again at once) for "
+        "the oldest age when CloudWatch has no datapoint yet, and a FIFO DLQ's chats; adds one to "
+        "their receive_count",
+    )
+    dlq_list.add_argument(
         "--fail-on-messages",
         action="store_true",
         help=f"exit {EXIT_FOUND} when any DLQ (or SNS delivery DLQ) holds messages (for monitoring scripts)",

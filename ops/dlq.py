@@ -119,8 +119,12 @@ def _depth(queue_url: str) -> int:
 def list_dlqs(ctx: Context) -> int:
     """One row per deployed consumer; `delivery_dlq` holds what SNS could not deliver to its queue.
 
-    Exit code 1 with --fail-on-messages when any of them holds a message."""
+    Exit code 1 with --fail-on-messages when any of them holds a message. Nothing is received
+    unless --sample asks for it (the age when CloudWatch has no datapoint yet, a FIFO DLQ's
+    chats): SQS has no read that does not count, and `dlq peek` should show a message's own
+    receive count, not ours."""
     now = datetime.now(UTC)
+    sample: bool = bool(ctx.option("sample"))
     found: list[dict[str, Any]] = []
     for queues in ctx.stack().consumer_queues():
         attrs = _attributes(
@@ -130,11 +134,13 @@ def list_dlqs(ctx: Context) -> int:
         age, source = None, None
         groups: list[str] | None = [] if is_fifo(queues.dlq_url) else None
         if depth:
-            age, source = _age_from_metric(queues.dlq_url, now), "cloudwatch"
-            if age is None:
+            age = _age_from_metric(queues.dlq_url, now)
+            source = None if age is None else "cloudwatch"
+            # Only on request: a sample is a receive, and counts in each message's receive_count.
+            if age is None and sample:
                 age, source = _age_from_sample(queues.dlq_url, now), "sample"
             if groups is not None:
-                groups = _groups_from_sample(queues.dlq_url)
+                groups = _groups_from_sample(queues.dlq_url) if sample else None
         found.append(
             {
                 "consumer": queues.consumer,
@@ -143,8 +149,10 @@ def list_dlqs(ctx: Context) -> int:
                 "oldest_age_seconds": None if age is None else int(age),
                 "age_source": source,
                 "delivery_dlq_depth": _depth(queues.delivery_dlq_url) if queues.delivery_dlq_url else None,
-                # FIFO DLQs (ordered consumers): the chats held back, from a sample of 10.
+                # FIFO DLQs (ordered consumers): the chats held back, from a sample of 10
+                # (--sample; None: not read).
                 "groups": groups,
+                "fifo": is_fifo(queues.dlq_url),
             }
         )
     if ctx.wants_json():
@@ -164,10 +172,10 @@ def _print_table(ctx: Context, found: list[dict[str, Any]]) -> None:
                 dlq["consumer"],
                 str(dlq["dlq_depth"]),
                 str(dlq["in_flight"]),
-                format_age(dlq["oldest_age_seconds"]),
+                format_age(dlq["oldest_age_seconds"]) if dlq["age_source"] or not dlq["dlq_depth"] else "?",
                 dlq["age_source"] or "-",
                 "-" if delivery is None else str(delivery),
-                _groups_cell(dlq["groups"]),
+                _groups_cell(dlq["groups"], dlq["fifo"] and bool(dlq["dlq_depth"])),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -176,9 +184,22 @@ def _print_table(ctx: Context, found: list[dict[str, Any]]) -> None:
     if any(row["age_source"] == "sample" for row in found):
         ctx.line("")
         ctx.line("sample: oldest of up to 10 messages looked at (no CloudWatch datapoint yet), a lower bound")
+    if any(row["dlq_depth"] and (row["age_source"] is None or _unsampled(row)) for row in found):
+        ctx.line("")
+        ctx.line(
+            "?: not read without --sample (a sample receives up to 10 messages, adding one to their"
+            " receive_count); or see them with dlq peek"
+        )
 
 
-def _groups_cell(groups: list[str] | None) -> str:
+def _unsampled(row: dict[str, Any]) -> bool:
+    """A FIFO DLQ with messages whose chats were not sampled."""
+    return bool(row["dlq_depth"]) and row["groups"] is None and row["fifo"]
+
+
+def _groups_cell(groups: list[str] | None, fifo: bool = False) -> str:
+    if groups is None and fifo:
+        return "?"
     if not groups:
         return "-"
     more = len(groups) - SHOWN_GROUPS

@@ -50,7 +50,7 @@ def test_list_shows_depth_and_sampled_age_per_deployed_consumer(
     )
     shift_now(monkeypatch, timedelta(hours=2, minutes=5, seconds=10))
 
-    result = run("dlq", "list")
+    result = run("dlq", "list", "--sample")
 
     assert result.code == 0, result.err
     table = rows(result.out)
@@ -60,6 +60,21 @@ def test_list_shows_depth_and_sampled_age_per_deployed_consumer(
     assert "sample: oldest of up to 10 messages" in result.out
     # Sampling does not hide anything.
     assert depth(deployed.dlq_urls["crm"]) == 3
+
+
+def test_list_receives_nothing_unless_asked_so_peek_shows_the_messages_own_receive_count(
+    deployed: Deployed, run
+):
+    dead_letter(deployed.dlq_urls["crm"], 1)
+
+    listed = run("dlq", "list")
+    peeked = run("dlq", "peek", "crm", "--json")
+
+    assert listed.code == 0, listed.err
+    assert rows(listed.out)["crm"][1:5] == ["1", "0", "?", "-"]  # no CloudWatch datapoint, no sample
+    assert "?: not read without --sample" in listed.out
+    [message] = json.loads(peeked.out)["messages"]
+    assert message["receive_count"] == 1  # peek's own receive, and nothing before it
 
 
 def test_list_prefers_the_cloudwatch_age_metric(deployed: Deployed, run):

@@ -46,8 +46,9 @@ def dead_letter_in_chat(deployed: Deployed, update_id: int, chat: int) -> None:
 def test_list_names_the_chats_held_in_a_fifo_dlq(deployed: Deployed, run) -> None:
     dead_letter_in_chat(deployed, 1, chat=42)
     dead_letter_in_chat(deployed, 2, chat=7)
+    unsampled = run("dlq", "list")
 
-    result = run("dlq", "list")
+    result = run("dlq", "list", "--sample")
 
     assert result.code == 0, result.err
     header, *lines = result.out.split("\n\n")[0].splitlines()
@@ -56,6 +57,12 @@ def test_list_names_the_chats_held_in_a_fifo_dlq(deployed: Deployed, run) -> Non
     assert table[ORDERED][1] == "2"
     assert table[ORDERED][-1] == "telegram:default:chat:42,telegram:default:chat:7"
     assert table["store"][-1] == "-"  # a standard DLQ has no groups
+    # Without --sample nothing is received: the chats are not known.
+    assert rows_of(unsampled.out)[ORDERED][-1] == "?"
+
+
+def rows_of(output: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split() for line in output.split("\n\n")[0].splitlines()[1:]}
 
 
 def test_peek_shows_each_messages_chat(deployed: Deployed, run) -> None:
