@@ -17,12 +17,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from infra.outputs import OutputKey  # the stack names its outputs with it (no CDK import)
+from ops import REPO_ROOT
 from ops.errors import OpsError
 from pipeline import aws
 from pipeline.registry import CONSUMERS
 
 DEFAULT_STACK_NAME = "TelegramCrmPipeline"
-DEFAULT_LOCAL_FILE = Path(".local") / "stack.json"
+# Where `make local` writes it (local.runtime's state directory): the same from any directory.
+DEFAULT_LOCAL_FILE = REPO_ROOT / ".local" / "stack.json"
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def test_every_make_target_the_readme_names_exists() -> None:
 
 
 def ops_command_lines() -> list[str]:
-    lines = re.findall(r"python -m ops ([^`\n#]+)", README)
+    lines = re.findall(r"bin/ops ([^`\n#]+)", README)
     return sorted({line.strip() for line in lines})
 
 
