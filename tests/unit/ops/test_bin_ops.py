@@ -18,7 +18,7 @@ def run_outside_the_project(*argv: str, tmp_path: Path) -> subprocess.CompletedP
         "HOME": str(tmp_path),
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
     }
-    return subprocess.run(  # noqa: S603 - our own script
+    return subprocess.run(
         [str(BIN_OPS), *argv], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=60
     )
 
