@@ -28,7 +28,7 @@ from infra.region import apply_region
 from ops import dlq, journal, outputs, scaffold, webhook
 from ops.context import Context
 from ops.errors import OpsError
-from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME
+from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME, LOCAL_STACK_FILE, local_runtime_running
 from ops.telegram import API_BASE_ENV, BOT_TOKEN_ENV, DEFAULT_MAX_CONNECTIONS
 from pipeline import aws
 
@@ -176,6 +176,13 @@ def _new_consumer(context: Context) -> None:
         f"next: fill in functions/{written.name}/logic.py and its registry entry, then make test",
         file=context.out,
     )
+    if local_runtime_running(scaffold.ROOT / LOCAL_STACK_FILE):
+        # A running runtime made its queues at start: it would not run the new consumer.
+        print(
+            f"make local is running: restart it (Ctrl-C, then make local) to add {written.name}'s queue "
+            "and worker; until then it does not run",
+            file=context.out,
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:

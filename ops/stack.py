@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from botocore.exceptions import ClientError
 
@@ -24,7 +26,8 @@ from pipeline.registry import CONSUMERS
 
 DEFAULT_STACK_NAME = "TelegramCrmPipeline"
 # Where `make local` writes it (local.runtime's state directory): the same from any directory.
-DEFAULT_LOCAL_FILE = REPO_ROOT / ".local" / "stack.json"
+LOCAL_STACK_FILE = Path(".local") / "stack.json"
+DEFAULT_LOCAL_FILE = REPO_ROOT / LOCAL_STACK_FILE
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,16 @@ def _local_outputs(data: Mapping[str, Any]) -> dict[str, str]:
         outputs[OutputKey.queue_url(name)] = queue.get("url")
         outputs[OutputKey.dlq_url(name)] = queue.get("dlq_url")
     return {key: str(value) for key, value in outputs.items() if value}
+
+
+def local_runtime_running(path: Path = DEFAULT_LOCAL_FILE) -> bool:
+    """Whether a local runtime that wrote `path` still answers at its AWS endpoint (moto)."""
+    try:
+        endpoint = urlsplit(str(json.loads(path.read_text(encoding="utf-8"))["aws_endpoint"]))
+        with socket.create_connection((endpoint.hostname or "127.0.0.1", endpoint.port or 80), timeout=0.5):
+            return True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _point_boto3_at(endpoint: str, region: str | None) -> None:

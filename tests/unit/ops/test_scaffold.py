@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ import pytest
 
 from ops import scaffold
 from ops.cli import main
+from ops.stack import local_runtime_running
 from pipeline.envelope import Envelope, utc_now
 from pipeline.errors import PermanentError
 from tests.unit.consumer_support import crm_envelope, crm_event, telegram_envelope, telegram_update
@@ -159,6 +162,25 @@ def test_the_cli_writes_the_files_or_refuses_in_one_line(
     assert capsys.readouterr().err == (
         f"error: a consumer named '{NAME}' already exists in layers/shared/python/pipeline/registry.py\n"
     )
+
+
+def test_a_consumer_added_while_make_local_runs_says_to_restart_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(scaffold, "ROOT", tree)
+    with socket.socket() as moto:  # the running runtime's AWS endpoint
+        moto.bind(("127.0.0.1", 0))
+        moto.listen()
+        (tree / ".local").mkdir()
+        stack_file = tree / ".local" / "stack.json"
+        stack_file.write_text(json.dumps({"aws_endpoint": f"http://127.0.0.1:{moto.getsockname()[1]}"}))
+
+        assert main(["new-consumer", NAME]) == 0
+        running = capsys.readouterr().out
+
+    assert f"make local is running: restart it (Ctrl-C, then make local) to add {NAME}'s queue" in running
+    # Once it has stopped (its file stays behind), nothing to say.
+    assert not local_runtime_running(stack_file)
 
 
 @pytest.mark.slow
