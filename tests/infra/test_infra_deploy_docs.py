@@ -71,6 +71,47 @@ def test_the_teardown_table_lists_every_resource_kind_it_covers() -> None:
     assert set(teardown_rows()) == set(TEARDOWN_ROWS)
 
 
+# What the Teardown table calls each table and secret, by its construct's name in the template
+# (`Tables<Name>`, `WebhookSecrets<Name>`, `ConsumerSecrets<Name>`, then CDK's hash).
+TEARDOWN_NAMES = {
+    "Journal": "journal",
+    "Conversations": "conversations",
+    "BotState": "bot_state",
+    "TelegramSecretToken": "Telegram secret token",
+    "CrmSigningKey": "CRM signing key",
+    "CrmToken": "CRM token",
+    "Bitrix24ApplicationToken": "Bitrix24 application token",
+    "TelegramBotToken": "bot token",
+    "CrmApi": "CRM API",
+    "Bitrix24Api": "Bitrix24 API",
+    "AmocrmApi": "amoCRM API",
+    "SmsGateway": "SMS gateway",
+}
+
+
+@pytest.mark.parametrize(
+    ("row", "kind", "prefixes"),
+    [
+        ("DynamoDB tables", "AWS::DynamoDB::Table", ("Tables",)),
+        ("Secrets Manager secrets", "AWS::SecretsManager::Secret", ("WebhookSecrets", "ConsumerSecrets")),
+    ],
+)
+def test_the_teardown_table_names_every_table_and_secret_of_the_fullest_template(
+    full_synth: Synthesized, row: str, kind: str, prefixes: tuple[str, ...]
+) -> None:
+    [listed] = re.findall(rf"^\| {row} \((.+?)\) \|", section("Deploy"), flags=re.M)
+    made = set()
+    for logical_id, resource in full_synth.resources.items():
+        if resource["Type"] != kind:
+            continue
+        name = re.sub(r"[0-9A-F]{8}$", "", logical_id)
+        for prefix in prefixes:
+            name = name.removeprefix(prefix)
+        assert name in TEARDOWN_NAMES, f"{logical_id}: give it a name in README's Teardown table"
+        made.add(TEARDOWN_NAMES[name])
+    assert sorted(part.strip() for part in listed.split(",")) == sorted(made)
+
+
 @pytest.mark.parametrize(("column", "synth"), [(0, "default_synth"), (1, "custom_synth")])
 def test_the_teardown_table_says_what_cdk_destroy_leaves_under_each_removal_policy(
     column: int, synth: str, request: pytest.FixtureRequest
