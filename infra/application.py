@@ -19,13 +19,14 @@ from pydantic import ValidationError
 from infra.config import (
     SHOWN_VALUE_CHARS,
     PipelineSettings,
+    Problem,
     SettingsError,
     settings_error_lines,
     shown_value,
 )
 from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.paths import CDK_JSON
-from infra.region import synth_region_summary
+from infra.region import inference_profile_problem, synth_region_summary
 from infra.settings import settings_from_node
 from infra.stack import PipelineStack
 from pipeline.registry import CONSUMERS, Consumer
@@ -46,12 +47,16 @@ def build_app(
     """
     app = App(context={**project_context(), **(context or {})}, outdir=outdir)
     settings = settings_from_node(app.node)
+    region = os.getenv("CDK_DEFAULT_REGION")
+    problem = inference_profile_problem(settings.bedrock_model_id, region)
+    if problem is not None:
+        raise SettingsError([Problem("bedrock_model_id", problem, settings.bedrock_model_id)])
     stack = PipelineStack(
         app,
         settings.stack_name,
         settings=settings,
         # Unset offline: the stack stays environment-agnostic and synthesizes without an account.
-        env=Environment(account=os.getenv("CDK_DEFAULT_ACCOUNT"), region=os.getenv("CDK_DEFAULT_REGION")),
+        env=Environment(account=os.getenv("CDK_DEFAULT_ACCOUNT"), region=region),
     )
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))

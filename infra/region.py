@@ -70,3 +70,34 @@ def synth_region_summary(stack_region: str | None, environ: Mapping[str, str] | 
             "region is set; set one if this is not the region you deploy to)"
         )
     return f"{stack_region} (from CDK_DEFAULT_REGION)"
+
+
+# Bedrock's geographic cross-region inference profiles ("<geo>.<model id>") and the regions that
+# can call each: a profile is callable only from a source region of its geography.
+INFERENCE_PROFILE_REGIONS = {
+    "us": ("us-east-", "us-west-"),
+    "us-gov": ("us-gov-",),
+    "eu": ("eu-",),
+    "apac": ("ap-",),
+    "jp": ("ap-northeast-1", "ap-northeast-3"),
+    "au": ("ap-southeast-2", "ap-southeast-4"),
+    "ca": ("ca-",),
+}
+
+
+def inference_profile_problem(model_id: str | None, region: str | None) -> str | None:
+    """Why a Bedrock inference profile cannot be called from the stack's region, if it cannot.
+
+    Bedrock refuses such a call at every invocation (the `ai` consumer would dead-letter every
+    message), so the synth refuses it. A plain model id, a `global.` profile, or a stack whose
+    region is decided at deploy (environment-agnostic) is not checked.
+    """
+    if not model_id or not region or "." not in model_id:
+        return None
+    geography = model_id.split(".", 1)[0]
+    sources = INFERENCE_PROFILE_REGIONS.get(geography)
+    if sources is None or region.startswith(sources):
+        return None
+    fitting = [name for name, prefixes in INFERENCE_PROFILE_REGIONS.items() if region.startswith(prefixes)]
+    instead = f"use {fitting[0]}. (or global.)" if fitting else "use the model id itself or global."
+    return f"the inference profile {geography}. cannot be called from the stack's region {region}: {instead}"

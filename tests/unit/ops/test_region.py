@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from infra.region import CDK_FALLBACK_REGION, resolve_region, synth_region_summary
+from infra.application import build_app
+from infra.config import SettingsError
+from infra.region import CDK_FALLBACK_REGION, inference_profile_problem, resolve_region, synth_region_summary
 
 
 def profile_config(tmp_path: Path, region: str, profile: str = "default") -> dict[str, str]:
@@ -88,3 +90,40 @@ def test_ops_without_any_region_says_how_to_give_one(
     assert result.err == (
         "error: no AWS region: pass --region, set AWS_REGION, or set a region in your AWS profile\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("model_id", "region", "refused"),
+    [
+        ("eu.anthropic.claude-3-haiku-20240307-v1:0", "us-east-1", "use us. (or global.)"),
+        ("us.anthropic.claude-3-haiku-20240307-v1:0", "eu-central-1", "use eu. (or global.)"),
+        ("apac.amazon.nova-lite-v1:0", "sa-east-1", "use the model id itself or global."),
+        ("eu.anthropic.claude-3-haiku-20240307-v1:0", "eu-central-1", None),
+        ("us.amazon.nova-lite-v1:0", "us-west-2", None),
+        ("jp.amazon.nova-lite-v1:0", "ap-northeast-1", None),
+        ("global.anthropic.claude-sonnet-4-20250514-v1:0", "sa-east-1", None),
+        ("anthropic.claude-3-haiku-20240307-v1:0", "us-east-1", None),  # a model id, not a profile
+        ("eu.anthropic.claude-3-haiku-20240307-v1:0", None, None),  # the region is the deploy's
+    ],
+)
+def test_an_inference_profile_of_another_geography_is_refused_naming_one_that_fits(
+    model_id: str, region: str | None, refused: str | None
+) -> None:
+    problem = inference_profile_problem(model_id, region)
+    if refused is None:
+        assert problem is None
+    else:
+        assert problem is not None and problem.endswith(refused) and str(region) in problem
+
+
+@pytest.mark.slow
+def test_the_synth_refuses_an_inference_profile_its_region_cannot_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CDK_DEFAULT_REGION", "us-east-1")
+    context = {"aws:cdk:bundling-stacks": [], "bedrock_model_id": "eu.anthropic.claude-3-haiku-20240307-v1:0"}
+
+    with pytest.raises(SettingsError) as refused:
+        build_app(context, nag=False)
+
+    assert str(refused.value).startswith("bedrock_model_id: the inference profile eu. cannot be called from")
