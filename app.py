@@ -13,15 +13,21 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from pydantic import ValidationError
 
-from infra.application import build_app, settings_error_message, synth_summary
+from infra.application import build_app, context_arguments, settings_error_message, synth_summary
 from infra.config import SettingsError
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    # Run directly, `-c KEY=VALUE` works as under the CDK CLI (which passes it in CDK_CONTEXT_JSON).
+    try:
+        context = context_arguments(sys.argv[1:] if argv is None else argv)
+    except ValueError as error:
+        print(f"python app.py: {error}", file=sys.stderr)
+        sys.exit(2)
     # Under the CDK CLI, CDK_OUTDIR says where to write; run directly, write ./cdk.out like the CLI.
     outdir = None if os.getenv("CDK_OUTDIR") else str(Path(__file__).resolve().parent / "cdk.out")
     try:
-        app, stack = build_app(outdir=outdir)
+        app, stack = build_app(context, outdir=outdir)
     except (ValidationError, SettingsError) as error:
         # A refused setting names its context key; a traceback would only bury that line.
         sys.exit(f"invalid deployment settings:\n{settings_error_message(error)}")

@@ -38,6 +38,42 @@ def project_context() -> dict[str, Any]:
     return context
 
 
+BUNDLING_STACKS = "aws:cdk:bundling-stacks"
+CONTEXT_USAGE = "usage: python app.py [-c KEY=VALUE]... (the CDK CLI's -c/--context)"
+
+
+def context_arguments(argv: list[str]) -> dict[str, str]:
+    """`-c KEY=VALUE` / `--context KEY=VALUE` (repeatable), as the CDK CLI takes them; anything
+    else is refused (ValueError), never ignored: a setting that silently does not apply would
+    synthesize a template without it."""
+    context: dict[str, str] = {}
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        if word in ("-c", "--context") and words:
+            pair = words.pop(0)
+        elif word.startswith("--context="):
+            pair = word.removeprefix("--context=")
+        else:
+            raise ValueError(f"unexpected argument {word!r}; {CONTEXT_USAGE}")
+        key, equals, value = pair.partition("=")
+        if not key or not equals:
+            raise ValueError(f"{pair!r} is not KEY=VALUE; {CONTEXT_USAGE}")
+        context[key] = value
+    return context
+
+
+def _bundling_stacks_as_a_list(app: App) -> None:
+    """`-c aws:cdk:bundling-stacks=[]` arrives from the CDK CLI as the text "[]", on which the CDK
+    fails; read it as the JSON list it spells (or a comma-separated list of stack patterns)."""
+    value = app.node.try_get_context(BUNDLING_STACKS)
+    if not isinstance(value, str):
+        return
+    text = value.strip()
+    stacks = json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
+    app.node.set_context(BUNDLING_STACKS, stacks)
+
+
 def build_app(
     context: Mapping[str, Any] | None = None, *, outdir: str | None = None, nag: bool = True
 ) -> tuple[App, PipelineStack]:
@@ -46,6 +82,7 @@ def build_app(
     Context given here overrides cdk.json; `cdk -c key=value` (CDK_CONTEXT_JSON) overrides both.
     """
     app = App(context={**project_context(), **(context or {})}, outdir=outdir)
+    _bundling_stacks_as_a_list(app)
     settings = settings_from_node(app.node)
     region = os.getenv("CDK_DEFAULT_REGION")
     problem = inference_profile_problem(settings.bedrock_model_id, region)

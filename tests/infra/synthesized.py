@@ -114,9 +114,11 @@ def synthesize(outdir: Path, context: dict[str, Any]) -> Synthesized:
     return Synthesized(stack=stack, assembly=assembly, outdir=outdir)
 
 
-def run_app(outdir: Path, context: dict[str, Any], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """`python app.py` in a fresh interpreter, run from `outdir` (it must find the project by itself),
-    with `context` as the CDK CLI passes `-c` values."""
+def run_app(
+    outdir: Path, context: dict[str, Any], timeout: float = 300, args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`python app.py [args]` in a fresh interpreter, run from `outdir` (it must find the project by
+    itself), with `context` as the CDK CLI passes `-c` values."""
     env = {
         **os.environ,
         "CDK_OUTDIR": str(outdir),
@@ -124,7 +126,7 @@ def run_app(outdir: Path, context: dict[str, Any], timeout: float = 300) -> subp
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     }
     return subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "app.py")],
+        [sys.executable, str(PROJECT_ROOT / "app.py"), *args],
         cwd=outdir,
         env=env,
         capture_output=True,

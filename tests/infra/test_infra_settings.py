@@ -24,7 +24,7 @@ from template_queries import function_env, of_type, props, ref_name
 
 import infra.application
 import infra.config
-from infra.application import build_app, project_context, synth_summary
+from infra.application import build_app, context_arguments, project_context, synth_summary
 from infra.config import SHOWN_VALUE_CHARS, LogLevel, SettingsError, settings_error_lines, shown_value
 from infra.constructs.consumers import subscription_filters
 from infra.environment import FUNCTION_SETTING_PARSERS, FunctionEnvironments, check_sms_environment
@@ -471,6 +471,37 @@ def test_the_synth_summary_says_what_will_be_deployed(
 def test_an_in_process_synth_prints_no_summary(capfd: pytest.CaptureFixture[str]) -> None:
     build_app(BASE_CONTEXT, nag=False)
     assert "consumers on" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_app_py_honours_minus_c_as_the_cdk_cli_does(tmp_path: Path) -> None:
+    """Run directly, `python app.py -c ...` once ignored every -c: a bad value "synthesized"."""
+    refused = run_app(tmp_path, {}, args=("-c", "aws:cdk:bundling-stacks=[]", "-c", "log_retention_days=31"))
+    applied = run_app(tmp_path, {}, args=("--context", "aws:cdk:bundling-stacks=[]", "-c", "tracing=true"))
+
+    assert refused.returncode == 1
+    assert "log_retention_days: must be one of" in refused.stderr
+    assert applied.returncode == 0, applied.stderr
+    assert "  tracing: on (X-Ray" in applied.stderr
+
+
+def test_app_py_refuses_an_argument_it_would_ignore() -> None:
+    assert context_arguments(["-c", "a=1", "--context", "b=x=y", "--context=c="]) == {
+        "a": "1",
+        "b": "x=y",
+        "c": "",
+    }
+    for argv in (["--frobnicate"], ["-c"], ["-c", "novalue"], ["synth"]):
+        with pytest.raises(ValueError, match=r"usage: python app.py \[-c KEY=VALUE\]"):
+            context_arguments(argv)
+
+
+@pytest.mark.parametrize("spelled", ["[]", " [] ", ""])
+def test_bundling_stacks_from_the_cdk_cli_is_read_as_the_list_it_spells(spelled: str) -> None:
+    """The CDK CLI passes `-c aws:cdk:bundling-stacks=[]` as text, on which the CDK itself fails."""
+    _, stack = build_app({"aws:cdk:bundling-stacks": spelled}, nag=False)
+
+    assert stack.bundling_required is False
 
 
 @pytest.mark.slow
