@@ -24,8 +24,10 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from infra.paths import CDK_JSON
 from infra.region import apply_region
 from ops import dlq, journal, outputs, scaffold, webhook
+from ops.configure import configure
 from ops.context import Context
 from ops.errors import OpsError
 from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME, LOCAL_STACK_FILE, local_runtime_running
@@ -365,7 +367,27 @@ def build_parser() -> argparse.ArgumentParser:
     new_consumer.add_argument("name", help="a lowercase Python identifier not yet in the registry")
     new_consumer.add_argument("--description", help="one line for the registry and the README table")
     new_consumer.set_defaults(handler=_new_consumer, region=None)
+    configure_help = (
+        "Show or change the deploy settings kept in cdk.json (every synth and deploy reads them; "
+        "-c stays for one-offs), validated as the synth validates them."
+    )
+    settings = commands.add_parser(
+        "configure",
+        help=configure_help,
+        description=configure_help,
+        parents=[json_option, confirm],
+        epilog="example: bin/ops configure telegram_bot_id=mybot alarm_email=ops@example.com --yes",
+    )
+    settings.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="settings to write")
+    settings.add_argument(
+        "--unset", action="append", metavar="KEY", help="remove a setting (its default applies)"
+    )
+    settings.set_defaults(handler=_configure, region=None)
     return parser
+
+
+def _configure(context: Context) -> None:
+    configure(context, CDK_JSON)
 
 
 def describe_error(error: Exception, local: bool = False) -> str | None:

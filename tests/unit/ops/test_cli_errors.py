@@ -25,6 +25,7 @@ COMMANDS = [
     ("rotate-crm-token",),
     ("outputs",),
     ("new-consumer",),
+    ("configure",),
     ("dlq", "list"),
     ("dlq", "peek"),
     ("dlq", "redrive"),

@@ -1,0 +1,91 @@
+"""`bin/ops configure KEY=VALUE ...`: deploy settings kept in cdk.json, checked by the synth's model.
+
+A `-c` given to one `cdk deploy` is gone at the next one: a later plain deploy drops the alarm
+e-mail subscription, and a forgotten `telegram_bot_id` changes every event id. Settings written
+into cdk.json's "context" apply to every synth and deploy. Each value is stored as the text `-c`
+would pass, so a setting means the same from cdk.json as on the command line, and the whole
+context is validated with `infra.config.PipelineSettings` (did-you-mean for a misspelt key) before
+anything is written: a refused value never reaches the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from infra.config import APP_CONTEXT_KEY, PipelineSettings, SettingsError, settings_error_lines
+from ops.context import Context
+from ops.errors import OpsError
+
+CDK_JSON_NAME = "cdk.json"
+
+
+def parse_assignments(words: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` words (the value may contain "="); a bare word is refused."""
+    assignments: dict[str, str] = {}
+    for word in words:
+        key, equals, value = word.partition("=")
+        if not equals or not key:
+            raise OpsError(f"{word!r} is not KEY=VALUE (to remove a setting: --unset KEY)")
+        assignments[key.strip()] = value
+    return assignments
+
+
+def app_settings(context: dict[str, Any]) -> dict[str, Any]:
+    """The keys of this app in a context (not the CDK's feature flags)."""
+    return {key: value for key, value in context.items() if APP_CONTEXT_KEY.match(key)}
+
+
+def configured(document: dict[str, Any], changes: dict[str, str], unset: list[str]) -> dict[str, Any]:
+    """cdk.json's context with the changes applied, validated as the synth validates it."""
+    context = dict(document.get("context", {}))
+    for key in unset:
+        if key not in context:
+            raise OpsError(f"{key}: not set in {CDK_JSON_NAME}")
+        del context[key]
+    context.update(changes)
+    try:
+        PipelineSettings.from_context(context)
+    except (ValidationError, SettingsError) as error:
+        raise OpsError("; ".join(settings_error_lines(error))) from error
+    return context
+
+
+def write_atomically(path: Path, document: dict[str, Any]) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def configure(ctx: Context, cdk_json: Path) -> None:
+    """Show (no arguments) or change the settings in cdk.json."""
+    document = json.loads(cdk_json.read_text(encoding="utf-8"))
+    changes = parse_assignments(list(ctx.option("assignments") or []))
+    unset = list(ctx.option("unset") or [])
+    before = app_settings(document.get("context", {}))
+    if not changes and not unset:
+        if ctx.wants_json():
+            ctx.json({"settings": before})
+            return
+        for key, value in sorted(before.items()):
+            ctx.line(f"{key}={value}")
+        if not before:
+            ctx.line(f"no settings in {CDK_JSON_NAME}: every setting has its default")
+        return
+    context = configured(document, changes, unset)
+    after = app_settings(context)
+    changed = sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
+    if not changed:
+        ctx.line(f"nothing to change in {CDK_JSON_NAME}")
+        return
+    summary = ", ".join(f"{key}={after[key]}" if key in after else f"unset {key}" for key in changed)
+    if not ctx.confirm(f"write {summary} into {cdk_json}"):
+        return
+    write_atomically(cdk_json, {**document, "context": context})
+    for key in changed:
+        ctx.line(f"{key}: {before.get(key, '(default)')} -> {after.get(key, '(default)')}")
+    ctx.line("every synth and deploy now uses them (cdk deploy needs no -c for these)")
