@@ -417,6 +417,11 @@ def phone_number(scenario: int, index: int) -> str:
     return f"+491577{scenario:02d}{index:05d}"
 
 
+# The ordered consumers' pipelines run several Lambda execution environments from the start, so
+# chats are handled side by side and a group's order is the queue's to keep, not one process's.
+SEVERAL_WORKERS: dict[str, Any] = {"consumer_workers": 3, "scale_workers_on_demand": False}
+
+
 @contextlib.contextmanager
 def other_pipeline(
     tmp_path_factory: pytest.TempPathFactory,
