@@ -25,7 +25,7 @@ class ChildProcess:
     """One supervised subprocess: `python -m <module> ...`, logs to a file, status over a pipe.
 
     A function may run in several (a queue consumer's workers, `local.worker_pool`): `name` is the
-    process's (`bot`, `bot#2`), `function` the function's (`bot`), whose log they share.
+    process's (`bot`, `bot#2`), `function` the function's (`bot`).
     """
 
     name: str
@@ -41,8 +41,6 @@ class ChildProcess:
     _log: IO[bytes] | None = None
     _reader: threading.Thread | None = None
     function: str = ""
-    # Append to the log from the first start on (a function's second worker shares its first's log).
-    append_log: bool = False
     # Who hears each status message; a function's workers share one list (`Runtime.on_status`).
     _listeners: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
 
@@ -52,7 +50,7 @@ class ChildProcess:
     def start(self) -> None:
         read_fd, write_fd = os.pipe()
         # A fresh log per run; a restarted process appends to its predecessor's.
-        self._log = self.log_path.open("ab" if self.process is not None or self.append_log else "wb")
+        self._log = self.log_path.open("ab" if self.process is not None else "wb")
         try:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 [sys.executable, "-m", self.module, *self.args(), "--status-fd", str(write_fd)],

@@ -514,9 +514,9 @@ class Runtime:
                 module=module,
                 args=args,
                 env=env,
-                log_path=self.log_dir / f"{status.name}.log",
+                # One log per process: workers writing one file would interleave their lines.
+                log_path=self.log_dir / f"{worker_name(status.name, index)}.log",
                 on_message=self._on_function_message,
-                append_log=index > 1,
                 _listeners=listeners,
             )
 

@@ -245,15 +245,18 @@ class Pipeline:
 
     # -- logs ----------------------------------------------------------------------------------
     def log_records(self, function: str) -> list[dict[str, Any]]:
-        """The function's structured (JSON) log lines so far."""
-        path = self.runtime.log_dir / f"{function}.log"
+        """The function's structured (JSON) log lines so far, of each of its processes (a consumer's
+        workers: `<function>.log`, `<function>#2.log`, ...)."""
+        paths = [self.runtime.log_dir / f"{function}.log"]
+        paths += sorted(self.runtime.log_dir.glob(f"{function}#*.log"))
         records = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue
+        for path in paths:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("{"):
+                    try:
+                        records.append(json.loads(line))
+                    except ValueError:
+                        continue
         return records
 
     def all_logs(self) -> dict[str, str]:
