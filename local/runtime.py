@@ -6,7 +6,8 @@
 
 `Runtime` starts a moto server (own process), the fakes of the outside services (threads of
 this process), creates the stack's resources in moto from the registry, then starts the
-webhook behind a local API Gateway and one SQS poller per enabled consumer (plus the SMS
+webhook behind a local API Gateway and SQS pollers for each enabled consumer (up to its
+`max_concurrency`, added while messages wait: `local.worker_pool`) (plus the SMS
 reconciler on its schedule when it exists, and with End User Messaging `sms_events` on the
 delivery events its stand-in publishes to SNS), each a subprocess whose environment is its Lambda
 environment. A supervisor restarts a process that dies or times out, as Lambda replaces an
