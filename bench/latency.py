@@ -37,9 +37,10 @@ from bench.common import RESULTS_PATH, BenchError, Stats, deployed_default_setti
 from bench.pipeline import Sender, Sent
 from local import aws_calls
 from local.apigw import INTEGRATION_TIMEOUT_SECONDS
+from local.child_process import ChildProcess
 from local.fakes.base import FakeService
 from local.fakes.crm import LEADS_PATH
-from local.runtime import STARTUP_TIMEOUT_SECONDS, ChildProcess, Ports, Runtime
+from local.runtime import STARTUP_TIMEOUT_SECONDS, Ports, Runtime
 from pipeline.envelope import telegram_event_id
 
 INLINE_HANDLER = "bench.inline_bot.lambda_handler"

@@ -75,6 +75,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("end_user_messaging", "http"),
         help="the SMS gateway (default: the deployment's, End User Messaging unless cdk.json says otherwise)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes per queue consumer at most (default: its deployed max_concurrency)",
+    )
+    parser.add_argument(
+        "--all-workers-at-once",
+        action="store_true",
+        help="start every consumer's workers at once (default: one, more while all busy and messages wait)",
+    )
     parser.add_argument("--keep-running", action="store_true", help="demo: stay up after the summary")
     parser.add_argument(
         "--state-dir",
@@ -248,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
     if args.no_crm_sources:
         settings = dataclasses.replace(settings, crm_sources=False)
+    if args.workers is not None:
+        settings = dataclasses.replace(settings, consumer_workers=args.workers)
+    if args.all_workers_at_once:
+        settings = dataclasses.replace(settings, scale_workers_on_demand=False)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

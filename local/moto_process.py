@@ -17,6 +17,7 @@ from typing import Any
 from moto.server import ThreadedMotoServer
 
 from local.lambda_host import EXIT_STOPPED, StatusChannel, Stopper, exit_now, quiet_interrupts
+from local.sqs_receive import receive_as_sqs_does
 
 
 def check_retention_without_recounting() -> None:
@@ -37,23 +38,6 @@ def check_retention_without_recounting() -> None:
         return bool(retention_seconds + (message.sent_timestamp or 0) / 1000 > unix_time())
 
     SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
-
-
-def lock_fifo_groups_by_in_flight_messages_only() -> None:
-    """Make a FIFO message group wait only for its messages in flight, as SQS does.
-
-    moto 5.x keeps a received message "pending" until a receive walks past it again, so a group
-    stays locked by messages that are already visible again (a failed record whose backoff ran
-    out, records a FIFO batch skipped and released): the next receive then skips the group's
-    first message and delivers a later one first, out of order. SQS locks a group only while a
-    message of it is in flight (received, not yet visible again); this counts only those.
-    """
-    from moto.sqs.models import Queue
-
-    def pending_message_groups(self: Queue) -> set[str]:
-        return {m.group_id for m in self.pending_messages if m.group_id is not None and not m.visible}
-
-    Queue.pending_message_groups = property(pending_message_groups)  # type: ignore[method-assign,assignment]
 
 
 # The DynamoDB backend's writes that read an item, check it and write it in steps.
@@ -85,6 +69,13 @@ def make_dynamodb_item_writes_atomic() -> None:
         setattr(DynamoDBBackend, name, locked(getattr(DynamoDBBackend, name)))
 
 
+def apply_patches() -> None:
+    """Our corrections to moto, in this process (the server's; a test's in-process moto)."""
+    check_retention_without_recounting()
+    receive_as_sqs_does()
+    make_dynamodb_item_writes_atomic()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local.moto_process")
     parser.add_argument("--host", default="127.0.0.1")
@@ -96,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # One line per request (workers long-poll all the time) would drown the log.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    check_retention_without_recounting()
-    lock_fifo_groups_by_in_flight_messages_only()
-    make_dynamodb_item_writes_atomic()
+    apply_patches()
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
     server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)

@@ -6,7 +6,8 @@
 
 `Runtime` starts a moto server (own process), the fakes of the outside services (threads of
 this process), creates the stack's resources in moto from the registry, then starts the
-webhook behind a local API Gateway and one SQS poller per enabled consumer (plus the SMS
+webhook behind a local API Gateway and SQS pollers for each enabled consumer (up to its
+`max_concurrency`, added while messages wait: `local.worker_pool`) (plus the SMS
 reconciler on its schedule when it exists, and with End User Messaging `sms_events` on the
 delivery events its stand-in publishes to SNS), each a subprocess whose environment is its Lambda
 environment. A supervisor restarts a process that dies or times out, as Lambda replaces an
@@ -20,18 +21,15 @@ queues' messages and the tables' items can outlive a restart (`persist=True`, `l
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -48,6 +46,7 @@ from infra.environment import (
     webhook_routes,
 )
 from local import aws_calls, loaded_code, routing, snapshot
+from local.child_process import ChildProcess
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bedrock import BedrockFake
@@ -71,6 +70,7 @@ from local.status import (
     FunctionStatus,
     QueueDepth,
 )
+from local.worker_pool import WorkerPool, worker_name
 from pipeline.registry import Consumer
 
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
@@ -86,7 +86,6 @@ FAKE_CREDENTIALS = {
 WEBHOOK_TIMEOUT_SECONDS = WEBHOOK.timeout_seconds
 WEBHOOK_MEMORY_MB = WEBHOOK.memory_mb
 STARTUP_TIMEOUT_SECONDS = 60.0
-STOP_GRACE_SECONDS = 5.0
 MAX_RESTART_DELAY_SECONDS = 10.0
 # How often the reloader looks at the code's files, and how long it lets an editor finish saving.
 RELOAD_POLL_SECONDS = 1.0
@@ -111,82 +110,6 @@ class Ports:
 
 class LocalRuntimeError(RuntimeError):
     """The local runtime could not start or lost a part it cannot do without (moto)."""
-
-
-@dataclass
-class ChildProcess:
-    """One supervised subprocess: `python -m <module> ...`, logs to a file, status over a pipe."""
-
-    name: str
-    module: str
-    args: Callable[[], list[str]]  # re-evaluated on each start (the API's port is learned once)
-    env: dict[str, str]
-    log_path: Path
-    on_message: Callable[[ChildProcess, dict[str, Any]], None]
-    process: subprocess.Popen[bytes] | None = None
-    crashes_in_a_row: int = 0
-    restart_at: float | None = None
-    started_at: float = 0.0
-    _log: IO[bytes] | None = None
-    _reader: threading.Thread | None = None
-    _listeners: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
-
-    def start(self) -> None:
-        read_fd, write_fd = os.pipe()
-        # A fresh log per run; a restarted process appends to its predecessor's.
-        self._log = self.log_path.open("ab" if self.process is not None else "wb")
-        try:
-            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                [sys.executable, "-m", self.module, *self.args(), "--status-fd", str(write_fd)],
-                env=self.env,
-                cwd=PROJECT_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
-                # Its own process group: Ctrl-C reaches only the parent, which stops children in order.
-                start_new_session=True,
-            )
-        finally:
-            os.close(write_fd)
-        self.started_at = time.monotonic()
-        self.restart_at = None
-        self._reader = threading.Thread(
-            target=self._read, args=(read_fd,), name=f"status-{self.name}", daemon=True
-        )
-        self._reader.start()
-
-    def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
-            for line in stream:
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(message, dict):
-                    self.on_message(self, message)
-                    for listener in list(self._listeners):
-                        listener(message)
-
-    @property
-    def exit_code(self) -> int | None:
-        return None if self.process is None else self.process.poll()
-
-    def stop(self) -> None:
-        process = self.process
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if self._reader is not None:
-            self._reader.join(1)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
 
 class Runtime:
@@ -246,7 +169,10 @@ class Runtime:
         }
         self.resources: LocalResources | None = None
         self.functions: dict[str, FunctionStatus] = {}
+        # Every process by its name (`moto`, `webhook`, `bot`, `bot#2`, ...; `local.worker_pool`).
         self.children: dict[str, ChildProcess] = {}
+        # Each function's processes: a queue consumer's workers, one process for the others.
+        self.pools: dict[str, WorkerPool] = {}
         self.failure: str | None = None
         self.moto_port = 0
         self.api_port = self.ports.api
@@ -408,13 +334,7 @@ class Runtime:
             self._reloader.join(2)
         with self._supervision:
             pass  # a restart in progress (a reload's) has started its process: stopped below
-        children = list(self.children.values())
-        functions = [child for child in children if child.name != "moto"]
-        stoppers = [threading.Thread(target=child.stop) for child in functions]
-        for thread in stoppers:
-            thread.start()
-        for thread in stoppers:
-            thread.join()
+        _stop_together([child for child in list(self.children.values()) if child.name != "moto"])
         for fake in self.fakes.values():
             fake.stop()
         moto = self.children.get("moto")
@@ -425,7 +345,7 @@ class Runtime:
         with self._lock:
             for status in self.functions.values():
                 status.state = STOPPED
-                status.busy = False
+                status.busy_workers.clear()
         if self.runtime_log.parent.is_dir():
             self.log("stopped; last status:\n" + "\n".join(self.status_lines()))
 
@@ -522,6 +442,7 @@ class Runtime:
                 module="local.worker_process",
                 args=_consumer_args(consumer, self._lambda_name(consumer.name), queue.url, queue.arn),
                 env=environments[consumer.name],
+                max_workers=self.consumer_workers(consumer),
             )
         # The reconciler closes the `sms` consumer's unknown outcomes; it runs when that consumer does.
         # The catch-up sweep reads the connected CRMs' histories; it runs where a CRM is connected.
@@ -578,19 +499,69 @@ class Runtime:
         )
 
     def _add_function(
-        self, status: FunctionStatus, module: str, args: Callable[[], list[str]], env: dict[str, str]
+        self,
+        status: FunctionStatus,
+        module: str,
+        args: Callable[[], list[str]],
+        env: dict[str, str],
+        max_workers: int = 1,
     ) -> None:
+        """Start a function's process (a queue consumer's first workers, `local.worker_pool`)."""
         self.functions[status.name] = status
-        child = ChildProcess(
-            name=status.name,
-            module=module,
-            args=args,
-            env=env,
-            log_path=self.log_dir / f"{status.name}.log",
-            on_message=self._on_function_message,
+        listeners: list[Callable[[dict[str, Any]], None]] = []
+
+        def make_worker(index: int) -> ChildProcess:
+            return ChildProcess(
+                name=worker_name(status.name, index),
+                function=status.name,
+                module=module,
+                args=args,
+                env=env,
+                # One log per process: workers writing one file would interleave their lines.
+                log_path=self.log_dir / f"{worker_name(status.name, index)}.log",
+                on_message=self._on_function_message,
+                _listeners=listeners,
+            )
+
+        pool = WorkerPool(
+            status.name, max_workers, make_worker, on_demand=self.settings.scale_workers_on_demand
         )
-        self.children[status.name] = child
-        child.start()
+        self.pools[status.name] = pool
+        status.max_workers = max_workers
+        for worker in pool.start():
+            self.children[worker.name] = worker
+        status.workers = len(pool.workers)
+
+    def _scale_up(self, pool: WorkerPool) -> None:
+        """Another worker for a consumer whose workers are all busy while messages wait."""
+        status = self.functions[pool.function]
+        if status.state != READY or self._stopping.is_set():
+            return
+        with self._lock:
+            busy = set(status.busy_workers)
+        worker = pool.scale_up(busy, lambda: self._visible_messages(pool.function))
+        if worker is None:
+            return
+        self.children[worker.name] = worker
+        with self._lock:
+            status.workers = len(pool.workers)
+        self.log(f"{worker.name} started: every {pool.function} worker busy, messages waiting")
+
+    def _visible_messages(self, name: str) -> int:
+        if self.resources is None or name not in self.resources.queues:
+            return 0
+        try:
+            attributes = self.client("sqs").get_queue_attributes(
+                QueueUrl=self.resources.queues[name].url, AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"]
+        except (BotoCoreError, ClientError):
+            return 0
+        return int(attributes.get("ApproximateNumberOfMessages", 0))
+
+    def consumer_workers(self, consumer: Consumer) -> int:
+        """How many worker processes a queue consumer runs at most: the local setting, else the
+        deployed `max_concurrency` (its event source's MaximumConcurrency)."""
+        return self.settings.consumer_workers or consumer.max_concurrency
 
     def restart_functions(self, *names: str, timeout: float = STARTUP_TIMEOUT_SECONDS) -> dict[str, float]:
         """Replace the named functions' processes with fresh ones, one after the other, as Lambda
@@ -607,19 +578,21 @@ class Runtime:
             raise ValueError(f"no such function(s): {unknown}")
         init_seconds: dict[str, float] = {}
         for name in names:
-            child = self.children[name]
+            workers = self.pools[name].workers
             with self._supervision:
                 if self._stopping.is_set():  # `stop()` ends them all; never start one behind it
                     break
-                child.stop()
+                _stop_together(workers)
                 with self._changed:
                     status = self.functions[name]
-                    status.state, status.detail, status.busy = STARTING, None, False
+                    status.state, status.detail = STARTING, None
+                    status.busy_workers.clear()
                     if status.kind == "api":
                         self._api_listening = False
                 started = time.monotonic()
-                child.start()
-            self.log(f"{name} restarted on request")
+                for worker in workers:
+                    worker.start()
+            self.log(f"{name} restarted on request ({len(workers)} process(es))")
             self._wait_started(timeout)
             init_seconds[name] = time.monotonic() - started
         return init_seconds
@@ -690,17 +663,19 @@ class Runtime:
         """Call `listener` with each status message of function `name`'s processes, this one and
         those that replace it (`{"event": "busy" | "invocation" | "state" | ..., "time": <unix>, ...}`),
         on the thread reading them: keep it short."""
-        self.children[name]._listeners.append(listener)
+        self.children[name]._listeners.append(listener)  # shared by all of the function's workers
 
     def _on_function_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
         with self._changed:
-            status = self.functions[child.name]
+            status = self.functions[child.function]
             if message.get("event") == "listening":
                 self.api_port = int(message["port"])
                 self._api_listening = True
-            status.apply(message)
+            # The function's state is its first worker's (the others load the same handler).
+            if message.get("event") != "state" or child.name == child.function:
+                status.apply(message, worker=child.name)
             if message.get("event") == loaded_code.EVENT:
-                self._loaded_code.record(child.name, message)
+                self._loaded_code.record(child.function, message)
             if message.get("event") == "invocation":
                 child.crashes_in_a_row = 0
             self._changed.notify_all()
@@ -747,6 +722,9 @@ class Runtime:
             with self._supervision:
                 for child in list(self.children.values()):
                     self._check(child)
+                for pool in list(self.pools.values()):
+                    if len(pool.workers) < pool.maximum:
+                        self._scale_up(pool)
 
     def _check(self, child: ChildProcess) -> None:
         code = child.exit_code
@@ -771,10 +749,11 @@ class Runtime:
             child.restart_at = now + delay
             self.log(f"{child.name} exited with code {code}; starting a new one in {delay:.1f}s")
             with self._changed:
-                status = self.functions[child.name]
+                status = self.functions[child.function]
                 status.restarts += 1
-                status.busy = False
-                status.state = RESTARTING
+                status.busy_workers.discard(child.name)
+                if child.name == child.function:
+                    status.state = RESTARTING
                 if code not in (EXIT_STOPPED, EXIT_TIMED_OUT):
                     status.detail = f"exit code {code}; see {child.log_path}"
                     status.crashed(code)
@@ -903,6 +882,15 @@ class Runtime:
                 quiet_since = None
             time.sleep(0.25)
         return False
+
+
+def _stop_together(children: list[ChildProcess]) -> None:
+    """Stop these processes side by side (each may finish an invocation first)."""
+    stoppers = [threading.Thread(target=child.stop) for child in children]
+    for thread in stoppers:
+        thread.start()
+    for thread in stoppers:
+        thread.join()
 
 
 def _consumer_args(

@@ -62,6 +62,13 @@ class LocalSettings:
     reconcile_every_seconds: float = 30.0
     # How often the CRM history sweep runs locally (in AWS: every `crm_sweep_minutes`).
     crm_sweep_every_seconds: float = 30.0
+    # Worker processes (Lambda execution environments) per queue consumer, at most: None is each
+    # consumer's deployed `max_concurrency` (its event source's MaximumConcurrency); a number is
+    # every consumer's (`python -m local --workers N`).
+    consumer_workers: int | None = None
+    # Start one worker per consumer and add one while all are busy and messages wait, as Lambda
+    # scales up (`local.worker_pool`); False starts every consumer's maximum at once.
+    scale_workers_on_demand: bool = True
 
     @property
     def stack_name(self) -> str:

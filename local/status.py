@@ -47,7 +47,13 @@ class FunctionStatus:
     kind: str  # "api", "consumer", "schedule" or "subscription" (SNS)
     state: str = STARTING
     detail: str | None = None
-    busy: bool = False
+    # The processes (a queue consumer's workers, `local.worker_pool`) handling a batch right now.
+    busy_workers: set[str] = field(default_factory=set)
+    # Worker processes running, and at most (a queue consumer's max_concurrency or the local setting).
+    workers: int = 1
+    max_workers: int = 1
+    # The most processes ever busy at once (invocations side by side).
+    most_busy_workers: int = 0
     invocations: int = 0
     records: int = 0
     failed_records: int = 0
@@ -66,16 +72,21 @@ class FunctionStatus:
     queue: QueueDepth | None = None
     dlq: QueueDepth | None = None
 
-    def apply(self, message: dict[str, Any]) -> None:
-        """Fold one JSON line from the function's process into the counters."""
+    @property
+    def busy(self) -> bool:
+        return bool(self.busy_workers)
+
+    def apply(self, message: dict[str, Any], worker: str = "") -> None:
+        """Fold one JSON line from one of the function's processes (`worker`) into the counters."""
         event = message.get("event")
         if event == "state":
             self.state = str(message.get("state"))
             self.detail = message.get("detail")
         elif event == "busy":
-            self.busy = True
+            self.busy_workers.add(worker)
+            self.most_busy_workers = max(self.most_busy_workers, len(self.busy_workers))
         elif event == "invocation":
-            self.busy = False
+            self.busy_workers.discard(worker)
             self.invocations += 1
             self.records += int(message.get("records") or 0)
             self.failed_records += int(message.get("failed") or 0)
@@ -166,6 +177,13 @@ class FunctionStatus:
             "failing": self.failing,
             "last_error": self.last_error,
         }
+        if self.max_workers > 1:
+            document.update(
+                workers=self.workers,
+                max_workers=self.max_workers,
+                busy_workers=len(self.busy_workers),
+                most_busy_workers=self.most_busy_workers,
+            )
         if self.kind == "api":
             document["requests"] = self.invocations
             document["statuses"] = {str(k): v for k, v in sorted(self.http_statuses.items())}
@@ -201,6 +219,8 @@ class FunctionStatus:
         counts += f" dead {self.dead_lettered:<3} failed {self.failed_records:<3}"
         if self.crashes:
             counts += f" crashes {self.crashes}"
+        if self.max_workers > 1:
+            counts += f" workers {len(self.busy_workers)}/{self.workers}/{self.max_workers}"
         if self.failing and self.error_class:
             counts += f" last {self.error_class}"
         if self.kind == "schedule":

@@ -26,7 +26,14 @@ from local.policy_check import StackSynthesis
 from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
-from tests.e2e.support import CRM_SWEEP_EVERY_SECONDS, OTHER_PIPELINES, Pipeline, is_refused, other_pipeline
+from tests.e2e.support import (
+    CRM_SWEEP_EVERY_SECONDS,
+    OTHER_PIPELINES,
+    SEVERAL_WORKERS,
+    Pipeline,
+    is_refused,
+    other_pipeline,
+)
 
 RECONCILE_EVERY_SECONDS = 2.0
 DRAIN_TIMEOUT_SECONDS = 120.0
@@ -75,8 +82,8 @@ def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathF
 def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     """The same settings with the example bot on (`bot_application`, as `make local` runs it):
     the webhook, the `bot` consumer and the `crm` consumer (on by default: it makes the lead at
-    /start, which the bot's phone then goes onto)."""
-    settings = dataclasses.replace(pipeline.settings, bot_consumer=True)
+    /start, which the bot's phone then goes onto), with several workers each."""
+    settings = dataclasses.replace(pipeline.settings, bot_consumer=True, **SEVERAL_WORKERS)
     # A shorter timeout than the registry's 15 s: a crashed worker's record comes back after the
     # visibility timeout (6x), 48 s instead of 90 s, and the crash test waits for exactly that.
     bot = dataclasses.replace(by_name("bot"), timeout_seconds=8)

@@ -245,15 +245,18 @@ class Pipeline:
 
     # -- logs ----------------------------------------------------------------------------------
     def log_records(self, function: str) -> list[dict[str, Any]]:
-        """The function's structured (JSON) log lines so far."""
-        path = self.runtime.log_dir / f"{function}.log"
+        """The function's structured (JSON) log lines so far, of each of its processes (a consumer's
+        workers: `<function>.log`, `<function>#2.log`, ...)."""
+        paths = [self.runtime.log_dir / f"{function}.log"]
+        paths += sorted(self.runtime.log_dir.glob(f"{function}#*.log"))
         records = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue
+        for path in paths:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("{"):
+                    try:
+                        records.append(json.loads(line))
+                    except ValueError:
+                        continue
         return records
 
     def all_logs(self) -> dict[str, str]:
@@ -415,6 +418,11 @@ def order_status_changed(
 def phone_number(scenario: int, index: int) -> str:
     """A distinctive, valid E.164 mobile number (+49 1577 ...), unique per scenario and index."""
     return f"+491577{scenario:02d}{index:05d}"
+
+
+# The ordered consumers' pipelines run several Lambda execution environments from the start, so
+# chats are handled side by side and a group's order is the queue's to keep, not one process's.
+SEVERAL_WORKERS: dict[str, Any] = {"consumer_workers": 3, "scale_workers_on_demand": False}
 
 
 @contextlib.contextmanager

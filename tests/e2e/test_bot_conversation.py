@@ -191,6 +191,7 @@ def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipe
     chat = Conversation(bot_pipeline, CRASH_SCENARIO)
     telegram = bot_pipeline.fake("telegram")
     restarts = int(bot_pipeline.status()["bot"]["restarts"])
+    assert bot_pipeline.status()["bot"]["workers"] == 3  # the step is replayed by any of them
     chat.start()
     chat.wait_for_state(0, timeout=30)
     # The contact step sends "Got it." then the question: die right after the question's answer

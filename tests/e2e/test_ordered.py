@@ -1,5 +1,8 @@
 """Per-chat order, end to end through the local HTTP endpoint, for a consumer that needs it.
 
+Its pipeline runs three worker processes (Lambda execution environments) on the FIFO queue from
+the start: chats go side by side, each chat's order is kept by the queue's group locks.
+
 The registry's ordered consumer is the `bot` (its conversation: test_bot_conversation.py). Here a
 runtime of its own runs `autoreply` declared ordered, the way a registry entry would (its FIFO
 queue and DLQ, the FIFO worker), with a reply per step so each side effect names the update it
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,17 +23,32 @@ from typing import Any
 import pytest
 
 from pipeline.registry import RetryPolicy, by_name
-from tests.e2e.support import Ids, Pipeline, message, other_pipeline, private_chat, user, wait_for
+from tests.e2e.support import (
+    SEVERAL_WORKERS,
+    Ids,
+    Pipeline,
+    message,
+    other_pipeline,
+    private_chat,
+    user,
+    wait_for,
+)
 
 STEPS = 6
+# The replies the consumer knows (`/step1` ... `/step10`); a scenario uses the first STEPS or all.
+REPLY_STEPS = 10
 CHATS = 8
 ORDERED_INTERLEAVED = 40
 ORDERED_POISON = 41
 ORDERED_RESEND = 42
+ORDERED_CONCURRENT = 44
+ORDERED_POISON_BESIDE_SLOW = 45
 ORDERED = dataclasses.replace(
     by_name("autoreply"),
     ordered=True,
-    environment={"AUTOREPLY_REPLIES": json.dumps({f"/step{n}": f"step {n}" for n in range(1, STEPS + 1)})},
+    environment={
+        "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": f"step {n}" for n in range(1, REPLY_STEPS + 1)})
+    },
     # Seconds, not a minute: a failed chat comes back within the test.
     retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=2),
 )
@@ -38,7 +57,8 @@ DRAIN_SECONDS = 90.0
 
 @pytest.fixture(scope="session")
 def ordered(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
-    with other_pipeline(tmp_path_factory, "ordered", pipeline.settings, (ORDERED, by_name("store"))) as other:
+    settings = dataclasses.replace(pipeline.settings, **SEVERAL_WORKERS)
+    with other_pipeline(tmp_path_factory, "ordered", settings, (ORDERED, by_name("store"))) as other:
         yield other
 
 
@@ -196,3 +216,82 @@ def test_telegram_resending_an_update_within_five_minutes_reaches_no_consumer_tw
     assert store["processed"] - store_before["processed"] == 1
     assert store["duplicates"] == store_before["duplicates"]
     assert ordered.runtime.fakes["sns"].deduplicated >= 1  # type: ignore[attr-defined]
+
+
+def send_each_chats_updates_at_once(
+    pipeline: Pipeline, ids: Ids, senders: list[dict[str, Any]], steps: int
+) -> None:
+    """Every chat at the same time, each chat's updates one after the other (Telegram's order)."""
+
+    def send_chat(sender: dict[str, Any], updates: list[dict[str, Any]]) -> None:
+        for update in updates:
+            assert pipeline.send_update(update) == 200
+
+    updates = {
+        sender["id"]: [step_update(ids, sender, step) for step in range(1, steps + 1)] for sender in senders
+    }
+    threads = [threading.Thread(target=send_chat, args=(s, updates[s["id"]])) for s in senders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_chats_sending_at_once_each_get_every_reply_once_in_order_from_several_workers(
+    ordered: Pipeline,
+) -> None:
+    """5 chats x 10 updates at once, three workers: each chat's replies in order, each once."""
+    ids = Ids(ORDERED_CONCURRENT)
+    chats_count, steps = 5, REPLY_STEPS
+    senders = [user(ids.number()) for _ in range(chats_count)]
+    chats = {sender["id"] for sender in senders}
+    # Slow Bot API calls, so that batches overlap and the workers run side by side.
+    ordered.fake("telegram").inject(hang_next=chats_count * steps, seconds=0.1, match="/sendMessage")
+    started = time.monotonic()
+    send_each_chats_updates_at_once(ordered, ids, senders, steps)
+    wait_for(
+        lambda: all(len(r) >= steps for r in replies_by_chat(ordered, chats).values()),
+        DRAIN_SECONDS,
+        "every chat's replies",
+    )
+    assert ordered.runtime.wait_until_drained(timeout=DRAIN_SECONDS)
+    print(f"{chats_count} chats x {steps} updates at once answered in {time.monotonic() - started:.1f}s")
+
+    expected = [f"step {n}" for n in range(1, steps + 1)]
+    assert replies_by_chat(ordered, chats) == {chat: expected for chat in chats}
+    status = ordered.status()["autoreply"]
+    assert status["workers"] == 3
+    assert status["most_busy_workers"] >= 2  # batches ran side by side
+
+
+def test_a_poison_beside_a_slow_update_holds_its_chat_whose_later_updates_follow_it_in_order(
+    ordered: Pipeline,
+) -> None:
+    """Issue 22's case: chat P sends p1, poison, p3, p4 while chat S's slow update is in the same
+    batch: S is not held, and p3 is not answered before the poison is dead-lettered."""
+    ids = Ids(ORDERED_POISON_BESIDE_SLOW)
+    poisoned, slow = user(ids.number()), user(ids.number())
+    chats = {poisoned["id"], slow["id"]}
+    telegram = ordered.fake("telegram")
+    first = step_update(ids, poisoned, 1)
+    assert ordered.send_update(first) == 200
+    wait_for(lambda: replies_by_chat(ordered, chats)[poisoned["id"]], DRAIN_SECONDS, "p1's reply")
+    # P's next update fails every attempt (nothing of P runs while it is pending); S's is slow.
+    telegram.inject(fail_next=ORDERED.retry.max_receive_count, status=502, match=f"chat_id={poisoned['id']}&")
+    telegram.inject(hang_next=1, seconds=4, match=f"chat_id={slow['id']}&")
+    for sender, step in ((slow, 1), (poisoned, 2), (poisoned, 3), (poisoned, 4)):
+        assert ordered.send_update(step_update(ids, sender, step)) == 200
+    wait_for(lambda: len(replies_by_chat(ordered, chats)[poisoned["id"]]) >= 3, DRAIN_SECONDS, "P to go on")
+    assert ordered.runtime.wait_until_drained(timeout=DRAIN_SECONDS)
+
+    replies = replies_by_chat(ordered, chats)
+    assert replies == {poisoned["id"]: ["step 1", "step 3", "step 4"], slow["id"]: ["step 1"]}
+    attempts = attempts_by_chat(ordered, chats)
+    failures = [(text, when) for text, fault, when in attempts[poisoned["id"]] if fault == "fail"]
+    assert [text for text, _ in failures] == ["step 2"] * ORDERED.retry.max_receive_count
+    last_failure = failures[-1][1]
+    # P's later updates were answered only after its poison was given up on...
+    later = [when for text, fault, when in attempts[poisoned["id"]] if text in ("step 3", "step 4")]
+    assert later and all(when > last_failure for when in later)
+    # ...and the slow chat was not held behind it.
+    assert max(when for _, _, when in attempts[slow["id"]]) < last_failure

@@ -1,0 +1,101 @@
+"""SQS's receive as SQS makes it, for the local moto server: FIFO groups locked, delivered in order.
+
+moto 5.x's `SQSBackend.receive_message` decides which FIFO groups are locked from a snapshot taken
+at the start of a long poll, recomputed only when it meets a message that is pending and visible
+again. In one pass the head of a group (a failed record, visible again after its backoff) can be
+skipped as locked by that stale snapshot, then a later message of the group (released after it)
+recomputes the snapshot, finds the group free and is delivered first: a chat's next update is
+answered before the one that failed. It also runs concurrent receives (one thread per request)
+side by side, so two pollers of one queue can both take the same message or group.
+
+SQS's rules, which `receive_in_order` keeps:
+  - a group is locked while any of its messages is in flight (received, not visible again);
+  - a group's messages are delivered strictly in order: a receive never returns a message when an
+    earlier message of its group is still in the queue and this receive did not return it;
+  - a receive may return several messages of one group, in order;
+  - receives are atomic: no message goes to two receives at once.
+Everything else is moto's: the visibility timeout, the redrive to the DLQ on the receive after
+`maxReceiveCount`, the retention check, the long poll.
+"""
+
+from __future__ import annotations
+
+import threading
+from copy import deepcopy
+from typing import Any
+
+# One receive pass at a time, across every queue (a pass is a walk of one queue, sub-millisecond).
+RECEIVE_PASS = threading.Lock()
+
+
+def receive_in_order(
+    self: Any,
+    queue_name: str,
+    count: int,
+    wait_seconds_timeout: int,
+    visibility_timeout: int,
+    message_attribute_names: list[str] | None = None,
+) -> list[Any]:
+    """`SQSBackend.receive_message`, with SQS's FIFO group rules (module docstring)."""
+    from moto.sqs import models
+
+    queue = self.get_queue(queue_name)
+    polling_end = models.unix_time() + wait_seconds_timeout
+    while True:
+        with RECEIVE_PASS:
+            result = _receive_pass(self, queue, count, visibility_timeout, message_attribute_names or [])
+        if result or not wait_seconds_timeout or models.unix_time() > polling_end:
+            return result
+        queue.wait_for_messages(1)
+
+
+def _receive_pass(
+    backend: Any, queue: Any, count: int, visibility_timeout: int, attribute_names: list[str]
+) -> list[Any]:
+    from moto.sqs.models import _filter_message_attributes
+
+    fifo = bool(queue.fifo_queue)
+    # Groups this receive may not take from: a message in flight (not visible, not delayed: only a
+    # receive or a visibility change hides a message) or, below, an earlier message left behind.
+    held = (
+        {m.group_id for m in queue._messages if m.group_id is not None and not m.visible} if fifo else set()
+    )
+    result: list[Any] = []
+    to_dead_letter: list[Any] = []
+    for message in list(queue._messages):
+        group = message.group_id if fifo else None
+        if group is not None and group in held:
+            continue
+        if not message.visible or message.delayed:
+            if group is not None:
+                held.add(group)
+            continue
+        queue.pending_messages.discard(message)
+        if not backend.is_message_valid_based_on_retention_period(queue.name, message):
+            continue  # past retention: as good as gone, it holds nothing back
+        if (
+            queue.dead_letter_queue is not None
+            and queue.redrive_policy
+            and message.approximate_receive_count >= queue.redrive_policy["maxReceiveCount"]
+        ):
+            to_dead_letter.append(message)  # leaves the queue: the group's next message may follow
+            continue
+        queue.pending_messages.add(message)
+        message.mark_received(visibility_timeout=visibility_timeout)
+        # A copy, so filtering the attributes for the answer leaves the stored message whole.
+        answered = deepcopy(message)
+        _filter_message_attributes(answered, attribute_names)
+        result.append(answered)
+        if len(result) >= count:
+            break
+    for message in to_dead_letter:
+        queue._messages.remove(message)
+        queue.dead_letter_queue.add_message(message)
+    return result
+
+
+def receive_as_sqs_does() -> None:
+    """Replace moto's `SQSBackend.receive_message` with `receive_in_order` (in this process)."""
+    from moto.sqs.models import SQSBackend
+
+    SQSBackend.receive_message = receive_in_order  # type: ignore[method-assign]

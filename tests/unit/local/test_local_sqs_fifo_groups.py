@@ -1,0 +1,202 @@
+"""The local moto server's receives keep SQS's FIFO group rules (`local.sqs_receive`).
+
+SQS (the oracle, from its developer guide): a group is locked while any of its messages is in
+flight; a group's messages are delivered strictly in order; a receive may return several messages
+of one group, in order; no message goes to two receives.
+
+In-process moto with the local server's patches (`local.moto_process.apply_patches`) on a clock
+of the test's own: a long poll's one-second waits advance it instead of sleeping, so the order in
+which messages become visible during a poll is certain, not a matter of machine load.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.dynamodb.models import DynamoDBBackend
+from moto.sqs import models as sqs_models
+from moto.sqs.models import Queue, SQSBackend
+
+from local.moto_process import DYNAMODB_ITEM_WRITES, apply_patches
+from local.resources import FIFO_QUEUE_ATTRIBUTES
+
+MAX_RECEIVES = 3
+
+
+class FakeClock:
+    """moto's SQS clock, moved by the test (and by each long-poll wait) only."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def seconds(self) -> float:
+        return self.now
+
+    def millis(self) -> int:
+        return int(self.now * 1000)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    clock = FakeClock()
+    monkeypatch.setattr(sqs_models, "unix_time", clock.seconds)
+    monkeypatch.setattr(sqs_models, "unix_time_millis", clock.millis)
+
+    def wait_for_messages(self: Queue, timeout: int) -> None:
+        clock.advance(timeout)
+
+    monkeypatch.setattr(Queue, "wait_for_messages", wait_for_messages)
+    return clock
+
+
+@pytest.fixture
+def sqs(aws_env: None, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """In-process moto patched as the local server is; what the patches replace comes back after."""
+    for name in ("receive_message", "is_message_valid_based_on_retention_period"):
+        monkeypatch.setattr(SQSBackend, name, getattr(SQSBackend, name))
+    monkeypatch.setattr(Queue, "pending_message_groups", Queue.pending_message_groups)
+    for name in DYNAMODB_ITEM_WRITES:
+        monkeypatch.setattr(DynamoDBBackend, name, getattr(DynamoDBBackend, name))
+    apply_patches()
+    from moto import mock_aws
+
+    with mock_aws():
+        yield boto3.client("sqs")
+
+
+def fifo_queue(sqs: Any, name: str = "bot") -> tuple[str, str]:
+    """A FIFO queue redriving to its DLQ after MAX_RECEIVES receives, as the stack makes them."""
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq.fifo", Attributes=FIFO_QUEUE_ATTRIBUTES)["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})
+    url = sqs.create_queue(
+        QueueName=f"{name}.fifo",
+        Attributes={**FIFO_QUEUE_ATTRIBUTES, "VisibilityTimeout": "30", "RedrivePolicy": redrive},
+    )["QueueUrl"]
+    return url, dlq
+
+
+def send(sqs: Any, url: str, *messages: tuple[str, str]) -> None:
+    for group, body in messages:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body)
+
+
+def receive(sqs: Any, url: str, wait: int = 0, count: int = 10) -> list[dict[str, Any]]:
+    return list(
+        sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=count, WaitTimeSeconds=wait).get("Messages", [])
+    )
+
+
+def bodies(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["Body"] for m in messages]
+
+
+def fail_poison_and_hold_the_rest(sqs: Any, url: str, batch: list[dict[str, Any]]) -> None:
+    """What the FIFO worker does with [poison, p3, p4, s1]: poison fails (1 s backoff), p3 and p4
+    are released at batch end with the same delay (a moment later, here a second), s1 is slow."""
+    by_body = {m["Body"]: m["ReceiptHandle"] for m in batch}
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=by_body["poison"], VisibilityTimeout=1)
+    sqs.change_message_visibility_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": body, "ReceiptHandle": by_body[body], "VisibilityTimeout": 2} for body in ("p3", "p4")
+        ],
+    )
+
+
+def test_a_long_poll_delivers_the_failed_head_of_a_group_before_the_records_held_behind_it(
+    sqs: Any,
+) -> None:
+    """The defect of issue 22: chat P's p3 was answered before its poison was retried."""
+    url, _ = fifo_queue(sqs)
+    send(sqs, url, ("P", "poison"), ("P", "p3"), ("P", "p4"), ("S", "s1"))
+    batch = receive(sqs, url)
+    assert bodies(batch) == ["poison", "p3", "p4", "s1"]
+    fail_poison_and_hold_the_rest(sqs, url, batch)
+    # The next long poll starts while all of P is in flight; poison turns visible a second in,
+    # p3 and p4 a second later, s1 stays in flight.
+    assert bodies(receive(sqs, url, wait=10)) == ["poison", "p3", "p4"]
+
+
+def test_a_receive_after_the_backoff_starts_the_group_with_its_failed_head(
+    sqs: Any, clock: FakeClock
+) -> None:
+    url, _ = fifo_queue(sqs)
+    send(sqs, url, ("P", "poison"), ("P", "p3"), ("P", "p4"), ("S", "s1"))
+    fail_poison_and_hold_the_rest(sqs, url, receive(sqs, url))
+    clock.advance(3)
+    assert bodies(receive(sqs, url)) == ["poison", "p3", "p4"]
+
+
+def test_a_dead_lettered_head_lets_its_group_go_on_in_order_in_the_same_long_poll(sqs: Any) -> None:
+    """One record at a time (each receive of p3 would count against it too)."""
+    url, dlq = fifo_queue(sqs)
+    send(sqs, url, ("P", "poison"), ("P", "p3"), ("P", "p4"))
+    for _ in range(MAX_RECEIVES):
+        (poison,) = receive(sqs, url, wait=10, count=1)
+        assert poison["Body"] == "poison"
+        sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=poison["ReceiptHandle"], VisibilityTimeout=1
+        )
+    # Its receives are used up: the receive that finds it visible moves it to the DLQ, and P goes on.
+    assert bodies(receive(sqs, url, wait=10)) == ["p3", "p4"]
+    assert bodies(receive(sqs, dlq)) == ["poison"]
+
+
+@pytest.mark.parametrize("made_visible", ["m1", "m2"])
+def test_a_message_made_visible_does_not_unlock_its_group_while_another_is_in_flight(
+    sqs: Any, clock: FakeClock, made_visible: str
+) -> None:
+    url, _ = fifo_queue(sqs)
+    send(sqs, url, ("G", "m1"), ("G", "m2"), ("G", "m3"))
+    handles = {m["Body"]: m["ReceiptHandle"] for m in receive(sqs, url, count=2)}
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[made_visible], VisibilityTimeout=0)
+    clock.advance(0.01)  # visible from the next millisecond on (the test's clock stands still)
+    assert receive(sqs, url) == []
+    # Once the other is back too, the group resumes from its first message not deleted.
+    other = "m2" if made_visible == "m1" else "m1"
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[other], VisibilityTimeout=0)
+    clock.advance(0.01)
+    assert bodies(receive(sqs, url)) == ["m1", "m2", "m3"]
+
+
+def test_one_receive_returns_each_groups_messages_in_order(sqs: Any) -> None:
+    url, _ = fifo_queue(sqs)
+    sent = [(group, f"{group}{n}") for n in range(3) for group in ("A", "B", "C")]
+    send(sqs, url, *sent)
+    received = bodies(receive(sqs, url))
+    for group in ("A", "B", "C"):
+        assert [body for body in received if body.startswith(group)] == [f"{group}{n}" for n in range(3)]
+
+
+def test_concurrent_receives_never_share_a_group_or_a_message(sqs: Any) -> None:
+    """Several pollers (Lambda's concurrency) on one FIFO queue: each group in one receive at a time."""
+    url, _ = fifo_queue(sqs)
+    send(sqs, url, *[(f"g{g}", f"g{g}-{n}") for n in range(5) for g in range(4)])
+    taken: list[list[str]] = []
+    start = threading.Barrier(4)
+
+    def poll() -> None:
+        start.wait()
+        taken.append(bodies(receive(sqs, url, count=3)))
+
+    threads = [threading.Thread(target=poll) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [body for batch in taken for body in batch]
+    assert len(everything) == len(set(everything))
+    groups_per_receive = [{body.split("-")[0] for body in batch} for batch in taken]
+    for index, groups in enumerate(groups_per_receive):
+        for other in groups_per_receive[index + 1 :]:
+            assert not groups & other
