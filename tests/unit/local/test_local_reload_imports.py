@@ -118,7 +118,7 @@ def test_the_runtime_restarts_a_function_for_a_file_its_process_reported_and_say
     runtime.log_dir.mkdir(parents=True)
     runtime.functions = {name: FunctionStatus(name, "consumer", state=READY) for name in ("crm", "bot")}
     runtime.children = {  # type: ignore[dict-item]
-        name: SimpleNamespace(name=name, process=SimpleNamespace(pid=pid))
+        name: SimpleNamespace(name=name, function=name, process=SimpleNamespace(pid=pid), crashes_in_a_row=0)
         for name, pid in (("crm", 101), ("bot", 102))
     }
     restarted: list[tuple[str, ...]] = []
