@@ -3,8 +3,10 @@ the SMS rules' state machine (`tests/support/sms_machine.py`) against the real j
 
 Hypothesis generates sequences of CRM moves, re-saves, deliveries (late, repeated, reordered),
 crashes and lost answers between AWS calls, gateway outcomes, receipts, reconciler runs, operator
-decisions and TTL expiry, until about N steps have run; every sequence is checked after each step
-and after it drains. It prints sequences, steps, faults injected by kind and violations, and, on
+decisions and TTL expiry, until at least N steps have run; every sequence is checked after each
+step and after it drains. A sequence may end before its K steps, so the campaign runs in rounds:
+the first of N/K sequences under the seed, each further one (seed * 1000 + round) for what is
+still missing. It prints sequences, steps, faults injected by kind and violations, and, on
 a violation, the shortest sequence Hypothesis finds that still breaks a rule (exit 1). The same
 seed replays the same sequences. Not a figure of speed: nothing is saved to results.json.
 """
@@ -34,20 +36,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    # Imported here: the machine brings moto and the test support, which the other benches never need.
-    from tests.support.sms_machine import TOTALS, ShopMachine
+def round_seed(seed: int, round_number: int) -> int:
+    """The first round runs under the campaign's seed (the same sequences as ever); later rounds
+    under seeds derived from it, so they add sequences instead of replaying them."""
+    return seed if round_number == 0 else seed * 1_000 + round_number
 
-    sequences = math.ceil(args.steps / args.steps_per_sequence)
-    print(
-        f"sms-model: seed {args.seed}, about {args.steps} steps in {sequences} sequences"
-        f" of up to {args.steps_per_sequence} steps",
-        flush=True,
-    )
-    hypothesis.core.global_force_seed = args.seed  # type: ignore[attr-defined]
-    started = time.monotonic()
-    failure: BaseException | None = None
+
+def run_round(seed: int, sequences: int, args: argparse.Namespace) -> BaseException | None:
+    """`sequences` generated sequences under `seed`; the violation, if one broke a rule."""
+    # Imported here: the machine brings moto and the test support, which the other benches never need.
+    from tests.support.sms_machine import ShopMachine
+
+    hypothesis.core.global_force_seed = seed  # type: ignore[attr-defined,assignment]
     try:
         run_state_machine_as_test(
             ShopMachine,
@@ -62,12 +62,31 @@ def main(argv: list[str] | None = None) -> int:
             ),
         )
     except Exception as error:  # the violation, with the shrunk sequence in its message
-        failure = error
+        return error
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from tests.support.sms_machine import TOTALS
+
+    print(
+        f"sms-model: seed {args.seed}, at least {args.steps} steps in sequences"
+        f" of up to {args.steps_per_sequence} steps",
+        flush=True,
+    )
+    started = time.monotonic()
+    failure: BaseException | None = None
+    rounds = 0
+    while failure is None and TOTALS["steps"] < args.steps:
+        sequences = math.ceil((args.steps - TOTALS["steps"]) / args.steps_per_sequence)
+        failure = run_round(round_seed(args.seed, rounds), sequences, args)
+        rounds += 1
     elapsed = time.monotonic() - started
     faults = {
         name.removeprefix("fault:"): count for name, count in TOTALS.items() if name.startswith("fault:")
     }
-    print(f"  sequences {TOTALS['sequences']}, steps {TOTALS['steps']} in {elapsed:.0f} s")
+    print(f"  sequences {TOTALS['sequences']}, steps {TOTALS['steps']} in {rounds} round(s), {elapsed:.0f} s")
     print(f"  SMS sent {TOTALS['sms_sent']}, dead letters {TOTALS['dead_letters']}")
     print(
         f"  faults injected {sum(faults.values())}: "
