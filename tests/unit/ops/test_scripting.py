@@ -78,9 +78,11 @@ def test_dlq_list_json_and_fail_on_messages(deployed: Deployed, run) -> None:
         "oldest_age_seconds",
         "age_source",
         "delivery_dlq_depth",
-        "groups",  # a FIFO DLQ's message groups (chats); None for a standard DLQ
+        "groups",  # a FIFO DLQ's message groups (chats), with --sample; None otherwise
+        "fifo",  # whether the DLQ is a FIFO queue (an ordered consumer's)
     }
     assert rows["crm"]["groups"] is None
+    assert rows["crm"]["fifo"] is False
     assert run("dlq", "list").code == 0  # without the flag a non-empty DLQ is not a failure
 
 
