@@ -39,6 +39,12 @@ from pipeline.telegram_bot.reference import ApplicationReference
 
 
 @functools.cache
+def powertools_parameter_name(version: str) -> str:
+    """Public SSM parameter whose value is the Powertools layer ARN for our runtime and architecture
+    (the stack reads it at deploy time; `bin/ops doctor` checks that the region has it)."""
+    return f"/aws/service/powertools/python/arm64/python3.13/{version}"
+
+
 def application_refusals(reference: str, functions_dir: str) -> tuple[str, ...]:
     """What the bot function would refuse when it builds this Application (a non-persistent
     conversation, arbitrary callback data: `pipeline.telegram_bot.engine.build_refusals`), found

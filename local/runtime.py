@@ -842,6 +842,8 @@ class Runtime:
         }
         if self.resources is not None:
             info.update(self.resources.describe())
+            # The settings the stack it stands for is synthesized with (`bin/ops doctor` reads them).
+            info["deployment"] = self.resources.deployment.to_context()
         return info
 
     def write_state(self, status: dict[str, dict[str, Any]] | None = None) -> Path:

@@ -2,7 +2,8 @@
 
 Every failure an operator can cause or fix (no stack, no credentials, a bad bot token, no local
 runtime, a refused state change) ends as one line on stderr and exit code 2, never a traceback.
-Exit codes: 0 done, 1 a problem asked about was found (`dlq list --fail-on-messages`), 2 usage,
+Exit codes: 0 done, 1 a problem asked about was found (`dlq list --fail-on-messages`, a `doctor`
+FAIL), 2 usage,
 configuration or refused change, 130 interrupted, 141 stdout closed early (`| head`).
 Where-the-pipeline-is flags (--stack, --region, --local, --local-file) go before or after the command.
 """
@@ -29,13 +30,14 @@ from infra.region import apply_region
 from ops import dlq, journal, outputs, scaffold, webhook
 from ops.configure import configure
 from ops.context import Context
+from ops.doctor import doctor
 from ops.errors import OpsError
 from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME, LOCAL_STACK_FILE, local_runtime_running
 from ops.telegram import API_BASE_ENV, BOT_TOKEN_ENV, DEFAULT_MAX_CONNECTIONS
 from pipeline import aws
 
 EXIT_OK = 0
-EXIT_FOUND = 1  # the command worked and found a problem a script asked about (--fail-on-messages)
+EXIT_FOUND = 1  # the command worked and found a problem a script asked about (--fail-on-messages, doctor)
 EXIT_ERROR = 2  # usage or configuration error, or a refused change: nothing was done
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # stdout closed early (`| head`): 128 + SIGPIPE, as a shell reports it
@@ -191,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
         description="Operate the Telegram/CRM event pipeline: webhook, secret rotation, DLQs, SMS journal, "
-        "stack outputs.",
+        "stack outputs, doctor.",
         epilog=f"AWS credentials come from the usual places (AWS_PROFILE, env, SSO). {API_BASE_ENV} "
         "overrides the Telegram Bot API base URL.",
     )
@@ -268,6 +270,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     outputs_command.add_argument(
         "key", nargs="?", help="print only this output's value (e.g. AlarmTopicArn), for scripts"
+    )
+
+    doctor_command = command(
+        commands,
+        "doctor",
+        doctor,
+        "Check the stack is ready: secrets filled, Telegram webhook, CRMs answering, alarm "
+        "subscriptions confirmed, DLQs empty, End User Messaging, Bedrock, the Powertools parameter. "
+        "OK / WARN / FAIL per finding, with the command that fixes it.",
+        json_option,
+    )
+    doctor_command.add_argument(
+        "--strict", action="store_true", help=f"exit {EXIT_FOUND} on a WARN too (default: only on a FAIL)"
     )
 
     dlq_parser = commands.add_parser("dlq", help="Dead-letter queues of the consumers.", parents=[common])

@@ -21,9 +21,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from infra.outputs import OutputKey
 from ops.context import Context
 from ops.errors import OpsError
-from ops.stack import ConsumerQueues
+from ops.stack import ConsumerQueues, StackOutputs
 from ops.text import format_age
 from pipeline import aws
 
@@ -114,6 +115,38 @@ def _groups_from_sample(queue_url: str) -> list[str]:
 
 def _depth(queue_url: str) -> int:
     return int(_attributes(queue_url, "ApproximateNumberOfMessages")["ApproximateNumberOfMessages"])
+
+
+@dataclass(frozen=True)
+class DeadLetterQueue:
+    """One DLQ of the stack; `consumer` names the `dlq peek`/`redrive` argument (None: the SMS
+    delivery events' DLQs, which those commands do not handle)."""
+
+    label: str
+    url: str
+    consumer: str | None
+
+
+def dead_letter_queues(stack: StackOutputs) -> list[DeadLetterQueue]:
+    """Every DLQ of the stack: each consumer's, its SNS delivery DLQ, the SMS delivery events' ones."""
+    found: list[DeadLetterQueue] = []
+    for queues in stack.consumer_queues():
+        found.append(DeadLetterQueue(f"{queues.consumer} DLQ", queues.dlq_url, queues.consumer))
+        if queues.delivery_dlq_url:
+            found.append(
+                DeadLetterQueue(f"{queues.consumer} delivery DLQ", queues.delivery_dlq_url, queues.consumer)
+            )
+    for role in OutputKey.SMS_EVENTS_DLQ_ROLES:
+        url = stack.get(OutputKey.sms_events_dlq_url(role))
+        if url:
+            found.append(DeadLetterQueue(f"SMS events {role} DLQ", url, None))
+    return found
+
+
+def held(queue_url: str) -> int:
+    """Messages a queue holds, visible or in flight; receives nothing."""
+    attrs = _attributes(queue_url, "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible")
+    return sum(int(attrs.get(name, "0")) for name in attrs)
 
 
 def list_dlqs(ctx: Context) -> int:

@@ -30,6 +30,21 @@ LOCAL_STACK_FILE = Path(".local") / "stack.json"
 DEFAULT_LOCAL_FILE = REPO_ROOT / LOCAL_STACK_FILE
 
 
+# botocore's service-specific endpoint variables, as `local.overlay` sets them for the functions.
+LOCAL_STAND_IN_ENDPOINTS = {
+    "bedrock": "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "end_user_messaging": "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2",
+}
+# The local runtime's names of the webhook's secrets (`local.resources`); the others are the
+# consumers' logical names, exported as `OutputKey.secret_id(name)` as the stack does.
+LOCAL_WEBHOOK_SECRETS = {
+    "telegram": OutputKey.TELEGRAM_SECRET_ID,
+    "crm": OutputKey.CRM_SECRET_ID,
+    "crm_token": OutputKey.CRM_TOKEN_SECRET_ID,
+    "bitrix24_app_token": OutputKey.BITRIX24_APP_TOKEN_SECRET_ID,
+}
+
+
 @dataclass(frozen=True)
 class ConsumerQueues:
     consumer: str
@@ -110,6 +125,10 @@ def from_local_file(path: Path) -> StackOutputs:
         raise OpsError(f"{path} has no 'aws_endpoint'")
     _point_boto3_at(str(endpoint), data.get("region"))
     fakes = data.get("fakes") or {}
+    # The services the local runtime's functions reach on stand-ins, not on moto.
+    for fake, variable in LOCAL_STAND_IN_ENDPOINTS.items():
+        if fakes.get(fake):
+            os.environ[variable] = str(fakes[fake])
     return StackOutputs(
         origin=str(path), values=_local_outputs(data), telegram_api_base=fakes.get("telegram")
     )
@@ -118,16 +137,19 @@ def from_local_file(path: Path) -> StackOutputs:
 def _local_outputs(data: Mapping[str, Any]) -> dict[str, str]:
     """The stack outputs the local runtime's file stands for (see `local/runtime.py` stack_info)."""
     secrets, tables = data.get("secrets") or {}, data.get("tables") or {}
+    delivery_events = data.get("sms_delivery_events") or {}
     outputs = {
         OutputKey.WEBHOOK_URL: data.get("webhook_url"),
         OutputKey.CRM_URL: data.get("crm_url"),
         OutputKey.EVENTS_TOPIC_ARN: data.get("topic_arn"),
-        OutputKey.TELEGRAM_SECRET_ID: secrets.get("telegram"),
-        OutputKey.CRM_SECRET_ID: secrets.get("crm"),
-        OutputKey.CRM_TOKEN_SECRET_ID: secrets.get("crm_token"),
-        OutputKey.BOT_TOKEN_SECRET_ID: secrets.get("telegram_bot_token"),
         OutputKey.JOURNAL_TABLE: tables.get("journal"),
+        OutputKey.ALARM_TOPIC_ARN: data.get("alarm_topic_arn"),
+        OutputKey.SMS_CONFIGURATION_SET: delivery_events.get("configuration_set"),
+        OutputKey.SMS_EVENTS_TOPIC_ARN: delivery_events.get("topic_arn"),
+        OutputKey.sms_events_dlq_url("failed"): delivery_events.get("failed_events_queue_url"),
     }
+    for name, secret_id in secrets.items():
+        outputs[LOCAL_WEBHOOK_SECRETS.get(name) or OutputKey.secret_id(name)] = secret_id
     for name, queue in (data.get("queues") or {}).items():
         outputs[OutputKey.queue_url(name)] = queue.get("url")
         outputs[OutputKey.dlq_url(name)] = queue.get("dlq_url")

@@ -17,6 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from infra.config import powertools_parameter_name
 from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR, TELEGRAM_BOT_LAYER_DIR
 from pipeline.registry import Consumer
 
@@ -115,11 +116,6 @@ def validates_crm_events(consumer: Consumer) -> bool:
     phone check imports `phonenumbers`: it needs the phonenumbers layer."""
     sources = consumer.filter_policy.get("source")
     return sources is None or any(source in CRM_EVENT_SOURCES for source in sources)
-
-
-def powertools_parameter_name(version: str) -> str:
-    """Public SSM parameter whose value is the Powertools layer ARN for our runtime and architecture."""
-    return f"/aws/service/powertools/python/arm64/python3.13/{version}"
 
 
 class PipelineLayers(Construct):

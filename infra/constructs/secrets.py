@@ -7,9 +7,7 @@ token, a CRM URL), so the stack creates them with a placeholder the operator rep
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment as Ack
 from aws_cdk import RemovalPolicy, SecretValue, Validations
@@ -17,67 +15,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.naming import pascal_case
-
-# Telegram's secret_token allows 1-256 of A-Z a-z 0-9 _ -; without punctuation Secrets Manager
-# draws from A-Z a-z 0-9 only, which fits.
-GENERATED_SECRET_LENGTH = 64
-
-
-@dataclass(frozen=True)
-class ConsumerSecretSpec:
-    """What the operator must put into a consumer secret, and the placeholder it starts with."""
-
-    description: str
-    placeholder: str
-
-
-CONSUMER_SECRET_SPECS: dict[str, ConsumerSecretSpec] = {
-    "crm_api": ConsumerSecretSpec(
-        description=(
-            'CRM API for the crm consumer. JSON: {"kind": "webhook" | "bitrix24", '
-            '"url": "<https endpoint or Bitrix24 inbound webhook URL>", '
-            '"auth_header": "<Authorization header value, empty if the URL carries the credential>"}'
-        ),
-        placeholder=json.dumps({"kind": "webhook", "url": "", "auth_header": ""}),
-    ),
-    "bitrix24_api": ConsumerSecretSpec(
-        description=(
-            'Bitrix24 portal REST access for the bitrix24 consumer. JSON: {"url": "https://<portal>/rest/'
-            '<user>/<code>/"}: an inbound webhook with the crm scope (it reads deals and contacts).'
-        ),
-        placeholder=json.dumps({"url": ""}),
-    ),
-    "amocrm_api": ConsumerSecretSpec(
-        description=(
-            'amoCRM API access for the amocrm consumer. JSON: {"base_url": "https://<subdomain>.amocrm.ru", '
-            '"token": "<long-lived access token of a private integration>"} (it reads leads and contacts).'
-        ),
-        placeholder=json.dumps({"base_url": "", "token": ""}),
-    ),
-    "telegram_bot_token": ConsumerSecretSpec(
-        description="Telegram bot token from @BotFather (plain string, e.g. 123456:ABC-DEF...).",
-        placeholder="REPLACE_WITH_BOT_TOKEN",
-    ),
-    "sms_gateway": ConsumerSecretSpec(
-        description=(
-            'Bearer token of the HTTP SMS gateway (SMS_GATEWAY=http): the token, or {"token": "..."}. '
-            "Unused with AWS End User Messaging."
-        ),
-        # An empty token makes the http gateway fail loudly instead of sending a fake credential.
-        placeholder=json.dumps({"token": ""}),
-    ),
-}
-
-
-def consumer_secret_spec(name: str) -> ConsumerSecretSpec:
-    """The spec for a registry secret name; a new name gets a generic one rather than failing."""
-    return CONSUMER_SECRET_SPECS.get(
-        name,
-        ConsumerSecretSpec(
-            description=f"Secret '{name}' read by the pipeline's consumers; replace the placeholder.",
-            placeholder="REPLACE_ME",
-        ),
-    )
+from infra.secret_specs import GENERATED_SECRET_LENGTH, consumer_secret_spec
 
 
 def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> None:

@@ -24,6 +24,7 @@ COMMANDS = [
     ("rotate-secret",),
     ("rotate-crm-token",),
     ("outputs",),
+    ("doctor",),
     ("new-consumer",),
     ("configure",),
     ("dlq", "list"),
