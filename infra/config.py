@@ -174,6 +174,10 @@ class PipelineSettings(BaseModel):
     # How often the catch-up sweep reads each connected CRM's history (no sweep without a CRM).
     crm_sweep_minutes: int = Field(default=5, ge=1, le=60)
     # -- operations -------------------------------------------------------------------------------
+    # Which alarms the stack makes (infra.constructs.monitoring.ESSENTIAL_ALARMS): "full", every
+    # alarm; "essential", the few a small bot needs (dead letters, webhook errors, SMS unknowns),
+    # for a bill at rest within the account's free alarm metrics.
+    alarms: Literal["full", "essential"] = "full"
     # Where alarm notifications are e-mailed (SNS asks the address to confirm first).
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Accept Telegram webhook calls only from Telegram's published ranges (TELEGRAM_CIDRS).

@@ -46,6 +46,10 @@ STANDARD_RESOLUTION_SECONDS = 60
 # The CloudWatch free tier's dashboards (3 a month) are those "referencing up to 50 metrics
 # each" (CLOUDWATCH_PRICING, free tier table, checked 2026-12-02): a bigger one is never free.
 FREE_DASHBOARD_METRICS = 50
+# A SEARCH expression on a dashboard references every metric it finds, a number known only in
+# the account: the webhook's (one per source and event type, or per source and reason) are
+# counted at this many each, a reserve for a few sources times their types.
+SEARCH_METRICS_RESERVE = 10
 
 # Charged while idle but not by a resource of the template: a custom metric the scheduled
 # reconciler publishes on every run (first 10 of the account free), per metric-month.
@@ -144,18 +148,23 @@ def alarm_metrics(alarm: Mapping[str, Any]) -> int:
     return len(stats) or 1
 
 
+def _line_metrics(line: list[Any]) -> int:
+    """A graphed line: a metric (shown or read by an expression) counts 1, a math expression 0
+    (its metrics are lines of their own), a SEARCH its reserve."""
+    expressions = [part["expression"] for part in line if isinstance(part, Mapping) and "expression" in part]
+    if not expressions:
+        return 1
+    return SEARCH_METRICS_RESERVE if "SEARCH(" in expressions[0] else 0
+
+
 def dashboard_metrics(dashboard: Mapping[str, Any]) -> int:
-    """The metrics a dashboard's widgets reference (math expressions and searches not counted:
-    what they read is open-ended, so this is a lower bound)."""
+    """The metrics a dashboard's widgets reference, a SEARCH counted at SEARCH_METRICS_RESERVE."""
     body = dashboard["Properties"]["DashboardBody"]
     if isinstance(body, Mapping):  # {"Fn::Join": ["", [text, {"Ref": ...}, ...]]}
         body = "".join(part if isinstance(part, str) else "ref" for part in body["Fn::Join"][1])
     widgets = json.loads(body)["widgets"]
     return sum(
-        1
-        for widget in widgets
-        for line in widget.get("properties", {}).get("metrics", [])
-        if not any(isinstance(part, Mapping) and "expression" in part for part in line)
+        _line_metrics(line) for widget in widgets for line in widget.get("properties", {}).get("metrics", [])
     )
 
 
@@ -201,6 +210,11 @@ class IdleCost:
         return sum(
             price.usd * min(self.free_eligible[price.resource_type], price.free_units) for price in PRICES
         )
+
+    @property
+    def within_free_tier(self) -> float:
+        """What the account pays if this stack is the only user of its CloudWatch free tier."""
+        return self.total - self.free_tier_saving
 
     def breakdown(self) -> str:
         """`1 KMS key x $1.00 + ...`, as README states it."""

@@ -1,9 +1,11 @@
-"""Alarms and one dashboard over everything the stack runs.
+"""Alarms and the dashboards over everything the stack runs.
 
-Alarms (each notifies the alarm topic on ALARM and on OK):
+Alarms (each notifies the alarm topic on ALARM and on OK), with `alarms=full` (the default):
 - every DLQ (consumer redrive DLQs, SNS delivery DLQs, the SMS delivery-event DLQs) holds a message;
 - every consumer queue's oldest message is older than its retry policy allows (`max_message_age`);
-- every function reports an error or a throttle;
+- every function reports an error; Lambda throttles an invocation: one alarm on the account's
+  regional Throttles (no function of the stack reserves concurrency, so a throttle is the
+  account's concurrency running out, whichever function it hits; the dashboards show which);
 - the API answers 5xx, or refuses unauthenticated requests in a burst (the webhook's own metric:
   HTTP APIs have no per-status metric);
 - the webhook refuses a CRM event because its customer's phone is not a valid number;
@@ -11,6 +13,16 @@ Alarms (each notifies the alarm topic on ALARM and on OK):
   an SMS rule was first seen too late to text (`sms_max_age_minutes`);
 - SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, and the
   share of failed sends is high.
+
+With `alarms=essential` only ESSENTIAL_ALARMS: each consumer's DLQ, the webhook's errors and
+the SMS unknowns (a bill at rest within the account's free alarm metrics for a small bot).
+
+Each alarm metric is billed ($0.10 a month; an alarm on metric math pays for every metric it
+reads), so combining alarms saves nothing: only watching fewer metrics does.
+
+The dashboards: sections (ingress, each consumer, SMS, the CRM sweep) packed in order into as
+few dashboards as keep each within the free tier's metrics per dashboard (`infra.prices`: 3
+such dashboards are free in an account that has no other).
 
 Which resources exist comes from the stack (so from the registry): a new consumer gets its
 alarms and dashboard row without a change here.
@@ -26,6 +38,7 @@ from enum import StrEnum
 from aws_cdk import Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -36,6 +49,7 @@ from infra.constructs.events_topic import AlarmTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
+from infra.prices import FREE_DASHBOARD_METRICS, SEARCH_METRICS_RESERVE
 from pipeline.crm.sources import MISCONFIGURED_METRIC
 from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
 from pipeline.crm.sync import TOO_OLD_METRIC
@@ -68,17 +82,11 @@ def max_message_age_seconds(consumer: Consumer) -> int:
     return backoffs + retry.max_receive_count * consumer.timeout_seconds + QUEUE_AGE_SLACK_SECONDS
 
 
-def _graph(
-    title: str, left: list[cloudwatch.IMetric], right: list[cloudwatch.IMetric] | None = None
-) -> cloudwatch.GraphWidget:
-    return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=8, height=6)
-
-
 class AlarmKind(StrEnum):
     DLQ_NOT_EMPTY = "dlq_not_empty"
     QUEUE_AGE = "queue_age"
     FUNCTION_ERRORS = "function_errors"
-    FUNCTION_THROTTLES = "function_throttles"
+    LAMBDA_THROTTLES = "lambda_throttles"
     API_5XX = "api_5xx"
     UNAUTHORIZED_SPIKE = "unauthorized_spike"
     INVALID_PHONE = "invalid_phone"
@@ -89,6 +97,15 @@ class AlarmKind(StrEnum):
     CRM_TRANSITION_TOO_OLD = "crm_transition_too_old"
 
 
+# What `alarms=essential` keeps, by kind and which of its subjects (the rest of `full` is left out).
+ESSENTIAL_ALARMS: dict[AlarmKind, str] = {
+    AlarmKind.DLQ_NOT_EMPTY: "each consumer's DLQ (not the SNS delivery DLQs nor the SMS event DLQs)",
+    AlarmKind.FUNCTION_ERRORS: "the webhook only",
+    AlarmKind.SMS_UNKNOWN_AGE: "as in full",
+    AlarmKind.SMS_UNKNOWN_PAST_DEADLINE: "as in full",
+}
+
+
 @dataclass(frozen=True)
 class WatchedAlarm:
     kind: AlarmKind
@@ -96,15 +113,53 @@ class WatchedAlarm:
     alarm: cloudwatch.Alarm
 
 
-def dashboard_name(stack: Stack) -> str:
+def dashboard_name(stack: Stack, number: int = 1) -> str:
     """The stack name and its region: dashboards are global per account, so the same stack name
     deployed in two regions of one account must not share one. Environment-agnostic, the region
-    is the deploy-time AWS::Region (Fn::Join)."""
+    is the deploy-time AWS::Region (Fn::Join). The second and later dashboards end in -2, -3..."""
     region = stack.region
+    suffix = "" if number == 1 else f"-{number}"
     concrete = region if not Token.is_unresolved(region) else "x" * REGION_NAME_ROOM
-    if not DASHBOARD_NAME.match(f"{stack.stack_name}-{concrete}"):
+    if not DASHBOARD_NAME.match(f"{stack.stack_name}-{concrete}{suffix}"):
         raise ValueError(f"stack_name: {stack.stack_name!r} makes no valid CloudWatch dashboard name")
-    return f"{stack.stack_name}-{region}"
+    return f"{stack.stack_name}-{region}{suffix}"
+
+
+def metric_count(metric: cloudwatch.IMetric) -> int:
+    """The metrics a graphed line references, as `infra.prices.dashboard_metrics` counts them in
+    the template: a metric one, an expression those it uses, a SEARCH its reserve."""
+    if isinstance(metric, cloudwatch.MathExpression):
+        if "SEARCH(" in metric.expression:
+            return SEARCH_METRICS_RESERVE
+        return sum(metric_count(used) for used in metric.using_metrics.values())
+    return 1
+
+
+@dataclass
+class Section:
+    """Rows of widgets shown together on one dashboard, and the metrics they reference."""
+
+    rows: list[list[cloudwatch.IWidget]]
+    metrics: int = 0
+
+    def graph(
+        self, title: str, left: list[cloudwatch.IMetric], right: list[cloudwatch.IMetric] | None = None
+    ) -> cloudwatch.GraphWidget:
+        """A graph for a row of this section, its metrics counted."""
+        self.metrics += sum(metric_count(metric) for metric in [*left, *(right or [])])
+        return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=8, height=6)
+
+
+def pack(sections: list[Section], limit: int = FREE_DASHBOARD_METRICS) -> list[list[Section]]:
+    """Sections in order, on as few dashboards as keep each within `limit` metrics."""
+    dashboards: list[list[Section]] = [[]]
+    for section in sections:
+        if section.metrics > limit:
+            raise ValueError(f"a dashboard section of {section.metrics} metrics exceeds {limit}")
+        if sum(s.metrics for s in dashboards[-1]) + section.metrics > limit:
+            dashboards.append([])
+        dashboards[-1].append(section)
+    return dashboards
 
 
 class Monitoring(Construct):
@@ -142,28 +197,33 @@ class Monitoring(Construct):
                 self.dlqs[f"sms-events-{role}-dlq"] = queue
 
         ordered_dlqs = {f"{name}-dlq" for name, pipeline in pipelines.items() if pipeline.consumer.ordered}
-        for dlq_name, dlq in self.dlqs.items():
-            self._dlq_alarm(dlq_name, dlq, ordered=dlq_name in ordered_dlqs)
-        for name, pipeline in pipelines.items():
-            self._queue_age_alarm(name, pipeline)
-        for name, function in self.functions.items():
-            self._function_alarms(name, function)
-        self._api_alarms(ingress)
-        for name, pipeline in pipelines.items():
-            if pipeline.consumer.publishes:
-                self._crm_source_alarm(name, pipeline)
-                self._crm_too_old_alarm(name, pipeline)
-        if sms:
-            self._sms_alarms(settings, sms)
+        if settings.alarms == "essential":
+            for name, pipeline in pipelines.items():
+                self._dlq_alarm(f"{name}-dlq", pipeline.dlq, ordered=f"{name}-dlq" in ordered_dlqs)
+            self._errors_alarm("webhook", ingress.webhook)
+            if sms:
+                self._sms_unknown_alarms(settings, sms)
+        else:
+            for dlq_name, dlq in self.dlqs.items():
+                self._dlq_alarm(dlq_name, dlq, ordered=dlq_name in ordered_dlqs)
+            for name, pipeline in pipelines.items():
+                self._queue_age_alarm(name, pipeline)
+            for name, function in self.functions.items():
+                self._errors_alarm(name, function)
+            self._throttles_alarm()
+            self._api_alarms(ingress)
+            for name, pipeline in pipelines.items():
+                if pipeline.consumer.publishes:
+                    self._crm_source_alarm(name, pipeline)
+                    self._crm_too_old_alarm(name, pipeline)
+            if sms:
+                self._sms_unknown_alarms(settings, sms)
+                self._sms_failed_rate_alarm(sms)
 
-        self.dashboard = cloudwatch.Dashboard(
-            self,
-            "Dashboard",
-            dashboard_name=dashboard_name(Stack.of(self)),
-            default_interval=Duration.hours(3),
-            period_override=cloudwatch.PeriodOverride.AUTO,
-        )
-        self._dashboard(ingress, pipelines, sms, crm_sweep)
+        self.dashboards: list[cloudwatch.Dashboard] = []
+        self._dashboards(ingress, pipelines, sms, crm_sweep)
+        # The first: the one the DashboardName output names (ingress, and the alarms' states).
+        self.dashboard = self.dashboards[0]
 
     # -- alarms -----------------------------------------------------------------------------------
     def _alarm(
@@ -231,20 +291,32 @@ class Monitoring(Construct):
             f"({limit} s): the {name} worker is failing, throttled or too slow.",
         )
 
-    def _function_alarms(self, name: str, function: PipelineFunction) -> None:
-        for kind, metric, what in (
-            (AlarmKind.FUNCTION_ERRORS, function.function.metric_errors(period=PERIOD), "errors"),
-            (AlarmKind.FUNCTION_THROTTLES, function.function.metric_throttles(period=PERIOD), "throttles"),
-        ):
-            self._alarm(
-                kind,
-                name,
-                f"{what.title()}-{name}",
-                metric,
-                threshold=0,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                description=f"The {name} function reports {what} (see its log group).",
-            )
+    def _errors_alarm(self, name: str, function: PipelineFunction) -> None:
+        self._alarm(
+            AlarmKind.FUNCTION_ERRORS,
+            name,
+            f"Errors-{name}",
+            function.function.metric_errors(period=PERIOD),
+            threshold=0,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description=f"The {name} function reports errors (see its log group).",
+        )
+
+    def _throttles_alarm(self) -> None:
+        """One alarm metric for every function's throttles: none reserves concurrency, so Lambda
+        throttles one only when the account's regional concurrency runs out (which the
+        account-wide Throttles counts, other functions of the account included)."""
+        self._alarm(
+            AlarmKind.LAMBDA_THROTTLES,
+            "lambda",
+            "LambdaThrottles",
+            lambda_.Function.metric_all_throttles(period=PERIOD),
+            threshold=0,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description="Lambda throttled invocations in this account and region: its concurrency ran "
+            "out (every function of the stack shares it). The dashboards' Throttles lines say which "
+            "of the stack's functions; SQS-driven ones retry, the webhook answered 5xx.",
+        )
 
     def _api_alarms(self, ingress: Ingress) -> None:
         self._alarm(
@@ -312,7 +384,7 @@ class Monitoring(Construct):
             f"{name} log): check the CRM's webhook and the crm_sweep function.",
         )
 
-    def _sms_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:
+    def _sms_unknown_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:
         minutes = settings.sms_unknown_alarm_minutes
         self._alarm(
             AlarmKind.SMS_UNKNOWN_AGE,
@@ -334,6 +406,8 @@ class Monitoring(Construct):
             description="SMS outcomes are unknown past the reconcile deadline: a person must mark "
             "them accepted or resend (python -m ops journal resolve <key> --accepted|--not-sent).",
         )
+
+    def _sms_failed_rate_alarm(self, sms: SmsSupport) -> None:
         self._alarm(
             AlarmKind.SMS_FAILED_RATE,
             "sms",
@@ -361,47 +435,79 @@ class Monitoring(Construct):
             period=period,
         )
 
-    # -- dashboard --------------------------------------------------------------------------------
-    def _dashboard(
+    # -- dashboards -------------------------------------------------------------------------------
+    def _dashboards(
         self,
         ingress: Ingress,
         pipelines: Mapping[str, ConsumerPipeline],
         sms: SmsSupport | None,
         crm_sweep: CrmSweep | None,
     ) -> None:
+        sections = [self._ingress_section(ingress)]
+        sections += [self._consumer_section(name, pipeline) for name, pipeline in pipelines.items()]
+        if sms:
+            sections.append(self._sms_section(sms))
+        if crm_sweep:
+            sections.append(self._crm_sweep_section(crm_sweep))
+        # More than the free tier's 3 dashboards only with more consumers than the registry has
+        # today (tests/infra: the fullest template needs 3); each further one is $3 a month.
+        stack = Stack.of(self)
+        for number, on_it in enumerate(pack(sections), start=1):
+            dashboard = cloudwatch.Dashboard(
+                self,
+                "Dashboard" if number == 1 else f"Dashboard{number}",
+                dashboard_name=dashboard_name(stack, number),
+                default_interval=Duration.hours(3),
+                period_override=cloudwatch.PeriodOverride.AUTO,
+            )
+            for section in on_it:
+                for row in section.rows:
+                    dashboard.add_widgets(*row)
+            self.dashboards.append(dashboard)
+        # An alarm status widget references alarms, not metrics.
+        self.dashboards[0].add_widgets(
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms", alarms=[watched.alarm for watched in self.alarms], width=24, height=8
+            )
+        )
+
+    def _ingress_section(self, ingress: Ingress) -> Section:
         stage = ingress.stage
         webhook = ingress.webhook.function
-        self.dashboard.add_widgets(cloudwatch.TextWidget(markdown="# Ingress", width=24, height=1))
-        self.dashboard.add_widgets(
-            _graph(
-                "API requests and errors",
-                [
-                    stage.metric_count(statistic="Sum", period=PERIOD),
-                    stage.metric_client_error(period=PERIOD),
-                    stage.metric_server_error(period=PERIOD),
-                ],
-                [stage.metric_latency(statistic="p99", period=PERIOD)],
-            ),
-            _graph(
-                "Webhook: accepted and rejected events",
-                [
-                    self._search("EventsAccepted", "source,type"),
-                    self._search("EventsRejected", "source,reason"),
-                ],
-            ),
-            _graph(
-                "Webhook function",
-                [webhook.metric_errors(period=PERIOD), webhook.metric_throttles(period=PERIOD)],
-                [webhook.metric_duration(statistic="p99", period=PERIOD)],
-            ),
+        section = Section([[cloudwatch.TextWidget(markdown="# Ingress", width=24, height=1)]])
+        section.rows.append(
+            [
+                section.graph(
+                    "API requests and errors",
+                    [
+                        stage.metric_count(statistic="Sum", period=PERIOD),
+                        stage.metric_client_error(period=PERIOD),
+                        stage.metric_server_error(period=PERIOD),
+                    ],
+                    [stage.metric_latency(statistic="p99", period=PERIOD)],
+                ),
+                section.graph(
+                    "Webhook: accepted and rejected events",
+                    [
+                        self._search("EventsAccepted", "source,type"),
+                        self._search("EventsRejected", "source,reason"),
+                    ],
+                ),
+                section.graph(
+                    "Webhook function",
+                    [webhook.metric_errors(period=PERIOD), webhook.metric_throttles(period=PERIOD)],
+                    [webhook.metric_duration(statistic="p99", period=PERIOD)],
+                ),
+            ]
         )
-        for name, pipeline in pipelines.items():
-            worker = pipeline.worker.function
-            self.dashboard.add_widgets(
-                cloudwatch.TextWidget(markdown=f"## Consumer `{name}`", width=24, height=1)
-            )
-            self.dashboard.add_widgets(
-                _graph(
+        return section
+
+    def _consumer_section(self, name: str, pipeline: ConsumerPipeline) -> Section:
+        worker = pipeline.worker.function
+        section = Section([[cloudwatch.TextWidget(markdown=f"## Consumer `{name}`", width=24, height=1)]])
+        section.rows.append(
+            [
+                section.graph(
                     f"{name}: queue depth and oldest message age",
                     [
                         pipeline.queue.metric_approximate_number_of_messages_visible(
@@ -414,7 +520,7 @@ class Monitoring(Construct):
                         )
                     ],
                 ),
-                _graph(
+                section.graph(
                     f"{name}: dead-letter queues",
                     [
                         pipeline.dlq.metric_approximate_number_of_messages_visible(
@@ -425,47 +531,41 @@ class Monitoring(Construct):
                         ),
                     ],
                 ),
-                _graph(
+                section.graph(
                     f"{name}: worker duration and errors",
                     [worker.metric_errors(period=PERIOD), worker.metric_throttles(period=PERIOD)],
+                    [worker.metric_duration(statistic="p99", period=PERIOD)],
+                ),
+            ]
+        )
+        return section
+
+    def _crm_sweep_section(self, crm_sweep: CrmSweep) -> Section:
+        function = crm_sweep.function
+        section = Section([])
+        section.rows.append(
+            [
+                section.graph(
+                    "CRM history sweep: orders looked at, failures",
+                    [function.emitted_metric(ORDERS_METRIC), function.emitted_metric(FAILURES_METRIC)],
+                    [function.function.metric_duration(statistic="Maximum", period=PERIOD)],
+                ),
+                section.graph(
+                    "crm_sweep: errors",
                     [
-                        worker.metric_duration(statistic="p99", period=PERIOD),
-                        worker.metric_duration(statistic="Average", period=PERIOD),
+                        function.function.metric_errors(period=PERIOD),
+                        function.function.metric_throttles(period=PERIOD),
                     ],
                 ),
-            )
-        if sms:
-            self._sms_dashboard(sms)
-        if crm_sweep:
-            self._crm_sweep_dashboard(crm_sweep)
-        self.dashboard.add_widgets(
-            cloudwatch.AlarmStatusWidget(
-                title="Alarms", alarms=[watched.alarm for watched in self.alarms], width=24, height=8
-            )
+            ]
         )
+        return section
 
-    def _crm_sweep_dashboard(self, crm_sweep: CrmSweep) -> None:
-        function = crm_sweep.function
-        self.dashboard.add_widgets(
-            _graph(
-                "CRM history sweep: orders looked at, failures",
-                [function.emitted_metric(ORDERS_METRIC), function.emitted_metric(FAILURES_METRIC)],
-                [function.function.metric_duration(statistic="Maximum", period=PERIOD)],
-            ),
-            _graph(
-                "crm_sweep: errors",
-                [
-                    function.function.metric_errors(period=PERIOD),
-                    function.function.metric_throttles(period=PERIOD),
-                ],
-            ),
-        )
-
-    def _sms_dashboard(self, sms: SmsSupport) -> None:
-        self.dashboard.add_widgets(cloudwatch.TextWidget(markdown="## SMS", width=24, height=1))
+    def _sms_section(self, sms: SmsSupport) -> Section:
+        section = Section([[cloudwatch.TextWidget(markdown="## SMS", width=24, height=1)]])
         widgets: list[cloudwatch.IWidget] = [
-            _graph("SMS send outcomes", [sms.send_outcome_metric(name) for name in SMS_OUTCOMES]),
-            _graph(
+            section.graph("SMS send outcomes", [sms.send_outcome_metric(name) for name in SMS_OUTCOMES]),
+            section.graph(
                 "SMS unknown outcomes",
                 [sms.reconciler_metric("SmsUnknownCount"), sms.reconciler_metric("SmsUnknownPastDeadline")],
                 [sms.reconciler_metric("SmsUnknownOldestAgeSeconds")],
@@ -473,7 +573,7 @@ class Monitoring(Construct):
         ]
         for function in sms.functions:
             widgets.append(
-                _graph(
+                section.graph(
                     f"{function.service_name}: duration and errors",
                     [
                         function.function.metric_errors(period=PERIOD),
@@ -485,7 +585,7 @@ class Monitoring(Construct):
         if sms.delivery_events_handler:
             handler = sms.delivery_events_handler
             widgets.append(
-                _graph(
+                section.graph(
                     "SMS delivery events",
                     [
                         handler.emitted_metric("SmsDeliveryEvents"),
@@ -499,7 +599,8 @@ class Monitoring(Construct):
                     ],
                 )
             )
-        self.dashboard.add_widgets(*widgets)
+        section.rows.append(widgets)
+        return section
 
     @staticmethod
     def _search(metric_name: str, dimensions: str) -> cloudwatch.MathExpression:

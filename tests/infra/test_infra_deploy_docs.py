@@ -12,7 +12,14 @@ from synthesized import Synthesized
 from infra.config import PipelineSettings
 from infra.constructs.layers import powertools_parameter_name
 from infra.paths import PROJECT_ROOT
-from infra.prices import CUSTOM_METRIC_USD, PRICES, PRICES_RECORDED, idle_cost
+from infra.prices import (
+    CUSTOM_METRIC_USD,
+    FREE_DASHBOARD_METRICS,
+    PRICES,
+    PRICES_RECORDED,
+    SEARCH_METRICS_RESERVE,
+    idle_cost,
+)
 from tests.unit.test_readme import flowing, section
 
 DEPLOY = section("Deploy")
@@ -29,18 +36,30 @@ TEARDOWN_ROWS: dict[str, tuple[str, bool | None]] = {
 }
 
 
-def test_the_readme_quotes_the_idle_cost_of_the_default_template(default_synth: Synthesized) -> None:
+def _alarms(synth: Synthesized) -> int:
+    return sum(1 for r in synth.resources.values() if r["Type"] == "AWS::CloudWatch::Alarm")
+
+
+def test_the_readme_quotes_the_idle_cost_of_the_default_template_per_alarm_profile(
+    default_synth: Synthesized, essential_synth: Synthesized
+) -> None:
     cost = idle_cost(default_synth.resources)
+    essential = idle_cost(essential_synth.resources)
     reconciler = (PROJECT_ROOT / "layers/shared/python/pipeline/sms/reconcile.py").read_text()
     reconciler_metrics = len(set(re.findall(r'add_metric\(\s*name="(Sms\w+)"', reconciler)))
-    alarms = sum(1 for r in default_synth.resources.values() if r["Type"] == "AWS::CloudWatch::Alarm")
     free = {price.unit: price.free_units for price in PRICES if price.free_units}
     text = flowing(DEPLOY)
     expected = [
-        f"about **${cost.total:.2f} a month** in fixed charges",
-        f"from the synthesized default template: {cost.breakdown()} ({alarms} alarms;",
-        f"free tier ({free['alarm metric']} alarm metrics, {free['dashboard']} dashboards)",
+        f"about **${cost.within_free_tier:.2f} a month** in fixed charges where the account's"
+        f" always-free CloudWatch tier is this stack's alone, **${cost.total:.2f}** at list price",
+        f"from the synthesized default template: {cost.breakdown()} ({_alarms(default_synth)} alarms;",
+        f"free tier ({free['alarm metric']} alarm metrics, {free['dashboard']} dashboards of at most"
+        f" {FREE_DASHBOARD_METRICS} metrics each)",
         f"takes up to ${cost.free_tier_saving:.2f} off",
+        f"each of the webhook's two SEARCH lines counted at {SEARCH_METRICS_RESERVE}",
+        f"about **${essential.within_free_tier:.2f} a month** within the free tier,"
+        f" **${essential.total:.2f}** at list price: {essential.breakdown()}"
+        f" ({_alarms(essential_synth)} alarms, within the free {free['alarm metric']} alarm metrics;",
         f"its {reconciler_metrics} `Sms...` custom metrics on every run",
         f"${CUSTOM_METRIC_USD:.2f} per metric-month each beyond the account's free 10:"
         f" ${reconciler_metrics * CUSTOM_METRIC_USD:.2f} a month",
@@ -50,6 +69,44 @@ def test_the_readme_quotes_the_idle_cost_of_the_default_template(default_synth: 
     assert [phrase for phrase in expected if phrase not in text] == []
     # Each priced resource is there at all (a count of 0 would mean the figure misses a cost).
     assert all(cost.units.values())
+    # What README says of them holds: every dashboard free-tier eligible, essential's alarm
+    # metrics all within the free ones.
+    assert cost.free_eligible["AWS::CloudWatch::Dashboard"] == cost.units["AWS::CloudWatch::Dashboard"]
+    assert essential.units["AWS::CloudWatch::Alarm"] <= free["alarm metric"]
+
+
+def _alarm_patterns(text: str) -> set[str]:
+    """The alarm names a README passage lists (`Errors-<function>`, `Api5xx`)."""
+    return set(re.findall(r"`([A-Z][A-Za-z0-9]+(?:-[a-z<>-]+)?)`", text))
+
+
+def _matches(pattern: str, name: str) -> bool:
+    regex = re.escape(pattern).replace(re.escape("<consumer>"), "[a-z0-9_]+")
+    regex = re.sub(r"<[a-z]+>", "[a-z0-9_-]+", regex.replace("\\<", "<").replace("\\>", ">"))
+    return re.fullmatch(regex, name) is not None
+
+
+@pytest.mark.parametrize(
+    ("profile", "synths"),
+    [("full", ("default_synth", "full_synth")), ("essential", ("essential_synth",))],
+)
+def test_the_alarms_operate_lists_per_profile_are_the_templates(
+    profile: str, synths: tuple[str, ...], request: pytest.FixtureRequest
+) -> None:
+    operate = flowing(section("Operate"))
+    full, essential = operate.split("With `alarms=full`", 1)[1].split("With `alarms=essential`", 1)
+    listed = _alarm_patterns(full if profile == "full" else essential.split(" only.", 1)[0])
+    used = set()
+    for name in synths:
+        synthesized: Synthesized = request.getfixturevalue(name)
+        assert synthesized.stack.settings.alarms == profile
+        for watched in synthesized.stack.monitoring.alarms:
+            alarm_id = watched.alarm.node.id
+            matching = {pattern for pattern in listed if _matches(pattern, alarm_id)}
+            assert matching, f"{alarm_id}: not in README's {profile} alarms"
+            used |= matching
+    # Nothing listed that no template makes (the fullest template for `full`).
+    assert listed == used
 
 
 def teardown_rows() -> dict[str, list[str]]:

@@ -6,6 +6,7 @@ consumer is covered without touching these tests.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from collections import Counter
@@ -20,6 +21,7 @@ from template_queries import of_type, props, ref_name
 from infra.application import build_app
 from infra.constructs.monitoring import (
     DASHBOARD_NAME,
+    ESSENTIAL_ALARMS,
     QUEUE_AGE_SLACK_SECONDS,
     SMS_FAILED_RATE_PERCENT,
     UNAUTHORIZED_SPIKE,
@@ -27,6 +29,7 @@ from infra.constructs.monitoring import (
     WatchedAlarm,
     max_message_age_seconds,
 )
+from infra.prices import FREE_DASHBOARD_METRICS, PRICES, alarm_metrics, dashboard_metrics
 from pipeline.registry import CONSUMERS, Consumer
 from pipeline.worker import backoff_seconds
 
@@ -74,7 +77,7 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         + (2 if stack.sms and stack.sms.delivery_events else 0),
         AlarmKind.QUEUE_AGE: len(stack.consumers),
         AlarmKind.FUNCTION_ERRORS: len(_functions(synth)),
-        AlarmKind.FUNCTION_THROTTLES: len(_functions(synth)),
+        AlarmKind.LAMBDA_THROTTLES: 1,
         AlarmKind.API_5XX: 1,
         AlarmKind.UNAUTHORIZED_SPIKE: 1,
         AlarmKind.INVALID_PHONE: 1,
@@ -88,6 +91,50 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         expected[AlarmKind.CRM_TRANSITION_TOO_OLD] = len(publishing)
     assert counts == expected
     assert len(of_type(synth.resources, "AWS::CloudWatch::Alarm")) == sum(expected.values())
+
+
+def _free(unit: str) -> int:
+    (free,) = [price.free_units for price in PRICES if price.unit == unit]
+    return free
+
+
+def _alarm_metrics(synth: Synthesized) -> int:
+    return sum(alarm_metrics(alarm) for alarm in of_type(synth.resources, "AWS::CloudWatch::Alarm").values())
+
+
+def test_essential_alarms_watch_each_consumer_dlq_webhook_errors_and_sms_unknowns_only(
+    essential_synth: Synthesized,
+) -> None:
+    stack = essential_synth.stack
+    assert stack.settings.alarms == "essential"
+    watched = {(w.kind, w.subject) for w in stack.monitoring.alarms}
+    assert watched == {
+        *((AlarmKind.DLQ_NOT_EMPTY, f"{name}-dlq") for name in stack.pipelines),
+        (AlarmKind.FUNCTION_ERRORS, "webhook"),
+        (AlarmKind.SMS_UNKNOWN_AGE, "sms"),
+        (AlarmKind.SMS_UNKNOWN_PAST_DEADLINE, "sms"),
+    }
+    assert {kind for kind, _ in watched} == set(ESSENTIAL_ALARMS)
+    # Each consumer DLQ alarm is the full profile's own (same metric, threshold, missing data).
+    for alarm_of in _of_kind(essential_synth, AlarmKind.DLQ_NOT_EMPTY):
+        alarm = _alarm(essential_synth, alarm_of)
+        assert (alarm["MetricName"], alarm["Threshold"], alarm["TreatMissingData"]) == (
+            "ApproximateNumberOfMessagesVisible",
+            1,
+            "ignore",
+        )
+    assert len(of_type(essential_synth.resources, "AWS::CloudWatch::Alarm")) == len(watched)
+
+
+def test_the_alarm_metrics_billed_per_profile(
+    default_synth: Synthesized, essential_synth: Synthesized
+) -> None:
+    """Essential fits the account's free alarm metrics; full bills what its alarms read (each
+    alarm one metric but the two on metric math), the throttles of every function in one."""
+    assert _alarm_metrics(essential_synth) <= _free("alarm metric")
+    stack = default_synth.stack
+    expressions = {AlarmKind.UNAUTHORIZED_SPIKE: 2, AlarmKind.SMS_FAILED_RATE: 6}
+    assert _alarm_metrics(default_synth) == sum(expressions.get(w.kind, 1) for w in stack.monitoring.alarms)
 
 
 def test_every_alarm_notifies_the_alarm_topic_on_alarm_and_on_recovery(synth: Synthesized) -> None:
@@ -150,21 +197,34 @@ def test_the_age_threshold_covers_every_delay_the_worker_can_choose_and_no_more_
     assert longest + runs <= threshold <= longest + runs + QUEUE_AGE_SLACK_SECONDS + retry.max_receive_count
 
 
-def test_each_function_alarms_on_any_error_and_any_throttle(synth: Synthesized) -> None:
+def test_each_function_alarms_on_any_error(synth: Synthesized) -> None:
     function_ids = {synth.logical_id(f.function) for f in _functions(synth)}
-    for kind, metric_name in (
-        (AlarmKind.FUNCTION_ERRORS, "Errors"),
-        (AlarmKind.FUNCTION_THROTTLES, "Throttles"),
-    ):
-        watched_functions = set()
-        for watched in _of_kind(synth, kind):
-            alarm = _alarm(synth, watched)
-            assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/Lambda", metric_name)
-            assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
-            assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GT, 0)
-            assert alarm["TreatMissingData"] == "notBreaching"
-            watched_functions.add(_dimensions(alarm)["FunctionName"])
-        assert watched_functions == function_ids
+    watched_functions = set()
+    for watched in _of_kind(synth, AlarmKind.FUNCTION_ERRORS):
+        alarm = _alarm(synth, watched)
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/Lambda", "Errors")
+        assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+        assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GT, 0)
+        assert alarm["TreatMissingData"] == "notBreaching"
+        watched_functions.add(_dimensions(alarm)["FunctionName"])
+    assert watched_functions == function_ids
+
+
+def test_any_throttle_of_any_function_alarms_through_the_accounts_throttles(synth: Synthesized) -> None:
+    """One alarm metric covers every function's throttles only while none reserves concurrency:
+    then Lambda throttles one only when the account's regional concurrency runs out, and the
+    account-wide Throttles (no dimension) counts it. A reserved concurrency would need its own."""
+    (watched,) = _of_kind(synth, AlarmKind.LAMBDA_THROTTLES)
+    alarm = _alarm(synth, watched)
+    assert (alarm["Namespace"], alarm["MetricName"], alarm.get("Dimensions", [])) == (
+        "AWS/Lambda",
+        "Throttles",
+        [],
+    )
+    assert (alarm["Statistic"], alarm["Period"]) == ("Sum", 300)
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GT, 0)
+    functions = of_type(synth.resources, "AWS::Lambda::Function").values()
+    assert [f for f in functions if "ReservedConcurrentExecutions" in f["Properties"]] == []
 
 
 def test_the_api_alarms_on_any_5xx_of_its_stage(synth: Synthesized) -> None:
@@ -358,11 +418,23 @@ def test_alarms_are_emailed_only_when_an_address_is_given(
 
 # -- the dashboard ----------------------------------------------------------------------------------
 def _dashboard_widgets(synth: Synthesized) -> list[dict[str, Any]]:
-    (dashboard,) = of_type(synth.resources, "AWS::CloudWatch::Dashboard").values()
-    # References render as ${LogicalId} (template_queries.ref_name), so the body parses as JSON.
-    body = json.loads(ref_name(dashboard["Properties"]["DashboardBody"]))
-    widgets: list[dict[str, Any]] = body["widgets"]
+    """The widgets of every dashboard of the stack."""
+    widgets: list[dict[str, Any]] = []
+    for dashboard in of_type(synth.resources, "AWS::CloudWatch::Dashboard").values():
+        # References render as ${LogicalId} (template_queries.ref_name), so the body parses as JSON.
+        widgets += json.loads(ref_name(dashboard["Properties"]["DashboardBody"]))["widgets"]
     return widgets
+
+
+def test_the_dashboards_are_free_tier_ones_each_within_its_metrics(synth: Synthesized) -> None:
+    """At most the free tier's 3 dashboards, each referencing at most 50 metrics (a SEARCH counted
+    at its reserve), so an account with no other dashboard pays nothing for them."""
+    dashboards = of_type(synth.resources, "AWS::CloudWatch::Dashboard").values()
+    counts = [dashboard_metrics(dashboard) for dashboard in dashboards]
+    assert 1 <= len(counts) <= _free("dashboard")
+    assert max(counts) <= FREE_DASHBOARD_METRICS
+    # Packed, not spread: no two dashboards would fit on one.
+    assert all(a + b > FREE_DASHBOARD_METRICS for a, b in itertools.pairwise(counts))
 
 
 def _graphed(widgets: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, str]]]:
@@ -409,8 +481,7 @@ def test_dashboard_shows_the_sms_states_and_every_alarm(synth: Synthesized) -> N
     shown = {arn.split("${")[-1].rstrip("}") for arn in alarm_widget["properties"]["alarms"]}
     assert shown == {synth.logical_id(w.alarm) for w in synth.stack.monitoring.alarms}
     outputs = synth.template.to_json()["Outputs"]
-    (dashboard_id,) = of_type(synth.resources, "AWS::CloudWatch::Dashboard")
-    assert ref_name(outputs["DashboardName"]["Value"]) == dashboard_id
+    assert ref_name(outputs["DashboardName"]["Value"]) == synth.logical_id(synth.stack.monitoring.dashboard)
 
 
 def test_dashboard_widgets_fit_the_grid(synth: Synthesized) -> None:
@@ -422,10 +493,12 @@ def test_the_dashboard_is_named_by_stack_and_region_so_two_regions_never_share_o
     default_synth: Synthesized, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stack_name = default_synth.stack.stack_name
-    (dashboard_id,) = of_type(default_synth.resources, "AWS::CloudWatch::Dashboard")
-    # Environment-agnostic: the region CloudFormation deploys to.
-    deployed = ref_name(props(default_synth.resources, dashboard_id)["DashboardName"])
-    assert deployed == f"{stack_name}-${{AWS::Region}}"
+    # Environment-agnostic: the region CloudFormation deploys to; the second one ends in -2.
+    deployed = [
+        ref_name(props(default_synth.resources, default_synth.logical_id(dashboard))["DashboardName"])
+        for dashboard in default_synth.stack.monitoring.dashboards
+    ]
+    assert deployed == [f"{stack_name}-${{AWS::Region}}", f"{stack_name}-${{AWS::Region}}-2"]
     names = []
     for region in ("eu-central-1", "us-east-1"):
         monkeypatch.setenv("CDK_DEFAULT_REGION", region)
