@@ -1,8 +1,8 @@
-"""Issue 22: two python-telegram-bot bots in the shape of PTB's own examples, changed only in
-`build` (their main()), run through the local runtime and carry on across a restart of the bot's
-process: functions/bot/examples/profile_bot.py (a persistent conversation over a reply keyboard,
-answers in `user_data`) and functions/bot/examples/menu_bot.py (inline buttons: each press
-answered, the menu's message edited).
+"""Issue 22: python-telegram-bot's own examples `persistentconversationbot.py` and
+`inlinekeyboard2.py` (functions/bot/examples/ptb/, upstream but for `main()`) run through the
+local runtime and carry on across a restart of the bot's process: a persistent conversation over
+a reply keyboard with the answers in `user_data`, and inline buttons, each press answered and the
+menu's message edited.
 
 The restart is `Runtime.restart_functions("bot")` in the middle of each conversation: a new
 process, with no Application, conversation or `user_data` in memory; what it answers next can
@@ -97,6 +97,7 @@ class Chat:
 
     def restart_the_bot(self) -> None:
         """A fresh bot process; only once the step before is committed, so nothing is in flight."""
+        assert self.pipeline.runtime.wait_until_drained(timeout=60)
         init_seconds = self.pipeline.runtime.restart_functions("bot")
         assert set(init_seconds) == {"bot"}
         assert self.pipeline.status()["bot"]["state"] == "ready"
@@ -106,83 +107,101 @@ def labels(markup: dict[str, Any]) -> list[str]:
     return [button["text"] for row in markup.get("inline_keyboard", []) for button in row]
 
 
-def test_the_persistent_conversation_bot_carries_on_after_its_process_restarts(tmp_path: Path) -> None:
-    with bot_runtime("bot.examples.profile_bot:build", tmp_path / "state") as pipeline:
-        chat = Chat(pipeline, 61, "profile")
-        assert chat.say("/start") == "Hi! Tell me about yourself. Pick a topic."
-        assert chat.say("Age") == "Your age? Tell me."
+CHOICES = {
+    "keyboard": [
+        [{"text": "Age"}, {"text": "Favourite colour"}],
+        [{"text": "Number of siblings"}, {"text": "Something else..."}],
+        [{"text": "Done"}],
+    ],
+    "one_time_keyboard": True,
+}
+
+
+def test_ptbs_persistentconversationbot_carries_on_after_its_process_restarts(tmp_path: Path) -> None:
+    with bot_runtime("bot.examples.ptb.persistentconversationbot:main", tmp_path / "state") as pipeline:
+        chat = Chat(pipeline, 61, "my_conversation")
+        assert chat.say("/start") == (
+            "Hi! My name is Doctor Botter. I will hold a more complex conversation with you. "
+            "Why don't you tell me something about yourself?"
+        )
+        assert chat.say("Age") == "Your age? Yes, I would love to hear about that!"
         chat.wait_for_state(1)  # TYPING_REPLY, committed
 
         chat.restart_the_bot()  # between the question and its answer
 
-        assert chat.say("33") == "Noted. So far: age: 33."
-        assert chat.say("Something else...") == "Which topic? For example: favourite food."
+        assert chat.say("33") == (
+            "Neat! Just so you know, this is what you already told me:\nage - 33\n"
+            "You can tell me more, or change your opinion on something."
+        )
+        assert chat.say("Something else...") == (
+            'Alright, please send me the category first, for example "Most impressive skill"'
+        )
         chat.wait_for_state(2)  # TYPING_CHOICE
 
         chat.restart_the_bot()
 
-        assert chat.say("favourite food") == "Your favourite food? Tell me."
-        assert chat.say("pancakes") == "Noted. So far: age: 33; favourite food: pancakes."
-        assert chat.say("/show_data") == "What I know: age: 33; favourite food: pancakes."
-        assert chat.say("Done") == "I learned: age: 33; favourite food: pancakes. Until next time!"
+        assert chat.say("Favourite food") == "Your favourite food? Yes, I would love to hear about that!"
+        told = "\nage - 33\nfavourite food - pancakes\n"
+        assert chat.say("Pancakes") == (
+            f"Neat! Just so you know, this is what you already told me:{told}"
+            "You can tell me more, or change your opinion on something."
+        )
+        assert chat.say("/show_data") == f"This is what you already told me: {told}"
+        assert chat.say("Done") == f"I learned these facts about you: {told}Until next time!"
         chat.wait_for_state(None)  # ended
 
         chat.restart_the_bot()  # user_data outlives the conversation and the process
 
-        assert chat.say("/start") == "Hi again! I know your age: 33; favourite food: pancakes. Pick a topic."
-        assert chat.say("Age") == "Your age? Last time you said 33."
+        assert chat.say("/start") == (
+            "Hi! My name is Doctor Botter. You already told me your age, favourite food. Why don't you "
+            "tell me something more about yourself? Or change anything I already know."
+        )
+        assert chat.say("Age") == "Your age? I already know the following about that: 33"
         calls = chat.calls()
         keyboards = [params.get("reply_markup") for _, params in calls]
-        topics = {
-            "keyboard": [
-                [{"text": "Age"}, {"text": "City"}],
-                [{"text": "Something else..."}],
-                [{"text": "Done"}],
-            ],
-            "one_time_keyboard": True,
-        }
-        # The topics after /start and after each answer; the keyboard removed at "Done".
-        assert [i for i, keyboard in enumerate(keyboards) if keyboard == topics] == [0, 2, 5, 8]
+        # The choices after /start and after each answer; the keyboard removed at "Done".
+        assert [i for i, keyboard in enumerate(keyboards) if keyboard == CHOICES] == [0, 2, 5, 8]
         assert keyboards[7] == {"remove_keyboard": True}
         assert_valid_bot_api_calls(calls)
         assert pipeline.runtime.wait_until_drained(timeout=60)
         assert pipeline.dlq_depth("bot") == 0
 
 
-def test_the_inline_keyboard_bot_answers_each_press_and_edits_its_menu_across_a_restart(
-    tmp_path: Path,
-) -> None:
-    with bot_runtime("bot.examples.menu_bot:build", tmp_path / "state") as pipeline:
-        chat = Chat(pipeline, 62, "menu")
+def test_ptbs_inlinekeyboard2_answers_each_press_and_edits_its_menu_across_restarts(tmp_path: Path) -> None:
+    with bot_runtime("bot.examples.ptb.inlinekeyboard2:main", tmp_path / "state") as pipeline:
+        chat = Chat(pipeline, 62, "inlinekeyboard2")
         chat.menu_message_id = 4242  # the id the Telegram stand-in gave the menu does not matter here
-        assert chat.say("/start") == "Pick a size"
-        assert labels(chat.calls()[0][1]["reply_markup"]) == ["Small", "Large"]
+        assert chat.say("/start") == "Start handler, Choose a route"
+        assert labels(chat.calls()[0][1]["reply_markup"]) == ["1", "2"]
 
-        answer, text, keyboard = chat.press("small")
-        assert "text" not in answer and text == "Small it is. Pick a topping"
-        assert labels(keyboard) == ["Cheese", "Mushrooms"]
-        chat.wait_for_state(1)  # TOPPING, committed
+        _, text, keyboard = chat.press("0")  # "1"
+        assert (text, labels(keyboard)) == ("First CallbackQueryHandler, Choose a route", ["3", "4"])
 
         chat.restart_the_bot()  # between two presses
 
-        answer, text, keyboard = chat.press("cheese")
-        assert text == "A small pizza with cheese. Order it?" and labels(keyboard) == ["Order", "Start over"]
-        answer, text, keyboard = chat.press("start over")
-        assert text == "Pick a size" and labels(keyboard) == ["Small", "Large"]
-        answer, text, _ = chat.press("large")
-        chat.wait_for_state(1)
+        _, text, keyboard = chat.press("3")  # "4"
+        assert (text, labels(keyboard)) == ("Fourth CallbackQueryHandler, Choose a route", ["2", "3"])
+        _, text, keyboard = chat.press("2")  # "3": the conversation's second stage
+        assert text == "Third CallbackQueryHandler. Do want to start over?"
+        assert labels(keyboard) == ["Yes, let's do it again!", "Nah, I've had enough ..."]
 
         chat.restart_the_bot()
 
-        answer, text, _ = chat.press("mushrooms")
-        assert text == "A large pizza with mushrooms. Order it?"
-        answer, text, keyboard = chat.press("order")
-        assert answer["text"] == "Thanks!" and text == "Ordered: a large pizza with mushrooms."
-        assert keyboard == {}
+        # In the second stage "0" starts over; had the stage been lost, "0" would be route "1".
+        _, text, keyboard = chat.press("0")
+        assert (text, labels(keyboard)) == ("Start handler, Choose a route", ["1", "2"])
+        _, text, keyboard = chat.press("1")  # "2"
+        assert (text, labels(keyboard)) == ("Second CallbackQueryHandler, Choose a route", ["1", "3"])
+        chat.press("2")  # "3"
+
+        chat.restart_the_bot()
+
+        _, text, keyboard = chat.press("1")  # "Nah, I've had enough ..."
+        assert text == "See you next time!" and keyboard == {}
         chat.wait_for_state(None)  # ended
 
         calls = chat.calls()
-        assert [m for m, _ in calls].count("answerCallbackQuery") == 6
+        assert [m for m, _ in calls].count("answerCallbackQuery") == 7  # every press answered
         assert_valid_bot_api_calls(calls)
         assert pipeline.runtime.wait_until_drained(timeout=60)
         assert pipeline.dlq_depth("bot") == 0
