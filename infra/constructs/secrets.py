@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment as Ack
 from aws_cdk import RemovalPolicy, SecretValue, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -77,6 +78,15 @@ def consumer_secret_spec(name: str) -> ConsumerSecretSpec:
             description=f"Secret '{name}' read by the pipeline's consumers; replace the placeholder.",
             placeholder="REPLACE_ME",
         ),
+    )
+
+
+def grant_secret_value(secret: secretsmanager.ISecret, grantee: iam.IGrantable) -> None:
+    """secretsmanager:GetSecretValue on the secret, all a function reading it calls (current and
+    AWSPREVIOUS values alike: `pipeline.secrets`); not CDK's grant_read, which adds DescribeSecret.
+    The secrets are encrypted with the AWS managed key, so no KMS grant is needed."""
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=["secretsmanager:GetSecretValue"], resource_arns=[secret.secret_arn]
     )
 
 
