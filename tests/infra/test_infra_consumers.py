@@ -445,3 +445,19 @@ def test_dlqs_secrets_and_tables_follow_the_removal_policy_and_retained_tables_r
     assert len(of_type(synth.resources, "AWS::SecretsManager::Secret")) == len(secrets)
     for table in tables:
         assert props(synth.resources, _id(synth, table)).get("DeletionProtectionEnabled", False) is retain
+
+
+def test_a_telegram_only_deploy_has_no_crm_consumer_nor_crm_api_secret(
+    default_synth: Synthesized, full_synth: Synthesized
+) -> None:
+    """Issue 23: `crm` needs `crm_leads`; without it (the default) there is no consumer to
+    dead-letter every new contact on an unfilled `crm_api` secret, and no such secret. With it, or
+    with the bot (its example makes leads through crm.logic), the secret exists."""
+    assert "crm" not in default_synth.stack.pipelines
+    assert "crm_api" not in default_synth.stack.consumer_secrets.by_name
+    assert full_synth.stack.settings.crm_leads
+    assert "crm" in full_synth.stack.pipelines
+    assert "crm_api" in full_synth.stack.consumer_secrets.by_name
+    bot_only = build_app({**BASE_CONTEXT, "bot_application": "bot.examples.lead_bot:build"}, nag=False)[1]
+    assert "crm" not in bot_only.pipelines
+    assert "crm_api" in bot_only.consumer_secrets.by_name

@@ -50,10 +50,11 @@ def stack() -> Iterator[LocalResources]:
 def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
     sqs = client("sqs")
     # Locally the `ai` consumer runs on the Bedrock fake even without a configured model, and the
-    # CRM sources' consumers on their stand-ins with the demo maps, and the example bot (so no
-    # autoreply).
+    # CRM sources' consumers on their stand-ins with the demo maps, the example bot (so no
+    # autoreply), and the crm consumer on the CRM stand-in.
     local = PipelineSettings.from_context(
         {
+            "crm_leads": True,
             "bedrock_model_id": LOCAL_BEDROCK_MODEL_ID,
             "bot_application": LOCAL_BOT_APPLICATION,
             "bitrix24_stages": LOCAL_BITRIX24_STAGES,

@@ -232,6 +232,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         max_concurrency=2,
         retry=RetryPolicy(max_receive_count=8, base_delay_seconds=5, max_delay_seconds=900),
         secrets=("crm_api",),
+        requires_setting="crm_leads",
     ),
     Consumer(
         name="autoreply",
