@@ -19,6 +19,10 @@ Besides the recorded calls, a call on a resource the template encrypts with a cu
 key needs the KMS actions the service performs with the caller's permissions (publishing to an
 SNS topic: kms:GenerateDataKey and kms:Decrypt on its key); those are checked too.
 
+The other way round, `PolicyReport.unexercised` lists each (function, action) a role grants
+that no call of the function needed; `local.policy_grants` says which of them are explained, and
+the end-to-end tests fail on any other.
+
 What it does not model: resource policies, permission boundaries, SCPs and session policies
 (none apply to same-account calls of this stack's roles), and condition keys (a statement with a
 Condition is evaluated by moto without request context and so does not allow).
