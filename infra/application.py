@@ -116,6 +116,8 @@ def synth_summary(stack: PipelineStack) -> list[str]:
         if consumer.unless_setting and registry.get(consumer.unless_setting):
             return f"{consumer.name} ({consumer.unless_setting} is set)"
         if consumer.requires_setting:
+            if registry.get(consumer.requires_setting) is False:  # a switch (`crm_leads`)
+                return f"{consumer.name} ({consumer.requires_setting}=false)"
             return f"{consumer.name} (no {consumer.requires_setting})"
         return consumer.name
 

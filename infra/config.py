@@ -143,6 +143,9 @@ class PipelineSettings(BaseModel):
     # "retain" keeps tables, log groups and the topic key when the stack is deleted; "destroy"
     # (for development stacks) deletes them with it.
     removal_policy: Literal["retain", "destroy"] = "retain"
+    # Enables the `crm` consumer: each new Telegram contact becomes a lead in the CRM the
+    # `crm_api` secret names (created with it). Off, a Telegram-only deploy has no CRM to fail on.
+    crm_leads: ContextBool = False
     # Enables the `ai` consumer; a Bedrock model id such as "anthropic.claude-3-haiku-20240307-v1:0".
     bedrock_model_id: str | None = None
     # Enables the `bot` consumer (and turns the canned `autoreply` off): the user's

@@ -180,7 +180,8 @@ class FunctionEnvironments:
             **{name: str(getattr(self.settings, key)) for name, key in WORKER_SETTINGS.items()},
         }
         environment.update({table_env_var(name): tables[name] for name in consumer.tables})
-        environment.update({secret_env_var(name): secrets[name] for name in consumer.secrets})
+        used = consumer.used_secrets(self.settings.registry_settings())
+        environment.update({secret_env_var(name): secrets[name] for name in used})
         if consumer.requires_setting:
             environment[consumer.requires_setting.upper()] = str(
                 self.settings.registry_settings()[consumer.requires_setting]

@@ -81,7 +81,11 @@ class PipelineStack(Stack):
         self.consumer_secrets = ConsumerSecrets(
             self,
             "ConsumerSecrets",
-            names=[secret for consumer in self.consumers for secret in consumer.secrets],
+            names=[
+                secret
+                for consumer in self.consumers
+                for secret in consumer.used_secrets(settings.registry_settings())
+            ],
             removal_policy=cdk_removal_policy(settings),
         )
         self.pipelines: dict[str, ConsumerPipeline] = {

@@ -66,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="leave the bot consumer (the example python-telegram-bot bot) off; the autoreply answers",
     )
     parser.add_argument(
+        "--no-crm-leads",
+        action="store_true",
+        help="leave the crm consumer (leads from new Telegram contacts) as cdk.json says: off by default",
+    )
+    parser.add_argument(
         "--no-crm-sources",
         action="store_true",
         help="leave Bitrix24 and amoCRM unconnected (no stand-in webhooks, no bitrix24/amocrm consumers)",
@@ -256,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, bot_consumer=False)
     if args.sms_gateway:
         settings = dataclasses.replace(settings, sms_gateway=args.sms_gateway)
+    if args.no_crm_leads:
+        settings = dataclasses.replace(settings, crm_leads=False)
     if args.no_crm_sources:
         settings = dataclasses.replace(settings, crm_sources=False)
     if args.workers is not None:

@@ -12,6 +12,8 @@ from the deployment settings cdk.json gives (`infra.config`). On top of that, lo
    - the `bot` consumer runs the example bot (LOCAL_BOT_APPLICATION) when no `bot_application`
      is configured, and with it the canned `autoreply` stands down as in a deployment with a bot;
      `python -m local --no-bot` leaves the bot off (and the autoreply on);
+   - the `crm` consumer runs (`crm_leads`) on the CRM stand-in, or as the deployment says with
+     `python -m local --no-crm-leads`;
    - no Telegram IP allow-list: local callers are on loopback, never in Telegram's ranges;
    - Bitrix24 and amoCRM are connected to their stand-ins, with LOCAL_BITRIX24_STAGES and
      LOCAL_AMOCRM_STATUSES (the stand-ins' demo pipelines) where the deployment maps none, or
@@ -100,6 +102,7 @@ def local_deployment(settings: LocalSettings, fakes: Mapping[str, str]) -> Pipel
         "bot_application": (deployment.bot_application or LOCAL_BOT_APPLICATION)
         if settings.bot_consumer
         else None,
+        "crm_leads": deployment.crm_leads or settings.crm_leads,
         "telegram_ip_allowlist": False,
         "bitrix24_stages": (deployment.bitrix24_stages or LOCAL_BITRIX24_STAGES)
         if settings.crm_sources

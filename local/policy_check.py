@@ -19,6 +19,10 @@ Besides the recorded calls, a call on a resource the template encrypts with a cu
 key needs the KMS actions the service performs with the caller's permissions (publishing to an
 SNS topic: kms:GenerateDataKey and kms:Decrypt on its key); those are checked too.
 
+The other way round, `PolicyReport.unexercised` lists each (function, action) a role grants
+that no call of the function needed; `local.policy_grants` says which of them are explained, and
+the end-to-end tests fail on any other.
+
 What it does not model: resource policies, permission boundaries, SCPs and session policies
 (none apply to same-account calls of this stack's roles), and condition keys (a statement with a
 Condition is evaluated by moto without request context and so does not allow).
@@ -42,11 +46,10 @@ from urllib.parse import urlparse
 from infra.config import PipelineSettings
 from infra.paths import PROJECT_ROOT
 from local.lambda_host import ACCOUNT_ID
+from local.policy_grants import UnusedGrant, unexplained, unexplained_lines, unused_lines
 
 # Never bundle assets (no Docker here, none needed), as the infra tests synthesize.
 SYNTH_CONTEXT: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
-# Actions the Lambda service and the X-Ray SDK use with the role, never the handler's code.
-LAMBDA_OWN_ACTIONS = re.compile(r"^(logs|xray):")
 # What each encrypted-resource call needs of its KMS key (AWS docs of SNS, SQS, Secrets Manager).
 IMPLIED_KMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("AWS::SNS::Topic", "sns:Publish"): ("kms:GenerateDataKey", "kms:Decrypt"),
@@ -425,26 +428,6 @@ class Denial:
         return lines
 
 
-@dataclass(frozen=True)
-class UnusedGrant:
-    function: str
-    action: str
-    resource: str
-
-
-def unused_lines(grants: list[UnusedGrant]) -> list[str]:
-    """One line per function and resource: the actions granted on it that no call used."""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for grant in grants:
-        grouped.setdefault((grant.function, grant.resource), []).append(grant.action)
-    lines = []
-    for (function, resource), actions in grouped.items():
-        own = all(LAMBDA_OWN_ACTIONS.match(action) for action in actions)
-        note = "  (the Lambda service's: logs, X-Ray)" if own else ""
-        lines.append(f"  {function}: {', '.join(actions)} on {resource}{note}")
-    return lines
-
-
 @dataclass
 class PolicyReport:
     calls: int
@@ -452,6 +435,8 @@ class PolicyReport:
     checks: int
     denials: list[Denial]
     unused: list[UnusedGrant]
+    # (function, action) its role grants that no call of the function needed (`local.policy_grants`).
+    unexercised: list[tuple[str, str]]
     silent: list[str]  # functions of the stack that made no AWS call
     errors: list[str]
 
@@ -470,9 +455,16 @@ class PolicyReport:
         lines += [f"ERROR {error}" for error in self.errors]
         if self.silent:
             lines.append(f"functions of the stack that made no AWS call: {', '.join(self.silent)}")
-        lines.append(f"grants never used in this run ({len(self.unused)} actions, informational):")
+        lines.append(f"grants never used in this run ({len(self.unused)} actions):")
         lines += unused_lines(self.unused)
+        lines.append("(function, action) grants no call used, not explained by local.policy_grants:")
+        lines += unexplained_lines(self.unexplained(self.functions)) or ["  none"]
         return "\n".join(lines)
+
+    def unexplained(self, functions: list[str]) -> list[tuple[str, str]]:
+        """The grants of `functions` no call used that `local.policy_grants.ALLOWED_UNUSED` does
+        not explain: each one a permission to drop, or to exercise in the run."""
+        return unexplained(self.unexercised, functions)
 
 
 def implied_checks(resolver: StackResolver, check: Check) -> list[Check]:
@@ -515,12 +507,17 @@ def evaluate(resolver: StackResolver, recorded: Recorded) -> PolicyReport:
         if not is_allowed(statements_of[check.function], check.action, check.resource)
     ]
     unused = []
+    granted: set[tuple[str, str]] = set()
+    exercised: set[tuple[str, str]] = set()
     for function in resolver.functions():
         needed = [c for c in checks if c.function == function]
         for statement in statements_of[function]:
             for action, resource in _grants(statement):
+                granted.add((function, action))
                 grant = {"Effect": "Allow", "Action": action, "Resource": resource}
-                if not any(is_allowed([grant], c.action, c.resource) for c in needed):
+                if any(is_allowed([grant], c.action, c.resource) for c in needed):
+                    exercised.add((function, action))
+                else:
                     unused.append(UnusedGrant(function, action, resource))
     called = {c.function for c in checks}
     return PolicyReport(
@@ -529,6 +526,7 @@ def evaluate(resolver: StackResolver, recorded: Recorded) -> PolicyReport:
         checks=len(checks),
         denials=denials,
         unused=unused,
+        unexercised=sorted(granted - exercised),
         silent=[f for f in resolver.functions() if f not in called],
         errors=list(recorded.errors),
     )

@@ -216,7 +216,8 @@ LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
 def secret_names(consumers: tuple[Consumer, ...], deployment: PipelineSettings) -> list[str]:
     """The webhook's secrets (Bitrix24's where it is connected, as in the stack) and the consumers'."""
     webhook = (*WEBHOOK_SECRETS, *((BITRIX24_APP_TOKEN_SECRET,) if deployment.bitrix24_stages else ()))
-    return sorted({*webhook, *(name for consumer in consumers for name in consumer.secrets)})
+    used = (name for consumer in consumers for name in consumer.used_secrets(deployment.registry_settings()))
+    return sorted({*webhook, *used})
 
 
 def table_names(consumers: tuple[Consumer, ...]) -> list[str]:

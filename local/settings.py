@@ -41,6 +41,10 @@ class LocalSettings:
     # stand-in, as the stack does); "http" the generic HTTP gateway on the SMS fake
     # (`python -m local --sms-gateway http`).
     sms_gateway: Literal["end_user_messaging", "http"] | None = None
+    # Run the `crm` consumer on the CRM stand-in (`crm_leads`, off in a deployment by default), as
+    # `make local` shows every consumer that has a stand-in; False leaves it as the deployment
+    # says (`python -m local --no-crm-leads`: off unless cdk.json turns it on).
+    crm_leads: bool = True
     # Connect the Bitrix24 portal and amoCRM account stand-ins, with the demo status maps of
     # `local.overlay` where the deployment maps none (`python -m local --no-crm-sources`: off).
     crm_sources: bool = True

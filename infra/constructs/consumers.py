@@ -23,8 +23,9 @@ from constructs import Construct
 
 from infra.config import Problem, SettingsError
 from infra.constructs.events_topic import AlarmTopic, EventsTopic
-from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL, grant_items
+from infra.constructs.journal import grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
+from infra.constructs.secrets import grant_secret_value
 from infra.environment import FunctionEnvironments
 from infra.settings import PipelineSettings
 from pipeline.registry import Consumer
@@ -297,15 +298,16 @@ class ConsumerPipeline(Construct):
         secrets: Mapping[str, secretsmanager.ISecret],
     ) -> None:
         """Its own queue (consume, via the event source, and change visibility to back off), its
-        own DLQ (send), its tables and secrets (and, for a consumer that publishes, the events
-        topic; for an ordered one, the alarm topic: granted by the caller); nothing else."""
+        own DLQ (send), on each of its tables the item actions the registry says it calls, its
+        secrets (and, for a consumer that publishes, the events topic; for an ordered one, the
+        alarm topic: granted by the caller); nothing else."""
         function = self.worker.function
         self.queue.grant(function, "sqs:ChangeMessageVisibility")
-        self.dlq.grant_send_messages(function)
-        for name in sorted({JOURNAL, *self.consumer.tables}):
-            grant_items(tables[name], function, *ITEM_READ_WRITE_ACTIONS)
-        for name in self.consumer.secrets:
-            secrets[name].grant_read(function)
+        self.dlq.grant(function, "sqs:SendMessage")
+        for name, actions in sorted(self.consumer.tables.items()):
+            grant_items(tables[name], function, *sorted(actions))
+        for name in self.consumer.used_secrets(settings.registry_settings()):
+            grant_secret_value(secrets[name], function)
         setting = self.consumer.requires_setting
         if setting in SETTING_GRANTS:
             SETTING_GRANTS[setting](self.worker, str(settings.registry_settings()[setting]))

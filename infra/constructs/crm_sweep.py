@@ -20,6 +20,7 @@ from infra.config import PipelineSettings
 from infra.constructs.events_topic import EventsTopic
 from infra.constructs.journal import grant_items
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
+from infra.constructs.secrets import grant_secret_value
 from infra.environment import CRM_SWEEP, FunctionEnvironments
 
 # The cursor items: read at the start of a run, written at its end.
@@ -61,7 +62,7 @@ class CrmSweep(Construct):
         grant_items(journal, self.function.function, *CURSOR_ITEM_ACTIONS)
         events_topic.grant_publish(self.function.function)
         for secret in api_secrets.values():
-            secret.grant_read(self.function.function)
+            grant_secret_value(secret, self.function.function)
         # A failed run is not retried: the next scheduled run starts from the same cursor.
         self.function.function.configure_async_invoke(retry_attempts=0)
         self.schedule = events.Rule(

@@ -17,6 +17,7 @@ from constructs import Construct
 
 from infra.constructs.events_topic import EventsTopic
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
+from infra.constructs.secrets import grant_secret_value
 from infra.environment import (
     AMOCRM_PATH,
     BITRIX24_PATH,
@@ -124,11 +125,11 @@ class Ingress(Construct):
         )
         webhook_fn = self.webhook.function
         events.grant_publish(webhook_fn)
-        telegram_secret.grant_read(webhook_fn)
-        crm_secret.grant_read(webhook_fn)
-        crm_token_secret.grant_read(webhook_fn)
+        grant_secret_value(telegram_secret, webhook_fn)
+        grant_secret_value(crm_secret, webhook_fn)
+        grant_secret_value(crm_token_secret, webhook_fn)
         if bitrix24_app_token_secret is not None:
-            bitrix24_app_token_secret.grant_read(webhook_fn)
+            grant_secret_value(bitrix24_app_token_secret, webhook_fn)
 
         self.api = apigwv2.HttpApi(
             self,

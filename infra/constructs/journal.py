@@ -13,21 +13,6 @@ from infra.environment import JOURNAL
 from infra.naming import pascal_case
 from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 
-# What a consumer worker may do with the items of its tables: CDK's read-write data set without
-# the stream actions (no table has a stream). Granted on tables, never on their indexes.
-ITEM_READ_WRITE_ACTIONS = (
-    "dynamodb:BatchGetItem",
-    "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:DescribeTable",
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:Query",
-    "dynamodb:Scan",
-    "dynamodb:UpdateItem",
-)
-
 
 class DataTables(Construct):
     """On-demand, point-in-time-recoverable, encrypted tables with TTL on `expiration`.

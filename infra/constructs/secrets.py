@@ -11,11 +11,21 @@ from collections.abc import Iterable
 
 from aws_cdk import Acknowledgment as Ack
 from aws_cdk import RemovalPolicy, SecretValue, Validations
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.naming import pascal_case
 from infra.secret_specs import GENERATED_SECRET_LENGTH, consumer_secret_spec
+
+
+def grant_secret_value(secret: secretsmanager.ISecret, grantee: iam.IGrantable) -> None:
+    """secretsmanager:GetSecretValue on the secret, all a function reading it calls (current and
+    AWSPREVIOUS values alike: `pipeline.secrets`); not CDK's grant_read, which adds DescribeSecret.
+    The secrets are encrypted with the AWS managed key, so no KMS grant is needed."""
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=["secretsmanager:GetSecretValue"], resource_arns=[secret.secret_arn]
+    )
 
 
 def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> None:

@@ -36,6 +36,7 @@ from infra.constructs.consumers import ConsumerPipeline, dead_letter_queue
 from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
+from infra.constructs.secrets import grant_secret_value
 from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
 from infra.settings import PipelineSettings
 from pipeline.sms.gateways import HTTP_SECRET
@@ -222,7 +223,7 @@ class SmsSupport(Construct):
         grant_index_query(journal, reconciler.function, BY_STATE_INDEX)
         if not self.uses_end_user_messaging:
             # The HTTP gateway can look a send up and take a resend, with its bearer token.
-            secrets[HTTP_SECRET].grant_read(reconciler.function)
+            grant_secret_value(secrets[HTTP_SECRET], reconciler.function)
         # A failed run is not retried: the next scheduled run does the same work (Errors alarm).
         reconciler.function.configure_async_invoke(retry_attempts=0)
         self.schedule = events.Rule(

@@ -5,7 +5,8 @@ looks for strings that can only have come from this run. The reconciler runs eve
 30 s so unknown SMS outcomes settle within a scenario.
 
 The session's pipeline runs the stack's default configuration (End User Messaging for SMS) but
-for `crm_auth=signature_or_token`, so CRM events arrive both signed and with the static token. The
+for `crm_auth=signature_or_token`, so CRM events arrive both signed and with the static token,
+and `crm_leads` (the `crm` consumer, off by default), whose leads the scenarios count. The
 SMS scenarios also run on the HTTP gateway, in a second, smaller pipeline (webhook, `sms`,
 reconciler), started only when one of them runs.
 
@@ -41,7 +42,8 @@ DRAIN_TIMEOUT_SECONDS = 120.0
 
 def session_settings() -> LocalSettings:
     return LocalSettings.from_cdk_json(
-        context={"crm_auth": "signature_or_token"},
+        # crm_leads: the scenarios count the crm consumer's leads (off in a default deployment).
+        context={"crm_auth": "signature_or_token", "crm_leads": True},
         telegram_secret=f"tg-secret-{secrets.token_urlsafe(24)}",
         crm_signing_key=f"crm-key-{secrets.token_urlsafe(24)}",
         crm_token=f"crmToken{secrets.token_hex(24)}",
@@ -81,8 +83,9 @@ def http_gateway_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathF
 @pytest.fixture(scope="session")
 def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     """The same settings with the example bot on (`bot_application`, as `make local` runs it):
-    the webhook, the `bot` consumer and the `crm` consumer (on by default: it makes the lead at
-    /start, which the bot's phone then goes onto), with several workers each."""
+    the webhook, the `bot` consumer and the `crm` consumer (`crm_leads`, on in the session's
+    settings: it makes the lead at /start, which the bot's phone then goes onto), with several
+    workers each."""
     settings = dataclasses.replace(pipeline.settings, bot_consumer=True, **SEVERAL_WORKERS)
     # A shorter timeout than the registry's 15 s: a crashed worker's record comes back after the
     # visibility timeout (6x), 48 s instead of 90 s, and the crash test waits for exactly that.

@@ -72,6 +72,7 @@ REQUIRED_SETTING_VALUES = {
     "bitrix24_stages": BITRIX24_STAGES,
     "amocrm_statuses": AMOCRM_STATUSES,
     "bot_application": "bot.examples.lead_bot:build",
+    "crm_leads": "true",
 }
 
 

@@ -25,15 +25,15 @@ from template_queries import (
 
 from infra.application import build_app, settings_error_message
 from infra.constructs.consumers import BedrockModel, ConsumerPipeline, bedrock_invoke_statements
-from infra.constructs.journal import ITEM_READ_WRITE_ACTIONS, JOURNAL
-from infra.environment import SMS_CONSUMER, SettingsError
+from infra.environment import JOURNAL, SMS_CONSUMER, SettingsError
 from infra.naming import pascal_case
 from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.journal import BY_STATE_INDEX
 
 FOURTEEN_DAYS = 14 * 24 * 3600
-SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+# What a function reading a secret calls (`pipeline.secrets`): never DescribeSecret.
+SECRET_READ = {"secretsmanager:GetSecretValue"}
 CONSUMER_NAMES = [c.name for c in CONSUMERS]
 # Bedrock ARNs of this stack's region and account, and of foundation models in any region.
 BEDROCK_HERE = "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}"
@@ -171,13 +171,13 @@ def test_worker_environment_follows_the_contract(
         "JOURNAL_TABLE": _id(synth, tables[JOURNAL]),
         "IDEMPOTENCY_TTL_SECONDS": str(IDEMPOTENCY_TTL_SECONDS),
         **{table_env_var(t): _id(synth, tables[t]) for t in consumer.tables},
-        **{secret_env_var(s): _id(synth, secrets[s]) for s in consumer.secrets},
+        **{secret_env_var(s): _id(synth, secrets[s]) for s in used_secrets(synth, consumer)},
         **consumer.environment,
     }
     if consumer.requires_setting:
-        expected[consumer.requires_setting.upper()] = synth.stack.settings.registry_settings()[
-            consumer.requires_setting
-        ]
+        expected[consumer.requires_setting.upper()] = str(
+            synth.stack.settings.registry_settings()[consumer.requires_setting]
+        )
     if consumer.publishes:
         # The topic it publishes order events to, and the region it reads their phones in.
         expected["EVENTS_TOPIC_ARN"] = _id(synth, synth.stack.events.topic)
@@ -200,7 +200,7 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
 ) -> None:
     permissions = role_permissions(synth.resources, _id(synth, pipeline.worker.role))
     own_tables = {_id(synth, synth.stack.tables.by_name[t]) for t in {JOURNAL, *consumer.tables}}
-    own_secrets = {_id(synth, synth.stack.consumer_secrets.by_name[s]) for s in consumer.secrets}
+    own_secrets = {_id(synth, synth.stack.consumer_secrets.by_name[s]) for s in used_secrets(synth, consumer)}
     queue_id, dlq_id = _id(synth, pipeline.queue), _id(synth, pipeline.dlq)
     bedrock = {r for r in permissions if ":bedrock:" in r}
     sms_voice = {r for r in permissions if ":sms-voice:" in r}  # exactly which: test_infra_sms
@@ -225,14 +225,19 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} <= permissions[queue_id]
     assert "sqs:SendMessage" in permissions[dlq_id]
     assert not permissions[dlq_id] & {"sqs:ReceiveMessage", "sqs:DeleteMessage"}
-    for table_id in own_tables:
-        assert permissions[table_id] == set(ITEM_READ_WRITE_ACTIONS)
-        assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"} <= permissions[table_id]
+    # Issue 23: on each table, exactly the item actions the registry says its code calls (store:
+    # no Scan, Query, batch or ConditionCheckItem; no DescribeTable for anyone).
+    for table, actions in consumer.tables.items():
+        assert permissions[_id(synth, synth.stack.tables.by_name[table])] == set(actions)
     for secret_id in own_secrets:
         assert permissions[secret_id] == SECRET_READ
     others = [p for name, p in synth.stack.pipelines.items() if name != consumer.name]
     foreign = {_id(synth, q) for p in others for q in (p.queue, p.dlq, p.delivery_dlq)}
     assert not foreign & set(permissions), "a worker must not reach another consumer's queues"
+
+
+def used_secrets(synth: Synthesized, consumer: Consumer) -> tuple[str, ...]:
+    return consumer.used_secrets(synth.stack.settings.registry_settings())
 
 
 def rendered(statement: dict[str, Any]) -> dict[str, Any]:
@@ -440,3 +445,19 @@ def test_dlqs_secrets_and_tables_follow_the_removal_policy_and_retained_tables_r
     assert len(of_type(synth.resources, "AWS::SecretsManager::Secret")) == len(secrets)
     for table in tables:
         assert props(synth.resources, _id(synth, table)).get("DeletionProtectionEnabled", False) is retain
+
+
+def test_a_telegram_only_deploy_has_no_crm_consumer_nor_crm_api_secret(
+    default_synth: Synthesized, full_synth: Synthesized
+) -> None:
+    """Issue 23: `crm` needs `crm_leads`; without it (the default) there is no consumer to
+    dead-letter every new contact on an unfilled `crm_api` secret, and no such secret. With it, or
+    with the bot (its example makes leads through crm.logic), the secret exists."""
+    assert "crm" not in default_synth.stack.pipelines
+    assert "crm_api" not in default_synth.stack.consumer_secrets.by_name
+    assert full_synth.stack.settings.crm_leads
+    assert "crm" in full_synth.stack.pipelines
+    assert "crm_api" in full_synth.stack.consumer_secrets.by_name
+    bot_only = build_app({**BASE_CONTEXT, "bot_application": "bot.examples.lead_bot:build"}, nag=False)[1]
+    assert "crm" not in bot_only.pipelines
+    assert "crm_api" in bot_only.consumer_secrets.by_name

@@ -49,14 +49,8 @@ def test_the_sweep_may_touch_only_its_cursors_the_topic_and_the_crm_secrets(full
         full_synth.logical_id(stack.tables.journal): {"dynamodb:GetItem", "dynamodb:PutItem"},
         full_synth.logical_id(stack.events.topic): {"sns:Publish"},
         full_synth.logical_id(stack.events.key): {"kms:Decrypt", "kms:GenerateDataKey"},
-        full_synth.logical_id(secrets["bitrix24_api"]): {
-            "secretsmanager:GetSecretValue",
-            "secretsmanager:DescribeSecret",
-        },
-        full_synth.logical_id(secrets["amocrm_api"]): {
-            "secretsmanager:GetSecretValue",
-            "secretsmanager:DescribeSecret",
-        },
+        full_synth.logical_id(secrets["bitrix24_api"]): {"secretsmanager:GetSecretValue"},
+        full_synth.logical_id(secrets["amocrm_api"]): {"secretsmanager:GetSecretValue"},
         full_synth.logical_id(sweep.function.log_group): {"logs:CreateLogStream", "logs:PutLogEvents"},
         **xray_grant(stack.settings.tracing),
     }

@@ -13,7 +13,8 @@ from infra.constructs.ingress import ACCESS_LOG_FIELDS
 from infra.environment import CRM_PATH, CRM_TOKEN_PATH, TELEGRAM_PATH
 from infra.naming import pascal_case
 
-SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+# What a function reading a secret calls (`pipeline.secrets`): never DescribeSecret.
+SECRET_READ = {"secretsmanager:GetSecretValue"}
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +214,8 @@ def test_webhook_secrets_are_generated_from_telegram_safe_characters(
 
 
 def test_consumer_secrets_start_as_placeholders_the_operator_replaces(synth: Synthesized) -> None:
-    names = sorted({s for c in synth.stack.consumers for s in c.secrets})
+    registry = synth.stack.settings.registry_settings()
+    names = sorted({s for c in synth.stack.consumers for s in c.used_secrets(registry)})
     assert sorted(synth.stack.consumer_secrets.by_name) == names
     for name, secret in synth.stack.consumer_secrets.by_name.items():
         properties = props(synth.resources, synth.logical_id(secret))

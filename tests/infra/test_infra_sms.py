@@ -30,7 +30,8 @@ from pipeline.registry import by_name
 from pipeline.sms.journal import Clock, Draft, Finish, Journal, State, iso
 from pipeline.sms.orders import Move, OrderState
 
-SECRET_READ = {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
+# What a function reading a secret calls (`pipeline.secrets`): never DescribeSecret.
+SECRET_READ = {"secretsmanager:GetSecretValue"}
 DLQ_SEND = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
 FOURTEEN_DAYS = 14 * 24 * 3600
 SMS = by_name(SMS_CONSUMER)
@@ -57,8 +58,9 @@ def _ids(synth: Synthesized) -> dict[str, str]:
         "reconciler_role": synth.logical_id(sms.reconciler.role),
         "reconciler_logs": synth.logical_id(sms.reconciler.log_group),
         "journal": synth.logical_id(stack.tables.journal),
-        "gateway_secret": synth.logical_id(stack.consumer_secrets.by_name["sms_gateway"]),
     }
+    if "sms_gateway" in stack.consumer_secrets.by_name:  # with the HTTP gateway only
+        ids["gateway_secret"] = synth.logical_id(stack.consumer_secrets.by_name["sms_gateway"])
     if sms.delivery_events and sms.delivery_events_handler:
         ids.update(
             events=synth.logical_id(sms.delivery_events_handler.function),
@@ -163,6 +165,28 @@ def test_the_reconciler_is_told_where_the_http_gateway_token_is(custom_synth: Sy
 
 
 # -- who may do what --------------------------------------------------------------------------------
+def test_with_end_user_messaging_there_is_no_gateway_token_to_create_read_or_grant(
+    default_synth: Synthesized, full_synth: Synthesized
+) -> None:
+    """Issue 23: the `sms_gateway` secret is the HTTP gateway's token; End User Messaging (the
+    default) needs none, so neither the worker nor the reconciler may read one, nor is it made."""
+    for synth in (default_synth, full_synth):
+        assert "sms_gateway" not in synth.stack.consumer_secrets.by_name
+        assert of_type(synth.resources, "AWS::SecretsManager::Secret")
+        for function in ("worker", "reconciler"):
+            assert "SMS_GATEWAY_SECRET_ID" not in function_env(synth.resources, _ids(synth)[function])
+        for role in ("worker_role", "reconciler_role"):
+            actions = set().union(*role_permissions(synth.resources, _ids(synth)[role]).values())
+            assert not {a for a in actions if a.startswith("secretsmanager:")}
+
+
+def test_with_the_http_gateway_the_worker_reads_the_gateway_token(custom_synth: Synthesized) -> None:
+    ids = _ids(custom_synth)
+    env = function_env(custom_synth.resources, ids["worker"])
+    assert ref_name(env["SMS_GATEWAY_SECRET_ID"]) == ids["gateway_secret"]
+    assert role_permissions(custom_synth.resources, ids["worker_role"])[ids["gateway_secret"]] == SECRET_READ
+
+
 def test_with_no_sender_configured_the_worker_may_send_from_any_of_the_accounts_identities(
     default_synth: Synthesized,
 ) -> None:

@@ -21,8 +21,9 @@ from pipeline.registry import Consumer, enabled
 
 BOT_ID = "7000000001"
 # The benchmark's stack: cdk.json's defaults, where the local runtime runs `ai` on the Bedrock
-# fake (a model id), and the canned `autoreply` answers (no `bot_application`).
-STACK = enabled({"bedrock_model_id": "anthropic.claude-3-haiku-20240307-v1:0"})
+# fake (a model id) and `crm` on the CRM stand-in (`crm_leads`), and the canned `autoreply`
+# answers (no `bot_application`).
+STACK = enabled({"bedrock_model_id": "anthropic.claude-3-haiku-20240307-v1:0", "crm_leads": True})
 QUESTION = "How much does delivery to Berlin cost?"
 
 

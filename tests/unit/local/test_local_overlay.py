@@ -57,8 +57,15 @@ def test_the_deployment_keeps_end_user_messaging_the_stacks_default_and_every_ot
     assert deployment.telegram_ip_allowlist is False, "local callers are on loopback"
     assert deployment.bedrock_model_id == LOCAL_BEDROCK_MODEL_ID
     assert deployment.bot_application == LOCAL_BOT_APPLICATION
+    assert deployment.crm_leads is True
     # The CRM stand-ins are connected with their demo maps (test_the_crm_stand_ins_...).
-    changed = {"telegram_ip_allowlist", "bedrock_model_id", "bot_application", *CRM_SOURCE_SETTINGS}
+    changed = {
+        "telegram_ip_allowlist",
+        "bedrock_model_id",
+        "bot_application",
+        "crm_leads",
+        *CRM_SOURCE_SETTINGS,
+    }
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
 
 
@@ -108,9 +115,25 @@ def test_the_http_gateway_keeps_every_other_setting() -> None:
         "telegram_ip_allowlist",
         "bedrock_model_id",
         "bot_application",
+        "crm_leads",
         *CRM_SOURCE_SETTINGS,
     }
     assert deployment.model_dump(exclude=changed) == configured.model_dump(exclude=changed)
+
+
+def test_the_crm_consumer_runs_on_the_crm_stand_in_unless_turned_off() -> None:
+    """Issue 23: `crm_leads` is off in a deployment by default; `make local` runs the crm
+    consumer on the CRM stand-in (as every consumer that has one), `--no-crm-leads` keeps the
+    deployment's (off unless cdk.json turns it on)."""
+    from pipeline.registry import enabled
+
+    assert PipelineSettings().crm_leads is False
+    assert "crm" in {c.name for c in enabled(local_deployment(LocalSettings(), FAKES).registry_settings())}
+    off = local_deployment(LocalSettings(crm_leads=False), FAKES)
+    assert off.crm_leads is False
+    assert "crm" not in {c.name for c in enabled(off.registry_settings())}
+    configured = LocalSettings(deployment=PipelineSettings(crm_leads=True), crm_leads=False)
+    assert local_deployment(configured, FAKES).crm_leads is True
 
 
 def test_a_configured_bedrock_model_is_kept_and_no_ai_switches_the_consumer_off() -> None:

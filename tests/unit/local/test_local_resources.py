@@ -50,10 +50,11 @@ def stack() -> Iterator[LocalResources]:
 def test_every_enabled_consumer_gets_a_queue_with_its_redrive_and_visibility(stack: LocalResources) -> None:
     sqs = client("sqs")
     # Locally the `ai` consumer runs on the Bedrock fake even without a configured model, and the
-    # CRM sources' consumers on their stand-ins with the demo maps, and the example bot (so no
-    # autoreply).
+    # CRM sources' consumers on their stand-ins with the demo maps, the example bot (so no
+    # autoreply), and the crm consumer on the CRM stand-in.
     local = PipelineSettings.from_context(
         {
+            "crm_leads": True,
             "bedrock_model_id": LOCAL_BEDROCK_MODEL_ID,
             "bot_application": LOCAL_BOT_APPLICATION,
             "bitrix24_stages": LOCAL_BITRIX24_STAGES,
@@ -157,8 +158,14 @@ def test_each_function_gets_the_environment_contract(stack: LocalResources) -> N
         assert environment["IDEMPOTENCY_TTL_SECONDS"] == str(IDEMPOTENCY_TTL_SECONDS)
         for table in consumer.tables:
             assert environment[table_env_var(table)] == stack.tables[table]
-        for secret in consumer.secrets:
+        used = consumer.used_secrets(stack.deployment.registry_settings())
+        for secret in used:
             assert environment[secret_env_var(secret)] == stack.secrets[secret]
+        # Issue 23: a secret it does not read under this deployment (the HTTP SMS gateway's
+        # token with End User Messaging) is neither in its environment nor created.
+        for secret in set(consumer.secrets) - set(used):
+            assert secret_env_var(secret) not in environment
+            assert secret not in stack.secrets
         assert environment["POWERTOOLS_SERVICE_NAME"] == consumer.name
         # An ordered consumer publishes a notice per dead letter to the alarm topic, as in the stack.
         assert environment.get("ALARM_TOPIC_ARN") == (stack.alarm_topic_arn if consumer.ordered else None)

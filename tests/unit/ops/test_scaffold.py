@@ -83,7 +83,7 @@ def test_the_registry_and_the_readme_table_gain_the_same_consumer(tree: Path) ->
     assert consumer.description == "Counts loyalty points per user."
     assert (consumer.secrets, consumer.tables, consumer.handler) == (
         (),
-        ("journal",),
+        {"journal": registry.WORKER_JOURNAL_ACTIONS},
         f"{NAME}.app.lambda_handler",
     )
     readme = (tree / scaffold.README).read_text()

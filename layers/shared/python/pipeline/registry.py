@@ -14,7 +14,7 @@ source's consumer publishes), and the CRMs whose own webhooks the webhook accept
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,21 @@ CRM_CHANGE_KEY: tuple[str, ...] = (
 def jmespath_list(paths: tuple[str, ...]) -> str:
     """The JMESPath multiselect list of dotted paths (Powertools' `event_key_jmespath`)."""
     return f"[{', '.join(paths)}]"
+
+
+# DynamoDB item actions, as IAM names them, that a consumer's code calls on a table.
+GET_ITEM = "dynamodb:GetItem"
+PUT_ITEM = "dynamodb:PutItem"
+UPDATE_ITEM = "dynamodb:UpdateItem"
+DELETE_ITEM = "dynamodb:DeleteItem"
+ITEM_ACTIONS = frozenset({GET_ITEM, PUT_ITEM, UPDATE_ITEM, DELETE_ITEM})
+JOURNAL = "journal"
+# What `pipeline.worker` does in the journal for every consumer: Powertools idempotency claims an
+# event (a conditional PutItem), completes it (UpdateItem), releases it when the handler fails
+# (DeleteItem) and reads a claim whose conditional put returned no old item (GetItem); an ordered
+# consumer counts its attempts there (UpdateItem). What a consumer's own code does there (its
+# contacts, its send journal, its Bot API call journal) is within these.
+WORKER_JOURNAL_ACTIONS = (DELETE_ITEM, GET_ITEM, PUT_ITEM, UPDATE_ITEM)
 
 
 # Telegram update kinds that carry a user's message (what a "new contact" or a reply starts from).
@@ -94,9 +109,15 @@ class Consumer:
     # Logical names of the secrets it reads (Secrets Manager), granted read in the stack; the
     # function gets each one's id in the environment variable `<NAME>_SECRET_ID`.
     secrets: tuple[str, ...] = ()
-    # Logical names of the DynamoDB tables it reads and writes ("journal", "conversations");
-    # the function gets each one's name in `<NAME>_TABLE`. Every consumer uses the journal.
-    tables: tuple[str, ...] = ("journal",)
+    # Secrets of `secrets` it reads only under one value of a deployment setting,
+    # {secret: (setting, value)}: created and granted only then (`used_secrets`).
+    secrets_when: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The DynamoDB tables it uses, by logical name ("journal", "conversations", "bot_state"), each
+    # with the item actions its code calls there: its role is granted exactly these, on the table
+    # (`local.policy_check` fails on a grant no call of the end-to-end run used). The function
+    # gets each table's name in `<NAME>_TABLE`. Every consumer has the journal, with at least
+    # what the worker does there (WORKER_JOURNAL_ACTIONS).
+    tables: dict[str, tuple[str, ...]] = field(default_factory=lambda: {JOURNAL: WORKER_JOURNAL_ACTIONS})
     # A CDK context key / local setting that must be non-empty for the consumer to exist at all
     # (e.g. the AI consumer is off unless a Bedrock model id is configured).
     requires_setting: str | None = None
@@ -120,6 +141,15 @@ class Consumer:
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
             raise ValueError(f"consumer name {self.name!r} must be a lowercase Python identifier")
+        if not set(WORKER_JOURNAL_ACTIONS) <= set(self.tables.get(JOURNAL, ())):
+            raise ValueError(
+                f"{self.name}: tables must give the journal WORKER_JOURNAL_ACTIONS (the worker's)"
+            )
+        if not set(self.secrets_when) <= set(self.secrets):
+            raise ValueError(f"{self.name}: secrets_when names secrets not in secrets")
+        unknown = sorted({a for actions in self.tables.values() for a in actions} - ITEM_ACTIONS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown table actions {unknown}; known: {sorted(ITEM_ACTIONS)}")
         if not 1 <= self.batch_size <= 10_000:
             raise ValueError(f"{self.name}: batch_size must be 1..10000")
         if self.batch_size > 10 and self.batching_window_seconds < 1:
@@ -146,6 +176,15 @@ class Consumer:
                 f"{self.name}: the queue's redrive maxReceiveCount would be {self.redrive_max_receive_count},"
                 f" above SQS's {SQS_MAX_RECEIVE_COUNT}: lower retry.max_receive_count or batch_size"
             )
+
+    def used_secrets(self, settings: Mapping[str, Any]) -> tuple[str, ...]:
+        """The secrets it reads under these settings (CDK context or local settings)."""
+        return tuple(
+            name
+            for name in self.secrets
+            if name not in self.secrets_when
+            or settings.get(self.secrets_when[name][0]) == self.secrets_when[name][1]
+        )
 
     @property
     def handler(self) -> str:
@@ -182,7 +221,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         description="Saves every Telegram update into the conversations table (by chat and update).",
         filter_policy={"source": ["telegram"]},
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=120),
-        tables=("journal", "conversations"),
+        # One UpdateItem per update (`store.logic`: written once, whatever the redeliveries).
+        tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "conversations": (UPDATE_ITEM,)},
     ),
     Consumer(
         name="crm",
@@ -192,6 +232,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         max_concurrency=2,
         retry=RetryPolicy(max_receive_count=8, base_delay_seconds=5, max_delay_seconds=900),
         secrets=("crm_api",),
+        requires_setting="crm_leads",
     ),
     Consumer(
         name="autoreply",
@@ -215,7 +256,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         # crm_api: the example bot creates its lead through the CRM sink (functions/crm).
         secrets=("telegram_bot_token", "crm_api"),
-        tables=("journal", "bot_state"),
+        # Its state: read by key, written in one transaction of conditional puts and deletes.
+        tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "bot_state": (DELETE_ITEM, GET_ITEM, PUT_ITEM)},
         requires_setting="bot_application",
     ),
     Consumer(
@@ -232,7 +274,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         memory_mb=512,
         max_concurrency=2,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=10, max_delay_seconds=600),
-        tables=("journal", "conversations"),
+        # The classification goes onto the conversation's item (`ai.logic`: one UpdateItem).
+        tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "conversations": (UPDATE_ITEM,)},
         requires_setting="bedrock_model_id",
     ),
     Consumer(
@@ -245,7 +288,9 @@ CONSUMERS: tuple[Consumer, ...] = (
         max_concurrency=5,
         # The journal bounds gateway refusals (SMS_MAX_ATTEMPTS, below this) and sets each delay.
         retry=RetryPolicy(max_receive_count=10, base_delay_seconds=10, max_delay_seconds=600),
+        # The HTTP gateway's token: End User Messaging (the default) needs none.
         secrets=("sms_gateway",),
+        secrets_when={"sms_gateway": ("sms_gateway", "http")},
         # A CRM may reuse an event id for another change: the change itself is the event.
         # (The same fields SNS dedupes a CRM event on: pipeline.envelope.deduplication_id.)
         idempotency_key=jmespath_list(CRM_CHANGE_KEY),
