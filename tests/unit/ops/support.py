@@ -28,8 +28,12 @@ TELEGRAM_SECRET = "initialSecretToken_" + "x" * 45
 CRM_SIGNING_KEY = "crm-signing-key-0123456789abcdefghijklmnopqrstuvwxyz"
 CRM_TOKEN = "crm-token-0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
 WEBHOOK_URL = "https://abc123.execute-api.eu-central-1.amazonaws.com/telegram"
-# The `ai` consumer is off unless a Bedrock model is configured: the stack has no queues for it.
-DEPLOYED_CONSUMERS = tuple(c.name for c in CONSUMERS if c.requires_setting is None)
+# The stack these tests operate has the default consumers and `crm` (crm_leads=true, the lead
+# sink the tests dead-letter into); `ai` and the CRM sources are off: no queues for them.
+DEPLOYED_SETTINGS = {"crm_leads": True}
+DEPLOYED_CONSUMERS = tuple(
+    c.name for c in CONSUMERS if DEPLOYED_SETTINGS.get(c.requires_setting, c.requires_setting is None)
+)
 
 ENV_TO_CLEAR = (
     "AWS_ENDPOINT_URL",
