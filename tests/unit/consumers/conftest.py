@@ -34,7 +34,6 @@ from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDE
 from moto.core.utils import unix_time_millis
 from moto.sqs.models import sqs_backends
 
-from local.fakes.telegram import TelegramFake
 from pipeline import aws
 from pipeline.registry import secret_env_var
 from tests.unit.consumer_support import (
@@ -264,11 +263,3 @@ def bitrix_crm(
     )
     http_fake.default = Scripted(200, {"result": 3465, "time": {"start": 1705764932.99, "duration": 0.2}})
     return crm
-
-
-@pytest.fixture
-def telegram() -> Iterator[TelegramFake]:
-    """The Bot API stand-in in strict mode: a call Telegram would refuse fails the test."""
-    fake = TelegramFake(token=BOT_TOKEN, strict=True)
-    with fake:
-        yield fake

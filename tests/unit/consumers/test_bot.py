@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -55,6 +55,13 @@ def press(data: str, update_id: int = 900003, message_id: int = 3) -> dict[str, 
     query["message"]["message_id"] = message_id
     query["message"]["from"] = {"id": 7000000001, "is_bot": True, "first_name": "Bot", "username": "bot"}
     return update
+
+
+@pytest.fixture
+def telegram() -> Iterator[TelegramFake]:
+    fake = TelegramFake(token=BOT_TOKEN, strict=True)
+    with fake:
+        yield fake
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ took instead of passing them as processed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +16,13 @@ from tests.unit.consumers.test_bot import press, start
 
 NOT_PERSISTENT = "is not persistent: its states would live in one instance's memory"
 FIX_IT = "give it name=... and persistent=True"
+
+
+@pytest.fixture
+def telegram() -> Iterator[TelegramFake]:
+    fake = TelegramFake(token=BOT_TOKEN, strict=True)
+    with fake:
+        yield fake
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,13 @@ class AlarmInbox:
     def notices(self) -> list[dict[str, Any]]:
         messages = aws.client("sqs").receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10)
         return [json.loads(message["Body"]) for message in messages.get("Messages", [])]
+
+
+@pytest.fixture
+def telegram() -> Iterator[TelegramFake]:
+    fake = TelegramFake(token=BOT_TOKEN, strict=True)
+    with fake:
+        yield fake
 
 
 @pytest.fixture
