@@ -78,7 +78,9 @@ def test_the_sns_proxy_hears_each_accepted_publish_with_its_attributes_and_event
 
 
 def test_the_routing_line_names_reached_consumers_and_why_the_others_were_not() -> None:
-    consumers = enabled({"bedrock_model_id": "m", "bitrix24_stages": {"0": {}}, "amocrm_statuses": {}})
+    consumers = enabled(
+        {"bedrock_model_id": "m", "crm_leads": True, "bitrix24_stages": {"0": {}}, "amocrm_statuses": {}}
+    )
     edit = Publish("arn", {"source": "telegram", "type": "edited_message", "chat_type": "private"}, "t:1:2")
 
     line = explain(edit, consumers)
