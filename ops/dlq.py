@@ -165,7 +165,8 @@ def list_dlqs(ctx: Context) -> int:
         )
         depth = int(attrs.get("ApproximateNumberOfMessages", "0"))
         age, source = None, None
-        groups: list[str] | None = [] if is_fifo(queues.dlq_url) else None
+        fifo = is_fifo(queues.dlq_url)
+        groups: list[str] | None = [] if fifo else None
         if depth:
             age = _age_from_metric(queues.dlq_url, now)
             source = None if age is None else "cloudwatch"
@@ -185,7 +186,7 @@ def list_dlqs(ctx: Context) -> int:
                 # FIFO DLQs (ordered consumers): the chats held back, from a sample of 10
                 # (--sample; None: not read).
                 "groups": groups,
-                "fifo": is_fifo(queues.dlq_url),
+                "fifo": fifo,
             }
         )
     if ctx.wants_json():

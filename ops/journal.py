@@ -122,8 +122,6 @@ class Decision:
     from_states: tuple[State, ...]
     meaning: str
     allowed: str
-    # An abandoned record is `failed` for good: only evidence of delivery may still close it.
-    abandoned_too: bool = False
 
 
 DECISIONS = {
@@ -131,7 +129,6 @@ DECISIONS = {
         (State.UNKNOWN,),
         "closed; it will not be sent again",
         "only unknown records can be marked accepted",
-        abandoned_too=True,
     ),
     "abandon": Decision(
         (State.UNKNOWN, State.FAILED),
@@ -149,8 +146,9 @@ DECISIONS = {
 def _refusal(key: str, record: Notification, decision: Decision) -> OpsError | None:
     """Why `decision` cannot apply to `record` as read (the journal's own conditions, checked
     first so that --dry-run answers what the real run would)."""
+    # An abandoned record is `failed` for good: no decision of a person reopens it.
     abandoned = record.abandoned_at is not None
-    if record.state in decision.from_states and (decision.abandoned_too or not abandoned):
+    if record.state in decision.from_states and not abandoned:
         return None
     state = "abandoned" if abandoned else record.state.value
     return OpsError(f"SMS record {key!r} is {state!r}: {decision.allowed}")
