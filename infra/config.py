@@ -31,7 +31,7 @@ from pydantic import (
 
 from infra.paths import FUNCTIONS_DIR
 from pipeline import phones
-from pipeline.crm.contract import DEFAULT_CRM_AUTH, CrmAuth
+from pipeline.crm.contract import DEFAULT_CRM_AUTH, CrmAuth, accepts_token
 from pipeline.crm.status_map import parse_status_map
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
@@ -342,6 +342,12 @@ class PipelineSettings(BaseModel):
         """The settings that differ from their defaults, as context keys (the synth summary's)."""
         defaults = type(self)().to_context()
         return {key: value for key, value in self.to_context().items() if defaults.get(key) != value}
+
+    @property
+    def crm_token_needed(self) -> bool:
+        """Whether the webhook checks the static `crm_token`: where `crm_auth` accepts tokens, or
+        amoCRM is connected (its webhook URL carries the token). Elsewhere no secret is created."""
+        return accepts_token(self.crm_auth) or bool(self.amocrm_statuses)
 
     def registry_settings(self) -> dict[str, Any]:
         """The mapping `pipeline.registry.enabled()` reads `requires_setting` keys from."""

@@ -41,7 +41,7 @@ from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
 JOURNAL = "journal"
 # The consumer that sends SMS; the reconciler and delivery-event handler exist with it.
 SMS_CONSUMER = "sms"
-# The webhook's two secrets, by the logical names whose `secret_env_var` is its env contract.
+# The webhook's secrets, by the logical names whose `secret_env_var` is its env contract.
 TELEGRAM_SECRET = "telegram"  # noqa: S105 - a logical name, not a value
 CRM_SECRET = "crm"  # noqa: S105 - a logical name, not a value
 CRM_TOKEN_SECRET = "crm_token"  # noqa: S105 - a logical name, not a value
@@ -90,6 +90,17 @@ AMOCRM_PATH = "/crm/amocrm/{token}"
 BITRIX24_APP_TOKEN_SECRET = "bitrix24_app_token"  # noqa: S105 - a logical name, not a value
 
 
+def webhook_secret_names(settings: PipelineSettings) -> tuple[str, ...]:
+    """The secrets the webhook checks requests against: the static CRM token only where it is
+    accepted (`crm_token_needed`), Bitrix24's application token only where Bitrix24 is connected."""
+    names = [TELEGRAM_SECRET, CRM_SECRET]
+    if settings.crm_token_needed:
+        names.append(CRM_TOKEN_SECRET)
+    if settings.bitrix24_stages:
+        names.append(BITRIX24_APP_TOKEN_SECRET)
+    return tuple(names)
+
+
 def webhook_paths(settings: PipelineSettings) -> tuple[str, ...]:
     """The paths the deployment's API routes (POST): the CRM sources' only where connected."""
     paths = [TELEGRAM_PATH, CRM_PATH, CRM_TOKEN_PATH]
@@ -129,23 +140,29 @@ class FunctionEnvironments:
         topic_arn: str,
         telegram_secret_id: str,
         crm_secret_id: str,
-        crm_token_secret_id: str,
+        crm_token_secret_id: str | None = None,
         bitrix24_app_token_secret_id: str | None = None,
     ) -> dict[str, str]:
-        """`bitrix24_app_token_secret_id`: where Bitrix24 is connected (`bitrix24_stages`)."""
+        """`crm_token_secret_id` where the CRM token is accepted (`crm_token_needed`),
+        `bitrix24_app_token_secret_id` where Bitrix24 is connected (`bitrix24_stages`)."""
         settings = self.settings
-        bitrix24 = {}
+        optional = {}
+        if settings.crm_token_needed:
+            if not crm_token_secret_id:
+                raise ValueError(
+                    "crm_auth accepts tokens or amoCRM is connected: the webhook needs the crm_token secret"
+                )
+            optional[secret_env_var(CRM_TOKEN_SECRET)] = crm_token_secret_id
         if settings.bitrix24_stages:
             if not bitrix24_app_token_secret_id:
                 raise ValueError("bitrix24_stages is set: the webhook needs the bitrix24_app_token secret")
-            bitrix24[secret_env_var(BITRIX24_APP_TOKEN_SECRET)] = bitrix24_app_token_secret_id
+            optional[secret_env_var(BITRIX24_APP_TOKEN_SECRET)] = bitrix24_app_token_secret_id
         return {
-            **bitrix24,
+            **optional,
             **self.powertools(WEBHOOK.service_name),
             "EVENTS_TOPIC_ARN": topic_arn,
             secret_env_var(TELEGRAM_SECRET): telegram_secret_id,
             secret_env_var(CRM_SECRET): crm_secret_id,
-            secret_env_var(CRM_TOKEN_SECRET): crm_token_secret_id,
             # Which CRM authentication the webhook accepts (signature, token or either).
             CRM_AUTH_ENV: settings.crm_auth,
             "TELEGRAM_BOT_ID": settings.telegram_bot_id,

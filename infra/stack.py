@@ -58,6 +58,7 @@ class PipelineStack(Stack):
             self,
             "WebhookSecrets",
             removal_policy=cdk_removal_policy(settings),
+            crm_token=settings.crm_token_needed,
             bitrix24=bool(settings.bitrix24_stages),
         )
         self.ingress = Ingress(
@@ -171,11 +172,12 @@ class PipelineStack(Stack):
             self.webhook_secrets.crm.secret_arn,
             "Secret holding the CRM HMAC signing key",
         )
-        output(
-            OutputKey.CRM_TOKEN_SECRET_ID,
-            self.webhook_secrets.crm_token.secret_arn,
-            "Secret holding the CRM static token (crm_auth token or signature_or_token)",
-        )
+        if self.webhook_secrets.crm_token is not None:
+            output(
+                OutputKey.CRM_TOKEN_SECRET_ID,
+                self.webhook_secrets.crm_token.secret_arn,
+                "Secret holding the CRM static token (crm_auth token or signature_or_token, amoCRM)",
+            )
         if self.ingress.bitrix24_url and self.webhook_secrets.bitrix24_app_token:
             output(
                 OutputKey.BITRIX24_URL,

@@ -33,6 +33,7 @@ from infra.environment import (
     TELEGRAM_SECRET,
     WEBHOOK,
     FunctionEnvironments,
+    webhook_secret_names,
 )
 from infra.tables import TABLE_KEYS, TTL_ATTRIBUTE, TableKeys
 from local.overlay import local_deployment, local_overlay
@@ -42,7 +43,6 @@ from local.worker_process import LOCAL_CONSUMER_ENV, consumer_json
 from pipeline.registry import CONSUMERS, Consumer, enabled
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION
 
-WEBHOOK_SECRETS = (TELEGRAM_SECRET, CRM_SECRET, CRM_TOKEN_SECRET)
 # The events topic as `infra.constructs.events_topic.EventsTopic` makes it: FIFO, every publish
 # naming its deduplication id, throughput per message group. (moto keeps no topic-level
 # deduplication: the SNS fault proxy in front of it, `local.fakes.sns`, does.)
@@ -108,7 +108,7 @@ class LocalResources:
             topic_arn=self.topic_arn,
             telegram_secret_id=self.secrets[TELEGRAM_SECRET],
             crm_secret_id=self.secrets[CRM_SECRET],
-            crm_token_secret_id=self.secrets[CRM_TOKEN_SECRET],
+            crm_token_secret_id=self.secrets.get(CRM_TOKEN_SECRET),
             bitrix24_app_token_secret_id=self.secrets.get(BITRIX24_APP_TOKEN_SECRET),
         )
 
@@ -214,8 +214,9 @@ LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
 
 
 def secret_names(consumers: tuple[Consumer, ...], deployment: PipelineSettings) -> list[str]:
-    """The webhook's secrets (Bitrix24's where it is connected, as in the stack) and the consumers'."""
-    webhook = (*WEBHOOK_SECRETS, *((BITRIX24_APP_TOKEN_SECRET,) if deployment.bitrix24_stages else ()))
+    """The webhook's secrets (the CRM token and Bitrix24's only where used, as in the stack) and the
+    consumers'."""
+    webhook = webhook_secret_names(deployment)
     used = (name for consumer in consumers for name in consumer.used_secrets(deployment.registry_settings()))
     return sorted({*webhook, *used})
 

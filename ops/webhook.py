@@ -115,7 +115,12 @@ def rotate_crm_token(ctx: Context) -> None:
     """Store a new CRM token (`crm_auth` token mode) as AWSCURRENT; the old one becomes AWSPREVIOUS
     and is still accepted for the grace period, within which the CRM's templates get the new one.
     Printed only with --show-secrets (the operator pastes it into the templates)."""
-    secret_id = ctx.stack().require(OutputKey.CRM_TOKEN_SECRET_ID)
+    secret_id = ctx.stack().get(OutputKey.CRM_TOKEN_SECRET_ID)
+    if secret_id is None:
+        raise OpsError(
+            f"{ctx.stack().origin} has no CRM token: it is created only where the webhook accepts one "
+            "(crm_auth=token or signature_or_token, or amoCRM connected); nothing to rotate"
+        )
     if not ctx.confirm(f"store a new CRM token in {secret_id} (the CRM's templates must then be updated)"):
         return
     new_token = generate_secret_token(CRM_TOKEN_ALPHABET)

@@ -99,7 +99,7 @@ class Ingress(Construct):
         events: EventsTopic,
         telegram_secret: secretsmanager.ISecret,
         crm_secret: secretsmanager.ISecret,
-        crm_token_secret: secretsmanager.ISecret,
+        crm_token_secret: secretsmanager.ISecret | None = None,
         bitrix24_app_token_secret: secretsmanager.ISecret | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -117,7 +117,7 @@ class Ingress(Construct):
                 topic_arn=events.topic.topic_arn,
                 telegram_secret_id=telegram_secret.secret_arn,
                 crm_secret_id=crm_secret.secret_arn,
-                crm_token_secret_id=crm_token_secret.secret_arn,
+                crm_token_secret_id=crm_token_secret.secret_arn if crm_token_secret else None,
                 bitrix24_app_token_secret_id=(
                     bitrix24_app_token_secret.secret_arn if bitrix24_app_token_secret else None
                 ),
@@ -127,7 +127,8 @@ class Ingress(Construct):
         events.grant_publish(webhook_fn)
         grant_secret_value(telegram_secret, webhook_fn)
         grant_secret_value(crm_secret, webhook_fn)
-        grant_secret_value(crm_token_secret, webhook_fn)
+        if crm_token_secret is not None:
+            grant_secret_value(crm_token_secret, webhook_fn)
         if bitrix24_app_token_secret is not None:
             grant_secret_value(bitrix24_app_token_secret, webhook_fn)
 

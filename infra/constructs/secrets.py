@@ -33,12 +33,19 @@ def _acknowledge_manual_rotation(secret: secretsmanager.Secret, why: str) -> Non
 
 
 class WebhookSecrets(Construct):
-    """Telegram's webhook secret_token, the CRM's HMAC signing key and its static token (for
-    senders that cannot sign, amoCRM's webhook URL among them), all generated; with `bitrix24`,
-    also the portal's application token, which Bitrix24 issues (a placeholder to replace)."""
+    """Telegram's webhook secret_token and the CRM's HMAC signing key, generated; with `crm_token`,
+    the CRM's static token too (for senders that cannot sign, amoCRM's webhook URL among them);
+    with `bitrix24`, the portal's application token, which Bitrix24 issues (a placeholder to
+    replace). A secret costs $0.40 a month: none is created for a feature that is off."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy, bitrix24: bool = False
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy,
+        crm_token: bool = False,
+        bitrix24: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.removal_policy = removal_policy
@@ -50,18 +57,20 @@ class WebhookSecrets(Construct):
             "CrmSigningKey",
             "HMAC-SHA256 key the CRM signs its notifications with; checked on every request.",
         )
-        self.crm_token = self._generated(
-            "CrmToken",
-            "Static token of CRM senders that cannot sign (crm_auth=token or signature_or_token): "
-            "Authorization: Bearer <token>, X-Crm-Token: <token>, or POST /crm/events/<token>.",
-        )
         rotation = (
             "Rotated by the operator: the new value must also be registered with {} at the same "
             "time, and the webhook accepts AWSPREVIOUS for SECRET_ROTATION_GRACE_SECONDS meanwhile."
         )
         _acknowledge_manual_rotation(self.telegram, rotation.format("Telegram setWebhook"))
         _acknowledge_manual_rotation(self.crm, rotation.format("the CRM"))
-        _acknowledge_manual_rotation(self.crm_token, rotation.format("the CRM's templates"))
+        self.crm_token: secretsmanager.Secret | None = None
+        if crm_token:
+            self.crm_token = self._generated(
+                "CrmToken",
+                "Static token of CRM senders that cannot sign (crm_auth=token or signature_or_token, "
+                "amoCRM): Authorization: Bearer <token>, X-Crm-Token: <token>, or POST /crm/events/<token>.",
+            )
+            _acknowledge_manual_rotation(self.crm_token, rotation.format("the CRM's templates"))
         self.bitrix24_app_token: secretsmanager.Secret | None = None
         if bitrix24:
             # Generated until the operator pastes the portal's token: no request can match it before.
@@ -79,8 +88,8 @@ class WebhookSecrets(Construct):
     @property
     def all(self) -> list[secretsmanager.Secret]:
         """Every secret the webhook checks requests against."""
-        optional = [self.bitrix24_app_token] if self.bitrix24_app_token is not None else []
-        return [self.telegram, self.crm, self.crm_token, *optional]
+        optional = (self.crm_token, self.bitrix24_app_token)
+        return [self.telegram, self.crm, *(secret for secret in optional if secret is not None)]
 
     def _generated(self, construct_id: str, description: str) -> secretsmanager.Secret:
         return secretsmanager.Secret(

@@ -60,6 +60,8 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "sms_reconcile_deadline_hours": "6",
     "sms_unknown_alarm_minutes": "30",
     "phone_default_region": "by",
+    # Token authentication: the stack makes the crm_token secret for it (not made by default).
+    "crm_auth": "token",
 }
 
 

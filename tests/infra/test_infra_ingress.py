@@ -36,7 +36,6 @@ def ids(synth: Synthesized) -> dict[str, str]:
         "key": synth.logical_id(stack.events.key),
         "telegram_secret": synth.logical_id(stack.webhook_secrets.telegram),
         "crm_secret": synth.logical_id(stack.webhook_secrets.crm),
-        "crm_token": synth.logical_id(stack.webhook_secrets.crm_token),
     }
 
 
@@ -119,7 +118,7 @@ def test_webhook_environment_names_topic_secrets_and_bot(synth: Synthesized, ids
     assert ref_name(env["EVENTS_TOPIC_ARN"]) == ids["topic"]
     assert ref_name(env["TELEGRAM_SECRET_ID"]) == ids["telegram_secret"]
     assert ref_name(env["CRM_SECRET_ID"]) == ids["crm_secret"]
-    assert ref_name(env["CRM_TOKEN_SECRET_ID"]) == ids["crm_token"]
+    assert "CRM_TOKEN_SECRET_ID" not in env, "no CRM token where crm_auth is signature and amoCRM is off"
     assert env["CRM_AUTH"] == "signature", "the CRM signs its events unless token auth is asked for"
     assert env["TELEGRAM_BOT_ID"] == "default"
     assert env["SECRET_ROTATION_GRACE_SECONDS"] == "3600"
@@ -134,7 +133,7 @@ def test_the_ip_allow_list_setting_gives_the_webhook_telegrams_ranges(full_synth
     assert env["TELEGRAM_IP_ALLOWLIST"] == "149.154.160.0/20,91.108.4.0/22"
 
 
-def test_webhook_role_may_only_publish_to_the_topic_and_read_its_three_secrets(
+def test_webhook_role_may_only_publish_to_the_topic_and_read_its_two_secrets(
     synth: Synthesized, ids: dict[str, str]
 ) -> None:
     assert role_permissions(synth.resources, ids["webhook_role"]) == {
@@ -142,7 +141,6 @@ def test_webhook_role_may_only_publish_to_the_topic_and_read_its_three_secrets(
         ids["key"]: {"kms:Decrypt", "kms:GenerateDataKey"},
         ids["telegram_secret"]: SECRET_READ,
         ids["crm_secret"]: SECRET_READ,
-        ids["crm_token"]: SECRET_READ,
         ids["webhook_logs"]: {"logs:CreateLogStream", "logs:PutLogEvents"},
         **xray_grant(synth.stack.settings.tracing),
     }
@@ -199,7 +197,7 @@ def test_topic_policy_denies_publishing_without_tls(synth: Synthesized, ids: dic
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
-@pytest.mark.parametrize("secret", ["telegram_secret", "crm_secret", "crm_token"])
+@pytest.mark.parametrize("secret", ["telegram_secret", "crm_secret"])
 def test_webhook_secrets_are_generated_from_telegram_safe_characters(
     synth: Synthesized, ids: dict[str, str], secret: str
 ) -> None:
@@ -232,7 +230,7 @@ def test_outputs_give_operators_every_endpoint_and_id(synth: Synthesized, ids: d
     assert ref_name(outputs["EventsTopicArn"]["Value"]) == ids["topic"]
     assert ref_name(outputs["TelegramSecretId"]["Value"]) == ids["telegram_secret"]
     assert ref_name(outputs["CrmSecretId"]["Value"]) == ids["crm_secret"]
-    assert ref_name(outputs["CrmTokenSecretId"]["Value"]) == ids["crm_token"]
+    assert "CrmTokenSecretId" not in outputs, "the default stack makes no CRM token"
     for name, table in synth.stack.tables.by_name.items():
         assert ref_name(outputs[f"{pascal_case(name)}TableName"]["Value"]) == synth.logical_id(table)
     for name, secret in synth.stack.consumer_secrets.by_name.items():
@@ -284,3 +282,35 @@ def test_the_default_stack_connects_no_crm_source(synth: Synthesized) -> None:
     assert "BITRIX24_APP_TOKEN_SECRET_ID" not in function_env(
         synth.resources, synth.logical_id(synth.stack.ingress.webhook.function)
     )
+
+
+@pytest.mark.parametrize("configuration", ["custom", "full"])
+def test_the_crm_token_is_made_read_and_exported_only_where_the_webhook_accepts_it(
+    configuration: str, custom_synth: Synthesized, full_synth: Synthesized, synth: Synthesized
+) -> None:
+    """`custom` (crm_auth=token) and `full` (amoCRM connected: its URL carries the token) make the
+    generated token, read by the webhook alone and exported; the default makes none (a secret is
+    $0.40 a month: `test_outputs_give_operators_every_endpoint_and_id` checks its absence)."""
+    chosen = {"custom": custom_synth, "full": full_synth}[configuration]
+    stack = chosen.stack
+    assert stack.settings.crm_token_needed
+    token = stack.webhook_secrets.crm_token
+    assert token is not None
+    token_id = chosen.logical_id(token)
+    generator = props(chosen.resources, token_id)["GenerateSecretString"]
+    assert generator["ExcludePunctuation"] is True
+    assert generator["IncludeSpace"] is False
+    webhook_id = chosen.logical_id(stack.ingress.webhook.function)
+    assert ref_name(function_env(chosen.resources, webhook_id)["CRM_TOKEN_SECRET_ID"]) == token_id
+    readers = {
+        name
+        for name, role in {
+            "webhook": stack.ingress.webhook.role,
+            **{name: pipeline.worker.role for name, pipeline in stack.pipelines.items()},
+        }.items()
+        if token_id in role_permissions(chosen.resources, chosen.logical_id(role))
+    }
+    assert readers == {"webhook"}
+    outputs = chosen.template.to_json()["Outputs"]
+    assert ref_name(outputs["CrmTokenSecretId"]["Value"]) == token_id
+    assert synth.stack.webhook_secrets.crm_token is None

@@ -7,12 +7,22 @@ from datetime import UTC, datetime
 
 import boto3
 import pytest
+from moto import mock_aws
 
 from infra.outputs import OutputKey
 from ops.context import HIDDEN
 from pipeline.registry import telegram_allowed_updates
 from pipeline.telegram import UPDATE_KINDS
-from tests.unit.ops.support import BOT_TOKEN, CRM_TOKEN, TELEGRAM_SECRET, WEBHOOK_URL, Deployed, FakeTelegram
+from tests.unit.ops.support import (
+    BOT_TOKEN,
+    CRM_TOKEN,
+    TELEGRAM_SECRET,
+    WEBHOOK_URL,
+    Deployed,
+    FakeTelegram,
+    create_resources,
+    create_stack,
+)
 
 
 def secret_value(secret_id: str, stage: str = "AWSCURRENT") -> str:
@@ -240,3 +250,19 @@ def test_rotate_crm_token_makes_the_old_one_previous_and_hides_the_new_one_unles
     shown = run("rotate-crm-token", "--yes", "--show-secrets")
     assert shown.code == 0, shown.err
     assert f"crm_token: {secret_value(secret_id)}" in shown.out
+
+
+def test_rotate_crm_token_on_a_stack_without_one_says_why_and_changes_nothing(run) -> None:
+    """The default stack makes no CRM token (crm_auth=signature, no amoCRM): a clear refusal, not
+    "no output" as if the stack were from another version."""
+    with mock_aws():
+        deployed = create_resources()
+        del deployed.outputs[OutputKey.CRM_TOKEN_SECRET_ID]
+        create_stack(deployed)
+
+        result = run("rotate-crm-token", "--yes")
+
+        assert result.code == 2
+        assert "has no CRM token" in result.err
+        assert "crm_auth=token or signature_or_token, or amoCRM connected" in result.err
+        assert secret_value("pipeline/crm-token") == CRM_TOKEN
