@@ -177,6 +177,14 @@ def test_the_bots_phone_reaches_the_lead_while_the_crm_consumer_is_still_creatin
     bot_pipeline.fake("crm").inject(hang_next=1, seconds=6, match="/leads")
     chat.start()
     chat.wait_for_state(0, timeout=30)
+    # The crm consumer's queue is a standard one: under load its /start can come after the
+    # contact (then the contact's lead is the one made, and the trigger "contact"). The scenario
+    # is the contact arriving while /start's lead is being made: wait for /start's claim first.
+    wait_for(
+        lambda: bot_pipeline.item("journal", {"id": f"contact#{chat.chat_id}"}),
+        timeout=60,
+        what="the crm consumer's claim of the contact at /start",
+    )
     chat.share_contact()
     chat.wait_for_state(1, timeout=30)
     record = bot_pipeline.item("journal", {"id": f"contact#{chat.chat_id}"})
