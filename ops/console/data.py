@@ -192,12 +192,7 @@ def alarm_rows(where: Where) -> list[dict[str, Any]]:
                 }
             )
         return rows
-    names: list[str] = []
-    paginator = aws.client("cloudformation").get_paginator("list_stack_resources")
-    for page in paginator.paginate(StackName=where.stack_name):
-        for resource in page.get("StackResourceSummaries", []):
-            if resource.get("ResourceType") == "AWS::CloudWatch::Alarm":
-                names.append(str(resource["PhysicalResourceId"]))
+    names = events.stack_resources(where.stack_name, "AWS::CloudWatch::Alarm")
     rows = []
     for start in range(0, len(names), 100):
         answer = aws.client("cloudwatch").describe_alarms(AlarmNames=names[start : start + 100])

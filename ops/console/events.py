@@ -66,15 +66,20 @@ def local_records(log_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
-def stack_log_groups(stack_name: str) -> list[str]:
-    """The log groups of a deployed stack's functions (the stack's own resources)."""
-    groups: list[str] = []
+def stack_resources(stack_name: str, resource_type: str) -> list[str]:
+    """The physical ids of a deployed stack's resources of one type (its log groups, its alarms)."""
+    found: list[str] = []
     paginator = aws.client("cloudformation").get_paginator("list_stack_resources")
     for page in paginator.paginate(StackName=stack_name):
         for resource in page.get("StackResourceSummaries", []):
-            if resource.get("ResourceType") == "AWS::Logs::LogGroup" and resource.get("PhysicalResourceId"):
-                groups.append(str(resource["PhysicalResourceId"]))
-    return groups
+            if resource.get("ResourceType") == resource_type and resource.get("PhysicalResourceId"):
+                found.append(str(resource["PhysicalResourceId"]))
+    return found
+
+
+def stack_log_groups(stack_name: str) -> list[str]:
+    """The log groups of a deployed stack's functions (the stack's own resources)."""
+    return stack_resources(stack_name, "AWS::Logs::LogGroup")
 
 
 def cloudwatch_records(log_groups: Iterable[str], now: float | None = None) -> list[dict[str, Any]]:

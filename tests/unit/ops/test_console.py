@@ -4,6 +4,8 @@ own functions, and each event's path as built from log lines. The browser tests
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from starlette.testclient import TestClient
 from infra.outputs import OutputKey
 from ops.console import events
 from ops.console.app import SESSION_COOKIE, Console, build_app
-from ops.console.data import Where, bot_conversation
+from ops.console.data import Where, alarm_rows, bot_conversation
 from ops.dlq import peek_messages
 from ops.stack import DEFAULT_STACK_NAME, StackOutputs
 from pipeline.registry import by_name
@@ -298,3 +300,79 @@ def test_the_console_command_without_a_local_runtime_says_so_and_serves_nothing(
     assert result.code == 2
     assert "not found: start the local runtime first (make local)" in result.err
     assert "http://" not in result.out
+
+
+def test_a_deployed_stack_s_events_come_from_its_log_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FilterLogEvents over the stack's own log groups; only structured lines naming an event count."""
+    with mock_aws():
+        template = {
+            "Resources": {
+                "StoreLogs": {
+                    "Type": "AWS::Logs::LogGroup",
+                    "Properties": {"LogGroupName": "/aws/lambda/store"},
+                },
+                "Topic": {"Type": "AWS::SNS::Topic"},
+            }
+        }
+        boto3.client("cloudformation").create_stack(StackName="Console", TemplateBody=json.dumps(template))
+        logs = boto3.client("logs")
+        logs.create_log_group(logGroupName="/aws/lambda/other-stack")
+        now = int(time.time() * 1000)
+        for group in ("/aws/lambda/store", "/aws/lambda/other-stack"):
+            logs.create_log_stream(logGroupName=group, logStreamName="s")
+            logs.put_log_events(
+                logGroupName=group,
+                logStreamName="s",
+                logEvents=[
+                    {"timestamp": now, "message": "START RequestId: 1"},
+                    {
+                        "timestamp": now,
+                        "message": json.dumps(
+                            {"service": "store", "message": "record processed", "event_id": group}
+                        ),
+                    },
+                ],
+            )
+
+        groups = events.stack_log_groups("Console")
+        records = events.cloudwatch_records(groups)
+
+    assert groups == ["/aws/lambda/store"]
+    assert [r["event_id"] for r in records] == ["/aws/lambda/store"]
+
+
+def test_a_deployed_stack_s_alarms_are_its_own_with_their_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    alarm = {
+        "MetricName": "ApproximateNumberOfMessagesVisible",
+        "Namespace": "AWS/SQS",
+        "Statistic": "Maximum",
+        "Period": 60,
+        "EvaluationPeriods": 1,
+        "Threshold": 0,
+        "ComparisonOperator": "GreaterThanThreshold",
+    }
+    listed: list[tuple[str, str]] = []
+
+    def resources(stack_name: str, resource_type: str) -> list[str]:
+        # moto's CloudFormation makes no alarms: the stack's resource list, as CloudFormation has it.
+        listed.append((stack_name, resource_type))
+        return ["DlqNotEmpty-store-dlq", "DlqNotEmpty-crm-dlq"]
+
+    monkeypatch.setattr(events, "stack_resources", resources)
+    with mock_aws():
+        cloudwatch = boto3.client("cloudwatch")
+        for name in ("DlqNotEmpty-crm-dlq", "DlqNotEmpty-store-dlq", "another-stack-alarm"):
+            cloudwatch.put_metric_alarm(AlarmName=name, **alarm)
+        cloudwatch.set_alarm_state(
+            AlarmName="DlqNotEmpty-crm-dlq", StateValue="ALARM", StateReason="1 message for +375291234567"
+        )
+        where = Where(local=False, local_file=Path("unused"), stack_name="Console")
+
+        rows = alarm_rows(where)
+
+    assert listed == [("Console", "AWS::CloudWatch::Alarm")]
+    assert [(r["name"], r["state"]) for r in rows] == [
+        ("DlqNotEmpty-crm-dlq", "ALARM"),
+        ("DlqNotEmpty-store-dlq", "OK"),
+    ]
+    assert rows[0]["reason"] == "1 message for +37529*****67"
