@@ -177,7 +177,7 @@ def build_app(console: Console) -> Any:
                 for r in rows
                 if r["dlq_depth"] or r["in_flight"]
             }
-            return pages.dlqs_body(rows, peeked, csrf_of(request))
+            return pages.dlqs_body(rows, peeked)
 
         return view("Dead-letter queues", "/dlqs", body)
 

@@ -169,7 +169,7 @@ def consumers_body(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def dlqs_body(rows: list[dict[str, Any]], peeked: dict[str, list[dict[str, Any]]], csrf: str) -> str:
+def dlqs_body(rows: list[dict[str, Any]], peeked: dict[str, list[dict[str, Any]]]) -> str:
     parts = [
         table(
             ("consumer", "DLQ depth", "in flight", "oldest", "delivery DLQ", ""),
