@@ -146,6 +146,10 @@ def crm_sources_lines(runtime: Runtime, info: dict[str, Any]) -> str:
   amoCRM webhook    {info["amocrm_url"]}  (from the account stand-in {amocrm})"""
 
 
+# The ops console is not started here: the command that opens it on this runtime.
+CONSOLE_LINE = "Ops console in a browser (events' paths, DLQ redrive, SMS journal): bin/ops --local console"
+
+
 def banner(runtime: Runtime) -> str:
     info = runtime.stack_info()
     crm_sources = crm_sources_lines(runtime, info)
@@ -166,7 +170,8 @@ Fakes of the outside services (GET /_calls, POST /_faults; see local/README.md):
 Try:  curl -s {info["webhook_url"]} -H 'X-Telegram-Bot-Api-Secret-Token: {info["telegram_secret"]}' \\
         -H 'Content-Type: application/json' -d '{EXAMPLE_UPDATE}'
 
-{crm_sources_try(info)}{dev_loop_lines(runtime)}Ctrl-C stops everything.
+{crm_sources_try(info)}{dev_loop_lines(runtime)}{CONSOLE_LINE}
+Ctrl-C stops everything.
 """
 
 

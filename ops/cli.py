@@ -189,6 +189,13 @@ def _new_consumer(context: Context) -> None:
         )
 
 
+def _console(context: Context) -> None:
+    # Imported here: the web server stack loads only for this command.
+    from ops.console.app import run
+
+    run(context)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
@@ -325,8 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
         dlq_commands,
         "redrive",
         dlq.redrive,
-        "Move every message of a consumer's DLQ back to its queue.",
+        "Move every message of a consumer's DLQ back to its queue (or one: --message-id).",
         confirm,
+    )
+    redrive.add_argument(
+        "--message-id", help="move only this message (its id as dlq peek shows it), by receive, send, delete"
     )
     redrive.add_argument("consumer", help="consumer name from the registry (e.g. crm)")
     redrive.add_argument(
@@ -373,6 +383,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--abandon",
         action="store_true",
         help="never send it (e.g. the customer was told another way): close it, stop alarming",
+    )
+    console_command = command(
+        commands,
+        "console",
+        _console,
+        "The ops console: a local web page (127.0.0.1, a random token in its URL) with every event's "
+        "path through the consumers, the queues, DLQs (redrive), the SMS journal (resolve), bot "
+        "conversations and alarms; actions run these same commands.",
+    )
+    console_command.add_argument(
+        "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)"
     )
     scaffold_help = (
         "Scaffold a consumer (make consumer NAME=<name>): its registry entry, handler package, "

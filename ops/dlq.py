@@ -149,17 +149,11 @@ def held(queue_url: str) -> int:
     return sum(int(attrs.get(name, "0")) for name in attrs)
 
 
-def list_dlqs(ctx: Context) -> int:
-    """One row per deployed consumer; `delivery_dlq` holds what SNS could not deliver to its queue.
-
-    Exit code 1 with --fail-on-messages when any of them holds a message. Nothing is received
-    unless --sample asks for it (the age when CloudWatch has no datapoint yet, a FIFO DLQ's
-    chats): SQS has no read that does not count, and `dlq peek` should show a message's own
-    receive count, not ours."""
+def dlq_rows(stack: StackOutputs, sample: bool = False) -> list[dict[str, Any]]:
+    """One row per deployed consumer's DLQ (what `dlq list` prints and the console shows)."""
     now = datetime.now(UTC)
-    sample: bool = bool(ctx.option("sample"))
     found: list[dict[str, Any]] = []
-    for queues in ctx.stack().consumer_queues():
+    for queues in stack.consumer_queues():
         attrs = _attributes(
             queues.dlq_url, "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"
         )
@@ -189,6 +183,17 @@ def list_dlqs(ctx: Context) -> int:
                 "fifo": fifo,
             }
         )
+    return found
+
+
+def list_dlqs(ctx: Context) -> int:
+    """One row per deployed consumer; `delivery_dlq` holds what SNS could not deliver to its queue.
+
+    Exit code 1 with --fail-on-messages when any of them holds a message. Nothing is received
+    unless --sample asks for it (the age when CloudWatch has no datapoint yet, a FIFO DLQ's
+    chats): SQS has no read that does not count, and `dlq peek` should show a message's own
+    receive count, not ours."""
+    found = dlq_rows(ctx.stack(), sample=bool(ctx.option("sample")))
     if ctx.wants_json():
         ctx.json({"dlqs": found})
     else:
@@ -294,14 +299,12 @@ def _release(queue_url: str, messages: list[dict[str, Any]]) -> None:
         )
 
 
-def peek(ctx: Context) -> None:
-    """ReceiveMessage, then ChangeMessageVisibility 0 at once: SQS has no read that does not
-    count, so each peek adds one to the DLQ copy's ApproximateReceiveCount. That count has no
-    effect: a DLQ has no redrive policy of its own, its retention runs from the original enqueue
-    time, and a redrive sends new messages to the source queue, whose receive count starts at 0
-    (so peeking can never push a message over the source queue's maxReceiveCount)."""
-    queues = ctx.stack().consumer_queue(ctx.option("consumer"))
-    limit: int = ctx.option("max")
+def peek_messages(
+    stack: StackOutputs, consumer: str, limit: int = SQS_BATCH, visibility_timeout: int = 30
+) -> tuple[ConsumerQueues, list[dict[str, Any]]]:
+    """Up to `limit` messages of a consumer's DLQ as `dlq peek` shows them (ids, type, reason;
+    never the payload), all visible again on return (`peek` says why reading counts)."""
+    queues = stack.consumer_queue(consumer)
     received: list[dict[str, Any]] = []
     try:
         while len(received) < limit:
@@ -311,7 +314,7 @@ def peek(ctx: Context) -> None:
                     QueueUrl=queues.dlq_url,
                     MaxNumberOfMessages=min(SQS_BATCH, limit - len(received)),
                     # Hidden only while we read them; released right after.
-                    VisibilityTimeout=ctx.option("visibility_timeout"),
+                    VisibilityTimeout=visibility_timeout,
                     MessageSystemAttributeNames=["All"],
                     MessageAttributeNames=["All"],
                 )
@@ -323,6 +326,18 @@ def peek(ctx: Context) -> None:
         shown = [_shown_message(message) for message in received]
     finally:
         _release(queues.dlq_url, received)
+    return queues, shown
+
+
+def peek(ctx: Context) -> None:
+    """ReceiveMessage, then ChangeMessageVisibility 0 at once: SQS has no read that does not
+    count, so each peek adds one to the DLQ copy's ApproximateReceiveCount. That count has no
+    effect: a DLQ has no redrive policy of its own, its retention runs from the original enqueue
+    time, and a redrive sends new messages to the source queue, whose receive count starts at 0
+    (so peeking can never push a message over the source queue's maxReceiveCount)."""
+    queues, shown = peek_messages(
+        ctx.stack(), ctx.option("consumer"), ctx.option("max"), ctx.option("visibility_timeout")
+    )
     if ctx.wants_json():
         ctx.json({"consumer": queues.consumer, "messages": shown})
         return
@@ -340,7 +355,7 @@ def peek(ctx: Context) -> None:
             ctx.field(f"  {name}", item[name])
         if item["note"]:
             ctx.field("  note", item["note"])
-    ctx.line(f"{len(received)} message(s) shown from the {queues.consumer} DLQ; all visible again")
+    ctx.line(f"{len(shown)} message(s) shown from the {queues.consumer} DLQ; all visible again")
 
 
 def _shown_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -401,60 +416,101 @@ def _move_with_task(queues: ConsumerQueues, timeout_seconds: float, ctx: Context
         time.sleep(2)
 
 
+def _receive_for_move(queues: ConsumerQueues) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = (
+        _sqs()
+        .receive_message(
+            QueueUrl=queues.dlq_url,
+            MaxNumberOfMessages=SQS_BATCH,
+            VisibilityTimeout=60,
+            WaitTimeSeconds=1,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["MessageGroupId"],
+        )
+        .get("Messages", [])
+    )
+    return messages
+
+
+def _send_back(queues: ConsumerQueues, messages: list[dict[str, Any]], moved: int) -> int:
+    """Send received DLQ messages to the source queue, delete only what was sent; how many."""
+    entries = []
+    for i, message in enumerate(messages):
+        entry: dict[str, Any] = {"Id": str(i), "MessageBody": message["Body"]}
+        attributes = {
+            name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
+            for name, value in message.get("MessageAttributes", {}).items()
+        }
+        if attributes:
+            entry["MessageAttributes"] = attributes
+        group = message.get("Attributes", {}).get("MessageGroupId")
+        if is_fifo(queues.queue_url):
+            # The same group (chat), in the DLQ's order; a new deduplication id, else the
+            # queue drops a message redriven within 5 minutes of its first send.
+            entry["MessageGroupId"] = group or "no-group"
+            entry["MessageDeduplicationId"] = f"redrive-{uuid.uuid4().hex}"
+        entries.append(entry)
+    sent = _sqs().send_message_batch(QueueUrl=queues.queue_url, Entries=entries)
+    sent_ids = {int(s["Id"]) for s in sent.get("Successful", [])}
+    done = [messages[i] for i in sorted(sent_ids)]
+    if done:
+        _sqs().delete_message_batch(
+            QueueUrl=queues.dlq_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
+        )
+    if sent.get("Failed"):
+        # The rest stays in the DLQ (visible again after the timeout); stop rather than spin.
+        failed = sent["Failed"]
+        raise OpsError(
+            f"moved {moved + len(done)} message(s); {len(failed)} could not be sent back "
+            f"({failed[0].get('Code')}: {failed[0].get('Message', '')}) and stay in the DLQ"
+        )
+    return len(done)
+
+
 def _move_by_hand(queues: ConsumerQueues) -> int:
     """Receive from the DLQ, send to the source queue, delete only what was sent."""
     moved = 0
     while True:
-        messages = (
-            _sqs()
-            .receive_message(
-                QueueUrl=queues.dlq_url,
-                MaxNumberOfMessages=SQS_BATCH,
-                VisibilityTimeout=60,
-                WaitTimeSeconds=1,
-                MessageAttributeNames=["All"],
-                MessageSystemAttributeNames=["MessageGroupId"],
-            )
-            .get("Messages", [])
-        )
+        messages = _receive_for_move(queues)
         if not messages:
             return moved
-        entries = []
-        for i, message in enumerate(messages):
-            entry: dict[str, Any] = {"Id": str(i), "MessageBody": message["Body"]}
-            attributes = {
-                name: {k: v for k, v in value.items() if k in ("DataType", "StringValue", "BinaryValue")}
-                for name, value in message.get("MessageAttributes", {}).items()
-            }
-            if attributes:
-                entry["MessageAttributes"] = attributes
-            group = message.get("Attributes", {}).get("MessageGroupId")
-            if is_fifo(queues.queue_url):
-                # The same group (chat), in the DLQ's order; a new deduplication id, else the
-                # queue drops a message redriven within 5 minutes of its first send.
-                entry["MessageGroupId"] = group or "no-group"
-                entry["MessageDeduplicationId"] = f"redrive-{uuid.uuid4().hex}"
-            entries.append(entry)
-        sent = _sqs().send_message_batch(QueueUrl=queues.queue_url, Entries=entries)
-        sent_ids = {int(s["Id"]) for s in sent.get("Successful", [])}
-        done = [messages[i] for i in sorted(sent_ids)]
-        if done:
-            _sqs().delete_message_batch(
-                QueueUrl=queues.dlq_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
-            )
-        moved += len(done)
-        if sent.get("Failed"):
-            # The rest stays in the DLQ (visible again after the timeout); stop rather than spin.
-            failed = sent["Failed"]
-            raise OpsError(
-                f"moved {moved} message(s); {len(failed)} could not be sent back "
-                f"({failed[0].get('Code')}: {failed[0].get('Message', '')}) and stay in the DLQ"
-            )
+        moved += _send_back(queues, messages, moved)
+
+
+def _move_one(queues: ConsumerQueues, message_id: str) -> bool:
+    """Move the DLQ message `message_id` (as `dlq peek` names it) back; the others it receives on
+    the way are made visible again at once. False when the DLQ does not hold it."""
+    passed: list[dict[str, Any]] = []
+    try:
+        while True:
+            messages = _receive_for_move(queues)
+            if not messages:
+                return False
+            wanted = [m for m in messages if m["MessageId"] == message_id]
+            passed.extend(m for m in messages if m["MessageId"] != message_id)
+            if wanted:
+                return _send_back(queues, wanted[:1], 0) == 1
+    finally:
+        _release(queues.dlq_url, passed)
+
+
+def _redrive_one(ctx: Context, queues: ConsumerQueues, message_id: str) -> None:
+    if not ctx.confirm(
+        f"move message {message_id} of the {queues.consumer} DLQ back to its queue {queues.queue_url}"
+    ):
+        return
+    if not _move_one(queues, message_id):
+        raise OpsError(f"the {queues.consumer} DLQ holds no message {message_id!r} (dlq peek lists them)")
+    ctx.line(f"moved message {message_id} from the {queues.consumer} DLQ to its queue")
 
 
 def redrive(ctx: Context) -> None:
+    """Every message of a consumer's DLQ back to its queue, or only `--message-id`'s."""
     queues = ctx.stack().consumer_queue(ctx.option("consumer"))
+    if ctx.option("message_id"):
+        _redrive_one(ctx, queues, ctx.option("message_id"))
+        return
     waiting = _depth(queues.dlq_url)
     if not ctx.confirm(
         f"move the {waiting} message(s) of the {queues.consumer} DLQ back to its queue {queues.queue_url}"

@@ -35,6 +35,11 @@ _NOT_SHOWN = frozenset({"id"})
 _INTERNATIONAL_PHONE = re.compile(r"(?<![\w+])\+\d(?:[\s().-]{0,2}\d){7,14}(?!\d)")
 
 
+def mask_international(text: str) -> str:
+    """Every +international number in `text` masked, ids and timestamps left as they are."""
+    return _INTERNATIONAL_PHONE.sub(lambda match: mask_phone(match.group(0)), text)
+
+
 def _journal(ctx: Context) -> Journal:
     return Journal(ctx.stack().require(OutputKey.JOURNAL_TABLE))
 
@@ -66,14 +71,57 @@ def _masked(value: Any, mask: Callable[[str], str]) -> Any:
     return value
 
 
-def show(ctx: Context) -> None:
-    key: str = ctx.option("key")
+def _shown_record(ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
+    recipient = item.get("recipient")
+    mask = _masker(ctx, recipient if isinstance(recipient, str) else None)
+    return {name: _masked(item[name], mask) for name in sorted(set(item) - _NOT_SHOWN)}
+
+
+def record_view(ctx: Context, key: str) -> dict[str, Any]:
+    """One record's fields as `journal show` prints them (phones masked unless --show-phone)."""
     item = _journal(ctx).table.get_item(Key={"id": KEY_PREFIX + key}, ConsistentRead=True).get("Item")
     if item is None:
         raise OpsError(f"no SMS journal record for key {key!r}")
-    recipient = item.get("recipient")
-    mask = _masker(ctx, recipient if isinstance(recipient, str) else None)
-    record = {name: _masked(item[name], mask) for name in sorted(set(item) - _NOT_SHOWN)}
+    return _shown_record(ctx, item)
+
+
+# Records a search by order or phone reads at most (a scan: the journal has no index by either).
+SEARCH_SCAN_LIMIT = 5000
+
+
+def find_records(ctx: Context, order: str | None = None, phone: str | None = None) -> list[dict[str, Any]]:
+    """SMS records of an order (`bitrix24:42`, or its id alone) or of a phone, given masked as
+    shown (`+37529*****67`) or by its last digits; newest first, fields as `record_view`'s."""
+    order, phone = (order or "").strip(), (phone or "").strip()
+    if not order and not phone:
+        raise OpsError("give an order or a (masked) phone to search the SMS journal by")
+    digits = "".join(c for c in phone if c.isdigit())
+    table = _journal(ctx).table
+    request: dict[str, Any] = {"FilterExpression": "begins_with(#id, :prefix)"}
+    request["ExpressionAttributeNames"] = {"#id": "id"}
+    request["ExpressionAttributeValues"] = {":prefix": KEY_PREFIX}
+    found: list[dict[str, Any]] = []
+    read = 0
+    while read < SEARCH_SCAN_LIMIT:
+        page = table.scan(**request)
+        read += int(page.get("ScannedCount", 0))
+        for item in page.get("Items", []):
+            order_id = str(item.get("order_id") or "")
+            recipient = str(item.get("recipient") or "")
+            if order and order not in (order_id, order_id.split(":", 1)[-1]):
+                continue
+            if phone and not (mask_phone(recipient) == phone or (digits and recipient.endswith(digits))):
+                continue
+            found.append({"key": str(item["id"])[len(KEY_PREFIX) :], **_shown_record(ctx, item)})
+        if "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sorted(found, key=lambda row: str(row.get("received_at") or ""), reverse=True)
+
+
+def show(ctx: Context) -> None:
+    key: str = ctx.option("key")
+    record = record_view(ctx, key)
     if ctx.wants_json():
         ctx.json({"key": key, "record": record})
         return
@@ -82,7 +130,7 @@ def show(ctx: Context) -> None:
         ctx.field(name, value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
-def list_unknown(ctx: Context) -> None:
+def unknown_rows(ctx: Context) -> list[dict[str, Any]]:
     """From the `by_state` index (oldest first), so a large table is not scanned; the same query
     the reconciler runs."""
     journal = _journal(ctx)
@@ -102,6 +150,11 @@ def list_unknown(ctx: Context) -> None:
                 "last_outcome": record.attempts[-1].get("outcome") if record.attempts else None,
             }
         )
+    return found
+
+
+def list_unknown(ctx: Context) -> None:
+    found = unknown_rows(ctx)
     if ctx.wants_json():
         ctx.json({"state": State.UNKNOWN.value, "records": found})
         return

@@ -148,6 +148,8 @@ def _local_outputs(data: Mapping[str, Any]) -> dict[str, str]:
         OutputKey.SMS_EVENTS_TOPIC_ARN: delivery_events.get("topic_arn"),
         OutputKey.sms_events_dlq_url("failed"): delivery_events.get("failed_events_queue_url"),
     }
+    for name, table in tables.items():
+        outputs[OutputKey.table_name(name)] = table
     for name, secret_id in secrets.items():
         outputs[LOCAL_WEBHOOK_SECRETS.get(name) or OutputKey.secret_id(name)] = secret_id
     for name, queue in (data.get("queues") or {}).items():

@@ -37,6 +37,7 @@ from pipeline.envelope import (
     Envelope,
     Source,
     crm_event_id,
+    fifo_keys,
     message_size,
     publish_request,
     sns_attributes,
@@ -276,6 +277,8 @@ def publish(envelope: Envelope, attributes: dict[str, str | None], topic_arn: st
     message_attributes = sns_attributes(attributes)
     size = message_size(message, message_attributes)
     log_fields = {"event_id": envelope.event_id, "source": envelope.source, "type": envelope.type}
+    # The chat or order it belongs to (its FIFO group): the ops console filters events by it.
+    log_fields["message_group"] = fifo_keys(envelope).group_id
     if size > SNS_MAX_MESSAGE_BYTES:
         logger.error("Event too large for SNS, not published", extra={**log_fields, "size_bytes": size})
         _reject(413, "oversized", f"event of {size} bytes exceeds the {SNS_MAX_MESSAGE_BYTES}-byte limit")

@@ -27,6 +27,7 @@ COMMANDS = [
     ("doctor",),
     ("new-consumer",),
     ("configure",),
+    ("console",),
     ("dlq", "list"),
     ("dlq", "peek"),
     ("dlq", "redrive"),

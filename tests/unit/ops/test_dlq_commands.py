@@ -227,3 +227,25 @@ def test_ages_are_formatted_for_humans() -> None:
         "1h02m",
         "1d01h",
     ]
+
+
+def test_redrive_message_id_moves_that_message_only(deployed: Deployed, run):
+    dlq, queue = deployed.dlq_urls["crm"], deployed.queue_urls["crm"]
+    for update_id in (1, 2, 3):
+        dead_letter(dlq, update_id)
+    shown = json.loads(run("dlq", "peek", "crm", "--json").out)["messages"]
+    [wanted] = [m["message_id"] for m in shown if m["event_id"] == "telegram:default:2"]
+
+    dry = run("dlq", "redrive", "crm", "--message-id", wanted, "--dry-run")
+    assert f"dry run: would move message {wanted} of the crm DLQ" in dry.out
+    assert depth(dlq) == 3
+    result = run("dlq", "redrive", "crm", "--message-id", wanted, "--yes")
+
+    assert result.code == 0, result.err
+    assert f"moved message {wanted} from the crm DLQ to its queue" in result.out
+    [moved] = drain(queue)
+    assert Envelope.from_json(moved["Body"]).event_id == "telegram:default:2"
+    assert depth(dlq) == 2  # the others passed over are visible again at once
+    gone = run("dlq", "redrive", "crm", "--message-id", wanted, "--yes")
+    assert gone.code == 2
+    assert f"the crm DLQ holds no message '{wanted}'" in gone.err

@@ -260,3 +260,17 @@ def test_same_update_twice_keeps_the_same_event_id(invoke: Invoke, pipeline: Pip
 
     ids = [p.envelope["event_id"] for p in pipeline.published()]
     assert ids == [f"telegram:{BOT_ID}:{update['update_id']}"] * 2
+
+
+def test_the_published_log_line_names_the_event_s_chat_for_the_ops_console(
+    invoke: Invoke, pipeline: Pipeline, output: CapturedOutput
+) -> None:
+    """The ops console filters events by chat or order from this line (its FIFO group)."""
+    update = load_fixture(TELEGRAM_START)
+
+    assert invoke(telegram_event(update))["statusCode"] == 200
+
+    [published] = [line for line in output.lines() if line.get("message") == "Event published"]
+    chat = update["message"]["chat"]["id"]
+    assert published["message_group"] == f"telegram:{BOT_ID}:chat:{chat}"
+    assert published["event_id"] == f"telegram:{BOT_ID}:{update['update_id']}"

@@ -1,0 +1,322 @@
+"""`python -m ops console`: the ops console, a local web page (Starlette behind uvicorn).
+
+Bound to 127.0.0.1 only. Its URL carries a random access token; the first visit with it gets a
+session cookie (HttpOnly, SameSite=Strict) and is sent on without the token in the address. A
+request is refused (403) when its Host is not the console's own address (DNS rebinding), without
+a session, or, for a POST, when its Origin is another site's or its form lacks the session's
+CSRF token. Actions are a GET that shows the command's dry run (its confirmation question),
+then a POST that runs the same CLI function with --yes; the lines it prints are the page's
+answer and the console's audit trail on stdout.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from botocore.exceptions import BotoCoreError, ClientError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ops import dlq, journal
+from ops.console import data, events, pages
+from ops.console.data import Where
+from ops.context import Context
+from ops.errors import OpsError
+
+SESSION_COOKIE = "ops_console_session"
+DEFAULT_PORT = 8765
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    # same-origin, not no-referrer: with no-referrer Chromium sends `Origin: null` on our own forms.
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass
+class Console:
+    where: Where
+    port: int
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # session id -> its CSRF token
+    sessions: dict[str, str] = field(default_factory=dict)
+    audit: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        return (f"http://127.0.0.1:{self.port}", f"http://localhost:{self.port}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/?token={self.token}"
+
+    def session(self, request: Request) -> str | None:
+        session = request.cookies.get(SESSION_COOKIE, "")
+        return self.sessions.get(session) if session else None
+
+
+def _html(body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+
+
+def _refuse(reason: str) -> Response:
+    return Response(
+        f"refused: {reason}\n", status_code=403, media_type="text/plain", headers=SECURITY_HEADERS
+    )
+
+
+def guard(console: Console, app: Any) -> Any:
+    """ASGI middleware: Host, token or session, Origin and CSRF token (module docstring)."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        host = request.headers.get("host", "")
+        if f"http://{host}" not in console.origins:
+            await _refuse("wrong Host")(scope, receive, send)
+            return
+        token = request.query_params.get("token")
+        if token is not None:
+            if not hmac.compare_digest(token.encode(), console.token.encode()):
+                await _refuse("wrong token")(scope, receive, send)
+                return
+            session = secrets.token_urlsafe(24)
+            console.sessions[session] = secrets.token_urlsafe(24)
+            response = RedirectResponse(request.url.path if request.url.path != "/" else "/events", 303)
+            response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict", path="/")
+            await response(scope, receive, send)
+            return
+        csrf = console.session(request)
+        if csrf is None:
+            await _refuse("no session: open the URL the console printed")(scope, receive, send)
+            return
+        if request.method == "POST":
+            origin = request.headers.get("origin")
+            if origin is not None and origin not in console.origins:
+                await _refuse("cross-site request")(scope, receive, send)
+                return
+            form = parse_qs((await request.body()).decode("utf-8", "replace"))
+            given = (form.get("csrf") or [""])[0]
+            if not hmac.compare_digest(given.encode(), csrf.encode()):
+                await _refuse("missing or wrong CSRF token")(scope, receive, send)
+                return
+            scope["ops_form"] = {k: v[0] for k, v in form.items()}
+            body_sent = False
+
+            async def replay() -> dict[str, Any]:
+                nonlocal body_sent
+                if body_sent:
+                    return {"type": "http.disconnect"}
+                body_sent = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            await app(scope, replay, send)
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _failure(error: Exception) -> str | None:
+    """The one-line message of an error an operator can cause or fix (as the CLI says it)."""
+    if isinstance(error, OpsError | ClientError | BotoCoreError):
+        return " ".join(str(error).split())
+    return None
+
+
+def build_app(console: Console) -> Any:
+    where = console.where
+
+    def view(title: str, active: str, make: Callable[[], str]) -> Response:
+        try:
+            body = make()
+        except Exception as error:
+            message = _failure(error)
+            if message is None:
+                raise
+            return _html(
+                pages.page(
+                    title, where.label, f"<p class='bad' id='error'>{pages.text(message)}</p>", active
+                ),
+                502,
+            )
+        return _html(pages.page(title, where.label, body, active))
+
+    def events_page(request: Request) -> Response:
+        q = request.query_params
+        filters = events.Filters(
+            q.get("source", ""), q.get("type", ""), q.get("chat", ""), q.get("order", "")
+        )
+        return view("Events", "/events", lambda: pages.events_body(data.event_paths(where, filters), filters))
+
+    def consumers_page(request: Request) -> Response:
+        return view("Consumers", "/consumers", lambda: pages.consumers_body(data.consumer_rows(where)))
+
+    def dlqs_page(request: Request) -> Response:
+        def body() -> str:
+            stack = where.stack()
+            rows = dlq.dlq_rows(stack)
+            peeked = {
+                r["consumer"]: dlq.peek_messages(stack, r["consumer"], limit=dlq.SQS_BATCH * 5)[1]
+                for r in rows
+                if r["dlq_depth"] or r["in_flight"]
+            }
+            return pages.dlqs_body(rows, peeked)
+
+        return view("Dead-letter queues", "/dlqs", body)
+
+    def sms_page(request: Request) -> Response:
+        order, phone = request.query_params.get("order", ""), request.query_params.get("phone", "")
+
+        def body() -> str:
+            found = data.find_sms(where, order, phone) if order or phone else None
+            return pages.sms_body(data.unknown_sms(where), found, order, phone)
+
+        return view("SMS journal", "/sms", body)
+
+    def bot_page(request: Request) -> Response:
+        chat = request.query_params.get("chat", "")
+        return view(
+            "Bot conversations",
+            "/bot",
+            lambda: pages.bot_body(chat, data.bot_conversation(where, chat) if chat else None),
+        )
+
+    def alarms_page(request: Request) -> Response:
+        return view("Alarms", "/alarms", lambda: pages.alarms_body(data.alarm_rows(where), where.local))
+
+    def csrf_of(request: Request) -> str:
+        return console.session(request) or ""
+
+    # -- actions: the CLI's functions, a dry run first (the question), then --yes -----------------
+    def redrive_options(values: dict[str, str]) -> dict[str, Any]:
+        return {
+            "consumer": values.get("consumer", ""),
+            "message_id": values.get("message_id") or None,
+            "timeout": 60.0,
+        }
+
+    def resolve_options(values: dict[str, str]) -> dict[str, Any]:
+        decision = values.get("decision", "")
+        if decision not in pages.DECISIONS:
+            raise OpsError(f"no decision {decision!r}: one of {', '.join(pages.DECISIONS)}")
+        return {
+            "key": values.get("key", ""),
+            "accepted": decision == "accepted",
+            "not_sent": decision == "not-sent",
+            "abandon": decision == "abandon",
+        }
+
+    actions: dict[str, tuple[Callable[[Context], Any], Callable[[dict[str, str]], dict[str, Any]], str]] = {
+        "redrive": (dlq.redrive, redrive_options, "/dlqs"),
+        "resolve": (journal.resolve, resolve_options, "/sms"),
+    }
+
+    def confirm_page(request: Request) -> Response:
+        name = request.path_params["action"]
+        if name not in actions:
+            return _html("no such action", 404)
+        command, options, back = actions[name]
+        values = dict(request.query_params)
+
+        def body() -> str:
+            ctx = where.context(**options(values), dry_run=True, yes=False)
+            command(ctx)
+            return pages.confirm_body(data.output(ctx), f"/actions/{name}", csrf_of(request), values, back)
+
+        return view(f"Confirm: {name}", back, body)
+
+    def action(request: Request) -> Response:
+        name = request.path_params["action"]
+        if name not in actions:
+            return _html("no such action", 404)
+        command, options, back = actions[name]
+        values = {k: v for k, v in request.scope["ops_form"].items() if k not in ("csrf", "go")}
+        lines: list[str] = []
+        error = None
+        try:
+            ctx = where.context(**options(values), dry_run=False, yes=True)
+            try:
+                command(ctx)
+            finally:
+                lines = data.output(ctx)
+        except Exception as failure:
+            error = _failure(failure)
+            if error is None:
+                raise
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        for line in lines or ["(no output)"]:
+            console.audit(f"{stamp} console {name} {data.masked(values)}: {data.masked(line)}")
+        if error:
+            console.audit(f"{stamp} console {name} {data.masked(values)}: error: {data.masked(error)}")
+        return _html(
+            pages.page(
+                f"{name}: {'refused' if error else 'done'}",
+                where.label,
+                pages.result_body(lines, error, back),
+                back,
+            )
+        )
+
+    def home(request: Request) -> Response:
+        return RedirectResponse("/events", 303)
+
+    routes = [
+        Route("/", home),
+        Route("/events", events_page),
+        Route("/consumers", consumers_page),
+        Route("/dlqs", dlqs_page),
+        Route("/sms", sms_page),
+        Route("/bot", bot_page),
+        Route("/alarms", alarms_page),
+        Route("/confirm/{action}", confirm_page),
+        Route("/actions/{action}", action, methods=["POST"]),
+    ]
+    return guard(console, Starlette(routes=routes))
+
+
+# -- serving ---------------------------------------------------------------------------------------
+def listen(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1 only (port 0: a free one)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as error:
+        sock.close()
+        raise OpsError(
+            f"cannot listen on 127.0.0.1:{port} ({error.strerror}): pass --port N (0: any)"
+        ) from error
+    sock.listen(64)
+    return sock
+
+
+def run(ctx: Context) -> None:
+    """The `console` command: serve until Ctrl-C."""
+    import uvicorn
+
+    where = Where(bool(ctx.option("local")), Path(ctx.option("local_file")), str(ctx.option("stack")))
+    where.stack()  # a missing stack or state file is said now, not on the first page
+    sock = listen(int(ctx.option("port")))
+    console = Console(where, sock.getsockname()[1])
+    ctx.line(f"ops console for {where.label}: {console.url}")
+    ctx.line("bound to 127.0.0.1 only; the token in the URL is the access key (Ctrl-C stops it)")
+    sys.stdout.flush()
+    server = uvicorn.Server(uvicorn.Config(build_app(console), log_level="warning", lifespan="off"))
+    server.run(sockets=[sock])
