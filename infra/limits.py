@@ -139,8 +139,8 @@ class Limits:
         "write units/s",
         DYNAMODB_PARTITIONS,
         "checked",
-        "a new on-demand table's warm throughput; it adapts upwards (double the previous peak"
-        " within 30 minutes), or pre-warm it",
+        "a new on-demand table's warm throughput; then up to double the previous peak (memory:"
+        " more within 30 minutes may throttle), or pre-warm it",
         adjustable=True,
     )
     # -- Telegram ------------------------------------------------------------------------------

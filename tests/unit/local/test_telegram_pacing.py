@@ -214,3 +214,26 @@ def test_a_chat_whose_next_message_is_far_off_is_retried_later_not_waited_for() 
     with pytest.raises(TransientError) as raised:
         pacer.reserve(-100)
     assert raised.value.retry_after == pytest.approx(6.0)
+
+
+def test_the_bot_api_client_paces_by_its_environments_share_and_only_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    autoreply = by_name("autoreply")
+    monkeypatch.setenv(pacing.SEND_RATE_ENV, autoreply.environment[pacing.SEND_RATE_ENV])
+    api = BotApi(DEFAULT_BOT_TOKEN, base_url="http://127.0.0.1:9")
+    assert api.pacer is pacing.shared()
+    assert api.pacer is not None
+    budget = pacing.HEADROOM * pacing.TELEGRAM_MESSAGES_PER_SECOND
+    assert api.pacer.interval == pytest.approx(autoreply.max_concurrency / budget)
+    assert [
+        m for m in ("sendMessage", "copyMessage", "forwardMessages", "sendPhoto") if pacing.is_message(m)
+    ] == [
+        "sendMessage",
+        "copyMessage",
+        "forwardMessages",
+        "sendPhoto",
+    ]
+    assert not any(pacing.is_message(m) for m in ("answerCallbackQuery", "sendChatAction", "editMessageText"))
+    monkeypatch.delenv(pacing.SEND_RATE_ENV)
+    assert BotApi(DEFAULT_BOT_TOKEN).pacer is None
