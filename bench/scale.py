@@ -4,7 +4,9 @@
 of Telegram updates and CRM order-status events arriving at a steady rate, each hop's load and
 the limit it meets (`infra.limits`, each with its page and date), the first limit reached, the
 queues that grow where a consumer cannot keep up, the reply delay after an hour of it, and the
-cost per hour (`bench.cost`'s model, `infra.prices`).
+cost per hour (`bench.cost`'s model, `infra.prices`). Twice: as deployed by default (`DEFAULT`),
+and with README's "Before a campaign" changes made (`CAMPAIGN`: the stage throttle, Telegram's
+connections and the consumers' concurrency raised).
 
 What it reads, not restates: the consumers, their filter policies, `max_concurrency`, memory and
 batch size (`pipeline.registry`, with the deployment's defaults plus `crm_leads`); the HTTP API's
@@ -113,6 +115,46 @@ class Hop:
         return HOUR * self.growth / self.capacity if self.capacity else float("inf")
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """What the model deploys: the stage throttle, the webhook's `max_connections`, and
+    `max_concurrency` per consumer where it differs from the registry's."""
+
+    label: str
+    api_rate_limit: float
+    api_burst_limit: int
+    max_connections: int
+    max_concurrency: tuple[tuple[str, int], ...] = ()
+
+    def consumers(self) -> tuple[Consumer, ...]:
+        """The enabled consumers, with this deployment's `max_concurrency` (a sending consumer's
+        Telegram share following it, as `pacing.paced_environment` gives it)."""
+        raised = dict(self.max_concurrency)
+        chosen = []
+        for consumer in enabled(SETTINGS):
+            n = raised.get(consumer.name, consumer.max_concurrency)
+            environment = dict(consumer.environment)
+            if pacing.SEND_RATE_ENV in environment:
+                environment.update(pacing.paced_environment(n))
+            chosen.append(replace(consumer, max_concurrency=n, environment=environment))
+        return tuple(chosen)
+
+
+_DEFAULTS = PipelineSettings()
+DEFAULT = Deployment(
+    "as deployed by default", _DEFAULTS.api_rate_limit, _DEFAULTS.api_burst_limit, DEFAULT_MAX_CONNECTIONS
+)
+# README's "Before a campaign" changes, as the model's second table shows them: the stage throttle
+# at 2,000 requests a second, Telegram's 100 connections, the consumers' concurrency raised.
+CAMPAIGN = Deployment(
+    "with the changes before a campaign",
+    api_rate_limit=2_000,
+    api_burst_limit=4_000,
+    max_connections=100,
+    max_concurrency=(("store", 50), ("crm", 20), ("autoreply", 20), ("analytics", 50)),
+)
+
+
 def kinds_routed(consumer: Consumer) -> list[str]:
     return [kind for kind, attributes in ATTRIBUTES.items() if matches(consumer.filter_policy, attributes)]
 
@@ -158,13 +200,12 @@ def consumer_hop(consumer: Consumer, load: float, cpu: Mapping[str, float]) -> H
     return Hop(consumer.name, load, capacity, limit, note)
 
 
-def hops_at(rate: float, cpu: Mapping[str, float]) -> list[Hop]:
+def hops_at(rate: float, cpu: Mapping[str, float], deployment: Deployment = DEFAULT) -> list[Hop]:
     """Every hop at `rate` events a second (CAMPAIGN_MIX): ingress, the topic, each consumer,
     then the account-wide ones (Lambda concurrency, the journal table)."""
-    settings = PipelineSettings()
     webhook_ms = cpu.get("webhook", DEFAULT_CPU_MS) * cost.cpu_factor(WEBHOOK.memory_mb) + cost.SNS_PUBLISH_MS
     telegram = rate * (1 - CAMPAIGN_MIX["crm"])
-    delivery = DEFAULT_MAX_CONNECTIONS * 1000 / WEBHOOK_ROUND_TRIP_MS
+    delivery = deployment.max_connections * 1000 / WEBHOOK_ROUND_TRIP_MS
     arriving = min(telegram, delivery) + rate * CAMPAIGN_MIX["crm"]
     hops = [
         Hop(
@@ -172,19 +213,19 @@ def hops_at(rate: float, cpu: Mapping[str, float]) -> list[Hop]:
             telegram,
             delivery,
             "telegram_webhook_connections",
-            f"max_connections {DEFAULT_MAX_CONNECTIONS}, {WEBHOOK_ROUND_TRIP_MS:.0f} ms a delivery",
+            f"max_connections {deployment.max_connections}, {WEBHOOK_ROUND_TRIP_MS:.0f} ms a delivery",
         ),
         Hop(
             "api stage throttle",
             arriving,
-            settings.api_rate_limit,
+            deployment.api_rate_limit,
             "api_rate_limit (setting)",
-            f"cdk.json; burst {settings.api_burst_limit}; past it 429, Telegram retries later",
+            f"cdk.json; burst {deployment.api_burst_limit}; past it 429, Telegram retries later",
         ),
         Hop("api account quota", arriving, LIMITS.apigw_account_rps.value, "apigw_account_rps"),
     ]
-    accepted = min(arriving, settings.api_rate_limit, LIMITS.apigw_account_rps.value)
-    consumers = enabled(SETTINGS)
+    accepted = min(arriving, deployment.api_rate_limit, LIMITS.apigw_account_rps.value)
+    consumers = deployment.consumers()
     loads = {c.name: accepted * sum(CAMPAIGN_MIX[k] for k in kinds_routed(c)) for c in consumers}
     hops.append(
         Hop(
@@ -224,11 +265,13 @@ def hops_at(rate: float, cpu: Mapping[str, float]) -> list[Hop]:
     return hops
 
 
-def reached_at(name: str, rate: float, cpu: Mapping[str, float]) -> float | None:
+def reached_at(
+    name: str, rate: float, cpu: Mapping[str, float], deployment: Deployment = DEFAULT
+) -> float | None:
     """The lowest rate (up to `rate`) at which hop `name` is at its limit, or None."""
 
     def use(at: float) -> float:
-        return next(hop.use for hop in hops_at(at, cpu) if hop.name == name)
+        return next(hop.use for hop in hops_at(at, cpu, deployment) if hop.name == name)
 
     if use(rate) < 1:
         return None
@@ -239,11 +282,13 @@ def reached_at(name: str, rate: float, cpu: Mapping[str, float]) -> float | None
     return high
 
 
-def model(rate: float, cpu: Mapping[str, float]) -> dict[str, Any]:
+def model(rate: float, cpu: Mapping[str, float], deployment: Deployment = DEFAULT) -> dict[str, Any]:
     """Every hop at `rate` events a second, the first limit it reaches on the way up, the queues
     that grow, the reply delay after an hour, and the cost per hour."""
-    hops = hops_at(rate, cpu)
-    reached = {hop.name: at for hop in hops if (at := reached_at(hop.name, rate, cpu)) is not None}
+    hops = hops_at(rate, cpu, deployment)
+    reached = {
+        hop.name: at for hop in hops if (at := reached_at(hop.name, rate, cpu, deployment)) is not None
+    }
     first = min(reached, key=lambda name: reached[name]) if reached else None
     closest = max(hops, key=lambda hop: hop.use)
     autoreply = next(hop for hop in hops if hop.name == "autoreply")
@@ -308,7 +353,10 @@ def run(quick: bool = False, rates: tuple[float, ...] = RATES, measured: bool = 
         "cpu_source": ".local/bench/results.json (pipeline load run)" if measured else MEASURED_AT,
         "consumers": [c.name for c in enabled(SETTINGS)],
         "mix": CAMPAIGN_MIX,
-        "rates": [model(rate, cpu) for rate in rates],
+        "deployments": {
+            deployment.label: [model(rate, cpu, deployment) for rate in rates]
+            for deployment in (DEFAULT, CAMPAIGN)
+        },
     }
 
 
@@ -338,10 +386,10 @@ def _delay(seconds: float) -> str:
     return f"{seconds / 60:,.0f} min" if seconds < 7200 else f"{seconds / 3600:,.1f} h"
 
 
-def summary_rows(results: Mapping[str, Any]) -> list[list[str]]:
-    """README's "At scale" table: rate, first limit, growing queues, reply delay, cost per hour."""
+def summary_rows(results: Mapping[str, Any], deployment: Deployment = DEFAULT) -> list[list[str]]:
+    """README's "At scale" tables: rate, first limit, growing queues, reply delay, cost per hour."""
     rows = []
-    for at in results["rates"]:
+    for at in results["deployments"][deployment.label]:
         first = (
             f"{at['first_limit']} (from {at['first_limit_at']:,.3g}/s)"
             if at["first_limit"]
@@ -368,8 +416,25 @@ def report(results: dict[str, Any]) -> list[str]:
         f"scale model: consumers {', '.join(results['consumers'])}; mix {results['mix']};"
         f" CPU per request/record from {results['cpu_source']}",
     ]
-    for at in results["rates"]:
-        lines.append(f"  at {_rate(at['rate'])} events/s:")
+    for label, rates in results["deployments"].items():
+        lines += _detail(label, rates)
+    for deployment in (DEFAULT, CAMPAIGN):
+        lines.append(f"  summary, {deployment.label}:")
+        lines += ["    " + line for line in table(SUMMARY_HEADER, summary_rows(results, deployment))]
+    lines.append(
+        "  limits (infra/limits.py): "
+        + "; ".join(
+            f"{name} {limit.value:,g} {limit.unit} ({limit.how} {limit.recorded})"
+            for name, limit in _used(results).items()
+        )
+    )
+    return lines
+
+
+def _detail(label: str, rates: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for at in rates:
+        lines.append(f"  at {_rate(at['rate'])} events/s, {label}:")
         rows = [
             [
                 hop["name"],
@@ -384,21 +449,12 @@ def report(results: dict[str, Any]) -> list[str]:
         lines += [
             "    " + line for line in table(("hop", "load/s", "capacity/s", "use", "limit", "note"), rows)
         ]
-    lines.append("  summary:")
-    lines += ["    " + line for line in table(SUMMARY_HEADER, summary_rows(results))]
-    lines.append(
-        "  limits (infra/limits.py): "
-        + "; ".join(
-            f"{name} {limit.value:,g} {limit.unit} ({limit.how} {limit.recorded})"
-            for name, limit in _used(results).items()
-        )
-    )
     return lines
 
 
 def _used(results: Mapping[str, Any]) -> dict[str, Limit]:
     known = LIMITS.all()
-    names = {hop["limit"] for at in results["rates"] for hop in at["hops"]}
+    names = {hop["limit"] for rates in results["deployments"].values() for at in rates for hop in at["hops"]}
     return {name: known[name] for name in sorted(names) if name in known}
 
 

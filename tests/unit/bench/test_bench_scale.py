@@ -27,7 +27,7 @@ def test_every_limit_names_its_page_and_how_and_when_it_was_recorded() -> None:
 
 def test_every_limit_the_model_meets_is_in_the_table_or_a_setting() -> None:
     results = scale.run()
-    met = {hop["limit"] for at in results["rates"] for hop in at["hops"]}
+    met = {hop["limit"] for rates in results["deployments"].values() for at in rates for hop in at["hops"]}
     assert met <= set(LIMITS.all()) | {"max_concurrency", "api_rate_limit (setting)"}
 
 
@@ -75,8 +75,18 @@ def test_the_first_limit_is_the_one_reached_at_the_lowest_rate() -> None:
     assert first.use >= 1
 
 
-def test_readmes_at_scale_table_is_the_models() -> None:
-    rows = scale.summary_rows(scale.run())
+@pytest.mark.parametrize("deployment", [scale.DEFAULT, scale.CAMPAIGN], ids=lambda d: d.label)
+def test_readmes_at_scale_tables_are_the_models(deployment: scale.Deployment) -> None:
+    rows = scale.summary_rows(scale.run(), deployment)
     quoted = re.findall(r"^\| (.+) \|$", README, flags=re.M)
     for row in rows:
-        assert " | ".join(row) in quoted, f"README's At scale table lacks the model's row {row}"
+        assert " | ".join(row) in quoted, f"README's At scale tables lack the model's row {row}"
+
+
+def test_raising_a_sending_consumers_concurrency_keeps_its_telegram_budget() -> None:
+    for consumer in scale.CAMPAIGN.consumers():
+        if pacing.SEND_RATE_ENV in consumer.environment:
+            rate = float(consumer.environment[pacing.SEND_RATE_ENV])
+            assert rate * consumer.max_concurrency == pytest.approx(
+                pacing.HEADROOM * pacing.TELEGRAM_MESSAGES_PER_SECOND, rel=1e-3
+            )
