@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,12 @@ from pipeline.registry import by_name
 README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
 
 
+@pytest.fixture(scope="module")
+def results() -> dict[str, Any]:
+    """The model at its four rates, both deployments (arithmetic: the same every call)."""
+    return scale.run()
+
+
 def test_every_limit_names_its_page_and_how_and_when_it_was_recorded() -> None:
     for name, limit in LIMITS.all().items():
         assert limit.source.startswith("https://"), name
@@ -25,8 +32,7 @@ def test_every_limit_names_its_page_and_how_and_when_it_was_recorded() -> None:
         assert limit.value > 0, name
 
 
-def test_every_limit_the_model_meets_is_in_the_table_or_a_setting() -> None:
-    results = scale.run()
+def test_every_limit_the_model_meets_is_in_the_table_or_a_setting(results: dict[str, Any]) -> None:
     met = {hop["limit"] for rates in results["deployments"].values() for at in rates for hop in at["hops"]}
     assert met <= set(LIMITS.all()) | {"max_concurrency", "api_rate_limit (setting)"}
 
@@ -76,8 +82,10 @@ def test_the_first_limit_is_the_one_reached_at_the_lowest_rate() -> None:
 
 
 @pytest.mark.parametrize("deployment", [scale.DEFAULT, scale.CAMPAIGN], ids=lambda d: d.label)
-def test_readmes_at_scale_tables_are_the_models(deployment: scale.Deployment) -> None:
-    rows = scale.summary_rows(scale.run(), deployment)
+def test_readmes_at_scale_tables_are_the_models(
+    deployment: scale.Deployment, results: dict[str, Any]
+) -> None:
+    rows = scale.summary_rows(results, deployment)
     quoted = re.findall(r"^\| (.+) \|$", README, flags=re.M)
     for row in rows:
         assert " | ".join(row) in quoted, f"README's At scale tables lack the model's row {row}"
