@@ -98,16 +98,17 @@ class Pacer:
         self._lock = threading.Lock()
 
     def reserve(self, chat_id: object) -> float:
-        key = str(chat_id)
+        key = None if chat_id is None else str(chat_id)  # no chat named: the global rate only
         with self._lock:
             now = self.clock()
-            at = max(now, self._next, self._chats.get(key, now))
+            at = max(now, self._next, self._chats.get(key, now) if key else now)
             if at - now > self.max_wait:
                 raise TransientError(
                     f"telegram pacing: this chat's next message is due in {at - now:.0f} s", at - now
                 )
             self._next = at + self.interval
-            self._chats[key] = at + chat_interval(chat_id)
+            if key:
+                self._chats[key] = at + chat_interval(chat_id)
             if len(self._chats) > 1000:  # forget chats whose spacing has passed
                 self._chats = {chat: due for chat, due in self._chats.items() if due > now}
             return at - now
