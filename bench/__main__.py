@@ -3,9 +3,11 @@
 Without names every benchmark runs, in order: webhook, worker, pipeline, cost (the cost model
 uses the figures the others measured, from this run or an earlier one), bill (the fixed monthly
 bill of the default template, and the per-update cost against its floor), phones, sms, latency,
-imports.
+imports, scale (where the pipeline stops keeping up at 10 to 10,000 events a second: a model on
+the limits of infra/limits.py and the pipeline load run's CPU figures).
 Figures are saved to .local/bench/results.json. `python -m bench sms-model --steps N` is a campaign
-of the SMS rules' state machine instead (bench/sms_model.py).
+of the SMS rules' state machine instead (bench/sms_model.py); `python -m bench scale --rate N`
+(repeatable; `--measured`: the latest load run's CPU figures) prints the scale model at those rates.
 
 A benchmark whose own checks fail (`BenchError`) or that crashes is reported `FAILED` and the
 others still run; the exit status is then 1, so `make bench-smoke` (every benchmark with
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import bill, cost, imports, latency, phones, pipeline, sms, webhook, worker
+from bench import bill, cost, imports, latency, phones, pipeline, scale, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -35,6 +37,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "sms": sms,
     "latency": latency,
     "imports": imports,
+    "scale": scale,
 }
 
 
@@ -69,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench import sms_model
 
         return sms_model.main(argv[1:])
+    if argv[:1] == ["scale"] and set(argv[1:]) - {"--quick"}:  # the model at rates of one's own
+        return scale.main(argv[1:])
     args = parse_args(argv)
     names = args.names or list(BENCHMARKS)
     info = machine()

@@ -38,11 +38,13 @@ from ai.logic import Skipped, to_analyze
 from autoreply.logic import message_reply
 from crm.leads import lead_from_envelope
 
+from bench import hops
 from bench.common import (
     RESULTS_PATH,
     BenchError,
     Stats,
     compact,
+    crm_status_change,
     deployed_default_settings,
     environment,
     require,
@@ -50,6 +52,7 @@ from bench.common import (
 )
 from local.demo import TELEGRAM_TOKEN_HEADER, post
 from local.runtime import Ports, Runtime
+from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.envelope import Envelope, sns_attributes, telegram_event_id
 from pipeline.registry import Consumer, matches
 from pipeline.telegram import TelegramUpdate, publication
@@ -59,6 +62,8 @@ FIRST_USER_ID = 9_000_000
 ITEM_POLL_SECONDS = 0.02
 EFFECT_TIMEOUT_SECONDS = 60.0
 WARMUP_UPDATES = 5
+# The load run's share of CRM events: one request in this many (bench.scale's campaign mix has 10%).
+LOAD_CRM_EVERY = 10
 # What the benchmark's new users send, in turn (a command gets its `bot_command` entity).
 SAMPLE_TEXTS = ("/start", "How much does delivery to Berlin cost?")
 
@@ -91,9 +96,12 @@ class Sizes:
     ingress_seconds: float = 8.0
     ingress_senders: int = 4
     drain_timeout_seconds: float = 75.0
+    load_updates: int = 300
+    load_warmup: int = LOAD_CRM_EVERY  # a CRM event among them: `sms` has handled one before the count
 
 
-QUICK = Sizes(latency_updates=10, ingress_seconds=2.0, ingress_senders=2)
+# Quick: a smoke run of every phase, the load run without its warm-up (CI's time).
+QUICK = Sizes(latency_updates=10, ingress_seconds=2.0, ingress_senders=2, load_updates=10, load_warmup=0)
 
 
 @dataclass
@@ -335,6 +343,22 @@ def measure_ingress(sender: Sender, sizes: Sizes) -> dict[str, Any]:
     }
 
 
+def load_sender(runtime: Runtime, sender: Sender) -> Callable[[], int]:
+    """What the load run posts: of every LOAD_CRM_EVERY requests one signed CRM order-status
+    change (an SMS rule's status: the `sms` consumer sends one), the rest `sender`'s updates."""
+    numbers = itertools.count(1)
+    key = runtime.settings.crm_signing_key
+
+    def send() -> int:
+        number = next(numbers)
+        if number % LOAD_CRM_EVERY:
+            return sender.send().status
+        body = compact(crm_status_change(FIRST_UPDATE_ID + number))
+        return post(runtime.crm_url, body, {SIGNATURE_HEADER: sign(key, body)})
+
+    return send
+
+
 def log_bytes(runtime: Runtime, status: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Bytes each function wrote to its log, per request (webhook) or per record handled (consumers)."""
     per_unit: dict[str, float] = {}
@@ -362,6 +386,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         drain_started = time.monotonic()
         drained = runtime.wait_until_drained(timeout=sizes.drain_timeout_seconds, settle_seconds=0.5)
         drain_seconds = time.monotonic() - drain_started
+        # The load run (issue 26): with the workers the ingress phase scaled up still running.
+        load = hops.measure(
+            runtime, load_sender(runtime, sender), sizes.load_updates, senders=1, warmup=sizes.load_warmup
+        )
         status = runtime.status()
     keys = ("requests", "processed", "duplicates", "retried", "dead_lettered", "errors", "timeouts")
     functions = {name: {k: f[k] for k in keys if k in f} for name, f in status.items()}
@@ -376,6 +404,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "drain": {"drained": drained, "seconds": round(drain_seconds, 1)},
         "functions": functions,
         "log_bytes_per_unit": log_bytes(runtime, status),
+        "load": load,
     }
 
 
@@ -417,4 +446,5 @@ def report(results: dict[str, Any]) -> list[str]:
         "  log bytes per request/record: "
         + ", ".join(f"{name} {size:.0f}" for name, size in results["log_bytes_per_unit"].items())
     )
+    lines += hops.report(results["load"])
     return lines

@@ -16,6 +16,9 @@ its state commit, on cue (`DELETE /_crash_after`, or `DELETE /_faults`, forgets 
 
 `strict=True` (tests) also checks each call against aiogram's pydantic model of its method, and
 refuses parameters the method does not have: a call aiogram would not make gets 400.
+
+`limits=SendLimits()` (or `POST /_limits {"enforce": true}`; `GET /_limits` for the counts)
+enforces Telegram's send limits with 429s (`local.fakes.telegram_limits`); off by default.
 """
 
 from __future__ import annotations
@@ -27,14 +30,18 @@ import email.policy
 import functools
 import itertools
 import json
+import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
+from local.fakes.telegram_limits import SendLimiter, SendLimits
+from pipeline.pacing import is_message
 from pipeline.telegram_bot.reference import CRASH_HEADER
 
 # Shaped like a BotFather token ("<id>:<at least 20 of A-Z a-z 0-9 _ ->"): clients check the shape.
@@ -65,8 +72,12 @@ class TelegramFake(FakeService):
         port: int = 0,
         token: str = DEFAULT_BOT_TOKEN,
         strict: bool = False,
+        limits: SendLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(host, port)
+        self.clock = clock
+        self.limiter: SendLimiter | None = SendLimiter(limits, clock) if limits is not None else None
         self.token = token
         self.strict = strict
         self.bot_id = int(token.split(":", 1)[0]) if token.split(":", 1)[0].isdigit() else 1
@@ -93,10 +104,23 @@ class TelegramFake(FakeService):
             with self._state_lock:
                 self._crash_after[method.lower()] = nth
             return FakeResponse(200, {"crash_after": self.pending_crashes()})
+        if route == ("POST", "/_limits"):
+            document = request.json()
+            enforce = document.get("enforce") if isinstance(document, dict) else None
+            if not isinstance(enforce, bool):
+                return FakeResponse(400, {"error": 'give {"enforce": true} or {"enforce": false}'})
+            self.limiter = SendLimiter(SendLimits(), self.clock) if enforce else None
+            return FakeResponse(200, self.limit_counts())
+        if route == ("GET", "/_limits"):
+            return FakeResponse(200, self.limit_counts())
         if route == ("DELETE", "/_crash_after"):
             self.clear_crashes()
             return FakeResponse(200, {"crash_after": {}})
         return super().control(request)
+
+    def limit_counts(self) -> dict[str, Any]:
+        limiter = self.limiter
+        return {"enforce": False} if limiter is None else {"enforce": True, **limiter.counts()}
 
     def pending_crashes(self) -> dict[str, int]:
         with self._state_lock:
@@ -199,6 +223,11 @@ class TelegramFake(FakeService):
             refusal = strict_refusal(spec["name"], params)
             if refusal is not None:
                 return self._bad_request(refusal)
+        limiter = self.limiter
+        if limiter is not None and is_message(method) and params.get("chat_id") is not None:
+            wait = limiter.admit(params["chat_id"])
+            if wait is not None:
+                return self.error_response(429, max(1, math.ceil(wait)))
         response = self._result(method, spec, params)
         if response.status == 200 and self._crash_requested(method):
             response.headers[CRASH_HEADER] = "1"

@@ -26,6 +26,7 @@ from aiogram.types import Update
 from infra.tables import TTL_ATTRIBUTE
 from pipeline import aws
 from pipeline.envelope import Envelope, crm_event_id, fifo_keys, utc_now
+from pipeline.pacing import SEND_RATE_ENV
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION, IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram import TelegramUpdate, publication
@@ -237,6 +238,9 @@ class ConsumerQueues:
             **{secret_env_var(secret): f"{secret}-secret" for secret in self.consumer.secrets},
             **self.consumer.environment,
         }
+        # Unpaced: the pacing would make these tests wait real seconds between messages to a chat;
+        # tests/unit/local/test_telegram_pacing.py proves it, on a virtual clock.
+        env.pop(SEND_RATE_ENV, None)
         return env
 
     @property

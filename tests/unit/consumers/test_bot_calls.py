@@ -63,3 +63,66 @@ def test_the_call_digest_ignores_upload_names_but_not_the_files_or_their_order()
     )
     before = hashlib.sha256(f"sendMessage\nchat_id={ANNA}\ntext=Hi".encode()).hexdigest()
     assert call_digest("sendMessage", text) == before
+
+
+def test_the_bots_messages_are_paced_by_its_environments_share_and_its_other_calls_are_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bot consumer's Bot API calls go through `pipeline.pacing` like autoreply's: a message
+    waits for its slot (the sleep it is given), a callback answer does not."""
+    import asyncio
+    from typing import Any
+
+    from telegram.request import BaseRequest, RequestData
+    from telegram.request._requestparameter import RequestParameter
+
+    from pipeline import pacing
+    from pipeline.registry import by_name
+    from pipeline.telegram_bot.calls import JournaledRequest, journaled
+
+    class Inner(BaseRequest):
+        @property
+        def read_timeout(self) -> float | None:
+            return None
+
+        async def initialize(self) -> None: ...
+
+        async def shutdown(self) -> None: ...
+
+        async def do_request(self, url: str, method: str, request_data: Any = None, **timeouts: Any) -> Any:
+            return 200, b'{"ok": true, "result": true}'
+
+    class NoJournal:
+        def get(self, event_id: str, index: int) -> None:
+            return None
+
+        def put(self, *args: Any) -> None:
+            return None
+
+    now = [1000.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    bot = by_name("bot")
+    rate = float(bot.environment[pacing.SEND_RATE_ENV])
+    monkeypatch.setattr(pacing, "_shared", pacing.Pacer(rate, clock=lambda: now[0]))
+    monkeypatch.setenv(pacing.SEND_RATE_ENV, bot.environment[pacing.SEND_RATE_ENV])
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    request = JournaledRequest(Inner(), NoJournal())  # type: ignore[arg-type]
+
+    def data(**params: object) -> RequestData:
+        return RequestData([RequestParameter.from_input(name, value) for name, value in params.items()])
+
+    async def step() -> None:
+        with journaled("evt-1"):
+            base = "https://api.telegram.org/botTOKEN"
+            await request.do_request(f"{base}/sendMessage", "POST", data(chat_id=ANNA, text="one"))
+            await request.do_request(f"{base}/answerCallbackQuery", "POST", data(callback_query_id="q"))
+            await request.do_request(f"{base}/sendMessage", "POST", data(chat_id=ANNA, text="two"))
+
+    asyncio.run(step())
+    # The first message at once; the callback answer unpaced; the second a chat's second apart.
+    assert slept == [0.0, pacing.TELEGRAM_CHAT_INTERVAL_SECONDS]

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline import pacing
 from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient
 
@@ -55,16 +56,20 @@ class BotBlockedError(PermanentError):
 
 
 class BotApi:
-    def __init__(self, token: str, base_url: str | None = None) -> None:
+    def __init__(self, token: str, base_url: str | None = None, pacer: pacing.Pacer | None = None) -> None:
         token = token.strip()
         if not _TOKEN.fullmatch(token):
             # Say what is wrong without quoting the value.
             raise PermanentError("TELEGRAM_BOT_TOKEN_SECRET_ID secret is not a bot token (<id>:<secret>)")
         self._token = token
         self.base_url = (base_url or api_base()).rstrip("/")
+        # Messages are spaced by the environment's share of Telegram's limits (`pipeline.pacing`).
+        self.pacer = pacer or pacing.shared()
 
     def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """The method's `result`; BotBlockedError on 403, else TransientError/PermanentError as classified."""
+        if self.pacer is not None and pacing.is_message(method):
+            self.pacer.wait(params.get("chat_id"))
         http = JsonHttpClient(f"telegram {method}", secrets=(self._token,), timeout=TIMEOUT_SECONDS)
         response = http.post(f"{self.base_url}/bot{self._token}/{method}", dict(params))
         body = response.body if isinstance(response.body, Mapping) else {}

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.pacing import SEND_RATE_ENV, paced_environment, send_rate
+
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
 # maxReceiveCount on the source queue's redrive policy to at least 5" for a queue that is a Lambda
 # event source, since throttled or scaling-up polls may receive a message without the function
@@ -171,6 +173,12 @@ class Consumer:
                     f"{self.name}: an ordered consumer reads a FIFO queue: no batching window "
                     "(Lambda refuses one for a FIFO event source)"
                 )
+        rate = self.environment.get(SEND_RATE_ENV)
+        if rate is not None and float(rate) != send_rate(self.max_concurrency):
+            raise ValueError(
+                f"{self.name}: {SEND_RATE_ENV} must be Telegram's budget shared by its max_concurrency"
+                f" environments, paced_environment({self.max_concurrency}) (pipeline.pacing)"
+            )
         if self.redrive_max_receive_count > SQS_MAX_RECEIVE_COUNT:
             raise ValueError(
                 f"{self.name}: the queue's redrive maxReceiveCount would be {self.redrive_max_receive_count},"
@@ -239,9 +247,12 @@ CONSUMERS: tuple[Consumer, ...] = (
         description="Answers through the Telegram Bot API (sendMessage, answerCallbackQuery).",
         filter_policy={"source": ["telegram"], "type": [*MESSAGE_KINDS, "callback_query"]},
         timeout_seconds=20,
+        max_concurrency=5,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         secrets=("telegram_bot_token",),
         unless_setting="bot_application",
+        # Its messages are spaced so its 5 environments together stay under Telegram's limits.
+        environment=paced_environment(5),
     ),
     Consumer(
         name="bot",
@@ -253,6 +264,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         # back after the visibility timeout (6x this), so keep it short.
         timeout_seconds=15,
         memory_mb=512,
+        max_concurrency=5,
+        environment=paced_environment(5),
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         # crm_api: the example bot creates its lead through the CRM sink (functions/crm).
         secrets=("telegram_bot_token", "crm_api"),

@@ -31,6 +31,7 @@ idempotency records (pipeline.retention), which outlive every redelivery.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import hashlib
@@ -46,7 +47,7 @@ from aws_lambda_powertools import Logger
 from telegram.error import Forbidden
 from telegram.request import BaseRequest, RequestData
 
-from pipeline import aws
+from pipeline import aws, pacing
 from pipeline.bot_api import EXPIRED_QUERY
 from pipeline.errors import PermanentError
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
@@ -276,6 +277,10 @@ class JournaledRequest(BaseRequest):
                 return int(stored["status"]["N"]), bytes(stored["payload"]["B"])
             step.diverged = divergence(index, api_method, parts, stored)
             raise ReplayDiverged(step.diverged)
+        pacer = pacing.shared()
+        if pacer is not None and pacing.is_message(api_method):
+            chat_id = (request_data.parameters if request_data is not None else {}).get("chat_id")
+            await asyncio.sleep(pacer.reserve(chat_id))
         status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
         if api_method == "answerCallbackQuery" and status == 400 and EXPIRED_QUERY.encode() in payload:
             # Too late to stop the button's spinner (a retried update): nothing is left to do,

@@ -1,0 +1,100 @@
+"""The scale model (bench/scale.py) and its limits table (infra/limits.py): every limit it meets is
+recorded with its page and date, capacities follow the registry, and README quotes its table."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import scale
+from infra.limits import LIMITS
+from pipeline import pacing
+from pipeline.registry import by_name
+
+README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, Any]:
+    """The model at its four rates, both deployments (arithmetic: the same every call)."""
+    return scale.run()
+
+
+def test_every_limit_names_its_page_and_how_and_when_it_was_recorded() -> None:
+    for name, limit in LIMITS.all().items():
+        assert limit.source.startswith("https://"), name
+        assert limit.how in ("checked", "memory"), name
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", limit.recorded), name
+        assert limit.value > 0, name
+
+
+def test_every_limit_the_model_meets_is_in_the_table_or_a_setting(results: dict[str, Any]) -> None:
+    met = {hop["limit"] for rates in results["deployments"].values() for at in rates for hop in at["hops"]}
+    assert met <= set(LIMITS.all()) | {"max_concurrency", "api_rate_limit (setting)"}
+
+
+def test_a_consumers_capacity_follows_its_max_concurrency_in_the_registry() -> None:
+    crm = by_name("crm")
+    base = scale.consumer_hop(crm, 1.0, scale.MEASURED)
+    doubled = scale.consumer_hop(
+        dataclasses.replace(crm, max_concurrency=2 * crm.max_concurrency), 1.0, scale.MEASURED
+    )
+    assert base.limit == "max_concurrency"
+    assert doubled.capacity == pytest.approx(2 * base.capacity)
+
+
+def test_a_sending_consumer_is_held_to_telegrams_budget_however_many_environments_it_has() -> None:
+    wide = dataclasses.replace(
+        by_name("autoreply"), max_concurrency=200, environment=pacing.paced_environment(200)
+    )
+    hop = scale.consumer_hop(wide, 1_000.0, scale.MEASURED)
+    assert hop.limit == "telegram_messages_per_second"
+    routed = sum(scale.CAMPAIGN_MIX[kind] for kind in scale.kinds_routed(wide))
+    messages_per_second = hop.capacity * scale.CAMPAIGN_MIX["start"] / routed
+    assert messages_per_second == pytest.approx(pacing.HEADROOM * pacing.TELEGRAM_MESSAGES_PER_SECOND)
+
+
+def test_a_hop_past_its_capacity_grows_its_queue_and_the_wait_after_an_hour() -> None:
+    hop = scale.Hop("store", load=30.0, capacity=20.0, limit="max_concurrency")
+    assert hop.growth == 10.0
+    assert hop.delay_after == pytest.approx(scale.HOUR / 2)
+    assert scale.Hop("store", load=10.0, capacity=20.0, limit="max_concurrency").delay_after == 0
+
+
+def test_the_first_limit_is_the_one_reached_at_the_lowest_rate() -> None:
+    at = scale.model(10_000, scale.MEASURED)
+    reached = {
+        hop["name"]: scale.reached_at(hop["name"], 10_000, scale.MEASURED)
+        for hop in at["hops"]
+        if hop["use"] >= 1
+    }
+    assert at["first_limit"] == min(reached, key=lambda name: reached[name] or float("inf"))
+    first = next(
+        hop
+        for hop in scale.hops_at(at["first_limit_at"] * 1.01, scale.MEASURED)
+        if hop.name == at["first_limit"]
+    )
+    assert first.use >= 1
+
+
+@pytest.mark.parametrize("deployment", [scale.DEFAULT, scale.CAMPAIGN], ids=lambda d: d.label)
+def test_readmes_at_scale_tables_are_the_models(
+    deployment: scale.Deployment, results: dict[str, Any]
+) -> None:
+    rows = scale.summary_rows(results, deployment)
+    quoted = re.findall(r"^\| (.+) \|$", README, flags=re.M)
+    for row in rows:
+        assert " | ".join(row) in quoted, f"README's At scale tables lack the model's row {row}"
+
+
+def test_raising_a_sending_consumers_concurrency_keeps_its_telegram_budget() -> None:
+    for consumer in scale.CAMPAIGN.consumers():
+        if pacing.SEND_RATE_ENV in consumer.environment:
+            rate = float(consumer.environment[pacing.SEND_RATE_ENV])
+            assert rate * consumer.max_concurrency == pytest.approx(
+                pacing.HEADROOM * pacing.TELEGRAM_MESSAGES_PER_SECOND, rel=1e-3
+            )
