@@ -7,6 +7,7 @@ the stand-in sees depends on the pacing, never on the machine's speed or load.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import json
@@ -194,10 +195,17 @@ def test_the_stand_in_enforces_nothing_unless_asked() -> None:
 def test_the_registry_shares_the_budget_between_a_sending_consumers_environments() -> None:
     senders = [c for c in CONSUMERS if pacing.SEND_RATE_ENV in c.environment]
     assert {c.name for c in senders} == {"autoreply", "bot"}
+    assert all(c.sends_to_telegram for c in senders)
     for consumer in senders:
         rate = float(consumer.environment[pacing.SEND_RATE_ENV])
         assert rate * consumer.max_concurrency <= pacing.TELEGRAM_MESSAGES_PER_SECOND
-    with pytest.raises(ValueError, match="TELEGRAM_SENDS_PER_SECOND"):
+    # The share follows the concurrency (one source): more environments, each a smaller share.
+    [autoreply] = [c for c in senders if c.name == "autoreply"]
+    doubled = dataclasses.replace(autoreply, max_concurrency=2 * autoreply.max_concurrency)
+    assert float(doubled.environment[pacing.SEND_RATE_ENV]) == pytest.approx(
+        float(autoreply.environment[pacing.SEND_RATE_ENV]) / 2
+    )
+    with pytest.raises(ValueError, match="sends_to_telegram"):
         Consumer(
             name="x",
             description="",

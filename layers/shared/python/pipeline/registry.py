@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.pacing import SEND_RATE_ENV, paced_environment, send_rate
+from pipeline.pacing import SEND_RATE_ENV, paced_environment
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
 # maxReceiveCount on the source queue's redrive policy to at least 5" for a queue that is a Lambda
@@ -139,6 +139,10 @@ class Consumer:
     # down when the user's own bot (`bot_application`) answers, or callback queries would be
     # answered twice (Telegram refuses the second answer).
     unless_setting: str | None = None
+    # Sends messages through the Bot API: each environment paces them to its share of Telegram's
+    # limits (`pipeline.pacing`), Telegram's budget split over its `max_concurrency` environments;
+    # the share is derived here into `environment`, so it follows a change of concurrency.
+    sends_to_telegram: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -173,12 +177,13 @@ class Consumer:
                     f"{self.name}: an ordered consumer reads a FIFO queue: no batching window "
                     "(Lambda refuses one for a FIFO event source)"
                 )
-        rate = self.environment.get(SEND_RATE_ENV)
-        if rate is not None and float(rate) != send_rate(self.max_concurrency):
-            raise ValueError(
-                f"{self.name}: {SEND_RATE_ENV} must be Telegram's budget shared by its max_concurrency"
-                f" environments, paced_environment({self.max_concurrency}) (pipeline.pacing)"
+        if self.sends_to_telegram:
+            # Derived (also over the value a `dataclasses.replace` carries from the original).
+            object.__setattr__(
+                self, "environment", {**self.environment, **paced_environment(self.max_concurrency)}
             )
+        elif SEND_RATE_ENV in self.environment:
+            raise ValueError(f"{self.name}: {SEND_RATE_ENV} is derived: set sends_to_telegram=True instead")
         if self.redrive_max_receive_count > SQS_MAX_RECEIVE_COUNT:
             raise ValueError(
                 f"{self.name}: the queue's redrive maxReceiveCount would be {self.redrive_max_receive_count},"
@@ -251,8 +256,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         secrets=("telegram_bot_token",),
         unless_setting="bot_application",
-        # Its messages are spaced so its 5 environments together stay under Telegram's limits.
-        environment=paced_environment(5),
+        # Its messages are spaced so its environments together stay under Telegram's limits.
+        sends_to_telegram=True,
     ),
     Consumer(
         name="bot",
@@ -265,7 +270,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         timeout_seconds=15,
         memory_mb=512,
         max_concurrency=5,
-        environment=paced_environment(5),
+        sends_to_telegram=True,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         # crm_api: the example bot creates its lead through the CRM sink (functions/crm).
         secrets=("telegram_bot_token", "crm_api"),
