@@ -45,7 +45,7 @@ from pipeline.registry import Consumer, RetryPolicy, by_name
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 RULES_FILE = PROJECT_ROOT / "layers" / "shared" / "python" / "pipeline" / "sms" / "rules.json"
 REPORT_NAME = "chaos-report.json"
-LANES = 6
+LANES = 12
 # Telegram resends an update the webhook did not answer 200; so do the campaign's senders.
 DELIVERY_ATTEMPTS = 8
 HTTP_TIMEOUT_SECONDS = 30.0
@@ -55,18 +55,21 @@ FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_se
 
 
 def campaign_consumers() -> tuple[Consumer, ...]:
+    """The consumers, with timeouts and retry delays of seconds: a killed worker's record comes
+    back after the visibility timeout (6x the function's timeout), within the campaign."""
     sms = by_name("sms")
     return (
-        dataclasses.replace(by_name("store"), retry=FAST_RETRY),
+        dataclasses.replace(by_name("store"), timeout_seconds=10, retry=FAST_RETRY),
         dataclasses.replace(
             by_name("autoreply"),
             ordered=True,
             environment={
                 "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
             },
+            timeout_seconds=10,
             retry=FAST_RETRY,
         ),
-        dataclasses.replace(by_name("crm"), retry=FAST_RETRY),
+        dataclasses.replace(by_name("crm"), timeout_seconds=10, retry=FAST_RETRY),
         dataclasses.replace(
             sms,
             # Seconds, not minutes: a send whose worker died is taken over within the campaign.
@@ -356,7 +359,7 @@ class Campaign:
             sending = self._drive()
             self.clear_faults()
             drain_started = time.monotonic()
-            drained = runtime.wait_until_drained(timeout=options.drain_timeout, settle_seconds=3.0)
+            drained = self._drain(time.monotonic() + options.drain_timeout)
             settled = self._wait_journal_settled(time.monotonic() + 60)
             drain_seconds = time.monotonic() - drain_started
             observed = observe(runtime)
@@ -369,7 +372,9 @@ class Campaign:
         return self.report(violations, observed, status, sending, drain_seconds, startup, settled)
 
     def _drive(self) -> float:
-        lanes: list[queue.Queue[Step | None]] = [queue.Queue(maxsize=64) for _ in range(LANES)]
+        # Short lanes: a step is sent soon after the plan reaches it, so faults land among the
+        # events planned around them (not all at once ahead of a backlog).
+        lanes: list[queue.Queue[Step | None]] = [queue.Queue(maxsize=2) for _ in range(LANES)]
         threads = [
             threading.Thread(target=self._lane, args=(lane,), name=f"chaos-lane-{i}", daemon=True)
             for i, lane in enumerate(lanes)
@@ -409,6 +414,18 @@ class Campaign:
             f"chaos seed {self.options.seed}: {self.dispatched}/{events} events sent, {accepted} accepted,"
             f" {faults} faults, {elapsed:.0f}s"
         )
+
+    def _drain(self, deadline: float) -> bool:
+        """Until the queues drain (a progress line every few seconds), or the deadline."""
+        runtime = self.runtime
+        assert runtime is not None
+        while time.monotonic() < deadline:
+            if runtime.wait_until_drained(timeout=PROGRESS_SECONDS, settle_seconds=3.0):
+                return True
+            status = runtime.status(refresh=False)
+            waiting = {name: f["queue_depth"] for name, f in status.items() if f.get("queue_depth")}
+            self.say(f"chaos seed {self.options.seed}: faults cleared, draining: {waiting}")
+        return False
 
     def _wait_journal_settled(self, deadline: float) -> bool:
         """Until no SMS record is pending or sending (a killed sender's lease runs out, or the
