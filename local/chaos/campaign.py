@@ -59,23 +59,23 @@ def campaign_consumers() -> tuple[Consumer, ...]:
     back after the visibility timeout (6x the function's timeout), within the campaign."""
     sms = by_name("sms")
     return (
-        dataclasses.replace(by_name("store"), timeout_seconds=10, retry=FAST_RETRY),
+        dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),
         dataclasses.replace(
             by_name("autoreply"),
             ordered=True,
             environment={
                 "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
             },
-            timeout_seconds=10,
+            timeout_seconds=6,
             retry=FAST_RETRY,
         ),
-        dataclasses.replace(by_name("crm"), timeout_seconds=10, retry=FAST_RETRY),
+        dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
         dataclasses.replace(
             sms,
             # Seconds, not minutes: a send whose worker died is taken over within the campaign.
-            timeout_seconds=20,
+            timeout_seconds=12,
             retry=RetryPolicy(max_receive_count=10, base_delay_seconds=1, max_delay_seconds=4),
-            environment={**sms.environment, "SMS_LEASE_SECONDS": "25"},
+            environment={**sms.environment, "SMS_LEASE_SECONDS": "15"},
         ),
     )
 

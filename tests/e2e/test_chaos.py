@@ -15,9 +15,9 @@ from local.chaos.campaign import Campaign, Options
 from local.chaos.workload import plan
 
 SEED = 24
-EVENTS = 160
+EVENTS = 100
 # Enough faults in a short run that each kind the plan knows is likely to occur.
-FAULT_RATE = 0.12
+FAULT_RATE = 0.15
 
 
 def test_a_short_seeded_campaign_breaks_no_invariant_and_leaks_no_phone_number(tmp_path: Path) -> None:
