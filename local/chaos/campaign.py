@@ -201,6 +201,7 @@ class Campaign:
         self._lock = threading.Lock()
         self._restarting = threading.Lock()
         self.runtime: Runtime | None = None
+        self.redriven: dict[str, int] = {}
 
     # -- sending -------------------------------------------------------------------------------------
     def event_id(self, step: Step) -> str:
@@ -361,6 +362,13 @@ class Campaign:
             drain_started = time.monotonic()
             drained = self._drain(time.monotonic() + options.drain_timeout)
             settled = self._wait_journal_settled(time.monotonic() + 60)
+            # The operator's action: every dead letter redriven once the faults are gone (as
+            # `bin/ops dlq redrive` does), then the queues drain again.
+            self.redriven = self._redrive()
+            if self.redriven:
+                self.say(f"chaos seed {options.seed}: redrove {self.redriven}")
+                drained = self._drain(time.monotonic() + options.drain_timeout) and drained
+                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
             drain_seconds = time.monotonic() - drain_started
             observed = observe(runtime)
             status = runtime.status()
@@ -415,6 +423,40 @@ class Campaign:
             f" {faults} faults, {elapsed:.0f}s"
         )
 
+    def _redrive(self) -> dict[str, int]:
+        """Move each DLQ's messages back to its queue (the same group, a new deduplication id)."""
+        runtime = self.runtime
+        assert runtime is not None and runtime.resources is not None
+        sqs = runtime.client("sqs")
+        moved: dict[str, int] = {}
+        for name, queue_urls in runtime.resources.queues.items():
+            fifo = queue_urls.url.endswith(".fifo")
+            while True:
+                messages = sqs.receive_message(
+                    QueueUrl=queue_urls.dlq_url,
+                    MaxNumberOfMessages=10,
+                    VisibilityTimeout=60,
+                    MessageAttributeNames=["All"],
+                    MessageSystemAttributeNames=["MessageGroupId"],
+                ).get("Messages", [])
+                if not messages:
+                    break
+                for message in messages:
+                    entry: dict[str, Any] = {"QueueUrl": queue_urls.url, "MessageBody": message["Body"]}
+                    attributes = {
+                        key: {k: v for k, v in value.items() if k in ("DataType", "StringValue")}
+                        for key, value in message.get("MessageAttributes", {}).items()
+                    }
+                    if attributes:
+                        entry["MessageAttributes"] = attributes
+                    if fifo:
+                        entry["MessageGroupId"] = message.get("Attributes", {}).get("MessageGroupId", "none")
+                        entry["MessageDeduplicationId"] = f"redrive-{message['MessageId']}"
+                    sqs.send_message(**entry)
+                    sqs.delete_message(QueueUrl=queue_urls.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+                    moved[name] = moved.get(name, 0) + 1
+        return moved
+
     def _drain(self, deadline: float) -> bool:
         """Until the queues drain (a progress line every few seconds), or the deadline."""
         runtime = self.runtime
@@ -463,6 +505,7 @@ class Campaign:
             ),
             "retries": sum(int(f.get("retried", 0)) for f in status.values()),
             "dead_letters": {name: len(events) for name, events in observed.dead.items() if events},
+            "redriven": self.redriven,
             "dead_letter_reasons": dict(
                 Counter(reason.split(":", 1)[0] for d in observed.dead.values() for reason in d.values())
             ),
@@ -523,7 +566,8 @@ def summary(document: dict[str, Any]) -> list[str]:
         "  events: " + ", ".join(f"{k} {v}" for k, v in document["events"].items()),
         "  faults: " + ", ".join(f"{k} {v}" for k, v in document["faults"].items()),
         f"  accepted {document['accepted_events']}; webhook answers {document['webhook_answers']}",
-        f"  retries {document['retries']}; dead letters {document['dead_letters'] or 0}",
+        f"  retries {document['retries']}; redriven {document['redriven'] or 0};"
+        f" dead letters after the redrive {document['dead_letters'] or 0}",
         f"  throughput {document['throughput_events_per_second']} events/s"
         f" (sending {document['sending_seconds']}s, drain {document['drain_seconds']}s);"
         f" end-to-end latency p50 {latency.get('p50', '-')} ms, p99 {latency.get('p99', '-')} ms",

@@ -104,7 +104,12 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     found: list[Violation] = []
 
     def violation(invariant: str, detail: str, event_id: str, *hops: str) -> None:
-        found.append(Violation(invariant, detail, _path(sent, event_id, *hops), seed))
+        dead = [
+            f"{name}'s DLQ ({events[event_id]})"
+            for name, events in observed.dead.items()
+            if event_id in events
+        ]
+        found.append(Violation(invariant, detail, _path(sent, event_id, *hops, *dead), seed))
 
     _check_store(sent, observed, violation)
     _check_replies(sent, observed, violation)

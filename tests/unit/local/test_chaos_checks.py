@@ -63,6 +63,16 @@ def test_a_duplicated_reply_is_reported_with_the_seed_and_the_events_path() -> N
     assert f"seed {SEED}" in violations[0].line() and "path: #1 message" in violations[0].line()
 
 
+def test_a_violations_path_names_the_dlq_and_reason_an_event_sits_in() -> None:
+    sent, observed = healthy()
+    observed.replies.append((CHAT, reply_text(1), 3.0))
+    observed.dead["crm"] = {"telegram:1:10": "retries exhausted after 8 attempts: CRM down"}
+
+    [violation] = check(SEED, sent, observed, RULES)
+
+    assert violation.path.endswith("-> crm's DLQ (retries exhausted after 8 attempts: CRM down)")
+
+
 def test_replies_out_of_a_chats_order_are_a_violation_of_order() -> None:
     sent, observed = healthy()
     observed.replies.reverse()
