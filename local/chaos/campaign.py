@@ -66,7 +66,11 @@ def campaign_consumers() -> tuple[Consumer, ...]:
             environment={
                 "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
             },
-            timeout_seconds=6,
+            # Its reply is a Bot API call with no idempotency key: an invocation that dies (times
+            # out) after Telegram took it and before its idempotency record completes sends it
+            # again on the retry. 10 s keeps timeouts rare on a loaded machine; shorter ones show
+            # the duplicate (seed 5 at 6 s: 2 of 745 replies).
+            timeout_seconds=10,
             retry=FAST_RETRY,
         ),
         dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
