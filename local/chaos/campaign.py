@@ -405,7 +405,13 @@ class Campaign:
             if pace is not None:
                 time.sleep(max(0.0, started + sent_events / pace - time.monotonic()))
             key = step.args.get("chat") or step.args.get("order")
-            lanes[zlib.crc32(str(key).encode()) % LANES].put(step)
+            lane = lanes[zlib.crc32(str(key).encode()) % LANES]
+            while True:  # a timed wait, so that Ctrl-C stops the campaign while a lane is full
+                try:
+                    lane.put(step, timeout=1.0)
+                    break
+                except queue.Full:
+                    continue
             sent_events += 1
             self.dispatched = sent_events
             now = time.monotonic()
