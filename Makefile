@@ -11,7 +11,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
 
-.PHONY: install lint test test-unit test-infra synth local demo doctor bench bench-smoke consumer clean
+.PHONY: install lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ local: install
 # Runs beside a running `make local`: its own state directory (.local/demo) and free ports.
 demo: install
 	$(PY) -m local demo $(ARGS)
+
+# A seeded random fault campaign through the whole local pipeline, checked against invariants
+# (README "Reliability"): make chaos ARGS="--seed 7 --events 50000 --minutes 30".
+chaos: install
+	$(PY) -m local chaos $(ARGS)
 
 # Is the deployed stack ready (secrets, webhook, CRMs, alarms, DLQs, SMS, Bedrock)? OK/WARN/FAIL with fixes.
 # make doctor ARGS=--local checks the running `make local`; ARGS="--stack NAME --region REGION --json".

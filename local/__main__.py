@@ -1,5 +1,6 @@
 """`python -m local` (make local): the pipeline on this machine until Ctrl-C.
 `python -m local demo` (make demo): the same, plus a scripted burst of events and a summary.
+`python -m local chaos --seed N --events N` (make chaos): a seeded fault campaign (`local.chaos`).
 
 The demo runs beside a running `make local`: by default it has its own state directory
 (`.local/demo`) and a free API port, so neither overwrites the other's logs or stack.json.
@@ -246,6 +247,11 @@ def drain(announcements: queue.SimpleQueue[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    if arguments[:1] == ["chaos"]:  # a campaign has its own options (`local.chaos.cli`)
+        from local.chaos.cli import main as chaos
+
+        return chaos(arguments[1:])
     args = parse_args(argv)
     if not port_is_free(args.port):
         print(

@@ -14,9 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moto.server import ThreadedMotoServer
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
 
 from local.lambda_host import EXIT_STOPPED, StatusChannel, Stopper, exit_now, quiet_interrupts
+from local.moto_faults import FaultyAws
 from local.sqs_receive import receive_as_sqs_does
 
 
@@ -76,6 +79,18 @@ def apply_patches() -> None:
     make_dynamodb_item_writes_atomic()
 
 
+class FaultyMotoServer(ThreadedMotoServer):
+    """moto's threaded server with fault points at its door (`local.moto_faults`)."""
+
+    def _server_entry(self) -> None:
+        app = FaultyAws(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local.moto_process")
     parser.add_argument("--host", default="127.0.0.1")
@@ -90,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_patches()
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
-    server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
+    server = FaultyMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
     status.send("listening", port=server.get_host_and_port()[1])
     while not stopper.wait(0.5):

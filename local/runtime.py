@@ -17,22 +17,22 @@ Besides, for a person at `make local`: each event published to the topic is expl
 (`local.routing`: which consumers it reached, and why not the others), a change under `functions/`
 or the shared layer restarts the functions it affects (`reload=True`, `local.reload`), and the
 queues' messages and the tables' items can outlive a restart (`persist=True`, `local.snapshot`).
+
+Its parts live beside it, each usable without it: the stand-ins, ports and clients
+(`local.stack`), the processes and their supervision (`local.fleet`), the queue and status views
+(`local.status_views`) and the reloader (`local.live_reload`); `Runtime` wires them together.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.environment import (
@@ -42,74 +42,55 @@ from infra.environment import (
     RECONCILER,
     SMS_EVENTS,
     WEBHOOK,
-    FunctionSpec,
     webhook_routes,
 )
-from local import aws_calls, loaded_code, routing, snapshot
+from local import aws_calls, loaded_code, routing, snapshot, status_views
 from local.child_process import ChildProcess
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
-from local.fakes.bedrock import BedrockFake
 from local.fakes.bitrix24 import Bitrix24PortalFake
-from local.fakes.crm import CrmFake
 from local.fakes.end_user_messaging import EndUserMessagingFake
-from local.fakes.sms import SmsGatewayFake
-from local.fakes.sns import SnsFaultProxy
-from local.fakes.telegram import TelegramFake
-from local.lambda_host import EXIT_STOPPED, EXIT_TIMED_OUT
-from local.reload import ChangeDetector, affected_functions
+from local.fleet import MAX_RESTART_DELAY_SECONDS, Fleet
+from local.function_args import consumer_args, host_args, scheduled_args, subscription_args
+from local.live_reload import RELOAD_POLL_SECONDS, RELOAD_SETTLE_SECONDS, Reloader
 from local.resources import LocalResources, create_resources
 from local.settings import PROJECT_ROOT, LocalSettings
-from local.status import (
-    INIT_ERROR,
-    MISSING,
-    READY,
-    RESTARTING,
-    STARTING,
-    STOPPED,
-    FunctionStatus,
-    QueueDepth,
+from local.stack import (
+    DEFAULT_STATE_DIR,
+    FAKE_CREDENTIALS,
+    FUNCTIONS_DIR,
+    LAYER_DIR,
+    LocalRuntimeError,
+    Ports,
+    base_environment,
+    build_fakes,
+    moto_client,
 )
-from local.worker_pool import WorkerPool, worker_name
+from local.status import FunctionStatus
+from local.worker_pool import WorkerPool
 from pipeline.registry import Consumer
 
-FUNCTIONS_DIR = PROJECT_ROOT / "functions"
-LAYER_DIR = PROJECT_ROOT / "layers" / "shared" / "python"
-DEFAULT_STATE_DIR = PROJECT_ROOT / ".local"
-# Fake credentials: moto accepts anything; these make sure no real account is ever used.
-FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-}
+__all__ = [
+    "DEFAULT_STATE_DIR",
+    "FAKE_CREDENTIALS",
+    "FUNCTIONS_DIR",
+    "LAYER_DIR",
+    "MAX_RESTART_DELAY_SECONDS",
+    "PROJECT_ROOT",
+    "RELOAD_POLL_SECONDS",
+    "RELOAD_SETTLE_SECONDS",
+    "STARTUP_TIMEOUT_SECONDS",
+    "WEBHOOK_MEMORY_MB",
+    "WEBHOOK_TIMEOUT_SECONDS",
+    "LocalRuntimeError",
+    "Ports",
+    "Runtime",
+]
+
 # The webhook's limits, as deployed (`infra.environment.WEBHOOK`); the benchmarks use them too.
 WEBHOOK_TIMEOUT_SECONDS = WEBHOOK.timeout_seconds
 WEBHOOK_MEMORY_MB = WEBHOOK.memory_mb
 STARTUP_TIMEOUT_SECONDS = 60.0
-MAX_RESTART_DELAY_SECONDS = 10.0
-# How often the reloader looks at the code's files, and how long it lets an editor finish saving.
-RELOAD_POLL_SECONDS = 1.0
-RELOAD_SETTLE_SECONDS = 0.3
-
-
-@dataclass(frozen=True)
-class Ports:
-    """Ports on loopback; 0 picks a free one (the default everywhere except `make local`'s API)."""
-
-    api: int = 0
-    moto: int = 0
-    telegram: int = 0
-    crm: int = 0
-    bedrock: int = 0
-    sms: int = 0
-    end_user_messaging: int = 0
-    sns: int = 0
-    bitrix24: int = 0
-    amocrm: int = 0
-
-
-class LocalRuntimeError(RuntimeError):
-    """The local runtime could not start or lost a part it cannot do without (moto)."""
 
 
 class Runtime:
@@ -145,50 +126,71 @@ class Runtime:
         self.persist_dir = self.state_dir / snapshot.STATE_DIR
         self._runtime_log_lock = threading.Lock()
         self._consumers = consumers
-        self.fakes: dict[str, FakeService] = {
-            "telegram": TelegramFake(port=self.ports.telegram, token=self.settings.telegram_bot_token),
-            "crm": CrmFake(port=self.ports.crm, auth_header=self.settings.crm_auth_header),
-            "bedrock": BedrockFake(port=self.ports.bedrock),
-            "sms": SmsGatewayFake(port=self.ports.sms, token=self.settings.sms_gateway_token),
-            # AWS End User Messaging SMS; its delivery events go to SNS (moto).
-            "end_user_messaging": EndUserMessagingFake(
-                port=self.ports.end_user_messaging, publish=self._publish_sms_event
-            ),
-            # The webhook's way to SNS (moto), where publishing can be made to fail.
-            "sns": SnsFaultProxy(
-                upstream=lambda: self.aws_endpoint, port=self.ports.sns, on_publish=self._explain_routing
-            ),
-            # CRMs that post their own webhooks (to the API, once it listens) and answer the
-            # consumers' reads.
-            "bitrix24": Bitrix24PortalFake(
-                port=self.ports.bitrix24,
-                webhook_code=self.settings.bitrix24_webhook_code,
-                application_token=self.settings.bitrix24_application_token,
-            ),
-            "amocrm": AmoCrmFake(port=self.ports.amocrm, token=self.settings.amocrm_token),
-        }
+        self.fakes: dict[str, FakeService] = build_fakes(
+            self.ports,
+            self.settings,
+            aws_endpoint=lambda: self.aws_endpoint,
+            publish_sms_event=self._publish_sms_event,
+            on_publish=self._explain_routing,
+        )
         self.resources: LocalResources | None = None
-        self.functions: dict[str, FunctionStatus] = {}
-        # Every process by its name (`moto`, `webhook`, `bot`, `bot#2`, ...; `local.worker_pool`).
-        self.children: dict[str, ChildProcess] = {}
-        # Each function's processes: a queue consumer's workers, one process for the others.
-        self.pools: dict[str, WorkerPool] = {}
-        self.failure: str | None = None
-        self.moto_port = 0
-        self.api_port = self.ports.api
-        self._api_listening = False
-        self._lock = threading.RLock()
-        self._changed = threading.Condition(self._lock)
-        self._stopping = threading.Event()
-        self._supervisor: threading.Thread | None = None
-        # Held by each supervision pass, and by `restart_functions` while it replaces processes.
-        self._supervision = threading.Lock()
+        # The processes (moto's, each function's) and their supervision (`local.fleet`).
+        self.fleet = Fleet(
+            self.log_dir,
+            self.log,
+            visible_messages=self._visible_messages,
+            scale_on_demand=self.settings.scale_workers_on_demand,
+        )
+        self.fleet.api_port = self.ports.api
         self._clients: dict[str, Any] = {}
         # Who hears the lines a person watching wants (routing, reloads): `python -m local` prints them.
         self._announcement_listeners: list[Callable[[str], None]] = []
-        self._reloader: threading.Thread | None = None
-        # The files of functions/ each function process has imported, as it reports them.
-        self._loaded_code = loaded_code.LoadedCode()
+        self.reloader = Reloader(
+            functions_dir,
+            layer_dir,
+            functions=lambda: self.functions,
+            handlers=self._handlers,
+            live_pids=self.fleet.live_pids,
+            loaded=self.fleet.loaded_code,
+            restart=lambda name: self.restart_functions(name),
+            announce=self.announce,
+            stopping=self.fleet.stopping,
+        )
+
+    # -- the fleet's state, as the runtime's --------------------------------------------------------
+    @property
+    def functions(self) -> dict[str, FunctionStatus]:
+        return self.fleet.functions
+
+    @functions.setter
+    def functions(self, value: dict[str, FunctionStatus]) -> None:
+        self.fleet.functions = value
+
+    @property
+    def children(self) -> dict[str, ChildProcess]:
+        """Every process by its name (`moto`, `webhook`, `bot`, `bot#2`, ...; `local.worker_pool`)."""
+        return self.fleet.children
+
+    @children.setter
+    def children(self, value: dict[str, ChildProcess]) -> None:
+        self.fleet.children = value
+
+    @property
+    def pools(self) -> dict[str, WorkerPool]:
+        """Each function's processes: a queue consumer's workers, one process for the others."""
+        return self.fleet.pools
+
+    @property
+    def failure(self) -> str | None:
+        return self.fleet.failure
+
+    @property
+    def moto_port(self) -> int:
+        return self.fleet.moto_port
+
+    @property
+    def api_port(self) -> int:
+        return self.fleet.api_port
 
     # -- URLs -------------------------------------------------------------------------------------
     @property
@@ -213,17 +215,7 @@ class Runtime:
     def client(self, service: str) -> Any:
         """A boto3 client on the local moto server (never a real account)."""
         if service not in self._clients:
-            self._clients[service] = boto3.session.Session().client(  # type: ignore[call-overload]
-                service,
-                endpoint_url=self.aws_endpoint,
-                region_name=self.settings.region,
-                aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
-                config=Config(
-                    retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=10
-                ),
-            )
+            self._clients[service] = moto_client(service, self.aws_endpoint, self.settings.region)
         return self._clients[service]
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -254,12 +246,11 @@ class Runtime:
                 assert isinstance(end_user_messaging, EndUserMessagingFake)
                 end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
             self._start_functions(self.resources)
-            self._supervisor = threading.Thread(target=self._supervise, name="local-supervisor", daemon=True)
-            self._supervisor.start()
-            self._wait_started(timeout)
+            self.fleet.start_supervisor()
+            self.fleet.wait_started(timeout, self.log_dir)
             self._connect_crm_stand_ins()
             if self.reload:
-                self._start_reloader()
+                self.log(self.reloader.start())
         except BaseException as error:
             self.log(f"start failed: {type(error).__name__}: {error}")
             self.stop()
@@ -327,27 +318,16 @@ class Runtime:
 
     def stop(self) -> None:
         """Stop functions first (they may still be calling moto and the fakes), then fakes, then moto."""
-        self._stopping.set()
-        if self._supervisor is not None:
-            self._supervisor.join(2)
-        if self._reloader is not None:
-            self._reloader.join(2)
-        with self._supervision:
-            pass  # a restart in progress (a reload's) has started its process: stopped below
-        _stop_together([child for child in list(self.children.values()) if child.name != "moto"])
+        self.fleet.stopping.set()
+        self.reloader.join(2)
+        self.fleet.stop_functions()
         for fake in self.fakes.values():
             fake.stop()
-        moto = self.children.get("moto")
-        if self.persist and self.resources is not None and moto is not None and moto.exit_code is None:
+        if self.persist and self.resources is not None and self.fleet.moto_running():
             self._save_tables(self.resources)
-        if "moto" in self.children:
-            self.children["moto"].stop()
-        with self._lock:
-            for status in self.functions.values():
-                status.state = STOPPED
-                status.busy_workers.clear()
+        self.fleet.stop_moto()
         if self.runtime_log.parent.is_dir():
-            self.log("stopped; last status:\n" + "\n".join(self.status_lines()))
+            self.log("stopped; last status:\\n" + "\\n".join(self.status_lines()))
 
     def _save_tables(self, resources: LocalResources) -> None:
         """The tables' items, while moto still runs (it saves the queues itself as it stops)."""
@@ -360,40 +340,19 @@ class Runtime:
         self.log(f"persist: saved {count} items of {len(resources.tables)} tables to {path}; the queues next")
 
     def _start_moto(self, timeout: float) -> None:
-        child = ChildProcess(
-            name="moto",
-            module="local.moto_process",
-            args=lambda: [
+        self.fleet.start_moto(
+            lambda: [
                 "--port",
                 str(self.ports.moto),
                 *(("--save-queues", str(self.persist_dir / snapshot.QUEUES_FILE)) if self.persist else ()),
             ],
-            env=self._base_environment(),
-            log_path=self.log_dir / "moto.log",
-            on_message=self._on_moto_message,
+            self._base_environment(),
+            timeout,
         )
-        self.children["moto"] = child
-        child.start()
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not self.moto_port:
-                if child.exit_code is not None:
-                    raise LocalRuntimeError(f"the moto server exited at start; see {child.log_path}")
-                if time.monotonic() > deadline:
-                    raise LocalRuntimeError(
-                        f"the moto server did not start within {timeout:.0f}s; see {child.log_path}"
-                    )
-                self._changed.wait(0.1)
 
     def _publish_sms_event(self, topic_arn: str, message: str) -> None:
         """End User Messaging publishing an SMS event to the configuration set's SNS destination."""
         self.client("sns").publish(TopicArn=topic_arn, Message=message)
-
-    def _on_moto_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
-        if message.get("event") == "listening":
-            with self._changed:
-                self.moto_port = int(message["port"])
-                self._changed.notify_all()
 
     # -- functions ----------------------------------------------------------------------------------
     def function_environments(self, resources: LocalResources) -> dict[str, dict[str, str]]:
@@ -413,34 +372,30 @@ class Runtime:
 
     def _start_functions(self, resources: LocalResources) -> None:
         environments = self.function_environments(resources)
-        self._add_function(
+        routes = [arg for route in webhook_routes(resources.deployment) for arg in ("--route", route)]
+        self.fleet.add_function(
             FunctionStatus("webhook", "api"),
             module="local.apigw",
             args=lambda: [
                 "--port",
                 str(self.api_port),
-                "--handler",
-                WEBHOOK.handler,
-                "--function-name",
-                self._lambda_name("webhook"),
-                "--timeout",
-                str(WEBHOOK_TIMEOUT_SECONDS),
-                "--memory",
-                str(WEBHOOK_MEMORY_MB),
-                *(
-                    argument
-                    for route in webhook_routes(resources.deployment)
-                    for argument in ("--route", route)
+                *host_args(
+                    "",
+                    WEBHOOK.handler,
+                    self._lambda_name("webhook"),
+                    WEBHOOK_TIMEOUT_SECONDS,
+                    WEBHOOK_MEMORY_MB,
                 ),
+                *routes,
             ],
             env=environments[WEBHOOK.service_name],
         )
         for consumer in resources.consumers:
             queue = resources.queues[consumer.name]
-            self._add_function(
+            self.fleet.add_function(
                 FunctionStatus(consumer.name, "consumer"),
                 module="local.worker_process",
-                args=_consumer_args(consumer, self._lambda_name(consumer.name), queue.url, queue.arn),
+                args=consumer_args(consumer, self._lambda_name(consumer.name), queue.url, queue.arn),
                 env=environments[consumer.name],
                 max_workers=self.consumer_workers(consumer),
             )
@@ -451,101 +406,27 @@ class Runtime:
             (CRM_SWEEP, self.settings.crm_sweep_every_seconds),
         ):
             if spec.service_name in environments:
-                self._add_scheduled(spec, every, environments[spec.service_name])
+                # A function EventBridge runs on a schedule: its own process, invoking it every `every`.
+                self.fleet.add_function(
+                    FunctionStatus(spec.service_name, "schedule"),
+                    module="local.worker_process",
+                    args=scheduled_args(spec, self._lambda_name(spec.service_name), every),
+                    env=environments[spec.service_name],
+                )
         # With End User Messaging: the delivery events, as the topic's Lambda subscription delivers them.
         events = resources.delivery_events
         if SMS_EVENTS.service_name in environments and events is not None:
-            arguments = [
-                "sns",
-                "--handler",
-                SMS_EVENTS.handler,
-                "--function-name",
-                self._lambda_name(SMS_EVENTS.service_name),
-                "--timeout",
-                str(SMS_EVENTS.timeout_seconds),
-                "--memory",
-                str(SMS_EVENTS.memory_mb),
-                "--queue-url",
-                events.queue.url,
-                "--subscription-arn",
-                events.subscription_arn,
-            ]
-            self._add_function(
+            self.fleet.add_function(
                 FunctionStatus(SMS_EVENTS.service_name, "subscription"),
                 module="local.worker_process",
-                args=lambda: list(arguments),
+                args=subscription_args(
+                    SMS_EVENTS,
+                    self._lambda_name(SMS_EVENTS.service_name),
+                    events.queue.url,
+                    events.subscription_arn,
+                ),
                 env=environments[SMS_EVENTS.service_name],
             )
-
-    def _add_scheduled(self, spec: FunctionSpec, every_seconds: float, env: dict[str, str]) -> None:
-        """A function EventBridge runs on a schedule: its own process, invoking it every `every_seconds`."""
-        self._add_function(
-            FunctionStatus(spec.service_name, "schedule"),
-            module="local.worker_process",
-            args=lambda: [
-                "schedule",
-                "--handler",
-                spec.handler,
-                "--function-name",
-                self._lambda_name(spec.service_name),
-                "--timeout",
-                str(spec.timeout_seconds),
-                "--memory",
-                str(spec.memory_mb),
-                "--every",
-                str(every_seconds),
-            ],
-            env=env,
-        )
-
-    def _add_function(
-        self,
-        status: FunctionStatus,
-        module: str,
-        args: Callable[[], list[str]],
-        env: dict[str, str],
-        max_workers: int = 1,
-    ) -> None:
-        """Start a function's process (a queue consumer's first workers, `local.worker_pool`)."""
-        self.functions[status.name] = status
-        listeners: list[Callable[[dict[str, Any]], None]] = []
-
-        def make_worker(index: int) -> ChildProcess:
-            return ChildProcess(
-                name=worker_name(status.name, index),
-                function=status.name,
-                module=module,
-                args=args,
-                env=env,
-                # One log per process: workers writing one file would interleave their lines.
-                log_path=self.log_dir / f"{worker_name(status.name, index)}.log",
-                on_message=self._on_function_message,
-                _listeners=listeners,
-            )
-
-        pool = WorkerPool(
-            status.name, max_workers, make_worker, on_demand=self.settings.scale_workers_on_demand
-        )
-        self.pools[status.name] = pool
-        status.max_workers = max_workers
-        for worker in pool.start():
-            self.children[worker.name] = worker
-        status.workers = len(pool.workers)
-
-    def _scale_up(self, pool: WorkerPool) -> None:
-        """Another worker for a consumer whose workers are all busy while messages wait."""
-        status = self.functions[pool.function]
-        if status.state != READY or self._stopping.is_set():
-            return
-        with self._lock:
-            busy = set(status.busy_workers)
-        worker = pool.scale_up(busy, lambda: self._visible_messages(pool.function))
-        if worker is None:
-            return
-        self.children[worker.name] = worker
-        with self._lock:
-            status.workers = len(pool.workers)
-        self.log(f"{worker.name} started: every {pool.function} worker busy, messages waiting")
 
     def _visible_messages(self, name: str) -> int:
         if self.resources is None or name not in self.resources.queues:
@@ -573,74 +454,12 @@ class Runtime:
         said its handler loaded (and, for the webhook, that the API listens): interpreter start
         and the handler's import, Lambda's init phase.
         """
-        unknown = [name for name in names if name not in self.functions]
-        if unknown:
-            raise ValueError(f"no such function(s): {unknown}")
-        init_seconds: dict[str, float] = {}
-        for name in names:
-            workers = self.pools[name].workers
-            with self._supervision:
-                if self._stopping.is_set():  # `stop()` ends them all; never start one behind it
-                    break
-                _stop_together(workers)
-                with self._changed:
-                    status = self.functions[name]
-                    status.state, status.detail = STARTING, None
-                    status.busy_workers.clear()
-                    if status.kind == "api":
-                        self._api_listening = False
-                started = time.monotonic()
-                for worker in workers:
-                    worker.start()
-            self.log(f"{name} restarted on request ({len(workers)} process(es))")
-            self._wait_started(timeout)
-            init_seconds[name] = time.monotonic() - started
-        return init_seconds
+        return self.fleet.restart(names, timeout)
 
     # -- reload on code changes ---------------------------------------------------------------------
-    def _start_reloader(self) -> None:
-        detector = ChangeDetector((self.functions_dir, self.layer_dir))
-        self._reloader = threading.Thread(
-            target=self._watch, args=(detector,), name="local-reloader", daemon=True
-        )
-        self._reloader.start()
-        self.log(f"watching {self._shown(self.functions_dir)} and {self._shown(self.layer_dir)} for changes")
-
-    def _watch(self, detector: ChangeDetector) -> None:
-        while not self._stopping.wait(RELOAD_POLL_SECONDS):
-            # Also what a process reported it imported in a version already replaced on disk.
-            changed = detector.changes() + self._loaded_code.take_stale()
-            if not changed:
-                continue
-            # An editor may save in several writes (or several files at once): take them together.
-            if self._stopping.wait(RELOAD_SETTLE_SECONDS):
-                return
-            self.reload_changed(sorted({*changed, *detector.changes()}))
-
     def reload_changed(self, changed: list[Path]) -> list[str]:
         """Restart the functions these changed files affect (`local.reload`); the names restarted."""
-        packages = {
-            name: handler.split(".", 1)[0]
-            for name, handler in self._handlers().items()
-            if name in self.functions
-        }
-        live = {c.process.pid for c in self.children.values() if c.process is not None}
-        loaded = self._loaded_code.by_function(live)
-        plan = affected_functions(changed, self.functions_dir, self.layer_dir, packages, loaded)
-        reloaded: list[str] = []
-        for name, path in plan.items():
-            if self._stopping.is_set():
-                break
-            try:
-                self.restart_functions(name)
-            except LocalRuntimeError as error:
-                self.announce(f"reload of {name} failed ({self._shown(path)} changed): {error}")
-                continue
-            status = self.functions[name]
-            problem = f"; {status.state}: {status.detail}" if status.state in (INIT_ERROR, MISSING) else ""
-            self.announce(f"reloaded {name} ({self._shown(path)} changed){problem}")
-            reloaded.append(name)
-        return reloaded
+        return self.reloader.reload_changed(changed)
 
     def _handlers(self) -> dict[str, str]:
         """Each function's handler string (`<package>.app.lambda_handler`)."""
@@ -652,53 +471,21 @@ class Runtime:
             **{consumer.name: consumer.handler for consumer in consumers},
         }
 
-    def _shown(self, path: Path) -> str:
-        """A path as a person reads it: relative to the project (or to the watched root's parent)."""
-        for base in (PROJECT_ROOT, self.functions_dir.parent, self.layer_dir.parent):
-            if path.is_relative_to(base):
-                return str(path.relative_to(base))
-        return str(path)
-
     def on_status(self, name: str, listener: Callable[[dict[str, Any]], None]) -> None:
         """Call `listener` with each status message of function `name`'s processes, this one and
         those that replace it (`{"event": "busy" | "invocation" | "state" | ..., "time": <unix>, ...}`),
         on the thread reading them: keep it short."""
-        self.children[name]._listeners.append(listener)  # shared by all of the function's workers
+        self.fleet.on_status(name, listener)
 
     def _on_function_message(self, child: ChildProcess, message: dict[str, Any]) -> None:
-        with self._changed:
-            status = self.functions[child.function]
-            if message.get("event") == "listening":
-                self.api_port = int(message["port"])
-                self._api_listening = True
-            # The function's state is its first worker's (the others load the same handler).
-            if message.get("event") != "state" or child.name == child.function:
-                status.apply(message, worker=child.name)
-            if message.get("event") == loaded_code.EVENT:
-                self._loaded_code.record(child.function, message)
-            if message.get("event") == "invocation":
-                child.crashes_in_a_row = 0
-            self._changed.notify_all()
+        self.fleet.on_function_message(child, message)
 
     def _lambda_name(self, name: str) -> str:
         return f"{self.settings.stack_name}-{name}"
 
     def _base_environment(self) -> dict[str, str]:
         """What every child gets: no variables of the user's shell, so no real AWS profile leaks in."""
-        return {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "LANG": "C.UTF-8",
-            "TZ": "UTC",
-            "PYTHONPATH": os.pathsep.join(
-                str(path) for path in (self.functions_dir, self.layer_dir, PROJECT_ROOT)
-            ),
-            "PYTHONUNBUFFERED": "1",
-            "AWS_REGION": self.settings.region,
-            "AWS_DEFAULT_REGION": self.settings.region,
-            "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            **FAKE_CREDENTIALS,
-        }
+        return base_environment(self.functions_dir, self.layer_dir, self.settings.region)
 
     def _function_environment(self, name: str, memory_mb: int, own: dict[str, str]) -> dict[str, str]:
         """The variables Lambda itself sets, then the function's own."""
@@ -716,109 +503,24 @@ class Runtime:
             **own,
         }
 
-    # -- supervision --------------------------------------------------------------------------------
-    def _supervise(self) -> None:
-        while not self._stopping.wait(0.2):
-            with self._supervision:
-                for child in list(self.children.values()):
-                    self._check(child)
-                for pool in list(self.pools.values()):
-                    if len(pool.workers) < pool.maximum:
-                        self._scale_up(pool)
-
-    def _check(self, child: ChildProcess) -> None:
-        code = child.exit_code
-        if code is None or self._stopping.is_set():
-            return
-        if child.name == "moto":
-            with self._changed:
-                if self.failure is None:
-                    self.failure = f"the moto server exited (code {code}); see {child.log_path}"
-                    self.log(self.failure)
-                self._changed.notify_all()
-            return
-        now = time.monotonic()
-        if child.restart_at is None:
-            # A timeout is Lambda discarding the environment: start a new one at once. A crash
-            # backs off, so a handler that dies on import does not spin.
-            if code == EXIT_TIMED_OUT:
-                delay = 0.0
-            else:
-                child.crashes_in_a_row += 1
-                delay = min(MAX_RESTART_DELAY_SECONDS, 0.5 * 2 ** (child.crashes_in_a_row - 1))
-            child.restart_at = now + delay
-            self.log(f"{child.name} exited with code {code}; starting a new one in {delay:.1f}s")
-            with self._changed:
-                status = self.functions[child.function]
-                status.restarts += 1
-                status.busy_workers.discard(child.name)
-                if child.name == child.function:
-                    status.state = RESTARTING
-                if code not in (EXIT_STOPPED, EXIT_TIMED_OUT):
-                    status.detail = f"exit code {code}; see {child.log_path}"
-                    status.crashed(code)
-                self._changed.notify_all()
-            child.stop()
-        if child.restart_at is not None and now >= child.restart_at:
-            child.start()
-
-    def _wait_started(self, timeout: float) -> None:
-        """Until the API listens and every function has said whether its handler loaded."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                settled = all(
-                    status.state in (READY, MISSING, INIT_ERROR) for status in self.functions.values()
-                )
-                if settled and self._api_listening:
-                    return
-                if self.failure:
-                    raise LocalRuntimeError(self.failure)
-                webhook = self.functions["webhook"]
-                if webhook.state == INIT_ERROR and not self._api_listening:
-                    raise LocalRuntimeError(f"the API could not start: {webhook.detail}")
-                if time.monotonic() > deadline:
-                    waiting = [
-                        s.name for s in self.functions.values() if s.state not in (READY, MISSING, INIT_ERROR)
-                    ]
-                    raise LocalRuntimeError(
-                        f"not started within {timeout:.0f}s: {waiting}; see {self.log_dir}"
-                    )
-                self._changed.wait(0.2)
-
     # -- status -------------------------------------------------------------------------------------
     def refresh_queue_depths(self) -> None:
         resources = self.resources
-        if resources is None or self._stopping.is_set():
+        if resources is None or self.fleet.stopping.is_set():
             return
-        sqs = self.client("sqs")
-        names = [
-            "ApproximateNumberOfMessages",
-            "ApproximateNumberOfMessagesNotVisible",
-            "ApproximateNumberOfMessagesDelayed",
-        ]
-        depths: dict[str, tuple[QueueDepth, QueueDepth]] = {}
-        queues = dict(resources.queues)
-        if resources.delivery_events is not None and SMS_EVENTS.service_name in self.functions:
-            queues[SMS_EVENTS.service_name] = resources.delivery_events.queue
-        for name, queue in queues.items():
-            main = sqs.get_queue_attributes(QueueUrl=queue.url, AttributeNames=names)["Attributes"]
-            dlq = sqs.get_queue_attributes(QueueUrl=queue.dlq_url, AttributeNames=names)["Attributes"]
-            depths[name] = (QueueDepth.from_attributes(main), QueueDepth.from_attributes(dlq))
-        with self._lock:
-            for name, (main_depth, dlq_depth) in depths.items():
-                self.functions[name].queue = main_depth
-                self.functions[name].dlq = dlq_depth
+        depths = status_views.queue_depths(self.client("sqs"), resources, self.functions)
+        with self.fleet.lock:
+            status_views.apply_depths(self.functions, depths)
 
     def status(self, refresh: bool = True) -> dict[str, dict[str, Any]]:
         """Per function: state, counters and, for consumers, queue and DLQ depth."""
         if refresh:
             self.refresh_queue_depths()
-        with self._lock:
+        with self.fleet.lock:
             return {name: status.as_dict() for name, status in self.functions.items()}
 
     def status_lines(self) -> list[str]:
-        with self._lock:
+        with self.fleet.lock:
             return [status.line() for status in self.functions.values()]
 
     def stack_info(self) -> dict[str, Any]:
@@ -865,56 +567,11 @@ class Runtime:
 
         Consumers whose handler is missing are left out: their messages wait for them.
         """
-        deadline = time.monotonic() + timeout
-        quiet_since: float | None = None
-        while time.monotonic() < deadline and not (cancel is not None and cancel.is_set()):
-            self.refresh_queue_depths()
-            with self._lock:
-                drained = all(
-                    status.queue is not None and status.queue.total == 0 and not status.busy
-                    for status in self.functions.values()
-                    if status.kind in ("consumer", "subscription")
-                    and status.state not in (MISSING, INIT_ERROR)
-                )
-            if drained:
-                quiet_since = quiet_since or time.monotonic()
-                if time.monotonic() - quiet_since >= settle_seconds:
-                    return True
-            else:
-                quiet_since = None
-            time.sleep(0.25)
-        return False
 
+        def is_drained() -> bool:
+            with self.fleet.lock:
+                return status_views.drained(self.functions)
 
-def _stop_together(children: list[ChildProcess]) -> None:
-    """Stop these processes side by side (each may finish an invocation first)."""
-    stoppers = [threading.Thread(target=child.stop) for child in children]
-    for thread in stoppers:
-        thread.start()
-    for thread in stoppers:
-        thread.join()
-
-
-def _consumer_args(
-    consumer: Consumer, lambda_name: str, queue_url: str, queue_arn: str
-) -> Callable[[], list[str]]:
-    arguments = [
-        "sqs",
-        "--handler",
-        consumer.handler,
-        "--function-name",
-        lambda_name,
-        "--timeout",
-        str(consumer.timeout_seconds),
-        "--memory",
-        str(consumer.memory_mb),
-        "--queue-url",
-        queue_url,
-        "--queue-arn",
-        queue_arn,
-        "--batch-size",
-        str(consumer.batch_size),
-        "--batching-window",
-        str(consumer.batching_window_seconds),
-    ]
-    return lambda: list(arguments)
+        return status_views.wait_until_drained(
+            self.refresh_queue_depths, is_drained, timeout, settle_seconds, cancel
+        )

@@ -289,6 +289,11 @@ class FakeService:
         with self._lock:
             return list(self._calls)
 
+    def keep_every_call(self) -> None:
+        """Record every call from now on, not the last MAX_RECORDED_CALLS (a long campaign's record)."""
+        with self._lock:
+            self._calls = deque(self._calls)
+
     def clear_calls(self) -> None:
         with self._lock:
             self._calls.clear()

@@ -60,8 +60,9 @@ class SlowSpy:
 def test_concurrent_deliveries_of_one_event_have_one_side_effect(moto_server: str, deploy: Deploy) -> None:
     assert aws.client("sqs").meta.endpoint_url == moto_server
     store = by_name("store")
-    # Retry the loser after 1 s so the test can watch it come back.
-    consumer = replace(store, retry=RetryPolicy(store.retry.max_receive_count, 1, 1))
+    # The loser comes back after the consumer's timeout (any claim has run out by then): 2 s, so
+    # the test can watch it come back.
+    consumer = replace(store, timeout_seconds=2, retry=RetryPolicy(store.retry.max_receive_count, 1, 1))
     spy = SlowSpy()
     # Two Lambda execution environments of the same consumer, on the same queue.
     workers = [ConsumerWorker(spy, consumer=consumer), ConsumerWorker(spy, consumer=consumer)]
@@ -97,10 +98,11 @@ def test_concurrent_deliveries_of_one_event_have_one_side_effect(moto_server: st
     assert spy.finished_at is not None and returned_at[loser] < spy.finished_at
     outcome = workers[loser].last_outcome
     assert outcome is not None and outcome.reason == "event in progress elsewhere"
+    assert outcome.delay_seconds == consumer.timeout_seconds
     for index in (0, 1):
         queues.acknowledge(events[index], responses[index])
 
-    time.sleep(1.1)  # the loser's retry delay
+    time.sleep(consumer.timeout_seconds + 0.1)  # the loser's retry delay
     again = queues.receive_event()
     assert [r["messageId"] for r in again["Records"]] == [loser_message]
     assert again["Records"][0]["attributes"]["ApproximateReceiveCount"] == "2"
@@ -114,3 +116,45 @@ def test_concurrent_deliveries_of_one_event_have_one_side_effect(moto_server: st
     assert [i["status"]["S"] for i in journal_items()] == ["COMPLETED"]
     assert queues.approximate_counts() == (0, 0)
     assert queues.dead_letters() == []
+
+
+def test_chaos_seed_3_a_claim_whose_answer_dynamodb_lost_is_retried_after_it_runs_out(
+    moto_server: str, deploy: Deploy
+) -> None:
+    """Found by `python -m local chaos --seed 3 --events 400 --fault-rate 0.2`: DynamoDB took the
+    worker's idempotency claim (PutItem) and lost the answer; botocore sent the PutItem again and
+    found the record: "event in progress elsewhere", though the claim was this invocation's own.
+    Retried after 1-4 s, the record spent its 8 attempts in 26 s against a claim lasting the
+    function's 30 s timeout and was dead-lettered unprocessed. It must come back once the claim
+    has run out, then be processed."""
+    crm = by_name("crm")
+    consumer = replace(crm, timeout_seconds=2, retry=RetryPolicy(8, 1, 4))
+    spy = SlowSpy()
+    worker = ConsumerWorker(spy, consumer=consumer)
+    queues = deploy(worker, consumer)
+    queues.send(telegram_envelope(telegram_update("private_start")))
+    dynamodb = aws.client("dynamodb")
+    real_put_item = dynamodb.put_item
+
+    def put_item_answer_lost(**request: Any) -> Any:
+        real_put_item(**request)  # DynamoDB wrote the claim; the answer never arrived,
+        return real_put_item(**request)  # so botocore sends the same request again
+
+    # As Lambda's: the claim lasts what is left of the invocation, at most the timeout.
+    context = FakeLambdaContext()
+    context.get_remaining_time_in_millis = lambda: consumer.timeout_seconds * 1000  # type: ignore[method-assign]
+    dynamodb.put_item = put_item_answer_lost
+    event = queues.receive_event()
+    response = worker.handle(event, context)
+    dynamodb.put_item = real_put_item
+    queues.acknowledge(event, response)
+
+    outcome = worker.last_outcome
+    assert outcome is not None and outcome.status == "retry", outcome
+    assert outcome.reason == "event in progress elsewhere" and spy.calls == []
+    # Not before the claim has run out: then the next attempt finds it expired and processes.
+    assert outcome.delay_seconds is not None and outcome.delay_seconds >= consumer.timeout_seconds
+    time.sleep(consumer.timeout_seconds + 0.1)
+    again = queues.receive_event()
+    assert worker.handle(again, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert len(spy.calls) == 1

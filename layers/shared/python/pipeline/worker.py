@@ -10,7 +10,9 @@ A consumer supplies one function `process(envelope) -> dict | None` holding its 
   `idempotency_key` expression), whatever the SQS message id,
   the number of deliveries or concurrent workers;
 - a transient failure makes the record visible again after an exponential backoff with jitter
-  (or the remote's `retry_after`), by changing the message visibility;
+  (or the remote's `retry_after`), by changing the message visibility; a record whose event is
+  claimed by an invocation in progress comes back after the consumer's timeout, when any claim
+  has run out (a dead worker's, or this invocation's own whose answer DynamoDB lost);
 - a permanent failure, an unreadable envelope, or the last allowed attempt sends the record to
   the consumer's DLQ with its reason as a message attribute and in the log, then acknowledges it:
   no endless loop, nothing lost. The SQS redrive policy stays as the safety net for crashes.
@@ -328,8 +330,13 @@ class ConsumerWorker:
             self._dead_letter(record, error.reason, log_keys, envelope)
             return
         except IdempotencyAlreadyInProgressError:
-            # Another worker holds this event right now: come back after it has finished.
-            self._retry(record, "event in progress elsewhere", log_keys, receive_count, None, envelope)
+            # A claim on this event is in force: another worker's, or this very invocation's own
+            # when DynamoDB took the claim and lost the answer (botocore's retry then finds the
+            # record). Come back once any claim has run out (it lasts at most the function's
+            # timeout), so the retries cannot all be spent against a claim nobody works on and
+            # dead-letter an event never processed.
+            wait = self.consumer.timeout_seconds
+            self._retry(record, "event in progress elsewhere", log_keys, receive_count, wait, envelope)
         except TransientError as error:
             self._retry(record, error.reason, log_keys, receive_count, error.retry_after, envelope)
         except Exception as error:  # an unclassified failure: retry, never loop forever

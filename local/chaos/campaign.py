@@ -1,0 +1,588 @@
+"""Run a seeded plan (`local.chaos.workload`) through the whole local pipeline, then check it.
+
+The pipeline is a `local.runtime.Runtime` with several worker processes per queue consumer (Lambda's
+concurrency shape) and the consumers whose effects can be seen from outside: `store` (its
+items), `autoreply` declared ordered (a FIFO queue by chat, as a registry entry would; each
+`/stepN` answered `step N`, so every reply names its update), `crm` (leads in the CRM
+stand-in) and `sms` (End User Messaging's stand-in, its journal, delivery events and the
+reconciler), with retry delays of seconds. Senders post in lanes (each chat's and each order's
+steps in order, as Telegram and a CRM do); an answer other than 200 is posted again, as Telegram
+resends. Faults are injected from the main thread as the plan reaches them; then every fault is
+cleared, the queues drain, and `local.chaos.checks` checks the invariants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import signal
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from local.chaos.checks import Sent, Violation, check, customer_name, reply_text
+from local.chaos.observe import observe
+from local.chaos.workload import STEPS, Step, counted, plan
+from local.moto_faults import PATH as AWS_FAULTS_PATH
+from local.runtime import Ports, Runtime
+from local.settings import PROJECT_ROOT, LocalSettings
+from local.stack import DEFAULT_STATE_DIR
+from pipeline.crm.contract import SIGNATURE_HEADER, sign
+from pipeline.envelope import crm_event_id, telegram_event_id
+from pipeline.registry import Consumer, RetryPolicy, by_name
+
+TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
+RULES_FILE = PROJECT_ROOT / "layers" / "shared" / "python" / "pipeline" / "sms" / "rules.json"
+REPORT_NAME = "chaos-report.json"
+LANES = 12
+# Telegram resends an update the webhook did not answer 200; so do the campaign's senders.
+DELIVERY_ATTEMPTS = 8
+HTTP_TIMEOUT_SECONDS = 30.0
+PROGRESS_SECONDS = 5.0
+FUNCTION_FIGURES = ("processed", "duplicates", "retried", "dead_lettered", "crashes", "restarts")
+FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4)
+
+
+def campaign_consumers() -> tuple[Consumer, ...]:
+    """The consumers, with timeouts and retry delays of seconds: a killed worker's record comes
+    back after the visibility timeout (6x the function's timeout), within the campaign."""
+    sms = by_name("sms")
+    return (
+        dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),
+        dataclasses.replace(
+            by_name("autoreply"),
+            ordered=True,
+            environment={
+                "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
+            },
+            # Its reply is a Bot API call with no idempotency key: an invocation that dies (times
+            # out) after Telegram took it and before its idempotency record completes sends it
+            # again on the retry. 10 s keeps timeouts rare on a loaded machine; shorter ones show
+            # the duplicate (seed 5 at 6 s: 2 of 745 replies).
+            timeout_seconds=10,
+            retry=FAST_RETRY,
+        ),
+        dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
+        dataclasses.replace(
+            sms,
+            # Seconds, not minutes: a send whose worker died is taken over within the campaign.
+            timeout_seconds=12,
+            retry=RetryPolicy(max_receive_count=10, base_delay_seconds=1, max_delay_seconds=4),
+            environment={**sms.environment, "SMS_LEASE_SECONDS": "15"},
+        ),
+    )
+
+
+def campaign_settings(workers: int) -> LocalSettings:
+    return LocalSettings.from_cdk_json(
+        consumer_workers=workers,
+        scale_workers_on_demand=False,
+        bot_consumer=False,
+        ai_consumer=False,
+        crm_sources=False,
+        reconcile_every_seconds=3.0,
+    )
+
+
+def rule_statuses() -> frozenset[str]:
+    document = json.loads(RULES_FILE.read_text(encoding="utf-8"))
+    return frozenset(rule["status"] for rule in document["rules"])
+
+
+@dataclass
+class Options:
+    seed: int
+    events: int
+    minutes: float | None = None
+    workers: int = 3
+    state_dir: Path = DEFAULT_STATE_DIR / "chaos"
+    drain_timeout: float = 300.0
+    fault_rate: float | None = None
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    """The status of a POST; a connection refused or reset (a restarting API) is 0."""
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 - loopback
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:  # noqa: S310 - loopback
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        with error:
+            return int(error.code)
+    except (urllib.error.URLError, OSError):
+        return 0
+
+
+def _user(chat: int) -> dict[str, Any]:
+    return {
+        "id": chat,
+        "is_bot": False,
+        "first_name": "Chaos",
+        "last_name": f"U{chat}",
+        "language_code": "en",
+    }
+
+
+def _chat(chat: int) -> dict[str, Any]:
+    return {"id": chat, "type": "private", "first_name": "Chaos", "last_name": f"U{chat}"}
+
+
+def telegram_update(step: Step, now: int) -> dict[str, Any]:
+    chat, update = step.args["chat"], step.args["update"]
+    if step.kind == "edit":
+        message_id = step.args["message_id"]
+        edited = {
+            "message_id": message_id,
+            "from": _user(chat),
+            "chat": _chat(chat),
+            "date": now - 5,
+            "edit_date": now,
+            "text": f"step {message_id}, edited",
+        }
+        return {"update_id": update, "edited_message": edited}
+    if step.kind == "callback":
+        query = {
+            "id": step.args["query"],
+            "from": _user(chat),
+            "chat_instance": f"-{chat}42",
+            "data": "prices",
+            "message": {"message_id": 1, "chat": _chat(chat), "date": now - 60, "text": "Pick one:"},
+        }
+        return {"update_id": update, "callback_query": query}
+    text = f"/step{step.args['step']}"
+    message = {
+        "message_id": step.args["step"],
+        "from": _user(chat),
+        "chat": _chat(chat),
+        "date": now,
+        "text": text,
+        "entities": [{"type": "bot_command", "offset": 0, "length": len(text)}],
+    }
+    return {"update_id": update, "message": message}
+
+
+def crm_move(step: Step) -> dict[str, Any]:
+    return {
+        "event_id": step.args["event_id"],
+        "type": "order.status_changed",
+        "occurred_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "order": {
+            "id": step.args["order"],
+            "status": step.args["status"],
+            "previous_status": step.args["previous"],
+        },
+        "customer": {
+            "phone": step.args["phone"],
+            "name": customer_name(step.args["order"], step.args["run"]),
+        },
+    }
+
+
+class Campaign:
+    def __init__(self, options: Options, say: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.say = say
+        self.steps = plan(
+            options.seed, options.events, *(() if options.fault_rate is None else (options.fault_rate,))
+        )
+        self.sent = Sent()
+        self.bodies: dict[str, tuple[str, bytes, dict[str, str]]] = {}
+        self.faults: Counter[str] = Counter()
+        self.dispatched = 0
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._restarting = threading.Lock()
+        self.runtime: Runtime | None = None
+        self.redriven: dict[str, int] = {}
+
+    # -- sending -------------------------------------------------------------------------------------
+    def event_id(self, step: Step) -> str:
+        assert self.runtime is not None
+        if step.kind in ("crm_move", "crm_resend"):
+            return crm_event_id(step.args["event_id"])
+        return telegram_event_id(self.runtime.settings.telegram_bot_id, step.args["update"])
+
+    def _request(self, step: Step) -> tuple[str, bytes, dict[str, str]]:
+        runtime = self.runtime
+        assert runtime is not None
+        if step.kind == "crm_move":
+            body = json.dumps(crm_move(step)).encode()
+            headers = {
+                "Content-Type": "application/json",
+                SIGNATURE_HEADER: sign(runtime.settings.crm_signing_key, body),
+            }
+            return runtime.crm_url, body, headers
+        body = json.dumps(telegram_update(step, int(time.time()))).encode()
+        headers = {
+            "Content-Type": "application/json",
+            TELEGRAM_SECRET_HEADER: runtime.settings.telegram_secret,
+        }
+        return runtime.webhook_url, body, headers
+
+    def _answer(self, event_id: str, status: int) -> None:
+        with self._lock:
+            self.sent.answers[event_id].append(status)
+
+    def send(self, step: Step) -> None:
+        event_id = self.event_id(step)
+        if step.kind in ("resend", "crm_resend"):
+            with self._lock:
+                request = self.bodies.get(event_id)
+            if request is not None:
+                self._answer(event_id, post(*request))
+            return
+        request = self._request(step)
+        with self._lock:
+            self.sent.steps[event_id] = step
+            self.bodies[event_id] = request
+            self.sent.first_posted[event_id] = time.time()
+        if step.kind == "concurrent":  # Telegram delivering one update twice at once
+            results: list[int] = []
+            twin = threading.Thread(target=lambda: results.append(post(*request)))
+            twin.start()
+            status = post(*request)
+            twin.join()
+            for each in (status, *results):
+                self._answer(event_id, each)
+            if 200 in (status, *results):
+                return
+        for attempt in range(DELIVERY_ATTEMPTS):
+            status = post(*request)
+            self._answer(event_id, status)
+            if status == 200:
+                return
+            time.sleep(min(3.0, 0.2 * 2**attempt))
+
+    def _lane(self, lane: queue.Queue[Step | None]) -> None:
+        while (step := lane.get()) is not None:
+            try:
+                self.send(step)
+            except Exception as error:  # a sender's own bug: counted and shown, the others go on
+                self.errors.append(f"{step.path()}: {type(error).__name__}: {error}")
+
+    # -- faults --------------------------------------------------------------------------------------
+    def inject(self, step: Step) -> None:
+        runtime = self.runtime
+        assert runtime is not None
+        fakes = runtime.fakes
+        args = step.args
+        kind = step.kind
+        if kind == "telegram_5xx":
+            fakes["telegram"].add_faults({"fail_next": args["count"], "status": args["status"]})
+        elif kind == "telegram_429":
+            fakes["telegram"].add_faults(
+                {"rate_limit_next": args["count"], "retry_after": args["retry_after"]}
+            )
+        elif kind == "telegram_slow":
+            fakes["telegram"].add_faults({"hang_next": args["count"], "seconds": args["seconds"]})
+        elif kind in ("sms_error", "sms_refusal"):
+            fakes["end_user_messaging"].add_faults({"fail_next": args["count"], "status": args["status"]})
+        elif kind == "sms_timeout":
+            fakes["end_user_messaging"].add_faults({"hang_next": args["count"], "seconds": args["seconds"]})
+        elif kind == "crm_outage":
+            fakes["crm"].go_down(args["seconds"])
+        elif kind == "sns_publish_error":
+            fakes["sns"].add_faults(
+                {"fail_next": args["count"], "status": args["status"], "match": "Publish"}
+            )
+        elif kind.startswith(("dynamodb_", "sqs_")):
+            self._aws_faults("POST", {key: args[key] for key in ("target", "kind", "count")})
+        elif kind == "kill_worker":
+            processes = sorted(
+                (name, child.process.pid)
+                for name, child in runtime.children.items()
+                if name != "moto" and child.process is not None and child.exit_code is None
+            )
+            if processes:
+                _, pid = processes[args["pick"] % len(processes)]
+                os.kill(pid, signal.SIGKILL)
+        elif kind == "restart_function":
+            names = sorted(consumer.name for consumer in campaign_consumers())
+            name = names[args["pick"] % len(names)]
+            threading.Thread(target=self._restart, args=(name,), daemon=True).start()
+        self.faults[kind] += 1
+
+    def _aws_faults(self, method: str, document: dict[str, Any] | None = None) -> None:
+        """Ask moto's fault points (`local.moto_faults`) for a fault, or to clear them."""
+        assert self.runtime is not None
+        body = json.dumps(document).encode() if document is not None else None
+        url = f"{self.runtime.aws_endpoint}{AWS_FAULTS_PATH}"
+        request = urllib.request.Request(url, data=body, method=method)  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:  # noqa: S310 - loopback
+            response.read()
+
+    def _restart(self, name: str) -> None:
+        if not self._restarting.acquire(blocking=False):
+            return
+        try:
+            assert self.runtime is not None
+            self.runtime.restart_functions(name)
+        except Exception as error:  # the campaign goes on; the report shows it
+            self.errors.append(f"restart of {name}: {type(error).__name__}: {error}")
+        finally:
+            self._restarting.release()
+
+    def clear_faults(self) -> None:
+        assert self.runtime is not None
+        self._aws_faults("DELETE")
+        for name, fake in self.runtime.fakes.items():
+            fake.clear_faults()
+            if name == "crm":
+                fake.come_back()
+
+    # -- the run -------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        options = self.options
+        options.state_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        runtime = Runtime(
+            ports=Ports(),
+            settings=campaign_settings(options.workers),
+            state_dir=options.state_dir,
+            consumers=campaign_consumers(),
+        )
+        for fake in runtime.fakes.values():
+            fake.keep_every_call()
+        self.runtime = runtime
+        with runtime:
+            startup = time.monotonic() - started
+            self.say(
+                f"chaos seed {options.seed}: {options.events} events; pipeline started in {startup:.1f}s"
+            )
+            sending = self._drive()
+            self.clear_faults()
+            drain_started = time.monotonic()
+            drained = self._drain(time.monotonic() + options.drain_timeout)
+            settled = self._wait_journal_settled(time.monotonic() + 60)
+            # The operator's action: every dead letter redriven once the faults are gone (as
+            # `bin/ops dlq redrive` does), then the queues drain again.
+            self.redriven = self._redrive()
+            if self.redriven:
+                self.say(f"chaos seed {options.seed}: redrove {self.redriven}")
+                drained = self._drain(time.monotonic() + options.drain_timeout) and drained
+                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
+            drain_seconds = time.monotonic() - drain_started
+            observed = observe(runtime)
+            status = runtime.status()
+        violations = check(options.seed, self.sent, observed, rule_statuses())
+        if not drained:
+            violations.append(
+                Violation("drain", f"queues not drained in {options.drain_timeout:.0f}s", "-", options.seed)
+            )
+        return self.report(violations, observed, status, sending, drain_seconds, startup, settled)
+
+    def _drive(self) -> float:
+        # Short lanes: a step is sent soon after the plan reaches it, so faults land among the
+        # events planned around them (not all at once ahead of a backlog).
+        lanes: list[queue.Queue[Step | None]] = [queue.Queue(maxsize=2) for _ in range(LANES)]
+        threads = [
+            threading.Thread(target=self._lane, args=(lane,), name=f"chaos-lane-{i}", daemon=True)
+            for i, lane in enumerate(lanes)
+        ]
+        for thread in threads:
+            thread.start()
+        events = sum(1 for step in self.steps if not step.is_fault)
+        pace = events / (self.options.minutes * 60) if self.options.minutes else None
+        started = time.monotonic()
+        last_progress = started
+        sent_events = 0
+        for step in self.steps:
+            if step.is_fault:
+                self.inject(step)
+                continue
+            if pace is not None:
+                time.sleep(max(0.0, started + sent_events / pace - time.monotonic()))
+            key = step.args.get("chat") or step.args.get("order")
+            lane = lanes[zlib.crc32(str(key).encode()) % LANES]
+            while True:  # a timed wait, so that Ctrl-C stops the campaign while a lane is full
+                try:
+                    lane.put(step, timeout=1.0)
+                    break
+                except queue.Full:
+                    continue
+            sent_events += 1
+            self.dispatched = sent_events
+            now = time.monotonic()
+            if now - last_progress >= PROGRESS_SECONDS:
+                last_progress = now
+                self.say(self.progress_line(now - started, events))
+        for lane in lanes:
+            lane.put(None)
+        for thread in threads:
+            thread.join()
+        return time.monotonic() - started
+
+    def progress_line(self, elapsed: float, events: int) -> str:
+        with self._lock:
+            accepted = sum(1 for answers in self.sent.answers.values() if 200 in answers)
+        faults = sum(self.faults.values())
+        return (
+            f"chaos seed {self.options.seed}: {self.dispatched}/{events} events sent, {accepted} accepted,"
+            f" {faults} faults, {elapsed:.0f}s"
+        )
+
+    def _redrive(self) -> dict[str, int]:
+        """Move each DLQ's messages back to its queue (the same group, a new deduplication id)."""
+        runtime = self.runtime
+        assert runtime is not None and runtime.resources is not None
+        sqs = runtime.client("sqs")
+        moved: dict[str, int] = {}
+        for name, queue_urls in runtime.resources.queues.items():
+            fifo = queue_urls.url.endswith(".fifo")
+            while True:
+                messages = sqs.receive_message(
+                    QueueUrl=queue_urls.dlq_url,
+                    MaxNumberOfMessages=10,
+                    VisibilityTimeout=60,
+                    MessageAttributeNames=["All"],
+                    MessageSystemAttributeNames=["MessageGroupId"],
+                ).get("Messages", [])
+                if not messages:
+                    break
+                for message in messages:
+                    entry: dict[str, Any] = {"QueueUrl": queue_urls.url, "MessageBody": message["Body"]}
+                    attributes = {
+                        key: {k: v for k, v in value.items() if k in ("DataType", "StringValue")}
+                        for key, value in message.get("MessageAttributes", {}).items()
+                    }
+                    if attributes:
+                        entry["MessageAttributes"] = attributes
+                    if fifo:
+                        entry["MessageGroupId"] = message.get("Attributes", {}).get("MessageGroupId", "none")
+                        entry["MessageDeduplicationId"] = f"redrive-{message['MessageId']}"
+                    sqs.send_message(**entry)
+                    sqs.delete_message(QueueUrl=queue_urls.dlq_url, ReceiptHandle=message["ReceiptHandle"])
+                    moved[name] = moved.get(name, 0) + 1
+        return moved
+
+    def _drain(self, deadline: float) -> bool:
+        """Until the queues drain (a progress line every few seconds), or the deadline."""
+        runtime = self.runtime
+        assert runtime is not None
+        while time.monotonic() < deadline:
+            if runtime.wait_until_drained(timeout=PROGRESS_SECONDS, settle_seconds=3.0):
+                return True
+            status = runtime.status(refresh=False)
+            waiting = {name: f["queue_depth"] for name, f in status.items() if f.get("queue_depth")}
+            self.say(f"chaos seed {self.options.seed}: faults cleared, draining: {waiting}")
+        return False
+
+    def _wait_journal_settled(self, deadline: float) -> bool:
+        """Until no SMS record is pending or sending (a killed sender's lease runs out, or the
+        reconciler runs)."""
+        assert self.runtime is not None
+        while time.monotonic() < deadline:
+            records = observe(self.runtime).sms_records
+            if not any(state in ("pending", "sending") for _, state, _ in records):
+                return True
+            time.sleep(2)
+        return False
+
+    def report(
+        self,
+        violations: list[Violation],
+        observed: Any,
+        status: dict[str, dict[str, Any]],
+        sending: float,
+        drain_seconds: float,
+        startup: float,
+        settled: bool,
+    ) -> dict[str, Any]:
+        events, _ = counted(self.steps)
+        latencies = self._latencies(observed)
+        accepted = sum(1 for answers in self.sent.answers.values() if 200 in answers)
+        document = {
+            "seed": self.options.seed,
+            "events": events,
+            "events_total": sum(events.values()),
+            "faults": dict(sorted(self.faults.items())),
+            "faults_total": sum(self.faults.values()),
+            "accepted_events": accepted,
+            "webhook_answers": dict(
+                Counter(str(s) for answers in self.sent.answers.values() for s in answers)
+            ),
+            "retries": sum(int(f.get("retried", 0)) for f in status.values()),
+            "dead_letters": {name: len(events) for name, events in observed.dead.items() if events},
+            "redriven": self.redriven,
+            "dead_letter_reasons": dict(
+                Counter(reason.split(":", 1)[0] for d in observed.dead.values() for reason in d.values())
+            ),
+            "violations": [v.as_dict() for v in violations],
+            "violations_total": len(violations),
+            "sender_errors": self.errors[:20],
+            "journal_settled": settled,
+            "startup_seconds": round(startup, 1),
+            "sending_seconds": round(sending, 1),
+            "drain_seconds": round(drain_seconds, 1),
+            "throughput_events_per_second": round(accepted / max(sending + drain_seconds, 0.001), 1),
+            "latency_ms": latencies,
+            "functions": {
+                name: {
+                    k: f[k]
+                    for k in ("processed", "retried", "dead_lettered", "crashes", "restarts")
+                    if k in f
+                }
+                for name, f in status.items()
+            },
+            "workers_per_consumer": self.options.workers,
+            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "cpus": os.cpu_count(),
+        }
+        path = self.options.state_dir / REPORT_NAME
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        document["report_path"] = str(path)
+        return document
+
+    def _latencies(self, observed: Any) -> dict[str, float]:
+        """From an update's first POST to its reply at the Bot API (the first, when resent)."""
+        assert self.runtime is not None
+        first_reply: dict[tuple[int, str], float] = {}
+        for chat, text, at in observed.replies:
+            first_reply.setdefault((chat, text), at)
+        samples = []
+        for event_id, step in self.sent.steps.items():
+            if step.kind in ("message", "concurrent") and self.sent.accepted(event_id):
+                at = first_reply.get((step.args["chat"], reply_text(step.args["step"])))
+                if at is not None:
+                    samples.append((at - self.sent.first_posted[event_id]) * 1000)
+        if len(samples) < 2:
+            return {"samples": len(samples)}
+        cuts = statistics.quantiles(samples, n=100, method="inclusive")
+        return {
+            "samples": len(samples),
+            "p50": round(cuts[49], 1),
+            "p99": round(cuts[98], 1),
+            "max": round(max(samples), 1),
+        }
+
+
+def summary(document: dict[str, Any]) -> list[str]:
+    latency = document["latency_ms"]
+    lines = [
+        f"chaos seed {document['seed']}: {document['events_total']} events,"
+        f" {document['faults_total']} faults, {document['violations_total']} violations",
+        "  events: " + ", ".join(f"{k} {v}" for k, v in document["events"].items()),
+        "  faults: " + ", ".join(f"{k} {v}" for k, v in document["faults"].items()),
+        f"  accepted {document['accepted_events']}; webhook answers {document['webhook_answers']}",
+        f"  retries {document['retries']}; redriven {document['redriven'] or 0};"
+        f" dead letters after the redrive {document['dead_letters'] or 0}",
+        f"  throughput {document['throughput_events_per_second']} events/s"
+        f" (sending {document['sending_seconds']}s, drain {document['drain_seconds']}s);"
+        f" end-to-end latency p50 {latency.get('p50', '-')} ms, p99 {latency.get('p99', '-')} ms",
+        f"  report: {document['report_path']}",
+    ]
+    for violation in document["violations"]:
+        lines.append(Violation(**violation).line())
+    return lines

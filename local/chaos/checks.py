@@ -1,0 +1,216 @@
+"""The campaign's invariants, checked on what it sent (`Sent`) and what the pipeline did (`Observed`).
+
+Pure: no AWS, no HTTP. Each violation names the campaign's seed and the path of the event it is
+about (the planned step, then what happened to it at each hop), so `python -m local chaos --seed
+N` replays the same workload and faults. The invariants, once the faults stop and the queues drain:
+
+- `store`: every accepted update (answered 200 at least once) has its item, or is in store's DLQ;
+- `autoreply` (ordered, FIFO by chat): each chat's replies are its accepted messages' answers,
+  each exactly once, in the order the chat sent them; a message in the DLQ has none and holds
+  nothing after it back forever; each button press is answered exactly once (or dead-lettered);
+- `crm`: one lead per chat that sent an accepted message (the contact book's rule), never two;
+- `sms`: at most one accepted SMS per run (an order's stay in a status, begun by a real move),
+  none for a status without a rule; exactly one for the last run of each order when its status
+  has a rule, unless a record a person must decide on says so (`failed`, `unknown`) or the
+  move is in sms's DLQ (earlier runs may be stale by the time their move is handled: at most one);
+- the journal: no idempotency record left `INPROGRESS`, no SMS record left `pending` or `sending`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from local.chaos.workload import Step
+
+# The SMS records a person decides on (`ops journal`): a visible outcome, not a loss.
+DECIDE_STATES = frozenset({"failed", "unknown"})
+INTERMEDIATE_SMS_STATES = frozenset({"pending", "sending"})
+
+
+@dataclass
+class Sent:
+    """What the campaign sent, by event id: the step, and each answer it got (status, seconds)."""
+
+    steps: dict[str, Step] = field(default_factory=dict)
+    answers: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    # The first POST (wall clock) of each Telegram update, for the end-to-end latency.
+    first_posted: dict[str, float] = field(default_factory=dict)
+
+    def accepted(self, event_id: str) -> bool:
+        return 200 in self.answers.get(event_id, [])
+
+
+@dataclass
+class Observed:
+    """What the pipeline did, read once it drained (`local.chaos.observe`)."""
+
+    # (chat, text, time) of each sendMessage the Bot API accepted, in the order it received them.
+    replies: list[tuple[int, str, float]] = field(default_factory=list)
+    # callback_query_id of each answerCallbackQuery the Bot API accepted.
+    callback_answers: list[str] = field(default_factory=list)
+    # Telegram update ids with an item in the conversations table.
+    stored: set[int] = field(default_factory=set)
+    # The chat of each lead in the CRM.
+    leads: list[int] = field(default_factory=list)
+    # The text of each SMS the gateway accepted.
+    sms: list[str] = field(default_factory=list)
+    # (key, state, the run its text names) of each SMS journal record; (key, status) of each
+    # idempotency record.
+    sms_records: list[tuple[str, str, str]] = field(default_factory=list)
+    idempotency_records: list[tuple[str, str]] = field(default_factory=list)
+    # Per consumer: event id -> the reason it was dead-lettered.
+    dead: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+    path: str
+    seed: int
+
+    def line(self) -> str:
+        return f"VIOLATION {self.invariant} (seed {self.seed}): {self.detail}\n    path: {self.path}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"invariant": self.invariant, "detail": self.detail, "path": self.path, "seed": self.seed}
+
+
+def reply_text(step: int) -> str:
+    return f"step {step}"
+
+
+def customer_name(order: str, run: int) -> str:
+    """The customer's name in a move: it carries the run, so each SMS names the run it is for."""
+    return f"Chaos {order} r{run}"
+
+
+def run_of(text: str) -> str:
+    """The run an SMS (or its journal record's body) is for: the customer name it starts with."""
+    return text.split(",", 1)[0]
+
+
+def _path(sent: Sent, event_id: str, *hops: str) -> str:
+    step = sent.steps.get(event_id)
+    planned = step.path() if step is not None else f"(unplanned {event_id})"
+    answers = sent.answers.get(event_id, [])
+    return " -> ".join([planned, f"webhook answered {answers}", *hops])
+
+
+def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> list[Violation]:
+    """Every invariant (module docstring); `rules`: the statuses with an SMS rule."""
+    found: list[Violation] = []
+
+    def violation(invariant: str, detail: str, event_id: str, *hops: str) -> None:
+        dead = [
+            f"{name}'s DLQ ({events[event_id]})"
+            for name, events in observed.dead.items()
+            if event_id in events
+        ]
+        found.append(Violation(invariant, detail, _path(sent, event_id, *hops, *dead), seed))
+
+    _check_store(sent, observed, violation)
+    _check_replies(sent, observed, violation)
+    _check_leads(sent, observed, violation)
+    _check_sms(sent, observed, rules, violation)
+    for key, status in observed.idempotency_records:
+        if status == "INPROGRESS":
+            found.append(Violation("journal", f"idempotency record {key} left INPROGRESS", key, seed))
+    for key, state, _ in observed.sms_records:
+        if state in INTERMEDIATE_SMS_STATES:
+            found.append(Violation("journal", f"SMS record {key} left {state}", key, seed))
+    return found
+
+
+def _telegram(sent: Sent) -> dict[str, Step]:
+    return {
+        event_id: step
+        for event_id, step in sent.steps.items()
+        if step.kind in ("message", "concurrent", "edit", "callback") and sent.accepted(event_id)
+    }
+
+
+def _check_store(sent: Sent, observed: Observed, violation: Any) -> None:
+    dead = observed.dead.get("store", {})
+    for event_id, step in _telegram(sent).items():
+        if step.args["update"] not in observed.stored and event_id not in dead:
+            violation(
+                "store", f"update {step.args['update']} has no item and is not in store's DLQ", event_id
+            )
+
+
+def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
+    dead = observed.dead.get("autoreply", {})
+    by_chat: dict[int, list[str]] = defaultdict(list)
+    for chat, text, _ in observed.replies:
+        by_chat[chat].append(text)
+    expected: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for event_id, step in _telegram(sent).items():
+        if step.kind in ("message", "concurrent"):
+            expected[step.args["chat"]].append((event_id, reply_text(step.args["step"])))
+    for chat, messages in expected.items():
+        messages.sort(key=lambda pair: sent.steps[pair[0]].index)
+        got = by_chat.get(chat, [])
+        counts = Counter(got)
+        for event_id, text in messages:
+            if counts[text] > 1:
+                violation("autoreply", f"chat {chat} got {text!r} {counts[text]} times", event_id)
+            elif counts[text] == 0 and event_id not in dead:
+                violation("autoreply", f"chat {chat} never got {text!r}, nor is it in the DLQ", event_id)
+        wanted = [text for _, text in messages if text in counts]
+        seen = list(dict.fromkeys(got))
+        if [t for t in seen if t in set(wanted)] != wanted:
+            violation("order", f"chat {chat} got its replies out of order: {seen}", messages[0][0])
+        stray = set(counts) - {text for _, text in messages}
+        if stray:
+            violation(
+                "autoreply",
+                f"chat {chat} got replies to no accepted message: {sorted(stray)}",
+                messages[0][0],
+            )
+    answers = Counter(observed.callback_answers)
+    for event_id, step in _telegram(sent).items():
+        if step.kind == "callback":
+            count = answers[step.args["query"]]
+            if count > 1 or (count == 0 and event_id not in dead):
+                violation("autoreply", f"button press {step.args['query']} answered {count} times", event_id)
+
+
+def _check_leads(sent: Sent, observed: Observed, violation: Any) -> None:
+    dead = observed.dead.get("crm", {})
+    leads = Counter(observed.leads)
+    chats: dict[int, list[str]] = defaultdict(list)
+    for event_id, step in _telegram(sent).items():
+        if step.kind in ("message", "concurrent", "edit"):
+            chats[step.args["chat"]].append(event_id)
+    for chat, events in chats.items():
+        first = min(events, key=lambda e: sent.steps[e].index)
+        if leads[chat] > 1:
+            violation("crm", f"chat {chat} has {leads[chat]} leads", first)
+        elif leads[chat] == 0 and not any(e in dead for e in events):
+            violation("crm", f"chat {chat} has no lead, and none of its events is in crm's DLQ", first)
+
+
+def _check_sms(sent: Sent, observed: Observed, rules: frozenset[str], violation: Any) -> None:
+    dead = observed.dead.get("sms", {})
+    per_run = Counter(run_of(text) for text in observed.sms)
+    decided = {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
+    last: dict[str, Step] = {}
+    moves = {e: s for e, s in sent.steps.items() if s.kind == "crm_move" and sent.accepted(e)}
+    for step in moves.values():
+        order = step.args["order"]
+        if order not in last or step.args["run"] > last[order].args["run"]:
+            last[order] = step
+    for event_id, step in moves.items():
+        name = customer_name(step.args["order"], step.args["run"])
+        count = per_run[name]
+        status = step.args["status"]
+        if count > 1:
+            violation("sms", f"{count} SMS for one run ({status})", event_id)
+        if count and status not in rules:
+            violation("sms", f"an SMS for {status}, which has no rule", event_id)
+        is_last = last[step.args["order"]] is step
+        if is_last and status in rules and count == 0 and event_id not in dead and name not in decided:
+            violation("sms", f"no SMS for the move into {status}, nor a record to decide on", event_id)

@@ -1,0 +1,102 @@
+"""What the pipeline did, read from the running local stack once it drained: the stand-ins'
+records (Bot API calls, leads, SMS), the tables (conversations, journal) and the DLQs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from local.chaos.checks import Observed, run_of
+from local.runtime import Runtime
+from pipeline.registry import JOURNAL
+from pipeline.sms.journal import KEY_PREFIX
+
+# Bot API answers that mean the call took effect: none applied, or only a slow answer.
+TOOK_EFFECT = (None, "hang")
+
+
+def observe(runtime: Runtime) -> Observed:
+    resources = runtime.resources
+    if resources is None:
+        raise RuntimeError("the runtime has not created its resources")
+    observed = Observed()
+    for call in runtime.fakes["telegram"].calls():
+        body = call.get("body")
+        if call["fault"] not in TOOK_EFFECT or not isinstance(body, dict):
+            continue
+        if call["path"].endswith("/sendMessage"):
+            observed.replies.append((int(body["chat_id"]), str(body.get("text")), float(call["time"])))
+        elif call["path"].endswith("/answerCallbackQuery"):
+            observed.callback_answers.append(str(body.get("callback_query_id")))
+    crm = runtime.fakes["crm"]
+    leads = crm.leads() if hasattr(crm, "leads") else {}
+    observed.leads = [int(lead["telegram_user_id"]) for lead in leads.values() if "telegram_user_id" in lead]
+    eum = runtime.fakes["end_user_messaging"]
+    observed.sms = [str(message["text"]) for message in getattr(eum, "messages", list)()]
+    dynamodb = runtime.client("dynamodb")
+    if "conversations" in resources.tables:
+        for item in _scan(dynamodb, resources.tables["conversations"], "sk"):
+            sort_key = item["sk"]["S"]
+            if sort_key.startswith("update#"):
+                observed.stored.add(int(sort_key.split("#", 1)[1]))
+    for item in _scan(dynamodb, resources.tables[JOURNAL], "id, #state, #status, body", state=True):
+        key = item["id"]["S"]
+        if key.startswith(KEY_PREFIX) and "state" in item:
+            body = item.get("body", {}).get("S", "")
+            observed.sms_records.append((key, item["state"]["S"], run_of(body)))
+        elif "status" in item:
+            observed.idempotency_records.append((key, item["status"]["S"]))
+    observed.dead = dead_letters(runtime)
+    return observed
+
+
+def _scan(dynamodb: Any, table: str, projection: str, state: bool = False) -> list[dict[str, Any]]:
+    arguments: dict[str, Any] = {"TableName": table, "ProjectionExpression": projection}
+    if state:
+        arguments["ExpressionAttributeNames"] = {"#state": "state", "#status": "status"}
+    items: list[dict[str, Any]] = []
+    while True:
+        page = dynamodb.scan(**arguments)
+        items.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return items
+        arguments["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def dead_letters(runtime: Runtime) -> dict[str, dict[str, str]]:
+    """Per consumer: each dead-lettered event id and its reason, read without consuming them."""
+    assert runtime.resources is not None
+    sqs = runtime.client("sqs")
+    found: dict[str, dict[str, str]] = {}
+    for name, queue in runtime.resources.queues.items():
+        held: list[dict[str, Any]] = []
+        events: dict[str, str] = {}
+        while True:
+            batch = sqs.receive_message(
+                QueueUrl=queue.dlq_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=60,
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not batch:
+                break
+            held.extend(batch)
+            for message in batch:
+                reason = message.get("MessageAttributes", {}).get("dead_letter_reason", {}).get("StringValue")
+                events[_event_id(message["Body"])] = reason or "(no reason: moved by the redrive policy)"
+        for message in held:
+            sqs.change_message_visibility(
+                QueueUrl=queue.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+        found[name] = events
+    return found
+
+
+def _event_id(body: str) -> str:
+    try:
+        data = json.loads(body)
+        if isinstance(data, dict) and data.get("Type") == "Notification":
+            data = json.loads(data["Message"])
+    except (ValueError, KeyError, TypeError):
+        return "(unreadable)"
+    return str(data.get("event_id")) if isinstance(data, dict) else "(unreadable)"

@@ -1,0 +1,234 @@
+"""The campaign's plan: a seeded, timed list of events a user's world sends and of faults.
+
+Pure: `plan(seed, events)` is the same list for the same arguments, so a rerun replays the
+same workload and the same faults (their timing against the pipeline's own still varies: the
+pipeline runs real processes; what reproduces is what was sent and injected, and when).
+
+Events (the world): Telegram updates from many private chats (each chat's messages `/stepN` in
+order, N = 1..STEPS, so each reply names its update), resends of an update Telegram already
+delivered, the same update posted twice at once, edits, button presses; CRM orders moving
+through statuses on the generic CRM route (`POST /crm/events`), a move sometimes resent.
+
+Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx, 429 and slow
+answers; SMS gateway errors, refusals and timeouts; the CRM's outages; SNS publish errors (the
+webhook's hop); DynamoDB throttling and lost answers, SQS receive and delete failures (at
+moto's door, `local.moto_faults`); a worker process killed (SIGKILL, between any two of its
+calls); a function's processes replaced at once.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+# Each chat's messages: `/step1` .. `/stepN`; the consumer answers `/stepK` with `step K`.
+STEPS = 12
+FIRST_CHAT = 5_100_000_000
+FIRST_UPDATE = 880_000_000
+# Statuses an order moves through, never back (each move is a real transition), some with an SMS rule.
+STATUSES = ("new", "paid", "packed", "shipped", "ready_for_pickup", "delivered")
+FIRST_STATUS = "new"
+
+EVENT_WEIGHTS: dict[str, int] = {
+    "message": 50,
+    "resend": 6,
+    "concurrent": 5,
+    "edit": 5,
+    "callback": 6,
+    "crm_move": 22,
+    "crm_resend": 6,
+}
+FAULT_WEIGHTS: dict[str, int] = {
+    "telegram_5xx": 8,
+    "telegram_429": 6,
+    "telegram_slow": 6,
+    "sms_error": 5,
+    "sms_refusal": 3,
+    "sms_timeout": 2,
+    "crm_outage": 4,
+    "sns_publish_error": 5,
+    "dynamodb_throttle": 4,
+    "dynamodb_lost_answer": 4,
+    "sqs_receive_error": 3,
+    "sqs_delete_error": 3,
+    "kill_worker": 6,
+    "restart_function": 1,
+}
+# Faults per event, on average.
+FAULT_RATE = 0.06
+# How many chats and orders are open at once (new ones replace finished ones).
+OPEN_CHATS = 24
+OPEN_ORDERS = 16
+
+
+@dataclass(frozen=True)
+class Step:
+    """One planned action: an event the world sends or a fault; `args` say which."""
+
+    index: int
+    kind: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_fault(self) -> bool:
+        return self.kind in FAULT_WEIGHTS
+
+    def path(self) -> str:
+        """What it is, as a violation names it: `#12 message chat=... update=...` (never the phone)."""
+        shown = " ".join(f"{key}={value}" for key, value in sorted(self.args.items()) if key != "phone")
+        return f"#{self.index} {self.kind} {shown}".rstrip()
+
+
+@dataclass
+class _Chat:
+    chat: int
+    next_step: int = 1
+    sent: list[int] = field(default_factory=list)  # update ids of its messages
+    message_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Order:
+    order: str
+    phone: str
+    status: str = FIRST_STATUS
+    moves: int = 0
+    last_event: dict[str, Any] | None = None
+
+
+class _Planner:
+    def __init__(self, seed: int) -> None:
+        self.random = random.Random(seed)
+        self.seed = seed
+        self.update_id = FIRST_UPDATE + (seed % 1000) * 1_000_000
+        self.chat_number = 0
+        self.order_number = 0
+        self.callback_number = 0
+        self.chats: list[_Chat] = []
+        self.orders: list[_Order] = []
+
+    def next_update(self) -> int:
+        self.update_id += 1
+        return self.update_id
+
+    def chat(self) -> _Chat:
+        self.chats = [c for c in self.chats if c.next_step <= STEPS]
+        while len(self.chats) < OPEN_CHATS:
+            self.chat_number += 1
+            self.chats.append(_Chat(FIRST_CHAT + (self.seed % 1000) * 100_000 + self.chat_number))
+        return self.random.choice(self.chats)
+
+    def order(self) -> _Order:
+        self.orders = [o for o in self.orders if o.status != STATUSES[-1] and o.moves < 3]
+        while len(self.orders) < OPEN_ORDERS:
+            self.order_number += 1
+            number = self.order_number
+            self.orders.append(_Order(f"CH{self.seed}-{number}", f"+4915779{number % 1_000_000:06d}"))
+        return self.random.choice(self.orders)
+
+    def event(self, kind: str, index: int) -> Step:
+        if kind in ("resend", "edit", "callback"):
+            chat = self.random.choice([c for c in self.chats if c.sent] or [self.chat()])
+            if not chat.sent:
+                kind = "message"
+        if kind in ("message", "concurrent"):
+            chat = self.chat()
+            step = chat.next_step
+            chat.next_step += 1
+            update = self.next_update()
+            chat.sent.append(update)
+            chat.message_ids.append(step)
+            return Step(index, kind, {"chat": chat.chat, "update": update, "step": step})
+        if kind == "resend":
+            return Step(index, kind, {"chat": chat.chat, "update": self.random.choice(chat.sent)})
+        if kind == "edit":
+            message_id = self.random.choice(chat.message_ids)
+            return Step(
+                index, kind, {"chat": chat.chat, "update": self.next_update(), "message_id": message_id}
+            )
+        if kind == "callback":
+            self.callback_number += 1
+            query = f"cb{self.seed}-{self.callback_number}"
+            return Step(index, kind, {"chat": chat.chat, "update": self.next_update(), "query": query})
+        if kind == "crm_resend":
+            sent = [o for o in self.orders if o.last_event is not None]
+            if sent:
+                return Step(index, kind, dict(self.random.choice(sent).last_event or {}))
+            kind = "crm_move"
+        order = self.order()
+        later = STATUSES[STATUSES.index(order.status) + 1 :]
+        # Mostly the next status, sometimes one further (a CRM skipping a stage).
+        status = later[0] if len(later) == 1 or self.random.random() < 0.7 else self.random.choice(later[1:])
+        order.moves += 1
+        args = {
+            "order": order.order,
+            "previous": order.status,
+            "status": status,
+            "run": order.moves,
+            "phone": order.phone,
+            "event_id": f"evt-{order.order}-{order.moves}",
+        }
+        order.status = status
+        order.last_event = args
+        return Step(index, "crm_move", args)
+
+    def fault(self, kind: str, index: int) -> Step:
+        pick = self.random
+        if kind == "telegram_5xx":
+            return Step(index, kind, {"count": pick.randint(1, 3), "status": pick.choice((500, 502, 503))})
+        if kind == "telegram_429":
+            return Step(index, kind, {"count": pick.randint(1, 3), "retry_after": 1})
+        if kind == "telegram_slow":
+            return Step(
+                index, kind, {"count": pick.randint(1, 4), "seconds": round(pick.uniform(0.2, 2.0), 2)}
+            )
+        if kind == "sms_error":
+            return Step(index, kind, {"count": pick.randint(1, 2), "status": pick.choice((500, 503))})
+        if kind == "sms_refusal":
+            return Step(index, kind, {"count": 1, "status": 400})
+        if kind == "sms_timeout":
+            return Step(index, kind, {"count": 1, "seconds": 12.0})
+        if kind == "crm_outage":
+            return Step(index, kind, {"seconds": round(pick.uniform(0.5, 4.0), 1)})
+        if kind == "sns_publish_error":
+            return Step(index, kind, {"count": pick.randint(1, 6), "status": pick.choice((500, 503, 429))})
+        if kind == "dynamodb_throttle":
+            return Step(index, kind, {"target": "DynamoDB", "kind": "throttle", "count": pick.randint(1, 3)})
+        if kind == "dynamodb_lost_answer":
+            operation = pick.choice(("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "GetItem"))
+            target = f"DynamoDB_20120810.{operation}"
+            return Step(index, kind, {"target": target, "kind": "lost_answer", "count": 1})
+        if kind == "sqs_receive_error":
+            return Step(index, kind, {"target": "AmazonSQS.ReceiveMessage", "kind": "error", "count": 1})
+        if kind == "sqs_delete_error":
+            target = pick.choice(("AmazonSQS.DeleteMessage", "AmazonSQS.DeleteMessageBatch"))
+            return Step(index, kind, {"target": target, "kind": "error", "count": 1})
+        if kind == "kill_worker":
+            return Step(index, kind, {"pick": pick.randrange(1_000_000)})
+        return Step(index, kind, {"pick": pick.randrange(1_000_000)})
+
+
+def plan(seed: int, events: int, fault_rate: float = FAULT_RATE) -> list[Step]:
+    """`events` events of the world, with faults among them (about `fault_rate` per event)."""
+    planner = _Planner(seed)
+    event_kinds, event_weights = zip(*EVENT_WEIGHTS.items(), strict=True)
+    fault_kinds, fault_weights = zip(*FAULT_WEIGHTS.items(), strict=True)
+    steps: list[Step] = []
+    made = 0
+    while made < events:
+        index = len(steps)
+        if fault_rate > 0 and planner.random.random() < fault_rate:
+            steps.append(planner.fault(planner.random.choices(fault_kinds, fault_weights)[0], index))
+            continue
+        steps.append(planner.event(planner.random.choices(event_kinds, event_weights)[0], index))
+        made += 1
+    return steps
+
+
+def counted(steps: list[Step]) -> tuple[dict[str, int], dict[str, int]]:
+    """(events by kind, faults by kind)."""
+    events = Counter(s.kind for s in steps if not s.is_fault)
+    faults = Counter(s.kind for s in steps if s.is_fault)
+    return dict(sorted(events.items())), dict(sorted(faults.items()))

@@ -1,0 +1,133 @@
+"""The chaos campaign's plan and invariants (`local.chaos`), without a pipeline: a planted
+violation is reported with the campaign's seed and the event's path."""
+
+from __future__ import annotations
+
+from local.chaos.checks import Observed, Sent, Violation, check, customer_name, reply_text
+from local.chaos.workload import FAULT_WEIGHTS, Step, plan
+
+SEED = 4242
+RULES = frozenset({"shipped", "ready_for_pickup"})
+CHAT = 777
+
+
+def message(index: int, update: int, step: int) -> Step:
+    return Step(index, "message", {"chat": CHAT, "update": update, "step": step})
+
+
+def move(index: int, run: int, previous: str, status: str) -> Step:
+    args = {"order": "O-1", "previous": previous, "status": status, "run": run, "phone": "+4915770000001"}
+    return Step(index, "crm_move", {**args, "event_id": f"evt-O-1-{run}"})
+
+
+def sent_of(*steps: Step) -> Sent:
+    sent = Sent()
+    for step in steps:
+        key = (
+            f"crm:{step.args['event_id']}" if step.kind == "crm_move" else f"telegram:1:{step.args['update']}"
+        )
+        sent.steps[key] = step
+        sent.answers[key].append(200)
+    return sent
+
+
+def healthy() -> tuple[Sent, Observed]:
+    """Two messages of one chat and an order moved twice, each with exactly its effects."""
+    sent = sent_of(
+        message(0, 10, 1), message(1, 11, 2), move(2, 1, "new", "paid"), move(3, 2, "paid", "shipped")
+    )
+    observed = Observed(
+        replies=[(CHAT, reply_text(1), 1.0), (CHAT, reply_text(2), 2.0)],
+        stored={10, 11},
+        leads=[CHAT],
+        sms=[f"{customer_name('O-1', 2)}, your order O-1 has been shipped."],
+        sms_records=[("sms#k", "accepted", customer_name("O-1", 2))],
+        idempotency_records=[("autoreply#a", "COMPLETED")],
+    )
+    return sent, observed
+
+
+def test_a_run_with_every_effect_exactly_once_and_in_order_has_no_violation() -> None:
+    sent, observed = healthy()
+    assert check(SEED, sent, observed, RULES) == []
+
+
+def test_a_duplicated_reply_is_reported_with_the_seed_and_the_events_path() -> None:
+    sent, observed = healthy()
+    observed.replies.append((CHAT, reply_text(2), 3.0))  # the planted duplicate effect
+
+    violations = check(SEED, sent, observed, RULES)
+
+    assert [(v.invariant, v.seed) for v in violations] == [("autoreply", SEED)]
+    assert violations[0].path.startswith(f"#1 message chat={CHAT} step=2 update=11 -> webhook answered [200]")
+    assert f"seed {SEED}" in violations[0].line() and "path: #1 message" in violations[0].line()
+
+
+def test_a_violations_path_names_the_dlq_and_reason_an_event_sits_in() -> None:
+    sent, observed = healthy()
+    observed.replies.append((CHAT, reply_text(1), 3.0))
+    observed.dead["crm"] = {"telegram:1:10": "retries exhausted after 8 attempts: CRM down"}
+
+    [violation] = check(SEED, sent, observed, RULES)
+
+    assert violation.path.endswith("-> crm's DLQ (retries exhausted after 8 attempts: CRM down)")
+
+
+def test_replies_out_of_a_chats_order_are_a_violation_of_order() -> None:
+    sent, observed = healthy()
+    observed.replies.reverse()
+    assert [v.invariant for v in check(SEED, sent, observed, RULES)] == ["order"]
+
+
+def test_a_lost_effect_is_a_violation_unless_the_event_is_in_its_consumers_dlq() -> None:
+    sent, observed = healthy()
+    observed.stored.discard(11)
+    assert [v.invariant for v in check(SEED, sent, observed, RULES)] == ["store"]
+    observed.dead["store"] = {"telegram:1:11": "PermanentError: poison"}
+    assert check(SEED, sent, observed, RULES) == []
+
+
+def test_sms_twice_for_one_run_none_for_the_last_due_one_and_one_without_a_rule_are_violations() -> None:
+    sent, observed = healthy()
+    observed.sms = [observed.sms[0], observed.sms[0]]
+    assert [v.detail for v in check(SEED, sent, observed, RULES)] == ["2 SMS for one run (shipped)"]
+    observed.sms = [f"{customer_name('O-1', 1)}, your order O-1 is paid."]
+    details = sorted(v.detail for v in check(SEED, sent, observed, RULES))
+    assert details == [
+        "an SMS for paid, which has no rule",
+        "no SMS for the move into shipped, nor a record to decide on",
+    ]
+    # A record a person must decide on is a visible outcome, not a loss.
+    observed.sms = []
+    observed.sms_records = [("sms#k", "unknown", customer_name("O-1", 2))]
+    assert check(SEED, sent, observed, RULES) == []
+
+
+def test_a_journal_record_left_in_an_intermediate_state_is_a_violation() -> None:
+    sent, observed = healthy()
+    observed.idempotency_records.append(("store#b", "INPROGRESS"))
+    observed.sms_records.append(("sms#l", "sending", "x"))
+    assert sorted(v.detail for v in check(SEED, sent, observed, RULES)) == [
+        "SMS record sms#l left sending",
+        "idempotency record store#b left INPROGRESS",
+    ]
+
+
+def test_two_leads_for_one_chat_are_a_violation() -> None:
+    sent, observed = healthy()
+    observed.leads.append(CHAT)
+    assert [v.invariant for v in check(SEED, sent, observed, RULES)] == ["crm"]
+
+
+def test_the_same_seed_plans_the_same_events_and_faults_and_another_seed_others() -> None:
+    first = plan(SEED, 500)
+    assert first == plan(SEED, 500)
+    assert first != plan(SEED + 1, 500)
+    assert sum(1 for step in first if not step.is_fault) == 500
+    assert {step.kind for step in first if step.is_fault} <= set(FAULT_WEIGHTS)
+
+
+def test_a_steps_path_never_shows_a_phone_number() -> None:
+    moves = [step for step in plan(SEED, 300) if step.kind == "crm_move"]
+    assert moves and all(step.args["phone"] not in step.path() for step in moves)
+    assert Violation("sms", "x", moves[0].path(), SEED).as_dict()["path"] == moves[0].path()
