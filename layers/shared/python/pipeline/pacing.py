@@ -4,9 +4,10 @@ Telegram's limits (https://core.telegram.org/bots/faq, `infra.limits`): about 30
 for the whole bot, one a second in a chat, 20 a minute in a group; past them it answers 429 with
 `retry_after`. A consumer runs in at most `max_concurrency` Lambda environments at once (its
 event source's MaximumConcurrency), each handling one batch at a time. So the bot's budget is
-split between them, in one place: the registry gives each sending consumer the environment
-variable `TELEGRAM_SENDS_PER_SECOND` = `HEADROOM x TELEGRAM_MESSAGES_PER_SECOND / max_concurrency`
-(`send_rate`, checked by `Consumer`), and each environment's `Pacer` spaces its message sends by
+split between them, in one place: the registry gives each sending consumer
+(`sends_to_telegram`) the environment variable `TELEGRAM_SENDS_PER_SECOND` =
+`HEADROOM x TELEGRAM_MESSAGES_PER_SECOND / max_concurrency` (`send_rate`, derived by `Consumer`
+from its `max_concurrency`), and each environment's `Pacer` spaces its message sends by
 that rate: all of them together stay under the global limit however the load falls, with no
 shared state to pay for (a DynamoDB token bucket would cost a conditional write per message and
 a hot key the whole bot writes to). The price: a consumer running in fewer environments than
