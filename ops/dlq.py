@@ -416,9 +416,9 @@ def _move_with_task(queues: ConsumerQueues, timeout_seconds: float, ctx: Context
         time.sleep(2)
 
 
-def _receive_for_move(queues: ConsumerQueues) -> list[dict[str, Any]]:
+def _receive_for_move(queues: ConsumerQueues, sqs: Any | None = None) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = (
-        _sqs()
+        (sqs or _sqs())
         .receive_message(
             QueueUrl=queues.dlq_url,
             MaxNumberOfMessages=SQS_BATCH,
@@ -432,8 +432,11 @@ def _receive_for_move(queues: ConsumerQueues) -> list[dict[str, Any]]:
     return messages
 
 
-def _send_back(queues: ConsumerQueues, messages: list[dict[str, Any]], moved: int) -> int:
+def _send_back(
+    queues: ConsumerQueues, messages: list[dict[str, Any]], moved: int, sqs: Any | None = None
+) -> int:
     """Send received DLQ messages to the source queue, delete only what was sent; how many."""
+    sqs = sqs or _sqs()
     entries = []
     for i, message in enumerate(messages):
         entry: dict[str, Any] = {"Id": str(i), "MessageBody": message["Body"]}
@@ -450,11 +453,11 @@ def _send_back(queues: ConsumerQueues, messages: list[dict[str, Any]], moved: in
             entry["MessageGroupId"] = group or "no-group"
             entry["MessageDeduplicationId"] = f"redrive-{uuid.uuid4().hex}"
         entries.append(entry)
-    sent = _sqs().send_message_batch(QueueUrl=queues.queue_url, Entries=entries)
+    sent = sqs.send_message_batch(QueueUrl=queues.queue_url, Entries=entries)
     sent_ids = {int(s["Id"]) for s in sent.get("Successful", [])}
     done = [messages[i] for i in sorted(sent_ids)]
     if done:
-        _sqs().delete_message_batch(
+        sqs.delete_message_batch(
             QueueUrl=queues.dlq_url,
             Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
         )
@@ -468,14 +471,15 @@ def _send_back(queues: ConsumerQueues, messages: list[dict[str, Any]], moved: in
     return len(done)
 
 
-def _move_by_hand(queues: ConsumerQueues) -> int:
-    """Receive from the DLQ, send to the source queue, delete only what was sent."""
+def move_by_hand(queues: ConsumerQueues, sqs: Any | None = None) -> int:
+    """Receive from the DLQ, send to the source queue, delete only what was sent; how many.
+    `sqs`: a client of the caller's (the chaos campaign's operator, on its own runtime)."""
     moved = 0
     while True:
-        messages = _receive_for_move(queues)
+        messages = _receive_for_move(queues, sqs)
         if not messages:
             return moved
-        moved += _send_back(queues, messages, moved)
+        moved += _send_back(queues, messages, moved, sqs)
 
 
 def _move_one(queues: ConsumerQueues, message_id: str) -> bool:
@@ -524,5 +528,5 @@ def redrive(ctx: Context) -> None:
             ctx.line("a FIFO DLQ: moving by receive, send (same group, new deduplication id), delete")
         else:
             ctx.line("StartMessageMoveTask is not available here; moving by receive, send, delete")
-        moved = _move_by_hand(queues)
+        moved = move_by_hand(queues)
     ctx.line(f"moved {moved} message(s) from the {queues.consumer} DLQ to its queue")

@@ -38,6 +38,8 @@ from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
 from local.settings import PROJECT_ROOT, LocalSettings
 from local.stack import DEFAULT_STATE_DIR
+from ops.dlq import move_by_hand
+from ops.stack import ConsumerQueues
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.envelope import crm_event_id, telegram_event_id
 from pipeline.registry import Consumer, RetryPolicy, by_name
@@ -434,37 +436,16 @@ class Campaign:
         )
 
     def _redrive(self) -> dict[str, int]:
-        """Move each DLQ's messages back to its queue (the same group, a new deduplication id)."""
+        """The operator's redrive (`bin/ops dlq redrive`'s move): each DLQ's messages back to its
+        queue (a FIFO one's in the same group, under a new deduplication id)."""
         runtime = self.runtime
         assert runtime is not None and runtime.resources is not None
         sqs = runtime.client("sqs")
         moved: dict[str, int] = {}
         for name, queue_urls in runtime.resources.queues.items():
-            fifo = queue_urls.url.endswith(".fifo")
-            while True:
-                messages = sqs.receive_message(
-                    QueueUrl=queue_urls.dlq_url,
-                    MaxNumberOfMessages=10,
-                    VisibilityTimeout=60,
-                    MessageAttributeNames=["All"],
-                    MessageSystemAttributeNames=["MessageGroupId"],
-                ).get("Messages", [])
-                if not messages:
-                    break
-                for message in messages:
-                    entry: dict[str, Any] = {"QueueUrl": queue_urls.url, "MessageBody": message["Body"]}
-                    attributes = {
-                        key: {k: v for k, v in value.items() if k in ("DataType", "StringValue")}
-                        for key, value in message.get("MessageAttributes", {}).items()
-                    }
-                    if attributes:
-                        entry["MessageAttributes"] = attributes
-                    if fifo:
-                        entry["MessageGroupId"] = message.get("Attributes", {}).get("MessageGroupId", "none")
-                        entry["MessageDeduplicationId"] = f"redrive-{message['MessageId']}"
-                    sqs.send_message(**entry)
-                    sqs.delete_message(QueueUrl=queue_urls.dlq_url, ReceiptHandle=message["ReceiptHandle"])
-                    moved[name] = moved.get(name, 0) + 1
+            count = move_by_hand(ConsumerQueues(name, queue_urls.url, queue_urls.dlq_url), sqs)
+            if count:
+                moved[name] = count
         return moved
 
     def _drain(self, deadline: float) -> bool:
