@@ -15,7 +15,12 @@ SQS's rules, which `receive_in_order` keeps:
   - a receive may return several messages of one group, in order;
   - receives are atomic: no message goes to two receives at once.
 Everything else is moto's: the visibility timeout, the redrive to the DLQ on the receive after
-`maxReceiveCount`, the retention check, the long poll.
+`maxReceiveCount`, the retention check.
+
+A long poll that finds nothing to take waits for a change to its queue (a message sent, deleted or
+made visible early), or a tick for visibility and delays that run out. moto's wait returns at once
+while any message is visible, so on a FIFO queue whose visible messages all sit in locked groups
+each waiting poller spun through receive passes for its whole 20 s: most of the server's CPU.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ from typing import Any
 
 # One receive pass at a time, across every queue (a pass is a walk of one queue, sub-millisecond).
 RECEIVE_PASS = threading.Lock()
+# The longest a waiting poll goes without a pass: the delay before it sees a message whose
+# visibility timeout or delay ran out (every other change wakes it at once).
+TICK_SECONDS = 0.5
+# What `receive_as_sqs_does` replaces (a test puts them back).
+SQS_BACKEND_METHODS = ("receive_message", "delete_message", "change_message_visibility")
+QUEUE_METHODS = ("add_message",)
 
 
 def receive_in_order(
@@ -42,11 +53,31 @@ def receive_in_order(
     queue = self.get_queue(queue_name)
     polling_end = models.unix_time() + wait_seconds_timeout
     while True:
+        seen = changes(queue)
         with RECEIVE_PASS:
             result = _receive_pass(self, queue, count, visibility_timeout, message_attribute_names or [])
-        if result or not wait_seconds_timeout or models.unix_time() > polling_end:
+        remaining = polling_end - models.unix_time()
+        if result or not wait_seconds_timeout or remaining <= 0:
             return result
-        queue.wait_for_messages(1)
+        wait_for_a_change(queue, seen, min(TICK_SECONDS, remaining))
+
+
+def changes(queue: Any) -> int:
+    """How many times the queue has changed (`_changed`): a poll waits only if none came since its pass."""
+    return int(getattr(queue, "_local_changes", 0))
+
+
+def wait_for_a_change(queue: Any, seen: int, seconds: float) -> None:
+    """Until the queue changes after `seen`, or `seconds` pass."""
+    with queue._messages_lock:
+        if changes(queue) == seen:
+            queue._messages_lock.wait(timeout=seconds)
+
+
+def _changed(queue: Any) -> None:
+    with queue._messages_lock:
+        queue._local_changes = changes(queue) + 1
+        queue._messages_lock.notify_all()
 
 
 def _receive_pass(
@@ -95,7 +126,27 @@ def _receive_pass(
 
 
 def receive_as_sqs_does() -> None:
-    """Replace moto's `SQSBackend.receive_message` with `receive_in_order` (in this process)."""
-    from moto.sqs.models import SQSBackend
+    """Replace moto's `SQSBackend.receive_message` with `receive_in_order`, and make each send,
+    delete and visibility change wake the queue's waiting polls (in this process)."""
+    from moto.sqs.models import Queue, SQSBackend
 
     SQSBackend.receive_message = receive_in_order  # type: ignore[method-assign]
+    add_message = Queue.add_message
+    delete_message = SQSBackend.delete_message
+    change_visibility = SQSBackend.change_message_visibility
+
+    def add_and_wake(self: Queue, message: Any) -> None:
+        add_message(self, message)
+        _changed(self)
+
+    def delete_and_wake(self: SQSBackend, queue_name: str, receipt_handle: str) -> None:
+        delete_message(self, queue_name, receipt_handle)
+        _changed(self.get_queue(queue_name))
+
+    def change_visibility_and_wake(self: SQSBackend, queue_name: str, *args: Any, **kwargs: Any) -> None:
+        change_visibility(self, queue_name, *args, **kwargs)
+        _changed(self.get_queue(queue_name))
+
+    Queue.add_message = add_and_wake  # type: ignore[method-assign]
+    SQSBackend.delete_message = delete_and_wake  # type: ignore[method-assign]
+    SQSBackend.change_message_visibility = change_visibility_and_wake  # type: ignore[method-assign]

@@ -1,4 +1,4 @@
-"""The local moto server makes each DynamoDB item write whole (`local.moto_process`), as DynamoDB does.
+"""The local moto server makes each DynamoDB item write whole (`local.moto_dynamodb`), as DynamoDB does.
 
 moto's `UpdateItem` of an item that does not exist yet reads it, creates it, then sets the
 attributes: two at once (the `store` and `ai` consumers on one conversation item) both create it,
@@ -16,7 +16,7 @@ import pytest
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
 
-from local.moto_process import DYNAMODB_ITEM_WRITES, make_dynamodb_item_writes_atomic
+from local.moto_dynamodb import DYNAMODB_ITEM_WRITES, make_dynamodb_item_writes_atomic
 from pipeline import aws
 from tests.unit.consumer_support import CONVERSATIONS_TABLE as TABLE
 

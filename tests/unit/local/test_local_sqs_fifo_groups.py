@@ -5,8 +5,8 @@ flight; a group's messages are delivered strictly in order; a receive may return
 of one group, in order; no message goes to two receives.
 
 In-process moto with the local server's patches (`local.moto_process.apply_patches`) on a clock
-of the test's own: a long poll's one-second waits advance it instead of sleeping, so the order in
-which messages become visible during a poll is certain, not a matter of machine load.
+of the test's own: a long poll's waits advance it by their length instead of sleeping, so the
+order in which messages become visible during a poll is certain, not a matter of machine load.
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, SQSBackend
 
-from local.moto_process import DYNAMODB_ITEM_WRITES, apply_patches
+from local import sqs_receive
+from local.moto_dynamodb import DYNAMODB_ITEM_WRITES
+from local.moto_process import apply_patches
 from local.resources import FIFO_QUEUE_ATTRIBUTES
+from local.sqs_receive import QUEUE_METHODS, SQS_BACKEND_METHODS
 
 MAX_RECEIVES = 3
 
@@ -51,18 +54,26 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(sqs_models, "unix_time", clock.seconds)
     monkeypatch.setattr(sqs_models, "unix_time_millis", clock.millis)
 
-    def wait_for_messages(self: Queue, timeout: int) -> None:
-        clock.advance(timeout)
+    def wait_for_a_change(queue: Queue, seen: int, seconds: float) -> None:
+        clock.advance(seconds)
 
-    monkeypatch.setattr(Queue, "wait_for_messages", wait_for_messages)
+    monkeypatch.setattr(sqs_receive, "wait_for_a_change", wait_for_a_change)
     return clock
 
 
 @pytest.fixture
-def sqs(aws_env: None, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def sqs(clock: FakeClock, patched_sqs: Any) -> Any:
+    """The patched SQS on the test's clock."""
+    return patched_sqs
+
+
+@pytest.fixture
+def patched_sqs(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """In-process moto patched as the local server is; what the patches replace comes back after."""
-    for name in ("receive_message", "is_message_valid_based_on_retention_period"):
+    for name in (*SQS_BACKEND_METHODS, "is_message_valid_based_on_retention_period"):
         monkeypatch.setattr(SQSBackend, name, getattr(SQSBackend, name))
+    for name in QUEUE_METHODS:
+        monkeypatch.setattr(Queue, name, getattr(Queue, name))
     monkeypatch.setattr(Queue, "pending_message_groups", Queue.pending_message_groups)
     for name in DYNAMODB_ITEM_WRITES:
         monkeypatch.setattr(DynamoDBBackend, name, getattr(DynamoDBBackend, name))
@@ -200,3 +211,64 @@ def test_concurrent_receives_never_share_a_group_or_a_message(sqs: Any) -> None:
     for index, groups in enumerate(groups_per_receive):
         for other in groups_per_receive[index + 1 :]:
             assert not groups & other
+
+
+class Passes:
+    """Counts receive passes, and tells when a poll starts to wait."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        self.waiting = threading.Event()
+        receive_pass, wait = sqs_receive._receive_pass, sqs_receive.wait_for_a_change
+
+        def counted(*args: Any) -> Any:
+            self.count += 1
+            return receive_pass(*args)
+
+        def wait_and_tell(*args: Any) -> None:
+            self.waiting.set()
+            wait(*args)
+
+        monkeypatch.setattr(sqs_receive, "_receive_pass", counted)
+        monkeypatch.setattr(sqs_receive, "wait_for_a_change", wait_and_tell)
+
+
+def test_a_long_poll_on_a_locked_group_waits_instead_of_spinning(
+    patched_sqs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's wait returns at once while any message is visible: a poll whose visible messages all
+    sit in a locked group made thousands of passes a second. On the real clock; a loaded machine
+    makes fewer passes, never more."""
+    url, _ = fifo_queue(patched_sqs)
+    send(patched_sqs, url, ("G", "m1"), ("G", "m2"))
+    assert bodies(receive(patched_sqs, url, count=1)) == ["m1"]  # G is locked; m2 stays visible
+    passes = Passes(monkeypatch)
+
+    assert receive(patched_sqs, url, wait=1) == []
+    assert passes.count <= 1 / sqs_receive.TICK_SECONDS + 2
+
+
+@pytest.mark.parametrize("release", ["delete", "make_visible"])
+def test_a_waiting_poll_wakes_when_its_group_is_released(
+    patched_sqs: Any, monkeypatch: pytest.MonkeyPatch, release: str
+) -> None:
+    """With ticks longer than the poll, only the release itself can end the wait early."""
+    monkeypatch.setattr(sqs_receive, "TICK_SECONDS", 60.0)
+    url, _ = fifo_queue(patched_sqs)
+    send(patched_sqs, url, ("G", "m1"), ("G", "m2"))
+    (head,) = receive(patched_sqs, url, count=1)
+    passes = Passes(monkeypatch)
+    got: list[list[str]] = []
+    poll = threading.Thread(target=lambda: got.append(bodies(receive(patched_sqs, url, wait=20))))
+    poll.start()
+    assert passes.waiting.wait(10)
+    if release == "delete":
+        patched_sqs.delete_message(QueueUrl=url, ReceiptHandle=head["ReceiptHandle"])
+    else:
+        patched_sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=head["ReceiptHandle"], VisibilityTimeout=0
+        )
+    poll.join(10)
+
+    assert not poll.is_alive(), "the poll slept on through the release"
+    assert got == [["m2"] if release == "delete" else ["m1", "m2"]]
