@@ -51,8 +51,10 @@ def _chunks(items: list[Any], size: int = SQS_BATCH) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
-def _attributes(queue_url: str, *names: str) -> dict[str, str]:
-    return dict(_sqs().get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(names))["Attributes"])
+def _attributes(queue_url: str, *names: str, sqs: Any | None = None) -> dict[str, str]:
+    return dict(
+        (sqs or _sqs()).get_queue_attributes(QueueUrl=queue_url, AttributeNames=list(names))["Attributes"]
+    )
 
 
 # -- list ------------------------------------------------------------------------------------------
@@ -113,8 +115,8 @@ def _groups_from_sample(queue_url: str) -> list[str]:
     )
 
 
-def _depth(queue_url: str) -> int:
-    return int(_attributes(queue_url, "ApproximateNumberOfMessages")["ApproximateNumberOfMessages"])
+def _depth(queue_url: str, sqs: Any | None = None) -> int:
+    return int(_attributes(queue_url, "ApproximateNumberOfMessages", sqs=sqs)["ApproximateNumberOfMessages"])
 
 
 @dataclass(frozen=True)
@@ -416,12 +418,14 @@ def _move_with_task(queues: ConsumerQueues, timeout_seconds: float, ctx: Context
         time.sleep(2)
 
 
-def _receive_for_move(queues: ConsumerQueues, sqs: Any | None = None) -> list[dict[str, Any]]:
+def _receive_for_move(
+    queues: ConsumerQueues, sqs: Any | None = None, limit: int = SQS_BATCH
+) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = (
         (sqs or _sqs())
         .receive_message(
             QueueUrl=queues.dlq_url,
-            MaxNumberOfMessages=SQS_BATCH,
+            MaxNumberOfMessages=min(SQS_BATCH, limit),
             VisibilityTimeout=60,
             WaitTimeSeconds=1,
             MessageAttributeNames=["All"],
@@ -473,13 +477,20 @@ def _send_back(
 
 def move_by_hand(queues: ConsumerQueues, sqs: Any | None = None) -> int:
     """Receive from the DLQ, send to the source queue, delete only what was sent; how many.
-    `sqs`: a client of the caller's (the chaos campaign's operator, on its own runtime)."""
+
+    Only as many as the DLQ held when the move began (what the operator confirmed), as a move
+    task's `ApproximateNumberOfMessagesToMove` is: a record its consumer dead-letters again at once
+    (an SMS the gateway refused for good) comes back while the move runs, and a move until the DLQ
+    is empty never ended. `sqs`: a client of the caller's (the chaos campaign's operator)."""
+    sqs = sqs or _sqs()
+    to_move = _depth(queues.dlq_url, sqs)
     moved = 0
-    while True:
-        messages = _receive_for_move(queues, sqs)
+    while moved < to_move:
+        messages = _receive_for_move(queues, sqs, limit=to_move - moved)
         if not messages:
             return moved
         moved += _send_back(queues, messages, moved, sqs)
+    return moved
 
 
 def _move_one(queues: ConsumerQueues, message_id: str) -> bool:

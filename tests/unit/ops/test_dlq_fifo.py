@@ -4,10 +4,13 @@ and a redrive keeps each message's group and order under a new deduplication id.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.sqs.models import Queue, sqs_backends
 
 from local.resources import FIFO_QUEUE_ATTRIBUTES
 from ops.outputs import OutputKey
@@ -100,3 +103,35 @@ def test_redrive_keeps_group_and_order_under_a_new_deduplication_id(deployed: De
         "telegram:default:chat:7": [envelope_body(20)],
     }
     assert sqs.receive_message(QueueUrl=deployed.dlq_urls[ORDERED]).get("Messages", []) == []
+
+
+def test_a_redrive_of_records_dead_lettered_again_at_once_moves_what_the_dlq_held_and_ends(
+    deployed: Deployed, run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the chaos campaign (seed 7): SMS the gateway refused for good go back to the DLQ
+    as soon as they are redriven, and a move until the DLQ is empty never ended. A move task moves
+    the messages there when it starts (ApproximateNumberOfMessagesToMove); so does this one."""
+    for update_id in (10, 11, 12):
+        dead_letter_in_chat(deployed, update_id, chat=42)
+    source, dlq = (
+        url.rsplit("/", 1)[1] for url in (deployed.queue_urls[ORDERED], deployed.dlq_urls[ORDERED])
+    )
+    add_message = Queue.add_message
+    again: list[str] = []
+
+    def consumer_dead_letters_it_again(self: Queue, message: Any) -> None:
+        if self.name != source:
+            add_message(self, message)
+            return
+        again.append(message.body)
+        assert len(again) <= 30, "the redrive goes on moving what it moved already"
+        dead_letters = next(b for b in sqs_backends[DEFAULT_ACCOUNT_ID].values() if dlq in b.queues)
+        add_message(dead_letters.queues[dlq], message)
+
+    monkeypatch.setattr(Queue, "add_message", consumer_dead_letters_it_again)
+
+    result = run("dlq", "redrive", "--yes", ORDERED)
+
+    assert result.code == 0, result.err
+    assert "moved 3 message(s)" in result.out
+    assert sorted(again) == sorted(envelope_body(n) for n in (10, 11, 12))
