@@ -12,6 +12,12 @@ campaign's journal holds tens of thousands of items, so each transaction cost mo
 and the server grew to 23 GB until the kernel killed it. Here a transaction backs up only the items
 it names and puts them back when it is cancelled: the same outcome, since under the lock nothing
 else writes while it runs.
+
+moto's `Query` starts from every item of the table, sorted by its key with `DynamoType`
+comparisons, then filters and sorts the matches again by the index's keys and the table's: the
+reconciler's `by_state` queries sorted the whole journal every few seconds. A query here starts
+from the items unsorted (its own sort orders the matches completely), and a scan's sort compares
+the keys' values once computed, in the same order.
 """
 
 from __future__ import annotations
@@ -59,6 +65,46 @@ def make_dynamodb_item_writes_atomic() -> None:
     DynamoDBBackend.transact_write_items = transact_backing_up_its_items  # type: ignore[method-assign]
     for name in DYNAMODB_ITEM_WRITES:
         setattr(DynamoDBBackend, name, locked(getattr(DynamoDBBackend, name)))
+
+
+# What `query_without_sorting_the_table` replaces on moto's `Table` (a test puts them back).
+TABLE_READS = ("query", "all_items")
+_in_query = threading.local()
+
+
+def query_without_sorting_the_table() -> None:
+    """A query starts from the table's items unsorted; a scan sorts them on computed keys (module
+    docstring)."""
+    from moto.dynamodb.models.table import Table
+
+    query = Table.query
+
+    def query_unsorted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _in_query.active = True
+        try:
+            return query(self, *args, **kwargs)
+        finally:
+            _in_query.active = False
+
+    def all_items(self: Any) -> list[Any]:
+        items = [
+            item
+            for hash_set in self.items.values()
+            for item in (hash_set.values() if self.range_key_attr else (hash_set,))
+        ]
+        if getattr(_in_query, "active", False):
+            return items
+        # moto's order: (hash, range) when the item has a range key, else hash; compared as
+        # DynamoType compares, on `cast_value`.
+        return sorted(items, key=_table_order)
+
+    def _table_order(item: Any) -> Any:
+        if item.range_key:
+            return (item.hash_key.cast_value, item.range_key.cast_value)
+        return item.hash_key.cast_value
+
+    Table.query = query_unsorted  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
 
 
 def _save_named_items(backend: Any, transact_items: list[dict[str, Any]]) -> list[Saved]:

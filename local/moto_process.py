@@ -17,7 +17,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import make_server
 
 from local.lambda_host import EXIT_STOPPED, StatusChannel, Stopper, exit_now, quiet_interrupts
-from local.moto_dynamodb import make_dynamodb_item_writes_atomic
+from local.moto_dynamodb import make_dynamodb_item_writes_atomic, query_without_sorting_the_table
 from local.moto_faults import FaultyAws
 from local.sqs_receive import receive_as_sqs_does
 
@@ -70,6 +70,7 @@ def apply_patches() -> None:
     check_retention_without_recounting()
     receive_as_sqs_does()
     make_dynamodb_item_writes_atomic()
+    query_without_sorting_the_table()
     route_each_host_once()
 
 

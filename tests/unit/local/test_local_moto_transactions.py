@@ -1,9 +1,10 @@
-"""A transaction on the local moto server backs up only its own items (`local.moto_dynamodb`).
+"""Transactions and queries on the local moto server cost what their items cost (`local.moto_dynamodb`).
 
 moto deep-copies every table a `TransactWriteItems` names, before it runs, to roll back a
 cancelled one: the journal's whole table, once per transaction. A long campaign's moto server grew
-to 23 GB on those copies and was killed. The outcome must stay DynamoDB's: a cancelled
-transaction changes nothing, a completed one changes each item it names.
+to 23 GB on those copies and was killed. And each query sorted the whole table first. The outcome
+must stay DynamoDB's: a cancelled transaction changes nothing, a completed one changes each item
+it names, a query's pages and a scan's come in the same order.
 """
 
 from __future__ import annotations
@@ -13,11 +14,20 @@ from typing import Any
 
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 
-from local.moto_dynamodb import DYNAMODB_ITEM_WRITES, make_dynamodb_item_writes_atomic
+from local.moto_dynamodb import (
+    DYNAMODB_ITEM_WRITES,
+    TABLE_READS,
+    make_dynamodb_item_writes_atomic,
+    query_without_sorting_the_table,
+)
 from pipeline import aws
+from pipeline.sms.journal import BY_STATE_INDEX
 from tests.unit.consumer_support import CONVERSATIONS_TABLE as TABLE
+from tests.unit.consumer_support import JOURNAL_TABLE
+from tests.unit.sms.conftest import add_by_state_index
 
 
 def key(n: int) -> dict[str, Any]:
@@ -129,3 +139,76 @@ def test_unpatched_moto_copies_the_whole_table(moto_aws: None, tables_copied: li
     client.transact_write_items(TransactItems=[put(1, "x")])
 
     assert len(tables_copied) == 1
+
+
+# -- queries -----------------------------------------------------------------------------------------
+STATES = ("pending", "sending", "accepted")
+
+
+@pytest.fixture
+def journal(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The journal with its `by_state` index and 300 records, most `accepted`; moto's own reads
+    come back after the test."""
+    for name in TABLE_READS:
+        monkeypatch.setattr(Table, name, getattr(Table, name))
+    client = aws.client("dynamodb")
+    add_by_state_index(client)
+    for n in reversed(range(300)):  # written out of key order
+        state = STATES[0 if n % 50 == 0 else 1 if n % 60 == 0 else 2]
+        since = f"2026-12-03T04:{n % 60:02d}:00.000Z"
+        client.put_item(
+            TableName=JOURNAL_TABLE,
+            Item={"id": {"S": f"sms#{n:04d}"}, "sms_state": {"S": state}, "state_since": {"S": since}},
+        )
+    return client
+
+
+def every_page(client: Any, state: str, forward: bool) -> list[list[str]]:
+    query = {
+        "TableName": JOURNAL_TABLE,
+        "IndexName": BY_STATE_INDEX,
+        "KeyConditionExpression": "sms_state = :s AND state_since > :t",
+        "ExpressionAttributeValues": {":s": {"S": state}, ":t": {"S": "2026-12-03T04:00:00.000Z"}},
+        "ScanIndexForward": forward,
+        "Limit": 2,
+    }
+    pages = []
+    while True:
+        page = client.query(**query)
+        pages.append([item["id"]["S"] for item in page["Items"]])
+        if "LastEvaluatedKey" not in page:
+            return pages
+        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@pytest.fixture
+def comparisons(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times two `DynamoType`s are ordered."""
+    counted: list[int] = []
+    less_than = DynamoType.__lt__
+
+    def counting(self: DynamoType, other: DynamoType) -> bool:
+        counted.append(1)
+        return less_than(self, other)
+
+    monkeypatch.setattr(DynamoType, "__lt__", counting)
+    return counted
+
+
+def test_an_index_query_answers_as_moto_does_without_ordering_the_table(
+    journal: Any, comparisons: list[int]
+) -> None:
+    expected = {
+        (state, forward): every_page(journal, state, forward) for state in STATES for forward in (True, False)
+    }
+    scanned = journal.scan(TableName=JOURNAL_TABLE, Limit=7)["Items"]
+    query_without_sorting_the_table()
+    comparisons.clear()
+
+    pending = every_page(journal, "pending", True)
+
+    assert pending == expected[("pending", True)]
+    assert len(comparisons) < 300  # the six matches ordered; moto ordered the 300 items first
+    for (state, forward), pages in expected.items():
+        assert every_page(journal, state, forward) == pages
+    assert journal.scan(TableName=JOURNAL_TABLE, Limit=7)["Items"] == scanned

@@ -20,11 +20,13 @@ from typing import Any
 import boto3
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.sqs import models as sqs_models
 from moto.sqs.models import Queue, SQSBackend
 
 from local import sqs_receive
-from local.moto_dynamodb import DYNAMODB_ITEM_WRITES
+from local.moto_dynamodb import DYNAMODB_ITEM_WRITES, TABLE_READS
 from local.moto_process import apply_patches
 from local.resources import FIFO_QUEUE_ATTRIBUTES
 from local.sqs_receive import QUEUE_METHODS, SQS_BACKEND_METHODS
@@ -77,6 +79,10 @@ def patched_sqs(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]
     monkeypatch.setattr(Queue, "pending_message_groups", Queue.pending_message_groups)
     for name in DYNAMODB_ITEM_WRITES:
         monkeypatch.setattr(DynamoDBBackend, name, getattr(DynamoDBBackend, name))
+    for name in TABLE_READS:
+        monkeypatch.setattr(Table, name, getattr(Table, name))
+    lookup = DomainDispatcherApplication.get_backend_for_host
+    monkeypatch.setattr(DomainDispatcherApplication, "get_backend_for_host", lookup)
     apply_patches()
     from moto import mock_aws
 
