@@ -34,6 +34,7 @@ from typing import Any
 from local.chaos.checks import Sent, Violation, check, customer_name, reply_text
 from local.chaos.observe import observe
 from local.chaos.workload import STEPS, Step, counted, plan
+from local.fleet import SUPERVISION_SECONDS
 from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
 from local.settings import PROJECT_ROOT, LocalSettings
@@ -192,6 +193,11 @@ def crm_move(step: Step) -> dict[str, Any]:
     }
 
 
+class CampaignStopped(RuntimeError):
+    """A part of the pipeline the campaign cannot go on without was lost (the moto server killed,
+    say): one line with the seed and how far it got, instead of a traceback and no figures."""
+
+
 class Campaign:
     def __init__(self, options: Options, say: Callable[[str], None] = print) -> None:
         self.options = options
@@ -322,8 +328,13 @@ class Campaign:
         body = json.dumps(document).encode() if document is not None else None
         url = f"{self.runtime.aws_endpoint}{AWS_FAULTS_PATH}"
         request = urllib.request.Request(url, data=body, method=method)  # noqa: S310 - loopback
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:  # noqa: S310 - loopback
-            response.read()
+        try:
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:  # noqa: S310 - loopback
+                response.read()
+        except OSError:
+            time.sleep(5 * SUPERVISION_SECONDS)  # the supervisor's turn to notice a dead server
+            self._still_running()
+            raise
 
     def _restart(self, name: str) -> None:
         if not self._restarting.acquire(blocking=False):
@@ -401,6 +412,7 @@ class Campaign:
         last_progress = started
         sent_events = 0
         for step in self.steps:
+            self._still_running()
             if step.is_fault:
                 self.inject(step)
                 continue
@@ -448,11 +460,19 @@ class Campaign:
                 moved[name] = count
         return moved
 
+    def _still_running(self) -> None:
+        failure = self.runtime.failure if self.runtime is not None else None
+        if failure:
+            raise CampaignStopped(
+                f"chaos seed {self.options.seed}: stopped after {self.dispatched} events sent: {failure}"
+            )
+
     def _drain(self, deadline: float) -> bool:
         """Until the queues drain (a progress line every few seconds), or the deadline."""
         runtime = self.runtime
         assert runtime is not None
         while time.monotonic() < deadline:
+            self._still_running()
             if runtime.wait_until_drained(timeout=PROGRESS_SECONDS, settle_seconds=3.0):
                 return True
             status = runtime.status(refresh=False)

@@ -3,7 +3,7 @@
 Starts the local pipeline on free ports (state under `.local/chaos/`), runs the seeded campaign
 (`local.chaos.campaign`), prints a progress line every few seconds, then the figures and each
 violation with its seed and path; the JSON report is `.local/chaos/chaos-report.json`. Exit 1
-when an invariant was violated, 2 when the pipeline could not start.
+when an invariant was violated, 2 when the pipeline could not start or lost its moto server.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from local.chaos.campaign import Campaign, Options, summary
+from local.chaos.campaign import Campaign, CampaignStopped, Options, summary
 from local.stack import DEFAULT_STATE_DIR, LocalRuntimeError
 
 
@@ -48,6 +48,9 @@ def main(argv: list[str]) -> int:
         document = Campaign(options, say=lambda line: print(line, flush=True)).run()
     except LocalRuntimeError as error:
         print(f"the local pipeline did not start: {error}", file=sys.stderr)
+        return 2
+    except CampaignStopped as error:
+        print(error, file=sys.stderr)
         return 2
     for line in summary(document):
         print(line)
