@@ -289,10 +289,10 @@ def _string_attribute(message: dict[str, Any], name: str) -> str | None:
     return str(value) if value is not None else None
 
 
-def _release(queue_url: str, messages: list[dict[str, Any]]) -> None:
+def _release(queue_url: str, messages: list[dict[str, Any]], sqs: Any | None = None) -> None:
     """Make received messages visible again at once."""
     for chunk in _chunks(messages):
-        _sqs().change_message_visibility_batch(
+        (sqs or _sqs()).change_message_visibility_batch(
             QueueUrl=queue_url,
             Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
@@ -307,15 +307,24 @@ def peek_messages(
     """Up to `limit` messages of a consumer's DLQ as `dlq peek` shows them (ids, type, reason;
     never the payload), all visible again on return (`peek` says why reading counts)."""
     queues = stack.consumer_queue(consumer)
+    received = read_and_release(queues.dlq_url, limit, visibility_timeout)
+    return queues, [_shown_message(message) for message in received]
+
+
+def read_and_release(
+    queue_url: str, limit: int, visibility_timeout: int = 30, sqs: Any | None = None
+) -> list[dict[str, Any]]:
+    """Up to `limit` messages of a DLQ with their attributes, each visible again on return: hidden
+    only while they are read, so that one is never read twice (`peek` says why reading counts).
+    `sqs`: a client of the caller's (the chaos campaign's, on its own runtime)."""
     received: list[dict[str, Any]] = []
     try:
         while len(received) < limit:
             batch = (
-                _sqs()
+                (sqs or _sqs())
                 .receive_message(
-                    QueueUrl=queues.dlq_url,
+                    QueueUrl=queue_url,
                     MaxNumberOfMessages=min(SQS_BATCH, limit - len(received)),
-                    # Hidden only while we read them; released right after.
                     VisibilityTimeout=visibility_timeout,
                     MessageSystemAttributeNames=["All"],
                     MessageAttributeNames=["All"],
@@ -325,10 +334,9 @@ def peek_messages(
             if not batch:
                 break
             received.extend(batch)
-        shown = [_shown_message(message) for message in received]
     finally:
-        _release(queues.dlq_url, received)
-    return queues, shown
+        _release(queue_url, received, sqs)
+    return received
 
 
 def peek(ctx: Context) -> None:

@@ -8,11 +8,14 @@ from typing import Any
 
 from local.chaos.checks import Observed, run_of
 from local.runtime import Runtime
+from ops.dlq import read_and_release
 from pipeline.registry import JOURNAL
 from pipeline.sms.journal import KEY_PREFIX
 
 # Bot API answers that mean the call took effect: none applied, or only a slow answer.
 TOOK_EFFECT = (None, "hang")
+# More than a campaign's DLQ ever holds: read them all.
+EVERY_DEAD_LETTER = 1_000_000
 
 
 def observe(runtime: Runtime) -> Observed:
@@ -69,25 +72,12 @@ def dead_letters(runtime: Runtime) -> dict[str, dict[str, str]]:
     sqs = runtime.client("sqs")
     found: dict[str, dict[str, str]] = {}
     for name, queue in runtime.resources.queues.items():
-        held: list[dict[str, Any]] = []
         events: dict[str, str] = {}
-        while True:
-            batch = sqs.receive_message(
-                QueueUrl=queue.dlq_url,
-                MaxNumberOfMessages=10,
-                VisibilityTimeout=60,
-                MessageAttributeNames=["All"],
-            ).get("Messages", [])
-            if not batch:
-                break
-            held.extend(batch)
-            for message in batch:
-                reason = message.get("MessageAttributes", {}).get("dead_letter_reason", {}).get("StringValue")
-                events[_event_id(message["Body"])] = reason or "(no reason: moved by the redrive policy)"
-        for message in held:
-            sqs.change_message_visibility(
-                QueueUrl=queue.dlq_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-            )
+        for message in read_and_release(
+            queue.dlq_url, limit=EVERY_DEAD_LETTER, visibility_timeout=60, sqs=sqs
+        ):
+            reason = message.get("MessageAttributes", {}).get("dead_letter_reason", {}).get("StringValue")
+            events[_event_id(message["Body"])] = reason or "(no reason: moved by the redrive policy)"
         found[name] = events
     return found
 
