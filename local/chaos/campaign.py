@@ -8,7 +8,8 @@ stand-in) and `sms` (End User Messaging's stand-in, its journal, delivery events
 reconciler), with retry delays of seconds. Senders post in lanes (each chat's and each order's
 steps in order, as Telegram and a CRM do); an answer other than 200 is posted again, as Telegram
 resends. Faults are injected from the main thread as the plan reaches them; then every fault is
-cleared, the queues drain, and `local.chaos.checks` checks the invariants.
+cleared, the queues drain, the operator redrives the dead letters and decides the SMS records that
+wait on a person (`local.chaos.operator`), and `local.chaos.checks` checks the invariants.
 """
 
 from __future__ import annotations
@@ -31,16 +32,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from local.chaos.checks import Sent, Violation, check, customer_name, reply_text
+from local.chaos import operator
+from local.chaos.checks import Sent, Violation, check, reply_text
 from local.chaos.observe import observe
+from local.chaos.posts import crm_move, telegram_update
 from local.chaos.workload import STEPS, Step, counted, plan
 from local.fleet import SUPERVISION_SECONDS
 from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
 from local.settings import PROJECT_ROOT, LocalSettings
 from local.stack import DEFAULT_STATE_DIR
-from ops.dlq import move_by_hand
-from ops.stack import ConsumerQueues
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.envelope import crm_event_id, telegram_event_id
 from pipeline.registry import Consumer, RetryPolicy, by_name
@@ -128,71 +129,6 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> int:
         return 0
 
 
-def _user(chat: int) -> dict[str, Any]:
-    return {
-        "id": chat,
-        "is_bot": False,
-        "first_name": "Chaos",
-        "last_name": f"U{chat}",
-        "language_code": "en",
-    }
-
-
-def _chat(chat: int) -> dict[str, Any]:
-    return {"id": chat, "type": "private", "first_name": "Chaos", "last_name": f"U{chat}"}
-
-
-def telegram_update(step: Step, now: int) -> dict[str, Any]:
-    chat, update = step.args["chat"], step.args["update"]
-    if step.kind == "edit":
-        message_id = step.args["message_id"]
-        edited = {
-            "message_id": message_id,
-            "from": _user(chat),
-            "chat": _chat(chat),
-            "date": now - 5,
-            "edit_date": now,
-            "text": f"step {message_id}, edited",
-        }
-        return {"update_id": update, "edited_message": edited}
-    if step.kind == "callback":
-        query = {
-            "id": step.args["query"],
-            "from": _user(chat),
-            "chat_instance": f"-{chat}42",
-            "data": "prices",
-            "message": {"message_id": 1, "chat": _chat(chat), "date": now - 60, "text": "Pick one:"},
-        }
-        return {"update_id": update, "callback_query": query}
-    text = f"/step{step.args['step']}"
-    message = {
-        "message_id": step.args["step"],
-        "from": _user(chat),
-        "chat": _chat(chat),
-        "date": now,
-        "text": text,
-        "entities": [{"type": "bot_command", "offset": 0, "length": len(text)}],
-    }
-    return {"update_id": update, "message": message}
-
-
-def crm_move(step: Step) -> dict[str, Any]:
-    return {
-        "event_id": step.args["event_id"],
-        "type": "order.status_changed",
-        "occurred_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        "order": {
-            "id": step.args["order"],
-            "status": step.args["status"],
-            "previous_status": step.args["previous"],
-        },
-        "customer": {
-            "phone": step.args["phone"],
-            "name": customer_name(step.args["order"], step.args["run"]),
-        },
-    }
-
-
 class CampaignStopped(RuntimeError):
     """A part of the pipeline the campaign cannot go on without was lost (the moto server killed,
     say): one line with the seed and how far it got, instead of a traceback and no figures."""
@@ -213,7 +149,9 @@ class Campaign:
         self._lock = threading.Lock()
         self._restarting = threading.Lock()
         self.runtime: Runtime | None = None
-        self.redriven: dict[str, int] = {}
+        self.redriven: Counter[str] = Counter()
+        self.decisions: Counter[str] = Counter()
+        self.operator_errors: list[str] = []
 
     # -- sending -------------------------------------------------------------------------------------
     def event_id(self, step: Step) -> str:
@@ -379,17 +317,13 @@ class Campaign:
             drain_started = time.monotonic()
             drained = self._drain(time.monotonic() + options.drain_timeout)
             settled = self._wait_journal_settled(time.monotonic() + 60)
-            # The operator's action: every dead letter redriven once the faults are gone (as
-            # `bin/ops dlq redrive` does), then the queues drain again.
-            self.redriven = self._redrive()
-            if self.redriven:
-                self.say(f"chaos seed {options.seed}: redrove {self.redriven}")
-                drained = self._drain(time.monotonic() + options.drain_timeout) and drained
-                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
+            drained, settled = self._operator(drained, settled)
             drain_seconds = time.monotonic() - drain_started
             observed = observe(runtime)
             status = runtime.status()
+        observed.decided_by_operator = not self.operator_errors
         violations = check(options.seed, self.sent, observed, rule_statuses())
+        violations.extend(Violation("operator", error, "-", options.seed) for error in self.operator_errors)
         if not drained:
             violations.append(
                 Violation("drain", f"queues not drained in {options.drain_timeout:.0f}s", "-", options.seed)
@@ -447,18 +381,31 @@ class Campaign:
             f" {faults} faults, {elapsed:.0f}s"
         )
 
-    def _redrive(self) -> dict[str, int]:
-        """The operator's redrive (`bin/ops dlq redrive`'s move): each DLQ's messages back to its
-        queue (a FIFO one's in the same group, under a new deduplication id)."""
+    def _operator(self, drained: bool, settled: bool) -> tuple[bool, bool]:
+        """The operator, once the faults are gone (`local.chaos.operator`): every dead letter
+        redriven; each SMS record that waits on a person decided; what that left in the DLQ
+        (the decided records' messages) redriven too. After each, the queues drain again."""
         runtime = self.runtime
-        assert runtime is not None and runtime.resources is not None
-        sqs = runtime.client("sqs")
-        moved: dict[str, int] = {}
-        for name, queue_urls in runtime.resources.queues.items():
-            count = move_by_hand(ConsumerQueues(name, queue_urls.url, queue_urls.dlq_url), sqs)
-            if count:
-                moved[name] = count
-        return moved
+        assert runtime is not None
+        seed = self.options.seed
+        for turn in ("redrive", "decide", "redrive"):
+            if turn == "decide":
+                try:
+                    self.decisions.update(operator.decide_sms_records(runtime, observe(runtime).sms_records))
+                except operator.OperatorError as error:
+                    self.operator_errors.append(str(error))
+                if not self.decisions:
+                    return drained, settled
+                self.say(f"chaos seed {seed}: decided SMS records {dict(self.decisions)}")
+                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
+                continue
+            moved = operator.redrive(runtime)
+            if moved:
+                self.redriven.update(moved)
+                self.say(f"chaos seed {seed}: redrove {moved}")
+                drained = self._drain(time.monotonic() + self.options.drain_timeout) and drained
+                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
+        return drained, settled
 
     def _still_running(self) -> None:
         failure = self.runtime.failure if self.runtime is not None else None
@@ -516,7 +463,8 @@ class Campaign:
             ),
             "retries": sum(int(f.get("retried", 0)) for f in status.values()),
             "dead_letters": {name: len(events) for name, events in observed.dead.items() if events},
-            "redriven": self.redriven,
+            "redriven": dict(self.redriven),
+            "operator_decisions": dict(self.decisions),
             "dead_letter_reasons": dict(
                 Counter(reason.split(":", 1)[0] for d in observed.dead.values() for reason in d.values())
             ),
@@ -578,6 +526,7 @@ def summary(document: dict[str, Any]) -> list[str]:
         "  faults: " + ", ".join(f"{k} {v}" for k, v in document["faults"].items()),
         f"  accepted {document['accepted_events']}; webhook answers {document['webhook_answers']}",
         f"  retries {document['retries']}; redriven {document['redriven'] or 0};"
+        f" SMS records decided {document['operator_decisions'] or 0};"
         f" dead letters after the redrive {document['dead_letters'] or 0}",
         f"  throughput {document['throughput_events_per_second']} events/s"
         f" (sending {document['sending_seconds']}s, drain {document['drain_seconds']}s);"

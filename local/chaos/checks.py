@@ -13,7 +13,9 @@ N` replays the same workload and faults. The invariants, once the faults stop an
   none for a status without a rule; exactly one for the last run of each order when its status
   has a rule, unless a record a person must decide on says so (`failed`, `unknown`) or the
   move is in sms's DLQ (earlier runs may be stale by the time their move is handled: at most one);
-- the journal: no idempotency record left `INPROGRESS`, no SMS record left `pending` or `sending`.
+  once the operator has decided every such record (`bin/ops journal resolve`), none excuses;
+- the journal: no idempotency record left `INPROGRESS`, no SMS record left `pending` or `sending`,
+  nor `failed` or `unknown` once the operator has decided.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class Observed:
     idempotency_records: list[tuple[str, str]] = field(default_factory=list)
     # Per consumer: event id -> the reason it was dead-lettered.
     dead: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The operator decided every SMS record that waited on a person (`local.chaos.operator`):
+    # none may wait any more, and none excuses a missing SMS.
+    decided_by_operator: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,10 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     for key, state, _ in observed.sms_records:
         if state in INTERMEDIATE_SMS_STATES:
             found.append(Violation("journal", f"SMS record {key} left {state}", key, seed))
+        elif state in DECIDE_STATES and observed.decided_by_operator:
+            found.append(
+                Violation("journal", f"SMS record {key} still {state} after the operator decided", key, seed)
+            )
     return found
 
 
@@ -196,7 +205,9 @@ def _check_leads(sent: Sent, observed: Observed, violation: Any) -> None:
 def _check_sms(sent: Sent, observed: Observed, rules: frozenset[str], violation: Any) -> None:
     dead = observed.dead.get("sms", {})
     per_run = Counter(run_of(text) for text in observed.sms)
-    decided = {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
+    decided: set[str] = set()
+    if not observed.decided_by_operator:
+        decided = {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
     last: dict[str, Step] = {}
     moves = {e: s for e, s in sent.steps.items() if s.kind == "crm_move" and sent.accepted(e)}
     for step in moves.values():
