@@ -42,7 +42,9 @@ from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
 from local.settings import PROJECT_ROOT, LocalSettings
 from local.stack import DEFAULT_STATE_DIR
+from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
+from pipeline.deadline import needed
 from pipeline.envelope import crm_event_id, telegram_event_id
 from pipeline.registry import Consumer, RetryPolicy, by_name
 
@@ -70,11 +72,11 @@ def campaign_consumers() -> tuple[Consumer, ...]:
             environment={
                 "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
             },
-            # Its reply is a Bot API call with no idempotency key: an invocation that dies (times
-            # out) after Telegram took it and before its idempotency record completes sends it
-            # again on the retry. 10 s keeps timeouts rare on a loaded machine; shorter ones show
-            # the duplicate (seed 5 at 6 s: 2 of 745 replies).
-            timeout_seconds=10,
+            # Its reply is a Bot API call with no idempotency key: one is started only with the
+            # time left to make it and record it (`pipeline.deadline`; at 6 s, before that rule,
+            # seed 5 sent 2 of 745 replies twice). The least timeout that leaves that time, and
+            # a second for the batch.
+            timeout_seconds=int(needed(BOT_API_TIMEOUT_SECONDS)) + 1,
             retry=FAST_RETRY,
         ),
         dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),

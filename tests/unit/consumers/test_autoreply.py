@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import socket
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -14,7 +16,7 @@ from infra.config import PipelineSettings
 from infra.environment import FunctionEnvironments
 from local.fakes.telegram import TelegramFake
 from local.fakes.telegram_api_gen import method_models
-from pipeline import aws
+from pipeline import aws, bot_api, deadline
 from pipeline.registry import CONSUMERS, secret_env_var
 from pipeline.replies import DEFAULT_REPLIES
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
@@ -372,3 +374,40 @@ def test_every_call_to_the_telegram_stand_in_is_valid_under_aiogram_s_models(
         model = models[call["path"].removeprefix(prefix)]
         model.model_validate(call["body"])
         assert set(call["body"]) <= set(model.model_fields)
+
+
+def test_a_reply_is_not_started_without_the_time_to_send_and_record_it(
+    bot: DeployedConsumer, http_fake: FakeHttpServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by `python -m local chaos --seed 5` (autoreply at 6 s on a loaded machine): an
+    invocation that timed out after Telegram took the reply and before the idempotency record was
+    completed was retried and sent it again. Now, with less time left than the call's timeout and
+    the record's write, the call is not made: the record is retried, and replied to once."""
+    start = telegram_envelope(telegram_update("private_start"))
+    short = int((deadline.needed(bot_api.TIMEOUT_SECONDS) - 0.5) * 1000)
+    monkeypatch.setattr(bot.context, "get_remaining_time_in_millis", lambda: short)
+
+    late = bot.deliver(start)
+
+    assert late.failed == late.message_ids
+    assert http_fake.requests == []
+    outcome = bot.app.worker.last_outcome
+    assert outcome is not None and outcome.status == "retry"
+    assert outcome.reason is not None and "telegram sendMessage not started" in outcome.reason
+    monkeypatch.setattr(bot.context, "get_remaining_time_in_millis", lambda: 29_000)
+
+    assert bot.deliver(start).failed == []  # Telegram's resend, or the retry, in a fresh invocation
+    assert [api_call(r)[0] for r in http_fake.requests] == ["sendMessage"]
+
+
+def test_a_consumer_calling_the_bot_api_with_too_short_a_timeout_is_refused_at_synth() -> None:
+    autoreply = next(c for c in CONSUMERS if c.name == "autoreply")
+    least = deadline.needed(bot_api.TIMEOUT_SECONDS)
+
+    with pytest.raises(
+        ValueError, match=rf"autoreply: timeout_seconds 10 leaves no call .* at least {least:g}"
+    ):
+        dataclasses.replace(autoreply, timeout_seconds=10)
+    assert dataclasses.replace(autoreply, timeout_seconds=math.ceil(least)).timeout_seconds == math.ceil(
+        least
+    )

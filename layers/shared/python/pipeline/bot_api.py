@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline import pacing
+from pipeline import deadline, pacing
 from pipeline.errors import PermanentError
 from pipeline.http import JsonHttpClient
 
@@ -70,6 +70,7 @@ class BotApi:
         """The method's `result`; BotBlockedError on 403, else TransientError/PermanentError as classified."""
         if self.pacer is not None and pacing.is_message(method):
             self.pacer.wait(params.get("chat_id"))
+        deadline.require(TIMEOUT_SECONDS, f"telegram {method}")
         http = JsonHttpClient(f"telegram {method}", secrets=(self._token,), timeout=TIMEOUT_SECONDS)
         response = http.post(f"{self.base_url}/bot{self._token}/{method}", dict(params))
         body = response.body if isinstance(response.body, Mapping) else {}

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
+from pipeline.deadline import needed
 from pipeline.pacing import SEND_RATE_ENV, paced_environment
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
@@ -143,6 +145,9 @@ class Consumer:
     # limits (`pipeline.pacing`), Telegram's budget split over its `max_concurrency` environments;
     # the share is derived here into `environment`, so it follows a change of concurrency.
     sends_to_telegram: bool = False
+    # Below this, an invocation never has the time for its calls that cannot be taken back
+    # (`pipeline.deadline`): every record would be retried until its DLQ.
+    least_timeout_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -177,6 +182,11 @@ class Consumer:
                     f"{self.name}: an ordered consumer reads a FIFO queue: no batching window "
                     "(Lambda refuses one for a FIFO event source)"
                 )
+        if self.timeout_seconds < self.least_timeout_seconds:
+            raise ValueError(
+                f"{self.name}: timeout_seconds {self.timeout_seconds} leaves no call the time to be made"
+                f" and recorded (pipeline.deadline): at least {self.least_timeout_seconds:g}"
+            )
         if self.sends_to_telegram:
             # Derived (also over the value a `dataclasses.replace` carries from the original).
             object.__setattr__(
@@ -258,6 +268,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         unless_setting="bot_application",
         # Its messages are spaced so its environments together stay under Telegram's limits.
         sends_to_telegram=True,
+        least_timeout_seconds=needed(BOT_API_TIMEOUT_SECONDS),
     ),
     Consumer(
         name="bot",

@@ -60,7 +60,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pipeline import aws
+from pipeline import aws, deadline
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.observability import mask_phones, service_logger
@@ -250,6 +250,10 @@ class ConsumerWorker:
 
     # -- the handler body ---------------------------------------------------------------------
     def handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        with deadline.invocation(context):
+            return self._handle(event, context)
+
+    def _handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         config, _ = self._wire()
         config.register_lambda_context(context)
         self.metrics.add_dimension(name="consumer", value=self.consumer.name)
