@@ -385,28 +385,30 @@ class Campaign:
 
     def _operator(self, drained: bool, settled: bool) -> tuple[bool, bool]:
         """The operator, once the faults are gone (`local.chaos.operator`): every dead letter
-        redriven; each SMS record that waits on a person decided; what that left in the DLQ
-        (the decided records' messages) redriven too. After each, the queues drain again."""
+        redriven; each SMS record that waits on a person decided; what that left in the DLQ (the
+        decided records' messages) redriven too."""
         runtime = self.runtime
         assert runtime is not None
-        seed = self.options.seed
-        for turn in ("redrive", "decide", "redrive"):
-            if turn == "decide":
-                try:
-                    self.decisions.update(operator.decide_sms_records(runtime, observe(runtime).sms_records))
-                except operator.OperatorError as error:
-                    self.operator_errors.append(str(error))
-                if not self.decisions:
-                    return drained, settled
-                self.say(f"chaos seed {seed}: decided SMS records {dict(self.decisions)}")
-                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
-                continue
-            moved = operator.redrive(runtime)
-            if moved:
-                self.redriven.update(moved)
-                self.say(f"chaos seed {seed}: redrove {moved}")
-                drained = self._drain(time.monotonic() + self.options.drain_timeout) and drained
-                settled = self._wait_journal_settled(time.monotonic() + 60) and settled
+        drained, settled = self._redrive(drained, settled)
+        try:
+            self.decisions.update(operator.decide_sms_records(runtime, observe(runtime).sms_records))
+        except operator.OperatorError as error:
+            self.operator_errors.append(str(error))
+        if self.decisions:
+            self.say(f"chaos seed {self.options.seed}: decided SMS records {dict(self.decisions)}")
+            settled = self._wait_journal_settled(time.monotonic() + 60) and settled
+            drained, settled = self._redrive(drained, settled)
+        return drained, settled
+
+    def _redrive(self, drained: bool, settled: bool) -> tuple[bool, bool]:
+        """Every DLQ redriven; the queues drain again and the journal settles."""
+        assert self.runtime is not None
+        moved = operator.redrive(self.runtime)
+        if moved:
+            self.redriven.update(moved)
+            self.say(f"chaos seed {self.options.seed}: redrove {moved}")
+            drained = self._drain(time.monotonic() + self.options.drain_timeout) and drained
+            settled = self._wait_journal_settled(time.monotonic() + 60) and settled
         return drained, settled
 
     def _still_running(self) -> None:
