@@ -245,6 +245,12 @@ class Campaign:
             fakes["sns"].add_faults(
                 {"fail_next": args["count"], "status": args["status"], "match": "Publish"}
             )
+        elif kind == "sns_publish_timeout":
+            fakes["sns"].add_faults(
+                {"hang_next": args["count"], "seconds": args["seconds"], "match": "Publish"}
+            )
+        elif kind == "sns_publish_lost_answer":
+            fakes["sns"].add_faults({"drop_answer_next": args["count"], "match": "Publish"})
         elif kind.startswith(("dynamodb_", "sqs_")):
             self._aws_faults("POST", {key: args[key] for key in ("target", "kind", "count")})
         elif kind == "kill_worker":

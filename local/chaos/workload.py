@@ -49,6 +49,8 @@ FAULT_WEIGHTS: dict[str, int] = {
     "sms_timeout": 2,
     "crm_outage": 4,
     "sns_publish_error": 5,
+    "sns_publish_timeout": 2,
+    "sns_publish_lost_answer": 2,
     "dynamodb_throttle": 4,
     "dynamodb_lost_answer": 4,
     "sqs_receive_error": 3,
@@ -194,6 +196,10 @@ class _Planner:
             return Step(index, kind, {"seconds": round(pick.uniform(0.5, 4.0), 1)})
         if kind == "sns_publish_error":
             return Step(index, kind, {"count": pick.randint(1, 6), "status": pick.choice((500, 503, 429))})
+        if kind == "sns_publish_timeout":  # answered late: the webhook's client gave up, SNS has it
+            return Step(index, kind, {"count": 1, "seconds": 11.0})
+        if kind == "sns_publish_lost_answer":  # published; the answer never arrives
+            return Step(index, kind, {"count": pick.randint(1, 2)})
         if kind == "dynamodb_throttle":
             return Step(index, kind, {"target": "DynamoDB", "kind": "throttle", "count": pick.randint(1, 3)})
         if kind == "dynamodb_lost_answer":
