@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from local.chaos import operator
-from local.chaos.checks import Sent, Violation, check, reply_text
+from local.chaos.checks import INTERMEDIATE_SMS_STATES, Sent, Violation, check, reply_text
 from local.chaos.observe import observe
 from local.chaos.posts import crm_move, telegram_update
 from local.chaos.workload import STEPS, Step, counted, plan
@@ -46,7 +46,8 @@ from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.deadline import needed
 from pipeline.envelope import crm_event_id, telegram_event_id
-from pipeline.registry import Consumer, RetryPolicy, by_name
+from pipeline.registry import JOURNAL, Consumer, RetryPolicy, by_name
+from pipeline.sms.journal import BY_STATE_INDEX
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 RULES_FILE = PROJECT_ROOT / "layers" / "shared" / "python" / "pipeline" / "sms" / "rules.json"
@@ -129,6 +130,24 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> int:
             return int(error.code)
     except (urllib.error.URLError, OSError):
         return 0
+
+
+def _in_state(dynamodb: Any, table: str, state: str) -> int:
+    """How many SMS records of the journal are in `state` (from the `by_state` index)."""
+    query: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": BY_STATE_INDEX,
+        "KeyConditionExpression": "sms_state = :state",
+        "ExpressionAttributeValues": {":state": {"S": state}},
+        "Select": "COUNT",
+    }
+    total = 0
+    while True:
+        page = dynamodb.query(**query)
+        total += int(page.get("Count", 0))
+        if "LastEvaluatedKey" not in page:
+            return total
+        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 class CampaignStopped(RuntimeError):
@@ -440,10 +459,14 @@ class Campaign:
     def _wait_journal_settled(self, deadline: float) -> bool:
         """Until no SMS record is pending or sending (a killed sender's lease runs out, or the
         reconciler runs)."""
-        assert self.runtime is not None
+        runtime = self.runtime
+        assert runtime is not None and runtime.resources is not None
+        dynamodb = runtime.client("dynamodb")
+        table = runtime.resources.tables[JOURNAL]
         while time.monotonic() < deadline:
-            records = observe(self.runtime).sms_records
-            if not any(state in ("pending", "sending") for _, state, _ in records):
+            # The `by_state` index, as the reconciler reads it: a scan of a long campaign's
+            # journal (hundreds of thousands of items) takes the moto server many seconds.
+            if not any(_in_state(dynamodb, table, state) for state in INTERMEDIATE_SMS_STATES):
                 return True
             time.sleep(2)
         return False
