@@ -120,6 +120,16 @@ class Conversation:
             f"{count} bot replies",
         )
 
+    def wait_for_the_crm_claim(self) -> None:
+        """The crm consumer's queue is a standard one: under load its /start can come after the
+        contact (then the contact's lead is the one made, with the trigger "contact"). Tests that
+        check the /start lead wait for the crm consumer's claim of the contact at /start first."""
+        wait_for(
+            lambda: self.pipeline.item("journal", {"id": f"contact#{self.chat_id}"}),
+            timeout=60,
+            what="the crm consumer's claim of the contact at /start",
+        )
+
     def wait_for_state(self, state: Any, timeout: float) -> None:
         wait_for(
             lambda: conversation_state(self.pipeline, self.chat_id) == state or None,
@@ -158,6 +168,7 @@ def test_the_example_bot_completes_its_conversation_and_creates_one_lead(bot_pip
     chat.start()
     chat.wait_for_texts(1)
     chat.wait_for_state(0, timeout=30)
+    chat.wait_for_the_crm_claim()
     chat.share_contact()
     chat.wait_for_texts(3)
     chat.wait_for_state(1, timeout=30)
@@ -177,14 +188,8 @@ def test_the_bots_phone_reaches_the_lead_while_the_crm_consumer_is_still_creatin
     bot_pipeline.fake("crm").inject(hang_next=1, seconds=6, match="/leads")
     chat.start()
     chat.wait_for_state(0, timeout=30)
-    # The crm consumer's queue is a standard one: under load its /start can come after the
-    # contact (then the contact's lead is the one made, and the trigger "contact"). The scenario
-    # is the contact arriving while /start's lead is being made: wait for /start's claim first.
-    wait_for(
-        lambda: bot_pipeline.item("journal", {"id": f"contact#{chat.chat_id}"}),
-        timeout=60,
-        what="the crm consumer's claim of the contact at /start",
-    )
+    # The scenario is the contact arriving while /start's lead is being made.
+    chat.wait_for_the_crm_claim()
     chat.share_contact()
     chat.wait_for_state(1, timeout=30)
     record = bot_pipeline.item("journal", {"id": f"contact#{chat.chat_id}"})
@@ -202,6 +207,7 @@ def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipe
     assert bot_pipeline.status()["bot"]["workers"] == 3  # the step is replayed by any of them
     chat.start()
     chat.wait_for_state(0, timeout=30)
+    chat.wait_for_the_crm_claim()
     # The contact step sends "Got it." then the question: die right after the question's answer
     # is journaled, before the step's new state is committed.
     status, _ = http(
