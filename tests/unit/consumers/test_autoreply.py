@@ -16,7 +16,7 @@ from infra.config import PipelineSettings
 from infra.environment import FunctionEnvironments
 from local.fakes.telegram import TelegramFake
 from local.fakes.telegram_api_gen import method_models
-from pipeline import aws, bot_api, deadline
+from pipeline import aws, bot_api, deadline, pacing
 from pipeline.registry import CONSUMERS, secret_env_var
 from pipeline.replies import DEFAULT_REPLIES
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
@@ -400,14 +400,20 @@ def test_a_reply_is_not_started_without_the_time_to_send_and_record_it(
     assert [api_call(r)[0] for r in http_fake.requests] == ["sendMessage"]
 
 
-def test_a_consumer_calling_the_bot_api_with_too_short_a_timeout_is_refused_at_synth() -> None:
+def test_a_consumer_calling_the_bot_api_with_too_short_a_timeout_for_its_batch_is_refused_at_synth() -> None:
+    """Its batch's last record must still have a call's time after the others, paced a second
+    apart in one chat: else it is refused in every invocation and retried into the DLQ."""
     autoreply = next(c for c in CONSUMERS if c.name == "autoreply")
-    least = deadline.needed(bot_api.TIMEOUT_SECONDS)
+    one_record = deadline.needed(bot_api.TIMEOUT_SECONDS)
+    least = one_record + (autoreply.batch_size - 1) * pacing.TELEGRAM_CHAT_INTERVAL_SECONDS
+    assert autoreply.least_batch_timeout_seconds == least and autoreply.timeout_seconds >= least
 
     with pytest.raises(
-        ValueError, match=rf"autoreply: timeout_seconds 10 leaves no call .* at least {least:g}"
+        ValueError, match=rf"autoreply: timeout_seconds 19 leaves no call .* at least {least:g}"
     ):
-        dataclasses.replace(autoreply, timeout_seconds=10)
+        dataclasses.replace(autoreply, timeout_seconds=19)
     assert dataclasses.replace(autoreply, timeout_seconds=math.ceil(least)).timeout_seconds == math.ceil(
         least
     )
+    smaller = dataclasses.replace(autoreply, batch_size=3, timeout_seconds=math.ceil(one_record) + 2)
+    assert smaller.least_batch_timeout_seconds == one_record + 2

@@ -9,7 +9,8 @@ fresh invocation instead (a retry, never a second message). A process killed in 
 round trip and one write) still sends twice: at least once, by design.
 
 `pipeline.bot_api.BotApi` (one call per record) asks before each call; the registry refuses a
-consumer using it with a timeout shorter than `needed(...)` (`least_timeout_seconds`). The bot engine's
+consumer using it with a timeout that would not leave `needed(...)` (`least_timeout_seconds`) to
+a batch's last record after the others' pacing (`least_batch_timeout_seconds`). The bot engine's
 journaled calls do not ask: a user's handler may take its time before its last call, and a step
 refused every time would end in the DLQ (`pipeline.telegram_bot.calls` keeps its window).
 
