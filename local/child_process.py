@@ -81,8 +81,9 @@ class ChildProcess:
                     continue
                 if isinstance(message, dict):
                     self.on_message(self, message)
+                    heard = {**message, "worker": self.name}  # which of the function's workers
                     for listener in list(self._listeners):
-                        listener(message)
+                        listener(heard)
 
     @property
     def exit_code(self) -> int | None:

@@ -101,6 +101,19 @@ LONG_POLL_SECONDS = 2
 SQS_MAX_BATCH = 10
 
 
+def event_id_of(body: str) -> str | None:
+    """The envelope's event id in a queued body, SNS's wrapper (no raw delivery) taken off; here,
+    not `ops.dlq.summarize_body`: the poller imports nothing its handler imports (the cold path)."""
+    try:
+        data = json.loads(body)
+        if isinstance(data, dict) and data.get("Type") == "Notification":
+            data = json.loads(data["Message"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    event_id = data.get("event_id") if isinstance(data, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
 def sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
     """A received SQS message in the shape Lambda's event source mapping delivers it."""
     attributes = {
@@ -265,7 +278,9 @@ class SqsPoller:
                 for r in records
                 if "SentTimestamp" in r["attributes"]
             ]
-            self.status.send("busy", records=len(records), sent_at=sent_at)
+            # The events it holds: what a kill in this invocation leaves undecided (`local.chaos`).
+            events = [event_id_of(r["body"]) for r in records]
+            self.status.send("busy", records=len(records), sent_at=sent_at, events=events)
             invocation = self.host.invoke({"Records": records})
             failed = (
                 {r["messageId"] for r in records}

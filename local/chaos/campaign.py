@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import queue
 import signal
@@ -33,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from local.chaos import operator
-from local.chaos.checks import INTERMEDIATE_SMS_STATES, Sent, Violation, check, reply_text
-from local.chaos.observe import observe
+from local.chaos.checks import INTERMEDIATE_SMS_STATES, Sent, Violation, check, reply_text, split
+from local.chaos.inflight import InFlight
+from local.chaos.observe import dead_letters, observe
 from local.chaos.posts import crm_move, telegram_update
 from local.chaos.workload import STEPS, Step, counted, plan
 from local.fleet import SUPERVISION_SECONDS
@@ -42,9 +44,7 @@ from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
 from local.settings import PROJECT_ROOT, LocalSettings
 from local.stack import DEFAULT_STATE_DIR
-from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
-from pipeline.deadline import needed
 from pipeline.envelope import crm_event_id, telegram_event_id
 from pipeline.registry import JOURNAL, Consumer, RetryPolicy, by_name
 from pipeline.sms.journal import BY_STATE_INDEX
@@ -61,25 +61,33 @@ FUNCTION_FIGURES = ("processed", "duplicates", "retried", "dead_lettered", "cras
 FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4)
 
 
+def _autoreply() -> Consumer:
+    """Ordered (FIFO by chat), replies naming their step, in batches of 3 at the least timeout
+    for them. Its reply is a Bot API call with no idempotency key: one is started only with the
+    time left to make it and record it (`pipeline.deadline`; at 6 s, before that rule, seed 5
+    sent 2 of 745 replies twice), after the batch's earlier replies to one chat (at 12 s with
+    batches of 10, seed 7 dead-lettered 18 of 3,000 messages refused for time on every retry)."""
+    autoreply = dataclasses.replace(
+        by_name("autoreply"),
+        ordered=True,
+        batch_size=3,
+        environment={
+            "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
+        },
+        retry=FAST_RETRY,
+    )
+    return dataclasses.replace(
+        autoreply, timeout_seconds=math.ceil(autoreply.least_batch_timeout_seconds) + 1
+    )
+
+
 def campaign_consumers() -> tuple[Consumer, ...]:
     """The consumers, with timeouts and retry delays of seconds: a killed worker's record comes
     back after the visibility timeout (6x the function's timeout), within the campaign."""
     sms = by_name("sms")
     return (
         dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),
-        dataclasses.replace(
-            by_name("autoreply"),
-            ordered=True,
-            environment={
-                "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
-            },
-            # Its reply is a Bot API call with no idempotency key: one is started only with the
-            # time left to make it and record it (`pipeline.deadline`; at 6 s, before that rule,
-            # seed 5 sent 2 of 745 replies twice). The least timeout that leaves that time, and
-            # a second for the batch.
-            timeout_seconds=int(needed(BOT_API_TIMEOUT_SECONDS)) + 1,
-            retry=FAST_RETRY,
-        ),
+        _autoreply(),
         dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
         dataclasses.replace(
             sms,
@@ -173,6 +181,9 @@ class Campaign:
         self.redriven: Counter[str] = Counter()
         self.decisions: Counter[str] = Counter()
         self.operator_errors: list[str] = []
+        self.inflight = InFlight()
+        # Per consumer, the events the operator redrove (their effects come late, by their decision).
+        self.redriven_events: dict[str, set[str]] = {}
 
     # -- sending -------------------------------------------------------------------------------------
     def event_id(self, step: Step) -> str:
@@ -252,8 +263,10 @@ class Campaign:
             fakes["telegram"].add_faults(
                 {"rate_limit_next": args["count"], "retry_after": args["retry_after"]}
             )
-        elif kind == "telegram_slow":
+        elif kind in ("telegram_slow", "telegram_timeout"):
             fakes["telegram"].add_faults({"hang_next": args["count"], "seconds": args["seconds"]})
+        elif kind == "telegram_lost_answer":
+            fakes["telegram"].add_faults({"drop_answer_next": args["count"]})
         elif kind in ("sms_error", "sms_refusal"):
             fakes["end_user_messaging"].add_faults({"fail_next": args["count"], "status": args["status"]})
         elif kind == "sms_timeout":
@@ -274,12 +287,13 @@ class Campaign:
             self._aws_faults("POST", {key: args[key] for key in ("target", "kind", "count")})
         elif kind == "kill_worker":
             processes = sorted(
-                (name, child.process.pid)
+                (name, child.function, child.process.pid)
                 for name, child in runtime.children.items()
                 if name != "moto" and child.process is not None and child.exit_code is None
             )
             if processes:
-                _, pid = processes[args["pick"] % len(processes)]
+                name, function, pid = processes[args["pick"] % len(processes)]
+                self.inflight.killed(name, function)
                 os.kill(pid, signal.SIGKILL)
         elif kind == "restart_function":
             names = sorted(consumer.name for consumer in campaign_consumers())
@@ -335,6 +349,8 @@ class Campaign:
             fake.keep_every_call()
         self.runtime = runtime
         with runtime:
+            for consumer in campaign_consumers():
+                runtime.on_status(consumer.name, self.inflight.listener)
             startup = time.monotonic() - started
             self.say(
                 f"chaos seed {options.seed}: {options.events} events; pipeline started in {startup:.1f}s"
@@ -346,16 +362,17 @@ class Campaign:
             settled = self._wait_journal_settled(time.monotonic() + 60)
             drained, settled = self._operator(drained, settled)
             drain_seconds = time.monotonic() - drain_started
-            observed = observe(runtime)
+            observed = observe(runtime, self.inflight.undecided())
             status = runtime.status()
         observed.decided_by_operator = not self.operator_errors
-        violations = check(options.seed, self.sent, observed, rule_statuses())
+        observed.redriven = self.redriven_events
+        violations, in_window = split(check(options.seed, self.sent, observed, rule_statuses()))
         violations.extend(Violation("operator", error, "-", options.seed) for error in self.operator_errors)
         if not drained:
             violations.append(
                 Violation("drain", f"queues not drained in {options.drain_timeout:.0f}s", "-", options.seed)
             )
-        return self.report(violations, observed, status, sending, drain_seconds, startup, settled)
+        return self.report(violations, in_window, observed, status, sending, drain_seconds, startup, settled)
 
     def _drive(self) -> float:
         # Short lanes: a step is sent soon after the plan reaches it, so faults land among the
@@ -428,7 +445,10 @@ class Campaign:
     def _redrive(self, drained: bool, settled: bool) -> tuple[bool, bool]:
         """Every DLQ redriven; the queues drain again and the journal settles."""
         assert self.runtime is not None
+        held = dead_letters(self.runtime)
         moved = operator.redrive(self.runtime)
+        for name, events in held.items():
+            self.redriven_events.setdefault(name, set()).update(events)
         if moved:
             self.redriven.update(moved)
             self.say(f"chaos seed {self.options.seed}: redrove {moved}")
@@ -474,6 +494,7 @@ class Campaign:
     def report(
         self,
         violations: list[Violation],
+        in_window: list[Violation],
         observed: Any,
         status: dict[str, dict[str, Any]],
         sending: float,
@@ -503,6 +524,10 @@ class Campaign:
             ),
             "violations": [v.as_dict() for v in violations],
             "violations_total": len(violations),
+            # Replies made twice after their first answer was lost (`local.chaos.checks`).
+            "at_least_once": [f.as_dict() for f in in_window],
+            "at_least_once_total": len(in_window),
+            "workers_killed_holding_events": sum(1 for kill in self.inflight.kills if kill.events),
             "sender_errors": self.errors[:20],
             "journal_settled": settled,
             "startup_seconds": round(startup, 1),
@@ -555,6 +580,8 @@ def summary(document: dict[str, Any]) -> list[str]:
     lines = [
         f"chaos seed {document['seed']}: {document['events_total']} events,"
         f" {document['faults_total']} faults, {document['violations_total']} violations",
+        f"  replies made twice after their first answer was lost (Telegram's at-least-once window):"
+        f" {document['at_least_once_total']}",
         "  events: " + ", ".join(f"{k} {v}" for k, v in document["events"].items()),
         "  faults: " + ", ".join(f"{k} {v}" for k, v in document["faults"].items()),
         f"  accepted {document['accepted_events']}; webhook answers {document['webhook_answers']}",
@@ -568,4 +595,6 @@ def summary(document: dict[str, Any]) -> list[str]:
     ]
     for violation in document["violations"]:
         lines.append(Violation(**violation).line())
+    for finding in document["at_least_once"]:
+        lines.append(Violation(**finding).line())
     return lines

@@ -6,8 +6,14 @@ N` replays the same workload and faults. The invariants, once the faults stop an
 
 - `store`: every accepted update (answered 200 at least once) has its item, or is in store's DLQ;
 - `autoreply` (ordered, FIFO by chat): each chat's replies are its accepted messages' answers,
-  each exactly once, in the order the chat sent them; a message in the DLQ has none and holds
-  nothing after it back forever; each button press is answered exactly once (or dead-lettered);
+  each exactly once, in the order the chat sent them (but for those the operator redrove from
+  the DLQ: they come after); a message in the DLQ has none and holds
+  nothing after it back forever; each button press is answered exactly once (or dead-lettered).
+  Telegram has no idempotency key: a call whose answer never reached its worker (the answer lost
+  or later than the client's timeout, or the worker killed holding the update) is made again, so
+  a reply may come twice then, and only then (`pipeline.telegram_bot.calls`, README). Such a
+  duplicate is a finding with its evidence (`excuse`), counted apart, not a violation; one
+  without that evidence is a violation;
 - `crm`: one lead per chat that sent an accepted message (the contact book's rule), never two;
 - `sms`: at most one accepted SMS per run (an order's stay in a status, begun by a real move),
   none for a status without a rule; exactly one for the last run of each order when its status
@@ -64,6 +70,15 @@ class Observed:
     idempotency_records: list[tuple[str, str]] = field(default_factory=list)
     # Per consumer: event id -> the reason it was dead-lettered.
     dead: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Telegram's at-least-once window, the evidence: per consumer, each event a killed worker
+    # held (`local.chaos.inflight`), once per kill; (chat, text) of each sendMessage and the id of
+    # each answerCallbackQuery that took effect while its caller never got the answer.
+    undecided: dict[str, list[str]] = field(default_factory=dict)
+    unanswered_replies: list[tuple[int, str]] = field(default_factory=list)
+    unanswered_callbacks: list[str] = field(default_factory=list)
+    # Per consumer, the events the operator redrove from its DLQ: their effects come after the
+    # ones behind them, by the operator's decision, not out of the chat's order.
+    redriven: dict[str, set[str]] = field(default_factory=dict)
     # The operator decided every SMS record that waited on a person (`local.chaos.operator`):
     # none may wait any more, and none excuses a missing SMS.
     decided_by_operator: bool = False
@@ -75,12 +90,22 @@ class Violation:
     detail: str
     path: str
     seed: int
+    # Not empty: a duplicate in Telegram's at-least-once window, and the evidence for it.
+    excuse: str = ""
 
     def line(self) -> str:
-        return f"VIOLATION {self.invariant} (seed {self.seed}): {self.detail}\n    path: {self.path}"
+        head = "AT-LEAST-ONCE" if self.excuse else "VIOLATION"
+        because = f"\n    because: {self.excuse}" if self.excuse else ""
+        return f"{head} {self.invariant} (seed {self.seed}): {self.detail}\n    path: {self.path}{because}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"invariant": self.invariant, "detail": self.detail, "path": self.path, "seed": self.seed}
+        found = {"invariant": self.invariant, "detail": self.detail, "path": self.path, "seed": self.seed}
+        return {**found, "excuse": self.excuse} if self.excuse else found
+
+
+def split(found: list[Violation]) -> tuple[list[Violation], list[Violation]]:
+    """(violations, duplicates in Telegram's at-least-once window with their evidence)."""
+    return [f for f in found if not f.excuse], [f for f in found if f.excuse]
 
 
 def reply_text(step: int) -> str:
@@ -108,13 +133,13 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     """Every invariant (module docstring); `rules`: the statuses with an SMS rule."""
     found: list[Violation] = []
 
-    def violation(invariant: str, detail: str, event_id: str, *hops: str) -> None:
+    def violation(invariant: str, detail: str, event_id: str, *hops: str, excuse: str = "") -> None:
         dead = [
             f"{name}'s DLQ ({events[event_id]})"
             for name, events in observed.dead.items()
             if event_id in events
         ]
-        found.append(Violation(invariant, detail, _path(sent, event_id, *hops, *dead), seed))
+        found.append(Violation(invariant, detail, _path(sent, event_id, *hops, *dead), seed, excuse))
 
     _check_store(sent, observed, violation)
     _check_replies(sent, observed, violation)
@@ -150,8 +175,19 @@ def _check_store(sent: Sent, observed: Observed, violation: Any) -> None:
             )
 
 
+def _unanswered(observed: Observed, event_id: str, lost_answers: int) -> str:
+    """Why a reply to `event_id` may have been made again, or "" (`Observed.undecided`)."""
+    kills = observed.undecided.get("autoreply", []).count(event_id)
+    reasons = [f"{lost_answers} answer(s) lost or late"] if lost_answers else []
+    reasons += [f"{kills} autoreply worker(s) killed holding it"] if kills else []
+    return "; ".join(reasons)
+
+
 def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
     dead = observed.dead.get("autoreply", {})
+    redriven = observed.redriven.get("autoreply", set())
+    lost_replies = Counter(observed.unanswered_replies)
+    lost_answers = Counter(observed.unanswered_callbacks)
     by_chat: dict[int, list[str]] = defaultdict(list)
     for chat, text, _ in observed.replies:
         by_chat[chat].append(text)
@@ -165,10 +201,15 @@ def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
         counts = Counter(got)
         for event_id, text in messages:
             if counts[text] > 1:
-                violation("autoreply", f"chat {chat} got {text!r} {counts[text]} times", event_id)
+                lost = lost_replies[(chat, text)]
+                excuse = _unanswered(observed, event_id, lost)
+                allowed = 1 + lost + observed.undecided.get("autoreply", []).count(event_id)
+                detail = f"chat {chat} got {text!r} {counts[text]} times"
+                violation("autoreply", detail, event_id, excuse=excuse if counts[text] <= allowed else "")
             elif counts[text] == 0 and event_id not in dead:
                 violation("autoreply", f"chat {chat} never got {text!r}, nor is it in the DLQ", event_id)
-        wanted = [text for _, text in messages if text in counts]
+        late = {text for event_id, text in messages if event_id in redriven}
+        wanted = [text for _, text in messages if text in counts and text not in late]
         seen = list(dict.fromkeys(got))
         if [t for t in seen if t in set(wanted)] != wanted:
             violation("order", f"chat {chat} got its replies out of order: {seen}", messages[0][0])
@@ -182,9 +223,13 @@ def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
     answers = Counter(observed.callback_answers)
     for event_id, step in _telegram(sent).items():
         if step.kind == "callback":
-            count = answers[step.args["query"]]
+            query = step.args["query"]
+            count = answers[query]
             if count > 1 or (count == 0 and event_id not in dead):
-                violation("autoreply", f"button press {step.args['query']} answered {count} times", event_id)
+                excuse = _unanswered(observed, event_id, lost_answers[query]) if count > 1 else ""
+                allowed = 1 + lost_answers[query] + observed.undecided.get("autoreply", []).count(event_id)
+                detail = f"button press {query} answered {count} times"
+                violation("autoreply", detail, event_id, excuse=excuse if count <= allowed else "")
 
 
 def _check_leads(sent: Sent, observed: Observed, violation: Any) -> None:

@@ -3,34 +3,41 @@ records (Bot API calls, leads, SMS), the tables (conversations, journal) and the
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from local.chaos.checks import Observed, run_of
 from local.runtime import Runtime
-from ops.dlq import read_and_release
+from ops.dlq import read_and_release, summarize_body
+from pipeline.bot_api import TIMEOUT_SECONDS
 from pipeline.registry import JOURNAL
 from pipeline.sms.journal import KEY_PREFIX
 
-# Bot API answers that mean the call took effect: none applied, or only a slow answer.
-TOOK_EFFECT = (None, "hang")
+# Bot API faults after which the call took effect: none, a slow answer, an answer lost.
+TOOK_EFFECT = (None, "hang", "drop_answer")
 # More than a campaign's DLQ ever holds: read them all.
 EVERY_DEAD_LETTER = 1_000_000
 
 
-def observe(runtime: Runtime) -> Observed:
+def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> Observed:
+    """`undecided`: per consumer, the events killed workers held (`local.chaos.inflight`)."""
     resources = runtime.resources
     if resources is None:
         raise RuntimeError("the runtime has not created its resources")
-    observed = Observed()
+    observed = Observed(undecided=dict(undecided or {}))
     for call in runtime.fakes["telegram"].calls():
         body = call.get("body")
         if call["fault"] not in TOOK_EFFECT or not isinstance(body, dict):
             continue
+        unanswered = call["fault"] == "drop_answer" or (call.get("fault_seconds") or 0) >= TIMEOUT_SECONDS
         if call["path"].endswith("/sendMessage"):
-            observed.replies.append((int(body["chat_id"]), str(body.get("text")), float(call["time"])))
+            chat, text = int(body["chat_id"]), str(body.get("text"))
+            observed.replies.append((chat, text, float(call["time"])))
+            if unanswered:
+                observed.unanswered_replies.append((chat, text))
         elif call["path"].endswith("/answerCallbackQuery"):
             observed.callback_answers.append(str(body.get("callback_query_id")))
+            if unanswered:
+                observed.unanswered_callbacks.append(str(body.get("callback_query_id")))
     crm = runtime.fakes["crm"]
     leads = crm.leads() if hasattr(crm, "leads") else {}
     observed.leads = [int(lead["telegram_user_id"]) for lead in leads.values() if "telegram_user_id" in lead]
@@ -77,16 +84,7 @@ def dead_letters(runtime: Runtime) -> dict[str, dict[str, str]]:
             queue.dlq_url, limit=EVERY_DEAD_LETTER, visibility_timeout=60, sqs=sqs
         ):
             reason = message.get("MessageAttributes", {}).get("dead_letter_reason", {}).get("StringValue")
-            events[_event_id(message["Body"])] = reason or "(no reason: moved by the redrive policy)"
+            event_id = summarize_body(message["Body"]).event_id or "(unreadable)"
+            events[event_id] = reason or "(no reason: moved by the redrive policy)"
         found[name] = events
     return found
-
-
-def _event_id(body: str) -> str:
-    try:
-        data = json.loads(body)
-        if isinstance(data, dict) and data.get("Type") == "Notification":
-            data = json.loads(data["Message"])
-    except (ValueError, KeyError, TypeError):
-        return "(unreadable)"
-    return str(data.get("event_id")) if isinstance(data, dict) else "(unreadable)"

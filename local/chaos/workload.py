@@ -9,8 +9,9 @@ order, N = 1..STEPS, so each reply names its update), resends of an update Teleg
 delivered, the same update posted twice at once, edits, button presses; CRM orders moving
 through statuses on the generic CRM route (`POST /crm/events`), a move sometimes resent.
 
-Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx, 429 and slow
-answers; SMS gateway errors, refusals and timeouts; the CRM's outages; SNS publish errors (the
+Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx, 429, slow
+answers, answers later than the client waits and answers lost (those two after the call took
+effect); SMS gateway errors, refusals and timeouts; the CRM's outages; SNS publish errors (the
 webhook's hop); DynamoDB throttling and lost answers, SQS receive and delete failures (at
 moto's door, `local.moto_faults`); a worker process killed (SIGKILL, between any two of its
 calls); a function's processes replaced at once.
@@ -22,6 +23,8 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 
 # Each chat's messages: `/step1` .. `/stepN`; the consumer answers `/stepK` with `step K`.
 STEPS = 12
@@ -44,6 +47,8 @@ FAULT_WEIGHTS: dict[str, int] = {
     "telegram_5xx": 8,
     "telegram_429": 6,
     "telegram_slow": 6,
+    "telegram_timeout": 2,
+    "telegram_lost_answer": 2,
     "sms_error": 5,
     "sms_refusal": 3,
     "sms_timeout": 2,
@@ -186,6 +191,10 @@ class _Planner:
             return Step(
                 index, kind, {"count": pick.randint(1, 4), "seconds": round(pick.uniform(0.2, 2.0), 2)}
             )
+        if kind == "telegram_timeout":  # answered after the client gave up: the call took effect
+            return Step(index, kind, {"count": 1, "seconds": BOT_API_TIMEOUT_SECONDS + 1})
+        if kind == "telegram_lost_answer":  # the call took effect; its answer never arrives
+            return Step(index, kind, {"count": 1})
         if kind == "sms_error":
             return Step(index, kind, {"count": pick.randint(1, 2), "status": pick.choice((500, 503))})
         if kind == "sms_refusal":

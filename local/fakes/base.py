@@ -354,6 +354,8 @@ class FakeService:
             "headers": {name: value for name, value in request.headers.items() if name not in AUTH_HEADERS},
             "body": document,
             "fault": fault.kind if fault else None,
+            # How long a hang held the answer back: longer than its caller waits is an answer lost.
+            "fault_seconds": fault.seconds if fault is not None and fault.kind == "hang" else None,
             "time": time.time(),
         }
         with self._lock:

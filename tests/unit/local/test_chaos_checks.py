@@ -3,7 +3,8 @@ violation is reported with the campaign's seed and the event's path."""
 
 from __future__ import annotations
 
-from local.chaos.checks import Observed, Sent, Violation, check, customer_name, reply_text
+from local.chaos.checks import Observed, Sent, Violation, check, customer_name, reply_text, split
+from local.chaos.inflight import InFlight
 from local.chaos.workload import FAULT_WEIGHTS, Step, plan
 
 SEED = 4242
@@ -63,6 +64,63 @@ def test_a_duplicated_reply_is_reported_with_the_seed_and_the_events_path() -> N
     assert f"seed {SEED}" in violations[0].line() and "path: #1 message" in violations[0].line()
 
 
+def test_a_reply_made_twice_after_its_answer_was_lost_is_telegrams_window_not_a_violation() -> None:
+    """Telegram has no idempotency key: a sendMessage that took effect while its worker never got
+    the answer is made again. With that evidence the duplicate is counted apart, with its reason."""
+    sent, observed = healthy()
+    observed.replies.append((CHAT, reply_text(2), 3.0))
+    observed.unanswered_replies.append((CHAT, reply_text(2)))
+
+    violations, in_window = split(check(SEED, sent, observed, RULES))
+
+    assert violations == []
+    assert [(f.invariant, f.excuse) for f in in_window] == [("autoreply", "1 answer(s) lost or late")]
+    assert in_window[0].line().startswith("AT-LEAST-ONCE autoreply")
+
+
+def test_a_reply_made_twice_after_a_kill_is_excused_only_by_a_killed_autoreply_worker_holding_it() -> None:
+    sent, observed = healthy()
+    observed.replies.append((CHAT, reply_text(2), 3.0))
+    inflight = InFlight()
+    inflight.listener({"event": "busy", "worker": "store", "events": ["telegram:1:11"]})
+    inflight.listener({"event": "busy", "worker": "autoreply-1", "events": ["telegram:1:10"]})
+    inflight.listener({"event": "busy", "worker": "autoreply", "events": ["telegram:1:11"]})
+    inflight.listener({"event": "invocation", "worker": "autoreply"})  # its batch was done: no kill
+    inflight.killed("store", "store")
+    inflight.killed("autoreply-1", "autoreply")
+    observed.undecided = inflight.undecided()
+
+    # A killed store worker held the event, and a killed autoreply worker another one: no excuse.
+    assert [f.excuse for f in check(SEED, sent, observed, RULES)] == [""]
+
+    inflight.listener({"event": "busy", "worker": "autoreply", "events": ["telegram:1:11"]})
+    inflight.killed("autoreply", "autoreply")
+    observed.undecided = inflight.undecided()
+    [finding] = check(SEED, sent, observed, RULES)
+    assert finding.excuse == "1 autoreply worker(s) killed holding it"
+
+
+def test_more_copies_of_a_reply_than_lost_answers_explain_are_a_violation() -> None:
+    sent, observed = healthy()
+    observed.replies += [(CHAT, reply_text(2), 3.0), (CHAT, reply_text(2), 4.0)]
+    observed.unanswered_replies.append((CHAT, reply_text(2)))
+    violations, in_window = split(check(SEED, sent, observed, RULES))
+    assert [v.detail for v in violations] == [f"chat {CHAT} got {reply_text(2)!r} 3 times"]
+    assert in_window == []
+
+
+def test_a_button_press_answered_twice_is_excused_by_a_lost_answer_and_only_by_one() -> None:
+    press = Step(4, "callback", {"chat": CHAT, "update": 12, "query": "q-12"})
+    sent, observed = healthy()
+    sent.steps["telegram:1:12"] = press
+    sent.answers["telegram:1:12"].append(200)
+    observed.stored.add(12)
+    observed.callback_answers += ["q-12", "q-12"]
+    assert [f.excuse for f in check(SEED, sent, observed, RULES)] == [""]
+    observed.unanswered_callbacks.append("q-12")
+    assert [f.excuse for f in check(SEED, sent, observed, RULES)] == ["1 answer(s) lost or late"]
+
+
 def test_a_violations_path_names_the_dlq_and_reason_an_event_sits_in() -> None:
     sent, observed = healthy()
     observed.replies.append((CHAT, reply_text(1), 3.0))
@@ -77,6 +135,15 @@ def test_replies_out_of_a_chats_order_are_a_violation_of_order() -> None:
     sent, observed = healthy()
     observed.replies.reverse()
     assert [v.invariant for v in check(SEED, sent, observed, RULES)] == ["order"]
+
+
+def test_a_reply_the_operator_redrove_from_the_dlq_may_come_after_the_chats_later_ones() -> None:
+    sent, observed = healthy()
+    observed.replies.reverse()  # step 1's message sat in the DLQ while step 2 was answered
+    observed.redriven["crm"] = {"telegram:1:10"}  # redriven, but from another consumer's DLQ
+    assert [v.invariant for v in check(SEED, sent, observed, RULES)] == ["order"]
+    observed.redriven["autoreply"] = {"telegram:1:10"}
+    assert check(SEED, sent, observed, RULES) == []
 
 
 def test_a_lost_effect_is_a_violation_unless_the_event_is_in_its_consumers_dlq() -> None:

@@ -7,6 +7,7 @@ Oracles: Powertools' parser models of the SQS and EventBridge events, and Powert
 from __future__ import annotations
 
 import hashlib
+import json
 import textwrap
 import threading
 import time
@@ -22,7 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from moto import mock_aws
 
 from local.lambda_host import FunctionHost, LocalLambdaContext
-from local.worker_process import failed_message_ids, scheduled_event, sqs_record
+from local.worker_process import event_id_of, failed_message_ids, scheduled_event, sqs_record
 
 REGION = "eu-central-1"
 
@@ -78,6 +79,14 @@ RECORDS = [{"messageId": "a"}, {"messageId": "b"}, {"messageId": "c"}]
 )
 def test_only_records_not_reported_as_failures_count_as_succeeded(result: Any, failed: set[str]) -> None:
     assert failed_message_ids(result, RECORDS) == failed
+
+
+def test_a_busy_workers_events_are_read_from_raw_and_sns_wrapped_bodies() -> None:
+    """What a killed worker held (`local.chaos.inflight`): the envelope's event id, either way."""
+    envelope = json.dumps({"event_id": "telegram:1:5", "type": "message"})
+    assert event_id_of(envelope) == "telegram:1:5"
+    assert event_id_of(json.dumps({"Type": "Notification", "Message": envelope})) == "telegram:1:5"
+    assert [event_id_of(body) for body in ("not json", "[]", '{"event_id": 5}')] == [None, None, None]
 
 
 def test_scheduled_event_is_an_eventbridge_scheduled_event() -> None:
