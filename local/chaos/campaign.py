@@ -14,9 +14,7 @@ wait on a person (`local.chaos.operator`), and `local.chaos.checks` checks the i
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import os
 import queue
 import signal
@@ -33,24 +31,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from local.chaos import operator
+from local.chaos import operator, portals
 from local.chaos.checks import INTERMEDIATE_SMS_STATES, Sent, Violation, check, reply_text, split
 from local.chaos.inflight import InFlight
 from local.chaos.observe import dead_letters, observe
 from local.chaos.posts import crm_move, telegram_update
-from local.chaos.workload import STEPS, Step, counted, plan
+from local.chaos.shape import campaign_consumers, campaign_settings, rule_statuses
+from local.chaos.workload import Step, counted, plan
 from local.fleet import SUPERVISION_SECONDS
 from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
-from local.settings import PROJECT_ROOT, LocalSettings
 from local.stack import DEFAULT_STATE_DIR
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.envelope import crm_event_id, telegram_event_id
-from pipeline.registry import JOURNAL, Consumer, RetryPolicy, by_name
+from pipeline.registry import JOURNAL
 from pipeline.sms.journal import BY_STATE_INDEX
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
-RULES_FILE = PROJECT_ROOT / "layers" / "shared" / "python" / "pipeline" / "sms" / "rules.json"
 REPORT_NAME = "chaos-report.json"
 LANES = 12
 # Telegram resends an update the webhook did not answer 200; so do the campaign's senders.
@@ -58,61 +55,8 @@ DELIVERY_ATTEMPTS = 8
 HTTP_TIMEOUT_SECONDS = 30.0
 PROGRESS_SECONDS = 5.0
 FUNCTION_FIGURES = ("processed", "duplicates", "retried", "dead_lettered", "crashes", "restarts")
-FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4)
-
-
-def _autoreply() -> Consumer:
-    """Ordered (FIFO by chat), replies naming their step, in batches of 3 at the least timeout
-    for them. Its reply is a Bot API call with no idempotency key: one is started only with the
-    time left to make it and record it (`pipeline.deadline`; at 6 s, before that rule, seed 5
-    sent 2 of 745 replies twice), after the batch's earlier replies to one chat (at 12 s with
-    batches of 10, seed 7 dead-lettered 18 of 3,000 messages refused for time on every retry)."""
-    autoreply = dataclasses.replace(
-        by_name("autoreply"),
-        ordered=True,
-        batch_size=3,
-        environment={
-            "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
-        },
-        retry=FAST_RETRY,
-    )
-    return dataclasses.replace(
-        autoreply, timeout_seconds=math.ceil(autoreply.least_batch_timeout_seconds) + 1
-    )
-
-
-def campaign_consumers() -> tuple[Consumer, ...]:
-    """The consumers, with timeouts and retry delays of seconds: a killed worker's record comes
-    back after the visibility timeout (6x the function's timeout), within the campaign."""
-    sms = by_name("sms")
-    return (
-        dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),
-        _autoreply(),
-        dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
-        dataclasses.replace(
-            sms,
-            # Seconds, not minutes: a send whose worker died is taken over within the campaign.
-            timeout_seconds=12,
-            retry=RetryPolicy(max_receive_count=10, base_delay_seconds=1, max_delay_seconds=4),
-            environment={**sms.environment, "SMS_LEASE_SECONDS": "15"},
-        ),
-    )
-
-
-def campaign_settings(workers: int) -> LocalSettings:
-    return LocalSettings.from_cdk_json(
-        consumer_workers=workers,
-        scale_workers_on_demand=False,
-        bot_consumer=False,
-        ai_consumer=False,
-        crm_sources=False,
-        reconcile_every_seconds=3.0,
-    )
-
-
-def rule_statuses() -> frozenset[str]:
-    document = json.loads(RULES_FILE.read_text(encoding="utf-8"))
-    return frozenset(rule["status"] for rule in document["rules"])
+# After the queues drain: the catch-up sweep's period and this, for moves whose webhook was lost.
+SWEEP_MARGIN_SECONDS = 10.0
 
 
 @dataclass
@@ -190,6 +134,8 @@ class Campaign:
         assert self.runtime is not None
         if step.kind in ("crm_move", "crm_resend"):
             return crm_event_id(step.args["event_id"])
+        if step.kind == "portal_move":  # the campaign's name for it: the pipeline's come from the history
+            return f"portal:{step.args['deal']}:{step.index}"
         return telegram_event_id(self.runtime.settings.telegram_bot_id, step.args["update"])
 
     def _request(self, step: Step) -> tuple[str, bytes, dict[str, str]]:
@@ -215,6 +161,11 @@ class Campaign:
 
     def send(self, step: Step) -> None:
         event_id = self.event_id(step)
+        if step.kind == "portal_move":
+            with self._lock:
+                self.sent.steps[event_id] = step
+            self._answer(event_id, portals.apply(self.runtime, step.args, self.sent.portal_ids))
+            return
         if step.kind in ("resend", "crm_resend"):
             with self._lock:
                 request = self.bodies.get(event_id)
@@ -271,6 +222,11 @@ class Campaign:
             fakes["end_user_messaging"].add_faults({"fail_next": args["count"], "status": args["status"]})
         elif kind == "sms_timeout":
             fakes["end_user_messaging"].add_faults({"hang_next": args["count"], "seconds": args["seconds"]})
+        elif kind == "portal_webhook_lost":
+            portals.webhook_faults(runtime, args["portal"], {"lose_next_webhooks": args["count"]})
+        elif kind == "portal_webhook_late":
+            late = {"delay_next_webhooks": args["count"], "seconds": args["seconds"]}
+            portals.webhook_faults(runtime, args["portal"], late)
         elif kind == "crm_outage":
             fakes["crm"].go_down(args["seconds"])
         elif kind == "sns_publish_error":
@@ -333,6 +289,7 @@ class Campaign:
             fake.clear_faults()
             if name == "crm":
                 fake.come_back()
+        portals.clear_webhook_faults(self.runtime)
 
     # -- the run -------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -359,6 +316,9 @@ class Campaign:
             self.clear_faults()
             drain_started = time.monotonic()
             drained = self._drain(time.monotonic() + options.drain_timeout)
+            # Moves whose webhook was lost reach the pipeline through the next catch-up sweep.
+            time.sleep(runtime.settings.crm_sweep_every_seconds + SWEEP_MARGIN_SECONDS)
+            drained = self._drain(time.monotonic() + options.drain_timeout) and drained
             settled = self._wait_journal_settled(time.monotonic() + 60)
             drained, settled = self._operator(drained, settled)
             drain_seconds = time.monotonic() - drain_started
@@ -396,7 +356,7 @@ class Campaign:
                 continue
             if pace is not None:
                 time.sleep(max(0.0, started + sent_events / pace - time.monotonic()))
-            key = step.args.get("chat") or step.args.get("order")
+            key = step.args.get("chat") or step.args.get("order") or step.args.get("deal")
             lane = lanes[zlib.crc32(str(key).encode()) % LANES]
             while True:  # a timed wait, so that Ctrl-C stops the campaign while a lane is full
                 try:

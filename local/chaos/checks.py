@@ -20,6 +20,10 @@ N` replays the same workload and faults. The invariants, once the faults stop an
   has a rule, unless a record a person must decide on says so (`failed`, `unknown`) or the
   move is in sms's DLQ (earlier runs may be stale by the time their move is handled: at most one);
   once the operator has decided every such record (`bin/ops journal resolve`), none excuses;
+- portal deals (`local.chaos.portals`): at most as many SMS as the deal's history has entries
+  into a status with a rule (a move between two stages of one status is none), and at least one
+  when the status the deal is in now has a rule, unless a record a person must decide on says
+  so or one of the deal's transitions is in sms's DLQ; whatever became of the webhooks;
 - the journal: no idempotency record left `INPROGRESS`, no SMS record left `pending` or `sending`,
   nor `failed` or `unknown` once the operator has decided.
 """
@@ -30,6 +34,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from local.chaos.portals import FIRST_STAGE, status_transitions
 from local.chaos.workload import Step
 
 # The SMS records a person decides on (`ops journal`): a visible outcome, not a loss.
@@ -45,6 +50,8 @@ class Sent:
     answers: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     # The first POST (wall clock) of each Telegram update, for the end-to-end latency.
     first_posted: dict[str, float] = field(default_factory=dict)
+    # Each portal deal's id in its stand-in, by the plan's key (`local.chaos.portals`).
+    portal_ids: dict[str, int] = field(default_factory=dict)
 
     def accepted(self, event_id: str) -> bool:
         return 200 in self.answers.get(event_id, [])
@@ -145,6 +152,7 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     _check_replies(sent, observed, violation)
     _check_leads(sent, observed, violation)
     _check_sms(sent, observed, rules, violation)
+    _check_portals(sent, observed, rules, violation)
     for key, status in observed.idempotency_records:
         if status == "INPROGRESS":
             found.append(Violation("journal", f"idempotency record {key} left INPROGRESS", key, seed))
@@ -250,9 +258,7 @@ def _check_leads(sent: Sent, observed: Observed, violation: Any) -> None:
 def _check_sms(sent: Sent, observed: Observed, rules: frozenset[str], violation: Any) -> None:
     dead = observed.dead.get("sms", {})
     per_run = Counter(run_of(text) for text in observed.sms)
-    decided: set[str] = set()
-    if not observed.decided_by_operator:
-        decided = {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
+    decided = _awaiting_a_person(observed)
     last: dict[str, Step] = {}
     moves = {e: s for e, s in sent.steps.items() if s.kind == "crm_move" and sent.accepted(e)}
     for step in moves.values():
@@ -270,3 +276,39 @@ def _check_sms(sent: Sent, observed: Observed, rules: frozenset[str], violation:
         is_last = last[step.args["order"]] is step
         if is_last and status in rules and count == 0 and event_id not in dead and name not in decided:
             violation("sms", f"no SMS for the move into {status}, nor a record to decide on", event_id)
+
+
+def _awaiting_a_person(observed: Observed) -> set[str]:
+    """The runs (customer names) with an SMS record a person must decide on, until they have."""
+    if observed.decided_by_operator:
+        return set()
+    return {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
+
+
+def _check_portals(sent: Sent, observed: Observed, rules: frozenset[str], violation: Any) -> None:
+    dead = observed.dead.get("sms", {})
+    per_name = Counter(run_of(text) for text in observed.sms)
+    decided = _awaiting_a_person(observed)
+    deals: dict[str, list[tuple[str, Step]]] = defaultdict(list)
+    for event_id, step in sent.steps.items():
+        if step.kind == "portal_move":
+            deals[step.args["deal"]].append((event_id, step))
+    for key, moves in deals.items():
+        moves.sort(key=lambda pair: pair[1].index)
+        portal, name = moves[0][1].args["portal"], moves[0][1].args["name"]
+        stages = [FIRST_STAGE[portal], *(stage for _, step in moves for stage in step.args["stages"])]
+        entered = status_transitions(portal, stages)
+        due = sum(1 for status in entered if status in rules)
+        count = per_name[name]
+        deal_id = sent.portal_ids.get(key)
+        where = f"{portal} deal {deal_id}"
+        in_dlq = deal_id is not None and any(event.startswith(f"{portal}:{deal_id}:") for event in dead)
+        last_event = moves[-1][0]
+        if count > due:
+            violation(
+                "portal", f"{count} SMS for {due} entries into a status with a rule ({where})", last_event
+            )
+        if entered and entered[-1] in rules and count == 0 and not in_dlq and name not in decided:
+            violation(
+                "portal", f"no SMS for {where}, now {entered[-1]}, nor a record to decide on", last_event
+            )

@@ -7,11 +7,14 @@ pipeline runs real processes; what reproduces is what was sent and injected, and
 Events (the world): Telegram updates from many private chats (each chat's messages `/stepN` in
 order, N = 1..STEPS, so each reply names its update), resends of an update Telegram already
 delivered, the same update posted twice at once, edits, button presses; CRM orders moving
-through statuses on the generic CRM route (`POST /crm/events`), a move sometimes resent.
+through statuses on the generic CRM route (`POST /crm/events`), a move sometimes resent; deals
+in the Bitrix24 and amoCRM stand-ins moved between stages, sometimes several within a second
+(`local.chaos.portals`).
 
 Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx, 429, slow
 answers, answers later than the client waits and answers lost (those two after the call took
-effect); SMS gateway errors, refusals and timeouts; the CRM's outages; SNS publish errors (the
+effect); SMS gateway errors, refusals and timeouts; the CRM's outages; the portals' webhooks lost or
+posted late; SNS publish errors (the
 webhook's hop); DynamoDB throttling and lost answers, SQS receive and delete failures (at
 moto's door, `local.moto_faults`); a worker process killed (SIGKILL, between any two of its
 calls); a function's processes replaced at once.
@@ -24,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from local.chaos.portals import PORTALS, DealPlanner
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 
 # Each chat's messages: `/step1` .. `/stepN`; the consumer answers `/stepK` with `step K`.
@@ -42,6 +46,7 @@ EVENT_WEIGHTS: dict[str, int] = {
     "callback": 6,
     "crm_move": 22,
     "crm_resend": 6,
+    "portal_move": 8,
 }
 FAULT_WEIGHTS: dict[str, int] = {
     "telegram_5xx": 8,
@@ -53,6 +58,8 @@ FAULT_WEIGHTS: dict[str, int] = {
     "sms_refusal": 3,
     "sms_timeout": 2,
     "crm_outage": 4,
+    "portal_webhook_lost": 2,
+    "portal_webhook_late": 2,
     "sns_publish_error": 5,
     "sns_publish_timeout": 2,
     "sns_publish_lost_answer": 2,
@@ -115,6 +122,7 @@ class _Planner:
         self.callback_number = 0
         self.chats: list[_Chat] = []
         self.orders: list[_Order] = []
+        self.deals = DealPlanner(seed, self.random)
 
     def next_update(self) -> int:
         self.update_id += 1
@@ -159,6 +167,8 @@ class _Planner:
             self.callback_number += 1
             query = f"cb{self.seed}-{self.callback_number}"
             return Step(index, kind, {"chat": chat.chat, "update": self.next_update(), "query": query})
+        if kind == "portal_move":
+            return Step(index, kind, self.deals.move())
         if kind == "crm_resend":
             sent = [o for o in self.orders if o.last_event is not None]
             if sent:
@@ -195,6 +205,11 @@ class _Planner:
             return Step(index, kind, {"count": 1, "seconds": BOT_API_TIMEOUT_SECONDS + 1})
         if kind == "telegram_lost_answer":  # the call took effect; its answer never arrives
             return Step(index, kind, {"count": 1})
+        if kind == "portal_webhook_lost":
+            return Step(index, kind, {"portal": pick.choice(PORTALS), "count": pick.randint(1, 2)})
+        if kind == "portal_webhook_late":
+            seconds = round(pick.uniform(2.0, 20.0), 1)
+            return Step(index, kind, {"portal": pick.choice(PORTALS), "count": 1, "seconds": seconds})
         if kind == "sms_error":
             return Step(index, kind, {"count": pick.randint(1, 2), "status": pick.choice((500, 503))})
         if kind == "sms_refusal":

@@ -3,8 +3,11 @@ violation is reported with the campaign's seed and the event's path."""
 
 from __future__ import annotations
 
+import itertools
+
 from local.chaos.checks import Observed, Sent, Violation, check, customer_name, reply_text, split
 from local.chaos.inflight import InFlight
+from local.chaos.portals import FINAL_STAGES, status_transitions
 from local.chaos.workload import FAULT_WEIGHTS, Step, plan
 
 SEED = 4242
@@ -198,3 +201,42 @@ def test_a_steps_path_never_shows_a_phone_number() -> None:
     moves = [step for step in plan(SEED, 300) if step.kind == "crm_move"]
     assert moves and all(step.args["phone"] not in step.path() for step in moves)
     assert Violation("sms", "x", moves[0].path(), SEED).as_dict()["path"] == moves[0].path()
+
+
+def portal_move(index: int, stages: list[str], create: bool = False) -> Step:
+    args = {"portal": "bitrix24", "deal": "b1", "name": "Portalb1", "phone": "+4915778000001"}
+    return Step(index, "portal_move", {**args, "previous": "?", "stages": stages, "create": create})
+
+
+def test_a_move_between_two_stages_of_one_status_is_no_transition() -> None:
+    # EXECUTING and the pickup shelf UC_PICKUP are both ready_for_pickup (local.overlay).
+    stages = ["NEW", "EXECUTING", "UC_PICKUP", "PREPARATION", "EXECUTING"]
+    assert status_transitions("bitrix24", stages) == ["ready_for_pickup", "processing", "ready_for_pickup"]
+
+
+def test_a_portal_deal_gets_at_most_one_sms_per_entry_and_one_for_where_it_is_now() -> None:
+    """Whatever became of its webhooks: the history the plan made is what the SMS answer to."""
+    sent = Sent(portal_ids={"b1": 42})
+    for step in (portal_move(0, ["EXECUTING"], create=True), portal_move(1, ["PREPARATION", "EXECUTING"])):
+        sent.steps[f"portal:b1:{step.index}"] = step
+    texted = "Portalb1, your order 42 is ready for pickup."
+    rfp = frozenset({"ready_for_pickup"})
+
+    assert check(SEED, sent, Observed(sms=[texted]), rfp) == []  # the first entry's was stale
+    assert check(SEED, sent, Observed(sms=[texted, texted]), rfp) == []
+    [too_many] = check(SEED, sent, Observed(sms=[texted] * 3), rfp)
+    assert too_many.detail == "3 SMS for 2 entries into a status with a rule (bitrix24 deal 42)"
+    [none] = check(SEED, sent, Observed(), rfp)
+    assert none.detail.startswith("no SMS for bitrix24 deal 42, now ready_for_pickup")
+    assert none.path.startswith("#1 portal_move") and "+49" not in none.line()
+    in_dlq = Observed(dead={"sms": {"bitrix24:42:0f3a": "retries exhausted"}})
+    assert check(SEED, sent, in_dlq, rfp) == []
+
+
+def test_a_planned_burst_moves_the_deal_each_time_and_ends_it_only_last() -> None:
+    steps = [s for s in plan(SEED, 3000) if s.kind == "portal_move"]
+    assert steps and any(len(s.args["stages"]) > 1 for s in steps)
+    for step in steps:
+        portal, stages = step.args["portal"], [step.args["previous"], *step.args["stages"]]
+        assert all(a != b for a, b in itertools.pairwise(stages))
+        assert not set(stages[:-1]) & FINAL_STAGES[portal]  # a closed deal is moved no more

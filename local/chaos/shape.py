@@ -1,0 +1,74 @@
+"""The pipeline a campaign runs: `make local`'s, with Lambda's concurrency shape (three workers
+per consumer), the consumers whose effects show outside, and timeouts and retry delays of
+seconds, so that a killed worker's record comes back within the campaign."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+from local.chaos.checks import reply_text
+from local.chaos.workload import STEPS
+from local.settings import LocalSettings
+from pipeline.registry import Consumer, RetryPolicy, by_name
+from pipeline.sms.rules import load_rules
+
+FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4)
+
+
+def _autoreply() -> Consumer:
+    """Ordered (FIFO by chat), replies naming their step, in batches of 3 at the least timeout
+    for them. Its reply is a Bot API call with no idempotency key: one is started only with the
+    time left to make it and record it (`pipeline.deadline`; at 6 s, before that rule, seed 5
+    sent 2 of 745 replies twice), after the batch's earlier replies to one chat (at 12 s with
+    batches of 10, seed 7 dead-lettered 18 of 3,000 messages refused for time on every retry)."""
+    autoreply = dataclasses.replace(
+        by_name("autoreply"),
+        ordered=True,
+        batch_size=3,
+        environment={
+            "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
+        },
+        retry=FAST_RETRY,
+    )
+    return dataclasses.replace(
+        autoreply, timeout_seconds=math.ceil(autoreply.least_batch_timeout_seconds) + 1
+    )
+
+
+def campaign_consumers() -> tuple[Consumer, ...]:
+    """The consumers, with timeouts and retry delays of seconds: a killed worker's record comes
+    back after the visibility timeout (6x the function's timeout), within the campaign."""
+    sms = by_name("sms")
+    return (
+        dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),
+        _autoreply(),
+        dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
+        # The portals' webhooks (each reads the deal's history): retries of seconds, not minutes.
+        dataclasses.replace(by_name("bitrix24"), timeout_seconds=10, retry=FAST_RETRY),
+        dataclasses.replace(by_name("amocrm"), timeout_seconds=10, retry=FAST_RETRY),
+        dataclasses.replace(
+            sms,
+            # Seconds, not minutes: a send whose worker died is taken over within the campaign.
+            timeout_seconds=12,
+            retry=RetryPolicy(max_receive_count=10, base_delay_seconds=1, max_delay_seconds=4),
+            environment={**sms.environment, "SMS_LEASE_SECONDS": "15"},
+        ),
+    )
+
+
+def campaign_settings(workers: int) -> LocalSettings:
+    return LocalSettings.from_cdk_json(
+        consumer_workers=workers,
+        scale_workers_on_demand=False,
+        bot_consumer=False,
+        ai_consumer=False,
+        crm_sources=True,
+        reconcile_every_seconds=3.0,
+    )
+
+
+def rule_statuses() -> frozenset[str]:
+    """The statuses with an SMS rule, as the `sms` consumer loads them."""
+    return frozenset(rule.status for rule in load_rules("").rules)
