@@ -88,17 +88,25 @@ def build_fakes(
     }
 
 
+def _on_moto(endpoint: str, region: str) -> dict[str, Any]:
+    return {
+        "endpoint_url": endpoint,
+        "region_name": region,
+        "aws_access_key_id": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "aws_session_token": FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+        "config": Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=10),
+    }
+
+
 def moto_client(service: str, endpoint: str, region: str) -> Any:
     """A boto3 client on a local moto server (never a real account)."""
-    return boto3.session.Session().client(  # type: ignore[call-overload]
-        service,
-        endpoint_url=endpoint,
-        region_name=region,
-        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
-        config=Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=2, read_timeout=10),
-    )
+    return boto3.session.Session().client(service, **_on_moto(endpoint, region))  # type: ignore[call-overload]
+
+
+def moto_resource(service: str, endpoint: str, region: str) -> Any:
+    """A boto3 resource on a local moto server (never a real account)."""
+    return boto3.session.Session().resource(service, **_on_moto(endpoint, region))  # type: ignore[call-overload]
 
 
 def base_environment(functions_dir: Path, layer_dir: Path, region: str) -> dict[str, str]:

@@ -41,11 +41,11 @@ from local.chaos.workload import Step, counted, plan
 from local.fleet import SUPERVISION_SECONDS
 from local.moto_faults import PATH as AWS_FAULTS_PATH
 from local.runtime import Ports, Runtime
-from local.stack import DEFAULT_STATE_DIR
+from local.stack import DEFAULT_STATE_DIR, moto_resource
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.envelope import crm_event_id, telegram_event_id
 from pipeline.registry import JOURNAL
-from pipeline.sms.journal import BY_STATE_INDEX
+from pipeline.sms.journal import Journal
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 REPORT_NAME = "chaos-report.json"
@@ -82,24 +82,6 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> int:
             return int(error.code)
     except (urllib.error.URLError, OSError):
         return 0
-
-
-def _in_state(dynamodb: Any, table: str, state: str) -> int:
-    """How many SMS records of the journal are in `state` (from the `by_state` index)."""
-    query: dict[str, Any] = {
-        "TableName": table,
-        "IndexName": BY_STATE_INDEX,
-        "KeyConditionExpression": "sms_state = :state",
-        "ExpressionAttributeValues": {":state": {"S": state}},
-        "Select": "COUNT",
-    }
-    total = 0
-    while True:
-        page = dynamodb.query(**query)
-        total += int(page.get("Count", 0))
-        if "LastEvaluatedKey" not in page:
-            return total
-        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 class CampaignStopped(RuntimeError):
@@ -441,12 +423,12 @@ class Campaign:
         reconciler runs)."""
         runtime = self.runtime
         assert runtime is not None and runtime.resources is not None
-        dynamodb = runtime.client("dynamodb")
-        table = runtime.resources.tables[JOURNAL]
+        dynamodb = moto_resource("dynamodb", runtime.aws_endpoint, runtime.settings.region)
+        journal = Journal(runtime.resources.tables[JOURNAL], dynamodb=dynamodb)
         while time.monotonic() < deadline:
             # The `by_state` index, as the reconciler reads it: a scan of a long campaign's
             # journal (hundreds of thousands of items) takes the moto server many seconds.
-            if not any(_in_state(dynamodb, table, state) for state in INTERMEDIATE_SMS_STATES):
+            if not any(journal.count_in_state(state) for state in INTERMEDIATE_SMS_STATES):
                 return True
             time.sleep(2)
         return False

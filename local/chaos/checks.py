@@ -36,10 +36,11 @@ from typing import Any
 
 from local.chaos.portals import FIRST_STAGE, status_transitions
 from local.chaos.workload import Step
+from pipeline.sms.journal import State
 
 # The SMS records a person decides on (`ops journal`): a visible outcome, not a loss.
-DECIDE_STATES = frozenset({"failed", "unknown"})
-INTERMEDIATE_SMS_STATES = frozenset({"pending", "sending"})
+DECIDE_STATES = frozenset({State.FAILED, State.UNKNOWN})
+INTERMEDIATE_SMS_STATES = frozenset({State.PENDING, State.SENDING})
 
 
 @dataclass

@@ -235,15 +235,18 @@ class Journal:
         lease: timedelta = timedelta(seconds=120),
         retention: timedelta = timedelta(days=SMS_RETENTION_DAYS),
         clock: Clock = CLOCK,
+        dynamodb: Any = None,
     ) -> None:
         self.table_name = table_name
         self.lease = lease
         self.retention = retention
         self.clock = clock
+        # A DynamoDB resource of the caller's (a local run's moto server); else the function's own.
+        self._dynamodb = dynamodb
 
     @property
     def table(self) -> Any:
-        return aws.resource("dynamodb").Table(self.table_name)
+        return (self._dynamodb or aws.resource("dynamodb")).Table(self.table_name)
 
     # -- reading --------------------------------------------------------------------------------
     def get(self, key: str) -> Notification | None:
