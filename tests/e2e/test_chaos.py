@@ -1,10 +1,10 @@
 """A short seeded chaos campaign through the whole local pipeline (`local.chaos`, `make chaos`).
 
 Its own runtime (several workers per consumer, short retry delays), a seeded workload of
-Telegram updates (resends, concurrent deliveries, edits, button presses) and CRM order moves,
-with faults at every hop the stand-ins and the runtime have hooks for; once the faults stop and
-the queues drain, no invariant may be broken. The long campaign's figures are in README's
-"Reliability" section.
+Telegram updates (resends, concurrent deliveries, edits, button presses), CRM order moves and
+deals moved in the Bitrix24 and amoCRM stand-ins, with faults at every hop the stand-ins and the
+runtime have hooks for; once the faults stop and the queues drain, no invariant may be broken.
+The long campaign's figures are in README's "Reliability" section.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def test_a_short_seeded_campaign_breaks_no_invariant_and_leaks_no_phone_number(t
     assert document["accepted_events"] >= EVENTS * 0.8
     assert document["latency_ms"]["samples"] >= EVENTS * 0.3
     assert (tmp_path / "chaos-report.json").is_file()
-    # No full phone number of the campaign's orders in any log of the pipeline.
-    phones = {step.args["phone"] for step in plan(SEED, EVENTS, FAULT_RATE) if step.kind == "crm_move"}
+    # No full phone number of the campaign's orders and deals in any log of the pipeline.
+    steps = plan(SEED, EVENTS, FAULT_RATE)
+    phones = {step.args["phone"] for step in steps if step.kind in ("crm_move", "portal_move")}
+    assert any(step.kind == "portal_move" for step in steps)
     logs = "".join(path.read_text(errors="replace") for path in (tmp_path / "logs").glob("*.log"))
     assert phones and not [phone for phone in phones if phone in logs]
