@@ -14,6 +14,11 @@ N` replays the same workload and faults. The invariants, once the faults stop an
   a reply may come twice then, and only then (`pipeline.telegram_bot.calls`, README). Such a
   duplicate is a finding with its evidence (`excuse`), counted apart, not a violation; one
   without that evidence is a violation;
+- `bot` (the example bot's conversations, FIFO by chat): each accepted step has its outputs
+  exactly once, in the conversation's order (/start: the request for the phone; the contact:
+  "Got it." then the question; [Yes]: the question edited into the thanks), or sits in the bot's
+  DLQ (then the conversation's later steps are not owed theirs); a duplicate is Telegram's
+  window only with its evidence, as for autoreply;
 - `crm`: one lead per chat that sent an accepted message (the contact book's rule), never two;
 - `sms`: at most one accepted SMS per run (an order's stay in a status, begun by a real move),
   none for a status without a rule; exactly one for the last run of each order when its status
@@ -34,6 +39,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from local.chaos.conversations import BOT_KINDS, STEP_OUTPUTS, outputs
 from local.chaos.portals import FIRST_STAGE, status_transitions
 from local.chaos.workload import Step
 from pipeline.sms.journal import State
@@ -64,6 +70,8 @@ class Observed:
 
     # (chat, text, time) of each sendMessage the Bot API accepted, in the order it received them.
     replies: list[tuple[int, str, float]] = field(default_factory=list)
+    # (chat, text) of each editMessageText the Bot API accepted.
+    edits: list[tuple[int, str]] = field(default_factory=list)
     # callback_query_id of each answerCallbackQuery the Bot API accepted.
     callback_answers: list[str] = field(default_factory=list)
     # Telegram update ids with an item in the conversations table.
@@ -151,6 +159,7 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
 
     _check_store(sent, observed, violation)
     _check_replies(sent, observed, violation)
+    _check_conversations(sent, observed, violation)
     _check_leads(sent, observed, violation)
     _check_sms(sent, observed, rules, violation)
     _check_portals(sent, observed, rules, violation)
@@ -171,7 +180,7 @@ def _telegram(sent: Sent) -> dict[str, Step]:
     return {
         event_id: step
         for event_id, step in sent.steps.items()
-        if step.kind in ("message", "concurrent", "edit", "callback") and sent.accepted(event_id)
+        if step.kind in ("message", "concurrent", "edit", "callback", *BOT_KINDS) and sent.accepted(event_id)
     }
 
 
@@ -184,11 +193,11 @@ def _check_store(sent: Sent, observed: Observed, violation: Any) -> None:
             )
 
 
-def _unanswered(observed: Observed, event_id: str, lost_answers: int) -> str:
+def _unanswered(observed: Observed, event_id: str, lost_answers: int, consumer: str = "autoreply") -> str:
     """Why a reply to `event_id` may have been made again, or "" (`Observed.undecided`)."""
-    kills = observed.undecided.get("autoreply", []).count(event_id)
+    kills = observed.undecided.get(consumer, []).count(event_id)
     reasons = [f"{lost_answers} answer(s) lost or late"] if lost_answers else []
-    reasons += [f"{kills} autoreply worker(s) killed holding it"] if kills else []
+    reasons += [f"{kills} {consumer} worker(s) killed holding it"] if kills else []
     return "; ".join(reasons)
 
 
@@ -246,7 +255,7 @@ def _check_leads(sent: Sent, observed: Observed, violation: Any) -> None:
     leads = Counter(observed.leads)
     chats: dict[int, list[str]] = defaultdict(list)
     for event_id, step in _telegram(sent).items():
-        if step.kind in ("message", "concurrent", "edit"):
+        if step.kind in ("message", "concurrent", "edit", "bot_start", "bot_contact"):
             chats[step.args["chat"]].append(event_id)
     for chat, events in chats.items():
         first = min(events, key=lambda e: sent.steps[e].index)
@@ -313,3 +322,39 @@ def _check_portals(sent: Sent, observed: Observed, rules: frozenset[str], violat
             violation(
                 "portal", f"no SMS for {where}, now {entered[-1]}, nor a record to decide on", last_event
             )
+
+
+def _check_conversations(sent: Sent, observed: Observed, violation: Any) -> None:
+    dead = observed.dead.get("bot", {})
+    lost = Counter(observed.unanswered_replies)
+    said: dict[int, list[tuple[str, str]]] = defaultdict(list)  # chat -> (output, text), in order
+    for chat, text, _ in observed.replies:
+        said[chat].append((outputs("bot_start", text) or outputs("bot_contact", text) or "", text))
+    for chat, text in observed.edits:
+        said[chat].append((outputs("bot_yes", text) or "", text))
+    conversations: dict[int, list[tuple[str, Step]]] = defaultdict(list)
+    for event_id, step in sent.steps.items():
+        if step.kind in BOT_KINDS and sent.accepted(event_id):
+            conversations[step.args["chat"]].append((event_id, step))
+    for chat, steps in conversations.items():
+        steps.sort(key=lambda pair: pair[1].index)
+        got = [output for output, _ in said.get(chat, []) if output]
+        counts = Counter(got)
+        owed: list[str] = []
+        for event_id, step in steps:
+            if event_id in dead:
+                break  # the conversation stopped there: what comes after is not owed
+            for output in STEP_OUTPUTS[step.kind]:
+                owed.append(output)
+                count = counts[output]
+                if count == 1:
+                    continue
+                texts = [text for name, text in said.get(chat, []) if name == output]
+                extra = sum(lost[(chat, text)] for text in set(texts))
+                excuse = _unanswered(observed, event_id, extra, "bot") if count > 1 else ""
+                allowed = 1 + extra + observed.undecided.get("bot", []).count(event_id)
+                detail = f"chat {chat}: the bot's {output!r} came {count} times"
+                violation("bot", detail, event_id, excuse=excuse if 1 < count <= allowed else "")
+        seen = list(dict.fromkeys(got))
+        if [output for output in seen if output in owed] != [output for output in owed if output in seen]:
+            violation("order", f"chat {chat}: the bot's outputs out of order: {seen}", steps[0][0])

@@ -34,6 +34,11 @@ def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> 
             observed.replies.append((chat, text, float(call["time"])))
             if unanswered:
                 observed.unanswered_replies.append((chat, text))
+        elif call["path"].endswith("/editMessageText") and "chat_id" in body:
+            chat, text = int(body["chat_id"]), str(body.get("text"))
+            observed.edits.append((chat, text))
+            if unanswered:
+                observed.unanswered_replies.append((chat, text))
         elif call["path"].endswith("/answerCallbackQuery"):
             observed.callback_answers.append(str(body.get("callback_query_id")))
             if unanswered:
@@ -54,7 +59,7 @@ def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> 
         if key.startswith(KEY_PREFIX) and "state" in item:
             body = item.get("body", {}).get("S", "")
             observed.sms_records.append((key, item["state"]["S"], run_of(body)))
-        elif "status" in item:
+        elif "S" in item.get("status", {}):  # the bot's call journal keeps an HTTP status, a number
             observed.idempotency_records.append((key, item["status"]["S"]))
     observed.dead = dead_letters(runtime)
     return observed

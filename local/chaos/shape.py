@@ -12,9 +12,14 @@ from local.chaos.checks import reply_text
 from local.chaos.workload import STEPS
 from local.settings import LocalSettings
 from pipeline.registry import Consumer, RetryPolicy, by_name
+from pipeline.replies import DEFAULT_REPLIES
 from pipeline.sms.rules import load_rules
 
 FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4)
+
+
+AUTOREPLY_DEFAULTS_OFF = dict.fromkeys(DEFAULT_REPLIES, "")
+STEP_REPLIES = {f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)}
 
 
 def _autoreply() -> Consumer:
@@ -27,9 +32,8 @@ def _autoreply() -> Consumer:
         by_name("autoreply"),
         ordered=True,
         batch_size=3,
-        environment={
-            "AUTOREPLY_REPLIES": json.dumps({f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)})
-        },
+        # Its own commands off: /start is the example bot's, in the conversations' chats.
+        environment={"AUTOREPLY_REPLIES": json.dumps({**AUTOREPLY_DEFAULTS_OFF, **STEP_REPLIES})},
         retry=FAST_RETRY,
     )
     return dataclasses.replace(
@@ -45,6 +49,8 @@ def campaign_consumers() -> tuple[Consumer, ...]:
         dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),
         _autoreply(),
         dataclasses.replace(by_name("crm"), timeout_seconds=6, retry=FAST_RETRY),
+        # The example bot, beside autoreply (in AWS one or the other): its own chats.
+        dataclasses.replace(by_name("bot"), retry=FAST_RETRY),
         # The portals' webhooks (each reads the deal's history): retries of seconds, not minutes.
         dataclasses.replace(by_name("bitrix24"), timeout_seconds=10, retry=FAST_RETRY),
         dataclasses.replace(by_name("amocrm"), timeout_seconds=10, retry=FAST_RETRY),
@@ -62,7 +68,7 @@ def campaign_settings(workers: int) -> LocalSettings:
     return LocalSettings.from_cdk_json(
         consumer_workers=workers,
         scale_workers_on_demand=False,
-        bot_consumer=False,
+        bot_consumer=True,
         ai_consumer=False,
         crm_sources=True,
         reconcile_every_seconds=3.0,

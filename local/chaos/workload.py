@@ -9,7 +9,7 @@ order, N = 1..STEPS, so each reply names its update), resends of an update Teleg
 delivered, the same update posted twice at once, edits, button presses; CRM orders moving
 through statuses on the generic CRM route (`POST /crm/events`), a move sometimes resent; deals
 in the Bitrix24 and amoCRM stand-ins moved between stages, sometimes several within a second
-(`local.chaos.portals`).
+(`local.chaos.portals`); conversations with the example bot (`local.chaos.conversations`).
 
 Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx, 429, slow
 answers, answers later than the client waits and answers lost (those two after the call took
@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from local.chaos.conversations import ConversationPlanner
 from local.chaos.portals import PORTALS, DealPlanner
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 
@@ -47,6 +48,7 @@ EVENT_WEIGHTS: dict[str, int] = {
     "crm_move": 22,
     "crm_resend": 6,
     "portal_move": 8,
+    "bot": 6,
 }
 FAULT_WEIGHTS: dict[str, int] = {
     "telegram_5xx": 8,
@@ -123,6 +125,7 @@ class _Planner:
         self.chats: list[_Chat] = []
         self.orders: list[_Order] = []
         self.deals = DealPlanner(seed, self.random)
+        self.conversations = ConversationPlanner(seed, FIRST_CHAT + (seed % 1000) * 100_000, self.random)
 
     def next_update(self) -> int:
         self.update_id += 1
@@ -169,6 +172,9 @@ class _Planner:
             return Step(index, kind, {"chat": chat.chat, "update": self.next_update(), "query": query})
         if kind == "portal_move":
             return Step(index, kind, self.deals.move())
+        if kind == "bot":  # a conversation's next step: bot_start, bot_contact or bot_yes
+            step_kind, args = self.conversations.step(self.next_update())
+            return Step(index, step_kind, args)
         if kind == "crm_resend":
             sent = [o for o in self.orders if o.last_event is not None]
             if sent:

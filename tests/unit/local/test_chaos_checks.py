@@ -3,8 +3,13 @@ violation is reported with the campaign's seed and the event's path."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
+from typing import Any
 
+from bot.examples import lead_bot
+
+from local.chaos import conversations
 from local.chaos.checks import Observed, Sent, Violation, check, customer_name, reply_text, split
 from local.chaos.inflight import InFlight
 from local.chaos.portals import FINAL_STAGES, status_transitions
@@ -240,3 +245,67 @@ def test_a_planned_burst_moves_the_deal_each_time_and_ends_it_only_last() -> Non
         portal, stages = step.args["portal"], [step.args["previous"], *step.args["stages"]]
         assert all(a != b for a, b in itertools.pairwise(stages))
         assert not set(stages[:-1]) & FINAL_STAGES[portal]  # a closed deal is moved no more
+
+
+BOT_CHAT = 888
+
+
+def conversation(*kinds: str) -> Sent:
+    sent = Sent()
+    for index, kind in enumerate(kinds):
+        args: dict[str, Any] = {"chat": BOT_CHAT, "update": 100 + index}
+        if kind == "bot_contact":
+            args["phone"] = "+4915776000001"
+        sent.steps[f"telegram:1:{100 + index}"] = Step(index, kind, args)
+        sent.answers[f"telegram:1:{100 + index}"].append(200)
+    return sent
+
+
+def bot_said(*texts: str, thanks: bool = True) -> Observed:
+    return Observed(
+        replies=[(BOT_CHAT, text, float(n)) for n, text in enumerate(texts)],
+        edits=[(BOT_CHAT, conversations.THANKS)] if thanks else [],
+        stored={100, 101, 102},
+        leads=[BOT_CHAT],
+    )
+
+
+QUESTION = f"{conversations.CONFIRM_PREFIX} +4915776000001?"
+
+
+def test_a_conversation_with_each_output_once_and_in_order_has_no_violation() -> None:
+    sent = conversation("bot_start", "bot_contact", "bot_yes")
+    assert check(SEED, sent, bot_said(conversations.ASK_PHONE, conversations.GOT_IT, QUESTION), RULES) == []
+
+
+def test_a_conversations_repeated_lost_or_misordered_output_is_a_violation_without_evidence() -> None:
+    sent = conversation("bot_start", "bot_contact", "bot_yes")
+    twice = bot_said(conversations.ASK_PHONE, conversations.GOT_IT, conversations.GOT_IT, QUESTION)
+    [repeated] = check(SEED, sent, twice, RULES)
+    assert repeated.detail == f"chat {BOT_CHAT}: the bot's 'got it' came 2 times" and not repeated.excuse
+    twice.unanswered_replies.append((BOT_CHAT, conversations.GOT_IT))
+    assert [f.excuse for f in check(SEED, sent, twice, RULES)] == ["1 answer(s) lost or late"]
+
+    [lost] = check(
+        SEED, sent, bot_said(conversations.ASK_PHONE, conversations.GOT_IT, QUESTION, thanks=False), RULES
+    )
+    assert lost.detail == f"chat {BOT_CHAT}: the bot's 'thanks' came 0 times" and "+49" not in lost.line()
+    misordered = bot_said(conversations.GOT_IT, QUESTION, conversations.ASK_PHONE)
+    assert [v.invariant for v in check(SEED, sent, misordered, RULES)] == ["order"]
+
+
+def test_after_a_conversations_step_in_the_dlq_its_later_steps_are_owed_nothing() -> None:
+    sent = conversation("bot_start", "bot_contact", "bot_yes")
+    observed = bot_said(conversations.ASK_PHONE, thanks=False)
+    observed.dead["bot"] = {"telegram:1:101": "retries exhausted after 8 attempts: CRM down"}
+    assert check(SEED, sent, observed, RULES) == []
+
+
+def test_the_campaigns_copy_of_the_example_bots_texts_is_the_bots() -> None:
+    source = inspect.getsource(lead_bot)
+    assert (lead_bot.ASK_PHONE, lead_bot.CONFIRM_PREFIX) == (
+        conversations.ASK_PHONE,
+        conversations.CONFIRM_PREFIX,
+    )
+    assert (lead_bot.THANKS, lead_bot.KNOWN) == (conversations.THANKS, conversations.KNOWN)
+    assert f'reply_text("{conversations.GOT_IT}"' in source
