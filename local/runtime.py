@@ -25,6 +25,7 @@ Its parts live beside it, each usable without it: the stand-ins, ports and clien
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import threading
@@ -240,11 +241,7 @@ class Runtime:
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
             if self.persist:
                 self.log(snapshot.restore(self.client, self.persist_dir))
-            events = self.resources.delivery_events
-            if events is not None:
-                end_user_messaging = self.fakes["end_user_messaging"]
-                assert isinstance(end_user_messaging, EndUserMessagingFake)
-                end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
+            self._connect_delivery_events(self.resources)
             self._start_functions(self.resources)
             self.fleet.start_supervisor()
             self.fleet.wait_started(timeout, self.log_dir)
@@ -328,6 +325,14 @@ class Runtime:
         self.fleet.stop_moto()
         if self.runtime_log.parent.is_dir():
             self.log("stopped; last status:\\n" + "\\n".join(self.status_lines()))
+
+    def _connect_delivery_events(self, resources: LocalResources) -> None:
+        """End User Messaging's stand-in publishes its delivery events to the pipeline's topic."""
+        events = resources.delivery_events
+        if events is not None:
+            end_user_messaging = self.fakes["end_user_messaging"]
+            assert isinstance(end_user_messaging, EndUserMessagingFake)
+            end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
 
     def _save_tables(self, resources: LocalResources) -> None:
         """The tables' items, while moto still runs (it saves the queues itself as it stops)."""
@@ -455,6 +460,35 @@ class Runtime:
         and the handler's import, Lambda's init phase.
         """
         return self.fleet.restart(names, timeout)
+
+    def restart_pipeline(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> float:
+        """Stop the whole pipeline and start it again with its state, as `python -m local
+        --persist` stopped and run again does (`local.snapshot`: what survives and what does not);
+        the stand-ins, the world outside, run on. Seconds until it answers again."""
+        resources = self.resources
+        if not self.persist or resources is None:
+            raise LocalRuntimeError("a restart keeps the queues and tables only with persist")
+        started = time.monotonic()
+        # The same endpoint: the functions' environments and the clients name moto's port.
+        self.ports = dataclasses.replace(self.ports, moto=self.moto_port)
+
+        def restore() -> None:
+            self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
+            self.log(snapshot.restore(self.client, self.persist_dir))
+            self._connect_delivery_events(self.resources)
+            # Made again, a secret's ARN has a new random suffix: the functions get the new ones.
+            environments = self.function_environments(self.resources)
+            for child in self.fleet.children.values():
+                if child.function in environments:
+                    child.env = environments[child.function]
+
+        self.fleet.restart_all(
+            lambda: self._save_tables(resources), lambda: self._start_moto(timeout), restore
+        )
+        self.fleet.wait_started(timeout, self.log_dir)
+        self.log(f"restarted with its state in {time.monotonic() - started:.1f}s")
+        self.write_state()
+        return time.monotonic() - started
 
     # -- reload on code changes ---------------------------------------------------------------------
     def reload_changed(self, changed: list[Path]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import statistics
 import threading
@@ -103,6 +104,10 @@ class Campaign:
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._restarting = threading.Lock()
+        # Held while the whole pipeline restarts: moto's fault points wait for it to be back.
+        self._pipeline_down = threading.Lock()
+        self._background: list[threading.Thread] = []
+        self.pipeline_restarts: list[float] = []
         self.runtime: Runtime | None = None
         self.redriven: Counter[str] = Counter()
         self.decisions: Counter[str] = Counter()
@@ -236,8 +241,15 @@ class Campaign:
         elif kind == "restart_function":
             names = sorted(consumer.name for consumer in campaign_consumers())
             name = names[args["pick"] % len(names)]
-            threading.Thread(target=self._restart, args=(name,), daemon=True).start()
+            self._in_background(self._restart, name)
+        elif kind == "restart_runtime":
+            self._in_background(self._restart_pipeline)
         self.faults[kind] += 1
+
+    def _in_background(self, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._background.append(thread)
+        thread.start()
 
     def _aws_faults(self, method: str, document: dict[str, Any] | None = None) -> None:
         """Ask moto's fault points (`local.moto_faults`) for a fault, or to clear them."""
@@ -246,12 +258,28 @@ class Campaign:
         url = f"{self.runtime.aws_endpoint}{AWS_FAULTS_PATH}"
         request = urllib.request.Request(url, data=body, method=method)  # noqa: S310 - loopback
         try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response:  # noqa: S310 - loopback
+            with (
+                self._pipeline_down,
+                urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECONDS) as response,  # noqa: S310 - loopback
+            ):
                 response.read()
         except OSError:
             time.sleep(5 * SUPERVISION_SECONDS)  # the supervisor's turn to notice a dead server
             self._still_running()
             raise
+
+    def _restart_pipeline(self) -> None:
+        """The whole pipeline stopped and started again with its state; the world goes on sending."""
+        if not self._restarting.acquire(blocking=False):
+            return
+        try:
+            assert self.runtime is not None
+            with self._pipeline_down:
+                self.pipeline_restarts.append(round(self.runtime.restart_pipeline(), 1))
+        except Exception as error:  # the campaign goes on; the report shows it
+            self.errors.append(f"restart of the pipeline: {type(error).__name__}: {error}")
+        finally:
+            self._restarting.release()
 
     def _restart(self, name: str) -> None:
         if not self._restarting.acquire(blocking=False):
@@ -283,7 +311,9 @@ class Campaign:
             settings=campaign_settings(options.workers),
             state_dir=options.state_dir,
             consumers=campaign_consumers(),
+            persist=True,  # for `restart_runtime`; an earlier campaign's state is never read
         )
+        shutil.rmtree(runtime.persist_dir, ignore_errors=True)
         for fake in runtime.fakes.values():
             fake.keep_every_call()
         self.runtime = runtime
@@ -295,6 +325,8 @@ class Campaign:
                 f"chaos seed {options.seed}: {options.events} events; pipeline started in {startup:.1f}s"
             )
             sending = self._drive()
+            for thread in self._background:
+                thread.join()
             self.clear_faults()
             drain_started = time.monotonic()
             drained = self._drain(time.monotonic() + options.drain_timeout)
@@ -469,6 +501,7 @@ class Campaign:
             # Replies made twice after their first answer was lost (`local.chaos.checks`).
             "at_least_once": [f.as_dict() for f in in_window],
             "at_least_once_total": len(in_window),
+            "pipeline_restarts_seconds": self.pipeline_restarts,
             "workers_killed_holding_events": sum(1 for kill in self.inflight.kills if kill.events),
             "sender_errors": self.errors[:20],
             "journal_settled": settled,

@@ -17,7 +17,8 @@ effect); SMS gateway errors, refusals and timeouts; the CRM's outages; the porta
 posted late; SNS publish errors (the
 webhook's hop); DynamoDB throttling and lost answers, SQS receive and delete failures (at
 moto's door, `local.moto_faults`); a worker process killed (SIGKILL, between any two of its
-calls); a function's processes replaced at once.
+calls); a function's processes replaced at once; the whole pipeline stopped and started again
+with its state (`Runtime.restart_pipeline`, as `python -m local --persist`).
 """
 
 from __future__ import annotations
@@ -71,7 +72,11 @@ FAULT_WEIGHTS: dict[str, int] = {
     "sqs_delete_error": 3,
     "kill_worker": 6,
     "restart_function": 1,
+    "restart_runtime": 1,
 }
+# A restart of the whole pipeline saves and restores every queue and table (`local.snapshot`):
+# seconds early in a campaign, longer as the journal grows; at most one per this many events.
+RESTART_RUNTIME_SPACING = 1500
 # Faults per event, on average.
 FAULT_RATE = 0.06
 # How many chats and orders are open at once (new ones replace finished ones).
@@ -243,6 +248,8 @@ class _Planner:
             return Step(index, kind, {"target": target, "kind": "error", "count": 1})
         if kind == "kill_worker":
             return Step(index, kind, {"pick": pick.randrange(1_000_000)})
+        if kind == "restart_runtime":
+            return Step(index, kind, {})
         return Step(index, kind, {"pick": pick.randrange(1_000_000)})
 
 
@@ -253,10 +260,17 @@ def plan(seed: int, events: int, fault_rate: float = FAULT_RATE) -> list[Step]:
     fault_kinds, fault_weights = zip(*FAULT_WEIGHTS.items(), strict=True)
     steps: list[Step] = []
     made = 0
+    last_restart = -1
     while made < events:
         index = len(steps)
         if fault_rate > 0 and planner.random.random() < fault_rate:
-            steps.append(planner.fault(planner.random.choices(fault_kinds, fault_weights)[0], index))
+            kind = planner.random.choices(fault_kinds, fault_weights)[0]
+            if kind == "restart_runtime":
+                if made - last_restart < RESTART_RUNTIME_SPACING and last_restart >= 0:
+                    kind = "kill_worker"
+                else:
+                    last_restart = made
+            steps.append(planner.fault(kind, index))
             continue
         steps.append(planner.event(planner.random.choices(event_kinds, event_weights)[0], index))
         made += 1

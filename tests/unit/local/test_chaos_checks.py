@@ -13,7 +13,7 @@ from local.chaos import conversations
 from local.chaos.checks import Observed, Sent, Violation, check, customer_name, reply_text, split
 from local.chaos.inflight import InFlight
 from local.chaos.portals import FINAL_STAGES, status_transitions
-from local.chaos.workload import FAULT_WEIGHTS, Step, plan
+from local.chaos.workload import FAULT_WEIGHTS, RESTART_RUNTIME_SPACING, Step, plan
 
 SEED = 4242
 RULES = frozenset({"shipped", "ready_for_pickup"})
@@ -309,3 +309,15 @@ def test_the_campaigns_copy_of_the_example_bots_texts_is_the_bots() -> None:
     )
     assert (lead_bot.THANKS, lead_bot.KNOWN) == (conversations.THANKS, conversations.KNOWN)
     assert f'reply_text("{conversations.GOT_IT}"' in source
+
+
+def test_a_plan_restarts_the_whole_pipeline_at_most_once_per_spacing() -> None:
+    """Each restart saves and restores every queue and table: rare, and never in a row."""
+    steps = plan(7, 20_000)
+    made, at = 0, []
+    for step in steps:
+        if step.kind == "restart_runtime":
+            at.append(made)
+        made += 0 if step.is_fault else 1
+    assert len(at) >= 2
+    assert all(later - earlier >= RESTART_RUNTIME_SPACING for earlier, later in itertools.pairwise(at))
