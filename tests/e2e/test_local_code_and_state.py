@@ -62,6 +62,26 @@ def runtime_log(runtime: Runtime) -> str:
     return runtime.runtime_log.read_text(encoding="utf-8")
 
 
+def store_runtime(tmp_path: Path, **options: Any) -> Runtime:
+    """A runtime of the webhook and `store` alone, its state under `tmp_path`."""
+    return Runtime(
+        ports=Ports(),
+        settings=LocalSettings.from_cdk_json(),
+        state_dir=tmp_path / "state",
+        consumers=(by_name("store"),),
+        **options,
+    )
+
+
+def say_hi(pipeline: Pipeline) -> dict[str, Any]:
+    """Ann's "hi" (update 7101), accepted; Ann."""
+    ann = user(7101, "Ann")
+    assert (
+        pipeline.send_update({"update_id": 7101, "message": message(1, private_chat(ann), ann, "hi")}) == 200
+    )
+    return ann
+
+
 def line_with(runtime: Runtime, *parts: str) -> str | None:
     return next((line for line in runtime_log(runtime).splitlines() if all(p in line for p in parts)), None)
 
@@ -190,20 +210,10 @@ def test_a_restart_of_the_whole_pipeline_with_persist_keeps_its_state_and_goes_o
     """`Runtime.restart_pipeline` (the chaos campaign's `restart_runtime`): every process stopped,
     moto too, and started again on the same ports with the saved queues and tables; the stand-ins
     (the world outside) run on. A message waiting in a queue at the stop is processed after it."""
-    runtime = Runtime(
-        ports=Ports(),
-        settings=LocalSettings.from_cdk_json(),
-        state_dir=tmp_path / "state",
-        consumers=(by_name("store"),),
-        persist=True,
-    )
+    runtime = store_runtime(tmp_path, persist=True)
     with runtime:
         pipeline = Pipeline(runtime)
-        ann = user(7101, "Ann")
-        assert (
-            pipeline.send_update({"update_id": 7101, "message": message(1, private_chat(ann), ann, "hi")})
-            == 200
-        )
+        ann = say_hi(pipeline)
         assert runtime.wait_until_drained(timeout=30)
         assert runtime.resources is not None
         conversations = runtime.resources.tables["conversations"]
@@ -268,20 +278,10 @@ def test_a_consumer_whose_process_dies_on_every_record_shows_failing_with_its_cr
         '"""The store consumer, dying on purpose."""\nimport os\n\n\n'
         "def lambda_handler(event, context):\n    os._exit(3)\n"
     )
-    runtime = Runtime(
-        ports=Ports(),
-        settings=LocalSettings.from_cdk_json(),
-        state_dir=tmp_path / "state",
-        consumers=(by_name("store"),),
-        functions_dir=functions_copy,
-    )
+    runtime = store_runtime(tmp_path, functions_dir=functions_copy)
     with runtime:
         pipeline = Pipeline(runtime)
-        ann = user(7101, "Ann")
-        assert (
-            pipeline.send_update({"update_id": 7101, "message": message(1, private_chat(ann), ann, "hi")})
-            == 200
-        )
+        say_hi(pipeline)
 
         def crashed_line() -> str | None:
             line = next(line for line in runtime.status_lines() if line.startswith("store "))
