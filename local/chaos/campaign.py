@@ -57,7 +57,7 @@ HTTP_TIMEOUT_SECONDS = 30.0
 PROGRESS_SECONDS = 5.0
 FUNCTION_FIGURES = ("processed", "duplicates", "retried", "dead_lettered", "crashes", "restarts")
 # After the queues drain: the catch-up sweep's period and this, for moves whose webhook was lost.
-SWEEP_MARGIN_SECONDS = 10.0
+SWEEP_MARGIN_SECONDS = 5.0
 
 
 @dataclass

@@ -72,6 +72,8 @@ def campaign_settings(workers: int) -> LocalSettings:
         ai_consumer=False,
         crm_sources=True,
         reconcile_every_seconds=3.0,
+        # Moves whose webhook was lost are found within seconds, and the campaign's end waits less.
+        crm_sweep_every_seconds=10.0,
     )
 
 
