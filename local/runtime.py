@@ -424,14 +424,16 @@ class Runtime:
             self.fleet.add_function(
                 FunctionStatus(SMS_EVENTS.service_name, "subscription"),
                 module="local.worker_process",
-                args=subscription_args(
-                    SMS_EVENTS,
-                    self._lambda_name(SMS_EVENTS.service_name),
-                    events.queue.url,
-                    events.subscription_arn,
-                ),
+                args=self._delivery_events_args,
                 env=environments[SMS_EVENTS.service_name],
             )
+
+    def _delivery_events_args(self) -> list[str]:
+        """Read at each start: a restarted pipeline's subscription has a new ARN (`restart_pipeline`)."""
+        events = self.resources.delivery_events if self.resources is not None else None
+        assert events is not None
+        name = self._lambda_name(SMS_EVENTS.service_name)
+        return subscription_args(SMS_EVENTS, name, events.queue.url, events.subscription_arn)()
 
     def _visible_messages(self, name: str) -> int:
         if self.resources is None or name not in self.resources.queues:

@@ -62,13 +62,13 @@ def runtime_log(runtime: Runtime) -> str:
     return runtime.runtime_log.read_text(encoding="utf-8")
 
 
-def store_runtime(tmp_path: Path, **options: Any) -> Runtime:
-    """A runtime of the webhook and `store` alone, its state under `tmp_path`."""
+def store_runtime(tmp_path: Path, *more: str, **options: Any) -> Runtime:
+    """A runtime of the webhook and `store` (and the `more` consumers), its state under `tmp_path`."""
     return Runtime(
         ports=Ports(),
         settings=LocalSettings.from_cdk_json(),
         state_dir=tmp_path / "state",
-        consumers=(by_name("store"),),
+        consumers=tuple(by_name(name) for name in ("store", *more)),
         **options,
     )
 
@@ -210,7 +210,7 @@ def test_a_restart_of_the_whole_pipeline_with_persist_keeps_its_state_and_goes_o
     """`Runtime.restart_pipeline` (the chaos campaign's `restart_runtime`): every process stopped,
     moto too, and started again on the same ports with the saved queues and tables; the stand-ins
     (the world outside) run on. A message waiting in a queue at the stop is processed after it."""
-    runtime = store_runtime(tmp_path, persist=True)
+    runtime = store_runtime(tmp_path, "sms", persist=True)  # sms: its delivery events' subscription
     with runtime:
         pipeline = Pipeline(runtime)
         ann = say_hi(pipeline)
@@ -228,6 +228,9 @@ def test_a_restart_of_the_whole_pipeline_with_persist_keeps_its_state_and_goes_o
         seconds = runtime.restart_pipeline()
 
         assert runtime.webhook_url == webhook_url and seconds < 60
+        # Made again, the subscription has a new ARN: the delivery events' poller is given it.
+        events = runtime.resources.delivery_events
+        assert events is not None and events.subscription_arn in runtime.children["sms_events"].args()
 
         def stored(update_id: int) -> bool:
             items = runtime.client("dynamodb").scan(TableName=conversations)["Items"]
