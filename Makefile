@@ -28,7 +28,7 @@ lint: install
 	$(PY) -m mypy
 
 test: lint
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15
 
 test-unit: install
 	$(PY) -m pytest tests/unit
