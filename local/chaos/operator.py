@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -61,10 +63,18 @@ def decide_sms_records(runtime: Runtime, records: list[tuple[str, str, str]]) ->
 
 
 def ops(*arguments: str, stack_file: Path) -> str:
-    """`bin/ops --local --local-file <stack_file> <arguments>`; its output, or OperatorError."""
-    command = [str(PROJECT_ROOT / "bin" / "ops"), "--local", "--local-file", str(stack_file), *arguments]
+    """`bin/ops --local --local-file <stack_file> <arguments>`, as `bin/ops` runs it (`python -m
+    ops`, the project on the path) but with the campaign's own interpreter: a checkout without a
+    `.venv` of its own (a second worktree) runs it too. Its output, or OperatorError."""
+    command = [sys.executable, "-m", "ops", "--local", "--local-file", str(stack_file), *arguments]
+    path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     result = subprocess.run(  # noqa: S603 - our own CLI, arguments of our own
-        command, capture_output=True, text=True, timeout=OPS_TIMEOUT_SECONDS, check=False
+        command,
+        capture_output=True,
+        text=True,
+        timeout=OPS_TIMEOUT_SECONDS,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
     )
     if result.returncode != 0:
         raise OperatorError(
