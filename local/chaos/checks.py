@@ -201,6 +201,13 @@ def _unanswered(observed: Observed, event_id: str, lost_answers: int, consumer: 
     return "; ".join(reasons)
 
 
+def _window(observed: Observed, event_id: str, lost: int, count: int, consumer: str = "autoreply") -> str:
+    """The evidence that `count` copies are Telegram's at-least-once window, or "": one copy more
+    per lost or late answer and per kill of a `consumer` worker holding the event, no more."""
+    allowed = 1 + lost + observed.undecided.get(consumer, []).count(event_id)
+    return _unanswered(observed, event_id, lost, consumer) if 1 < count <= allowed else ""
+
+
 def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
     dead = observed.dead.get("autoreply", {})
     redriven = observed.redriven.get("autoreply", set())
@@ -220,10 +227,10 @@ def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
         for event_id, text in messages:
             if counts[text] > 1:
                 lost = lost_replies[(chat, text)]
-                excuse = _unanswered(observed, event_id, lost)
-                allowed = 1 + lost + observed.undecided.get("autoreply", []).count(event_id)
                 detail = f"chat {chat} got {text!r} {counts[text]} times"
-                violation("autoreply", detail, event_id, excuse=excuse if counts[text] <= allowed else "")
+                violation(
+                    "autoreply", detail, event_id, excuse=_window(observed, event_id, lost, counts[text])
+                )
             elif counts[text] == 0 and event_id not in dead:
                 violation("autoreply", f"chat {chat} never got {text!r}, nor is it in the DLQ", event_id)
         late = {text for event_id, text in messages if event_id in redriven}
@@ -244,10 +251,13 @@ def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
             query = step.args["query"]
             count = answers[query]
             if count > 1 or (count == 0 and event_id not in dead):
-                excuse = _unanswered(observed, event_id, lost_answers[query]) if count > 1 else ""
-                allowed = 1 + lost_answers[query] + observed.undecided.get("autoreply", []).count(event_id)
                 detail = f"button press {query} answered {count} times"
-                violation("autoreply", detail, event_id, excuse=excuse if count <= allowed else "")
+                violation(
+                    "autoreply",
+                    detail,
+                    event_id,
+                    excuse=_window(observed, event_id, lost_answers[query], count),
+                )
 
 
 def _check_leads(sent: Sent, observed: Observed, violation: Any) -> None:
@@ -351,10 +361,8 @@ def _check_conversations(sent: Sent, observed: Observed, violation: Any) -> None
                     continue
                 texts = [text for name, text in said.get(chat, []) if name == output]
                 extra = sum(lost[(chat, text)] for text in set(texts))
-                excuse = _unanswered(observed, event_id, extra, "bot") if count > 1 else ""
-                allowed = 1 + extra + observed.undecided.get("bot", []).count(event_id)
                 detail = f"chat {chat}: the bot's {output!r} came {count} times"
-                violation("bot", detail, event_id, excuse=excuse if 1 < count <= allowed else "")
+                violation("bot", detail, event_id, excuse=_window(observed, event_id, extra, count, "bot"))
         seen = list(dict.fromkeys(got))
         if [output for output in seen if output in owed] != [output for output in owed if output in seen]:
             violation("order", f"chat {chat}: the bot's outputs out of order: {seen}", steps[0][0])
