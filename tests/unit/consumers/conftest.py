@@ -34,6 +34,7 @@ from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDE
 from moto.core.utils import unix_time_millis
 from moto.sqs.models import sqs_backends
 
+from local.fakes.telegram import TelegramFake
 from pipeline import aws
 from pipeline.registry import secret_env_var
 from tests.unit.consumer_support import (
@@ -263,3 +264,33 @@ def bitrix_crm(
     )
     http_fake.default = Scripted(200, {"result": 3465, "time": {"start": 1705764932.99, "duration": 0.2}})
     return crm
+
+
+@pytest.fixture
+def telegram() -> Iterator[TelegramFake]:
+    """The Telegram stand-in in strict mode: a call aiogram's model of its method refuses gets 400,
+    as a call Telegram refuses would."""
+    fake = TelegramFake(token=BOT_TOKEN, strict=True)
+    with fake:
+        yield fake
+
+
+@pytest.fixture
+def deploy_bot(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    telegram: TelegramFake,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[[str], DeployedConsumer]:
+    """`deploy_bot("module:build")`: the bot consumer running that Application against `telegram`,
+    in a fresh execution environment (no Application built yet)."""
+
+    def deploy(reference: str) -> DeployedConsumer:
+        monkeypatch.setenv("BOT_APPLICATION", reference)
+        monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
+        consumer = run_consumer("bot")
+        consumer.app.runner.__init__()
+        put_secret("telegram_bot_token", BOT_TOKEN)
+        return consumer
+
+    return deploy

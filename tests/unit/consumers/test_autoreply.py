@@ -6,7 +6,7 @@ import dataclasses
 import json
 import math
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -72,16 +72,14 @@ def bot(
 def strict_telegram(
     run_consumer: Callable[[str], DeployedConsumer],
     put_secret: Callable[[str, str], None],
+    telegram: TelegramFake,
     monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[tuple[DeployedConsumer, TelegramFake]]:
-    """The consumer against the local Telegram stand-in in strict mode: a call aiogram's model of
-    its method refuses gets 400, as a call Telegram refuses would."""
+) -> tuple[DeployedConsumer, TelegramFake]:
+    """The consumer against the strict Telegram stand-in (a call Telegram would refuse gets 400)."""
     consumer = run_consumer("autoreply")
     put_secret("telegram_bot_token", BOT_TOKEN)
-    fake = TelegramFake(token=BOT_TOKEN, strict=True)
-    with fake:
-        monkeypatch.setenv("TELEGRAM_API_BASE", fake.url)
-        yield consumer, fake
+    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
+    return consumer, telegram
 
 
 def default_replies() -> dict[str, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -58,25 +58,12 @@ def press(data: str, update_id: int = 900003, message_id: int = 3) -> dict[str, 
 
 
 @pytest.fixture
-def telegram() -> Iterator[TelegramFake]:
-    fake = TelegramFake(token=BOT_TOKEN, strict=True)
-    with fake:
-        yield fake
-
-
-@pytest.fixture
 def bot(
-    run_consumer: Callable[[str], DeployedConsumer],
+    deploy_bot: Callable[[str], DeployedConsumer],
     put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
     http_fake: FakeHttpServer,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> DeployedConsumer:
-    monkeypatch.setenv("BOT_APPLICATION", EXAMPLE)
-    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
-    consumer = run_consumer("bot")
-    consumer.app.runner.__init__()  # a fresh execution environment: no Application yet
-    put_secret("telegram_bot_token", BOT_TOKEN)
+    consumer = deploy_bot(EXAMPLE)
     put_secret("crm_api", f'{{"kind": "webhook", "url": "{http_fake.base_url}{CRM_URL_PATH}"}}')
     http_fake.default = Scripted(200, {"id": "lead-1"})
     return consumer

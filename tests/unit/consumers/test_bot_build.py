@@ -4,43 +4,18 @@ took instead of passing them as processed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from local.fakes.telegram import TelegramFake
 from tests.unit.consumer_support import Output, telegram_envelope
-from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer
+from tests.unit.consumers.conftest import DeployedConsumer
 from tests.unit.consumers.test_bot import press, start
 
 NOT_PERSISTENT = "is not persistent: its states would live in one instance's memory"
 FIX_IT = "give it name=... and persistent=True"
-
-
-@pytest.fixture
-def telegram() -> Iterator[TelegramFake]:
-    fake = TelegramFake(token=BOT_TOKEN, strict=True)
-    with fake:
-        yield fake
-
-
-@pytest.fixture
-def deploy_bot(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Callable[[str], DeployedConsumer]:
-    def deploy(reference: str) -> DeployedConsumer:
-        monkeypatch.setenv("BOT_APPLICATION", reference)
-        monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
-        consumer = run_consumer("bot")
-        consumer.app.runner.__init__()  # a fresh execution environment: no Application yet
-        put_secret("telegram_bot_token", BOT_TOKEN)
-        return consumer
-
-    return deploy
 
 
 def bot_calls(telegram: TelegramFake) -> list[str]:

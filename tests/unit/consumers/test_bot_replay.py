@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,18 +57,8 @@ class AlarmInbox:
 
 
 @pytest.fixture
-def telegram() -> Iterator[TelegramFake]:
-    fake = TelegramFake(token=BOT_TOKEN, strict=True)
-    with fake:
-        yield fake
-
-
-@pytest.fixture
 def ticket_bot(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
-    monkeypatch: pytest.MonkeyPatch,
+    deploy_bot: Callable[[str], DeployedConsumer], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[DeployedConsumer, AlarmInbox]:
     sns, sqs = aws.client("sns"), aws.client("sqs")
     topic_arn = sns.create_topic(Name="alarms")["TopicArn"]
@@ -76,11 +66,7 @@ def ticket_bot(
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]
     sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn["QueueArn"])
     monkeypatch.setenv("ALARM_TOPIC_ARN", topic_arn)  # before the worker reads its environment
-    monkeypatch.setenv("BOT_APPLICATION", TICKET_BOT)
-    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
-    consumer = run_consumer("bot")
-    consumer.app.runner.__init__()  # a fresh execution environment: no Application yet
-    put_secret("telegram_bot_token", BOT_TOKEN)
+    consumer = deploy_bot(TICKET_BOT)
     return consumer, AlarmInbox(topic_arn, queue_url)
 
 
