@@ -21,6 +21,7 @@ from infra.config import (
     PipelineSettings,
     Problem,
     SettingsError,
+    assignment,
     settings_error_lines,
     shown_value,
 )
@@ -56,9 +57,10 @@ def context_arguments(argv: list[str]) -> dict[str, str]:
             pair = word.removeprefix("--context=")
         else:
             raise ValueError(f"unexpected argument {word!r}; {CONTEXT_USAGE}")
-        key, equals, value = pair.partition("=")
-        if not key or not equals:
-            raise ValueError(f"{pair!r} is not KEY=VALUE; {CONTEXT_USAGE}")
+        try:
+            key, value = assignment(pair)
+        except ValueError as error:
+            raise ValueError(f"{error}; {CONTEXT_USAGE}") from None
         context[key] = value
     return context
 

@@ -111,6 +111,17 @@ CONSUMER_SETTINGS = "consumer_settings"
 # (`@aws-cdk/...` feature flags, `aws:cdk:...`, `cdk-...`, lookups `availability-zones:...`), so
 # only keys like this are checked against the known ones; the others are the CDK's business.
 APP_CONTEXT_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def assignment(word: str) -> tuple[str, str]:
+    """`KEY=VALUE` as the CDK CLI's `-c` and `bin/ops configure` take it: the value may hold "=" or
+    be empty, the key may not (ValueError: the caller adds how to write it)."""
+    key, equals, value = word.partition("=")
+    if not key or not equals:
+        raise ValueError(f"{word!r} is not KEY=VALUE")
+    return key, value
+
+
 # A refused value is shown cut to this many characters (settings hold no secrets, but a value
 # pasted by mistake should not fill the terminal).
 SHOWN_VALUE_CHARS = 40

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infra.config import APP_CONTEXT_KEY, PipelineSettings, SettingsError, settings_error_lines
+from infra.config import APP_CONTEXT_KEY, PipelineSettings, SettingsError, assignment, settings_error_lines
 from ops.context import Context
 from ops.errors import OpsError
 
@@ -28,9 +28,10 @@ def parse_assignments(words: list[str]) -> dict[str, str]:
     """`KEY=VALUE` words (the value may contain "="); a bare word is refused."""
     assignments: dict[str, str] = {}
     for word in words:
-        key, equals, value = word.partition("=")
-        if not equals or not key:
-            raise OpsError(f"{word!r} is not KEY=VALUE (to remove a setting: --unset KEY)")
+        try:
+            key, value = assignment(word)
+        except ValueError as error:
+            raise OpsError(f"{error} (to remove a setting: --unset KEY)") from None
         assignments[key.strip()] = value
     return assignments
 
