@@ -218,7 +218,9 @@ def find_sms(where: Where, order: str, phone: str) -> list[dict[str, Any]]:
 
 # -- bot conversations -----------------------------------------------------------------------------
 def bot_conversation(where: Where, chat: str) -> dict[str, Any]:
-    """A chat's state items in `bot_state` and its latest steps' Bot API calls (method, status)."""
+    """A chat's state items in `bot_state` (the chat's, its conversations', and its user's: in a
+    private chat the chat id is the user's, whose data the bot keeps apart) and its latest steps'
+    Bot API calls (method, status)."""
     try:
         chat_id = int(chat)
     except ValueError as error:
@@ -228,9 +230,10 @@ def bot_conversation(where: Where, chat: str) -> dict[str, Any]:
     dynamodb = aws.resource("dynamodb")
     items = []
     scan: dict[str, Any] = {
-        "FilterExpression": "pk = :chat OR (begins_with(pk, :conversation) AND contains(pk, :key))",
+        "FilterExpression": "pk IN (:chat, :user) OR (begins_with(pk, :conversation) AND contains(pk, :key))",
         "ExpressionAttributeValues": {
             ":chat": f"chat#{chat_id}",
+            ":user": f"user#{chat_id}",
             ":conversation": "conversation#",
             ":key": f"[{chat_id}",
         },

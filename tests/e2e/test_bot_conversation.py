@@ -19,7 +19,9 @@ import pytest
 from local.demo import telegram_updates
 from local.fakes.telegram import API_METHODS, strict_refusal
 from local.policy_check import StackSynthesis, check_directory, read_recorded
+from pipeline.observability import mask_phones
 from pipeline.telegram_bot.state import conversation_key
+from tests.e2e.browser import cells, chromium, console_of, opened_page, origin, screenshot
 from tests.e2e.support import (
     SENT_PHONES,
     Ids,
@@ -38,6 +40,7 @@ BOT_SCENARIO = 41
 CRASH_SCENARIO = 42
 POISON_SCENARIO = 43
 RACE_SCENARIO = 44
+CONSOLE_SCENARIO = 48
 ASK_PHONE = "Hi! Share your phone number and we will call you back."
 THANKS = "Thanks, we will call you soon."
 # A crashed step comes back after the queue's visibility timeout (6x the bot's timeout).
@@ -90,13 +93,16 @@ class Conversation:
         self.sender = user(self.ids.number(), "Lead")
         self.phone = phone_number(scenario, 1)
         SENT_PHONES.add(self.phone)
+        self.event_ids: list[str] = []
 
     @property
     def chat_id(self) -> int:
         return int(self.sender["id"])
 
     def send(self, update_body: dict[str, Any], kind: str = "message") -> None:
-        assert self.pipeline.send_update({"update_id": self.ids.update_id(), kind: update_body}) == 200
+        update = {"update_id": self.ids.update_id(), kind: update_body}
+        assert self.pipeline.send_update(update) == 200
+        self.event_ids.append(self.pipeline.event_id(update))
 
     def start(self) -> None:
         self.send(message(self.ids.number(), private_chat(self.sender), self.sender, "/start"))
@@ -228,6 +234,41 @@ def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipe
     # from the journal, then the press finds the conversation in its confirm state.
     chat.press_yes()
     chat.wait_for_texts(4, timeout=REPLAY_TIMEOUT_SECONDS)
+    assert bot_pipeline.runtime.wait_until_drained(timeout=60)
+    assert_completed_once(chat)
+
+
+def test_the_console_shows_a_conversation_its_masked_phone_and_each_step_s_calls_in_a_browser(
+    bot_pipeline: Pipeline,
+) -> None:
+    """The ops console's Bot conversations page (README), in Chromium, mid-conversation: the
+    conversation's state, the user's data with the phone masked, each step's Bot API calls."""
+    chat = Conversation(bot_pipeline, CONSOLE_SCENARIO)
+    chat.start()
+    chat.wait_for_state(0, timeout=30)
+    chat.wait_for_the_crm_claim()
+    chat.share_contact()
+    chat.wait_for_texts(3)
+    chat.wait_for_state(1, timeout=30)
+    start_event, contact_event = chat.event_ids
+    with console_of(bot_pipeline) as url, chromium() as browser, opened_page(browser, url) as page:
+        conversation_page = f"{origin(page.url)}/bot?chat={chat.chat_id}"
+
+        def both_steps_shown() -> bool:
+            page.goto(conversation_page)
+            return bool(cells(page, start_event) and cells(page, contact_event))
+
+        wait_for(both_steps_shown, 60, "the console to show both steps", interval=1.0)
+        assert page.locator("h2").inner_text() == "Bot conversations"
+        assert cells(page, start_event)[1::2] == ["message", "sendMessage (200)"]
+        assert cells(page, contact_event)[1::2] == ["message", "sendMessage (200), sendMessage (200)"]
+        assert cells(page, conversation_key("lead", (chat.chat_id, chat.chat_id)))[1] == "1"
+        [user_data] = cells(page, f"user#{chat.chat_id}")[1:]
+        assert mask_phones(chat.phone) in user_data
+        assert chat.phone not in page.content()
+        screenshot(page, "bot-conversation")
+    chat.press_yes()
+    chat.wait_for_texts(4)
     assert bot_pipeline.runtime.wait_until_drained(timeout=60)
     assert_completed_once(chat)
 

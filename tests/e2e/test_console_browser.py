@@ -8,21 +8,12 @@ and redriven with the button, an unknown SMS resolved. Screenshots of each page 
 
 from __future__ import annotations
 
-import os
-import re
-import select
-import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-from local.runtime import LAYER_DIR, PROJECT_ROOT
+from tests.e2e.browser import cells, chromium, console_of, opened_page, origin, screenshot
 from tests.e2e.support import (
     SENT_PHONES,
     Ids,
@@ -36,105 +27,27 @@ from tests.e2e.support import (
     wait_for,
 )
 
-CHROMIUM = shutil.which("chromium")
-# .ci/run installs chromium and sets this: there a missing browser fails, on a developer's machine
-# without Debian's chromium the browser tests are skipped with how to get it.
-BROWSER_REQUIRED = os.environ.get("OPS_CONSOLE_BROWSER") == "required"
-ARTIFACTS = PROJECT_ROOT / ".local" / "artifacts" / "console"
 CONSOLE_SCENARIO = 90
-URL_LINE = re.compile(r"(http://127\.0\.0\.1:(\d+)/\?token=\S+)")
 # Every consumer of the session's pipeline a /start message reaches (it runs no `bot`).
 TELEGRAM_MESSAGE_CONSUMERS = ("store", "crm", "autoreply", "analytics", "ai")
 
 
 @pytest.fixture(scope="module")
 def console(pipeline: Pipeline) -> Iterator[str]:
-    """`python -m ops console --local --port 0`, as an operator runs it; its printed URL."""
-    pipeline.runtime.write_state()
-    environment = {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "LANG": "C.UTF-8",
-        "PYTHONPATH": os.pathsep.join(str(p) for p in (PROJECT_ROOT / "functions", LAYER_DIR, PROJECT_ROOT)),
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    }
-    command = [sys.executable, "-m", "ops", "console", "--port", "0", "--local"]
-    process = subprocess.Popen(
-        [*command, "--local-file", str(pipeline.state_file)],
-        env=environment,
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    printed: list[str] = []
-    try:
-        deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline and process.poll() is None:
-            ready, _, _ = select.select([process.stdout], [], [], 1)
-            if ready:
-                printed.append(process.stdout.readline())
-                found = URL_LINE.search(printed[-1])
-                url = found.group(1) if found else None
-        assert url is not None, f"the console printed no URL: {''.join(printed)}"
+    with console_of(pipeline) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        rest = process.stdout.read()
-        pipeline.ops_outputs.append("".join(printed) + rest)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if CHROMIUM is None:
-        message = "no chromium on PATH: apt-get install chromium (Debian's package; .ci/run installs it)"
-        if BROWSER_REQUIRED:
-            pytest.fail(message)
-        pytest.skip(message)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
 def page(browser: Any, console: str) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 560})
-    opened = context.new_page()
-    opened.set_default_timeout(30_000)
-    opened.goto(console)
-    try:
+    with opened_page(browser, console) as opened:
         yield opened
-    finally:
-        context.close()
-
-
-def screenshot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-def origin(url: str) -> str:
-    found = re.match(r"http://[^/]+", url)
-    assert found is not None, url
-    return found.group(0)
-
-
-def cells(page: Any, first: str) -> list[str]:
-    """The cells of the page's table row whose first cell is `first`."""
-    row = page.locator(f"tr:has(td:first-child:text-is('{first}'))")
-    return [str(text) for text in row.locator("td").all_inner_texts()]
 
 
 def step_row(block: Any, consumer: str) -> Any:

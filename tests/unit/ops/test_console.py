@@ -239,7 +239,9 @@ def test_a_chat_s_conversation_shows_its_state_and_its_latest_steps_bot_api_call
         state = dynamodb.Table("bot_state")
         state.put_item(Item={"pk": "chat#42", "data": '{"phone": "+375291234567"}', "version": 1})
         state.put_item(Item={"pk": "conversation#order#[42,42]", "data": '"ASK_ADDRESS"', "version": 3})
+        state.put_item(Item={"pk": "user#42", "data": '{"phone": "+375297654321"}', "version": 2})
         state.put_item(Item={"pk": "chat#43", "data": '{"other": 1}', "version": 1})
+        state.put_item(Item={"pk": "user#43", "data": '{"other": 1}', "version": 1})
         calls = dynamodb.Table("journal")
         for index, method in enumerate(("sendMessage", "answerCallbackQuery")):
             calls.put_item(Item={"id": f"botcall#tg:5#{index}", "method": method, "status": 200})
@@ -279,8 +281,13 @@ def test_a_chat_s_conversation_shows_its_state_and_its_latest_steps_bot_api_call
 
         view = bot_conversation(where, "42")
 
-    assert sorted(item["key"] for item in view["state"]) == ["chat#42", "conversation#order#[42,42]"]
-    assert "+375291234567" not in str(view)
+    assert sorted(item["key"] for item in view["state"]) == [
+        "chat#42",
+        "conversation#order#[42,42]",
+        "user#42",
+    ]
+    assert "+375291234567" not in str(view) and "+375297654321" not in str(view)
+    assert {item["key"]: item["data"] for item in view["state"]}["user#42"] == '{"phone": "+37529*****21"}'
     assert view["steps"] == [
         {
             "event_id": "tg:5",

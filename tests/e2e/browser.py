@@ -1,0 +1,122 @@
+"""The ops console in a real browser: `python -m ops console --local` started as an operator starts
+it, against one of the session's pipelines, and headless Chromium (Debian's `chromium`) driven by
+Playwright. Used by the console's browser tests and by the bot conversation's page test."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from local.runtime import LAYER_DIR, PROJECT_ROOT
+from tests.e2e.support import Pipeline
+
+CHROMIUM = shutil.which("chromium")
+# .ci/run installs chromium and sets this: there a missing browser fails, on a developer's machine
+# without Debian's chromium the browser tests are skipped with how to get it.
+BROWSER_REQUIRED = os.environ.get("OPS_CONSOLE_BROWSER") == "required"
+ARTIFACTS = PROJECT_ROOT / ".local" / "artifacts" / "console"
+URL_LINE = re.compile(r"(http://127\.0\.0\.1:(\d+)/\?token=\S+)")
+
+
+@contextmanager
+def console_of(pipeline: Pipeline) -> Iterator[str]:
+    """`python -m ops console --local --port 0` on the pipeline's state file; its printed URL."""
+    pipeline.runtime.write_state()
+    environment = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join(str(p) for p in (PROJECT_ROOT / "functions", LAYER_DIR, PROJECT_ROOT)),
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    command = [sys.executable, "-m", "ops", "console", "--port", "0", "--local"]
+    process = subprocess.Popen(
+        [*command, "--local-file", str(pipeline.state_file)],
+        env=environment,
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    printed: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline and process.poll() is None:
+            ready, _, _ = select.select([process.stdout], [], [], 1)
+            if ready:
+                printed.append(process.stdout.readline())
+                found = URL_LINE.search(printed[-1])
+                url = found.group(1) if found else None
+        assert url is not None, f"the console printed no URL: {''.join(printed)}"
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        rest = process.stdout.read()
+        pipeline.ops_outputs.append("".join(printed) + rest)
+
+
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium under Playwright; skipped (failed where CI requires it) without it."""
+    if CHROMIUM is None:
+        message = "no chromium on PATH: apt-get install chromium (Debian's package; .ci/run installs it)"
+        if BROWSER_REQUIRED:
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@contextmanager
+def opened_page(browser: Any, console: str) -> Iterator[Any]:
+    """A fresh browser context on the console's URL (its token makes the session)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 560})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(console)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def origin(url: str) -> str:
+    found = re.match(r"http://[^/]+", url)
+    assert found is not None, url
+    return found.group(0)
+
+
+def cells(page: Any, first: str) -> list[str]:
+    """The cells of the page's table row whose first cell is `first`."""
+    row = page.locator(f"tr:has(td:first-child:text-is('{first}'))")
+    return [str(text) for text in row.locator("td").all_inner_texts()]
