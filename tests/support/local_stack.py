@@ -12,6 +12,7 @@ from moto import mock_aws
 
 from local.resources import LocalResources, create_resources
 from local.settings import LocalSettings
+from pipeline.registry import Consumer
 
 REGION = "eu-central-1"
 
@@ -21,7 +22,9 @@ def moto_client(service: str) -> Any:
 
 
 @contextmanager
-def local_resources_in_moto(settings: LocalSettings, fakes: Mapping[str, str]) -> Iterator[LocalResources]:
+def local_resources_in_moto(
+    settings: LocalSettings, fakes: Mapping[str, str], consumers: tuple[Consumer, ...] | None = None
+) -> Iterator[LocalResources]:
     """`create_resources` in a fresh in-process moto, with fake credentials and no endpoint override."""
     with pytest.MonkeyPatch.context() as patch:
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
@@ -30,4 +33,4 @@ def local_resources_in_moto(settings: LocalSettings, fakes: Mapping[str, str]) -
         patch.delenv("AWS_ENDPOINT_URL", raising=False)
         patch.delenv("AWS_PROFILE", raising=False)
         with mock_aws():
-            yield create_resources(moto_client, settings, dict(fakes))
+            yield create_resources(moto_client, settings, dict(fakes), consumers)

@@ -323,8 +323,8 @@ def test_the_sweep_reads_only_the_crms_whose_consumer_runs(
 ) -> None:
     """A runtime started with some consumers has only their secrets: the sweep must not need the others'."""
     settings = LocalSettings(deployment=PipelineSettings(stack_name=f"Sweep{len(running)}"))
-    resources = create_resources(client, settings, FAKES, tuple(by_name(name) for name in running))
-
-    environment = resources.stack_environments().get("crm_sweep")
+    consumers = tuple(by_name(name) for name in running)
+    with local_resources_in_moto(settings, FAKES, consumers) as resources:
+        environment = resources.stack_environments().get("crm_sweep")
 
     assert (environment or {}).get("CRM_SWEEP_SOURCES") == swept

@@ -11,110 +11,13 @@ order in which messages become visible during a poll is certain, not a matter of
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto.dynamodb.models import DynamoDBBackend
-from moto.dynamodb.models.table import Table
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication
-from moto.sqs import models as sqs_models
-from moto.sqs.models import Queue, SQSBackend
 
 from local import sqs_receive
-from local.moto_dynamodb import DYNAMODB_ITEM_WRITES, TABLE_READS
-from local.moto_process import apply_patches
-from local.resources import FIFO_QUEUE_ATTRIBUTES
-from local.sqs_receive import QUEUE_METHODS, SQS_BACKEND_METHODS
-
-MAX_RECEIVES = 3
-
-
-class FakeClock:
-    """moto's SQS clock, moved by the test (and by each long-poll wait) only."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def seconds(self) -> float:
-        return self.now
-
-    def millis(self) -> int:
-        return int(self.now * 1000)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    clock = FakeClock()
-    monkeypatch.setattr(sqs_models, "unix_time", clock.seconds)
-    monkeypatch.setattr(sqs_models, "unix_time_millis", clock.millis)
-
-    def wait_for_a_change(queue: Queue, seen: int, seconds: float) -> None:
-        clock.advance(seconds)
-
-    monkeypatch.setattr(sqs_receive, "wait_for_a_change", wait_for_a_change)
-    return clock
-
-
-@pytest.fixture
-def sqs(clock: FakeClock, patched_sqs: Any) -> Any:
-    """The patched SQS on the test's clock."""
-    return patched_sqs
-
-
-@pytest.fixture
-def patched_sqs(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """In-process moto patched as the local server is; what the patches replace comes back after."""
-    for name in (*SQS_BACKEND_METHODS, "is_message_valid_based_on_retention_period"):
-        monkeypatch.setattr(SQSBackend, name, getattr(SQSBackend, name))
-    for name in QUEUE_METHODS:
-        monkeypatch.setattr(Queue, name, getattr(Queue, name))
-    monkeypatch.setattr(Queue, "pending_message_groups", Queue.pending_message_groups)
-    for name in DYNAMODB_ITEM_WRITES:
-        monkeypatch.setattr(DynamoDBBackend, name, getattr(DynamoDBBackend, name))
-    for name in TABLE_READS:
-        monkeypatch.setattr(Table, name, getattr(Table, name))
-    lookup = DomainDispatcherApplication.get_backend_for_host
-    monkeypatch.setattr(DomainDispatcherApplication, "get_backend_for_host", lookup)
-    apply_patches()
-    from moto import mock_aws
-
-    with mock_aws():
-        yield boto3.client("sqs")
-
-
-def fifo_queue(sqs: Any, name: str = "bot") -> tuple[str, str]:
-    """A FIFO queue redriving to its DLQ after MAX_RECEIVES receives, as the stack makes them."""
-    dlq = sqs.create_queue(QueueName=f"{name}-dlq.fifo", Attributes=FIFO_QUEUE_ATTRIBUTES)["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})
-    url = sqs.create_queue(
-        QueueName=f"{name}.fifo",
-        Attributes={**FIFO_QUEUE_ATTRIBUTES, "VisibilityTimeout": "30", "RedrivePolicy": redrive},
-    )["QueueUrl"]
-    return url, dlq
-
-
-def send(sqs: Any, url: str, *messages: tuple[str, str]) -> None:
-    for group, body in messages:
-        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=body)
-
-
-def receive(sqs: Any, url: str, wait: int = 0, count: int = 10) -> list[dict[str, Any]]:
-    return list(
-        sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=count, WaitTimeSeconds=wait).get("Messages", [])
-    )
-
-
-def bodies(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["Body"] for m in messages]
+from tests.unit.local.sqs_support import MAX_RECEIVES, FakeClock, bodies, fifo_queue, receive, send
 
 
 def fail_poison_and_hold_the_rest(sqs: Any, url: str, batch: list[dict[str, Any]]) -> None:
