@@ -1,4 +1,5 @@
-"""SQS's receive as SQS makes it, for the local moto server: FIFO groups locked, delivered in order.
+"""SQS's receive as SQS makes it, for the local moto server: FIFO groups locked, delivered in order;
+and a FIFO queue's deduplication as SQS keeps it.
 
 moto 5.x's `SQSBackend.receive_message` decides which FIFO groups are locked from a snapshot taken
 at the start of a long poll, recomputed only when it meets a message that is pending and visible
@@ -21,6 +22,12 @@ A long poll that finds nothing to take waits for a change to its queue (a messag
 made visible early), or a tick for visibility and delays that run out. moto's wait returns at once
 while any message is visible, so on a FIFO queue whose visible messages all sit in locked groups
 each waiting poller spun through receive passes for its whole 20 s: most of the server's CPU.
+
+Deduplication: SQS accepts a FIFO send whose deduplication id was sent in the five minutes before
+and never delivers it, whether or not the first message is still in the queue, per message group
+when the queue's `DeduplicationScope` is `messageGroup`. moto compares only with the messages
+still in the queue, across groups: after the first was processed and deleted, a repeat sent within
+the five minutes was delivered again (a publish retried after a lost answer, processed twice).
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ RECEIVE_PASS = threading.Lock()
 # The longest a waiting poll goes without a pass: the delay before it sees a message whose
 # visibility timeout or delay ran out (every other change wakes it at once).
 TICK_SECONDS = 0.5
+# SQS's deduplication interval, from a message's first successful send.
+DEDUPLICATION_MS = 5 * 60 * 1000
 # What `receive_as_sqs_does` replaces (a test puts them back).
 SQS_BACKEND_METHODS = ("receive_message", "delete_message", "change_message_visibility")
 QUEUE_METHODS = ("add_message",)
@@ -80,6 +89,27 @@ def _changed(queue: Any) -> None:
         queue._messages_lock.notify_all()
 
 
+def _first_in_its_window(queue: Any, message: Any) -> bool:
+    """Whether a FIFO send is delivered: no send with its deduplication id (in its group, for a
+    `messageGroup` scope) in the five minutes before. Records it when it is."""
+    if message.deduplication_id is None:
+        return True  # moto refuses a FIFO send without one (or makes it from the body) before this
+    scope = message.group_id if queue.attributes.get("DeduplicationScope") == "messageGroup" else None
+    key = (scope, message.deduplication_id)
+    first_sent: dict[tuple[str | None, str], int] = queue.__dict__.setdefault("_local_first_sent", {})
+    first = first_sent.get(key)
+    if first is not None and message.sent_timestamp - first < DEDUPLICATION_MS:
+        return False
+    first_sent[key] = message.sent_timestamp
+    return True
+
+
+def _append(queue: Any, message: Any) -> None:
+    with queue._messages_lock:
+        queue._messages.append(message)
+    _changed(queue)
+
+
 def _receive_pass(
     backend: Any, queue: Any, count: int, visibility_timeout: int, attribute_names: list[str]
 ) -> list[Any]:
@@ -121,13 +151,15 @@ def _receive_pass(
             break
     for message in to_dead_letter:
         queue._messages.remove(message)
-        queue.dead_letter_queue.add_message(message)
+        _append(queue.dead_letter_queue, message)  # a move, not a send: no deduplication
     return result
 
 
 def receive_as_sqs_does() -> None:
-    """Replace moto's `SQSBackend.receive_message` with `receive_in_order`, and make each send,
-    delete and visibility change wake the queue's waiting polls (in this process)."""
+    """Replace moto's `SQSBackend.receive_message` with `receive_in_order` and a FIFO queue's
+    deduplication with SQS's, and make each send, delete and visibility change wake the queue's
+    waiting polls (in this process). moto's add_message also feeds Lambda event source mappings,
+    which moto cannot run here: the local runtime polls the queues itself."""
     from moto.sqs.models import Queue, SQSBackend
 
     SQSBackend.receive_message = receive_in_order  # type: ignore[method-assign]
@@ -136,8 +168,11 @@ def receive_as_sqs_does() -> None:
     change_visibility = SQSBackend.change_message_visibility
 
     def add_and_wake(self: Queue, message: Any) -> None:
-        add_message(self, message)
-        _changed(self)
+        if not self.fifo_queue:
+            add_message(self, message)
+            _changed(self)
+        elif _first_in_its_window(self, message):
+            _append(self, message)  # moto's add_message, without its own deduplication
 
     def delete_and_wake(self: SQSBackend, queue_name: str, receipt_handle: str) -> None:
         delete_message(self, queue_name, receipt_handle)

@@ -181,3 +181,30 @@ def test_a_waiting_poll_wakes_when_its_group_is_released(
 
     assert not poll.is_alive(), "the poll slept on through the release"
     assert got == [["m2"] if release == "delete" else ["m1", "m2"]]
+
+
+def test_a_repeat_within_five_minutes_of_a_processed_first_is_not_delivered_again(
+    sqs: Any, clock: FakeClock
+) -> None:
+    """Found by test_local_sqs_fifo_model: moto deduplicated only against messages still in the
+    queue, so a publish retried after its first was processed and deleted came again. SQS keeps
+    the deduplication id five minutes from the first send."""
+    url, _ = fifo_queue(sqs)
+    send(sqs, url, ("A", "event-1"))
+    (first,) = receive(sqs, url)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])
+    clock.advance(299)
+    send(sqs, url, ("A", "event-1"))
+    assert receive(sqs, url) == []
+    clock.advance(1)  # five minutes after the first send: a new message
+    send(sqs, url, ("A", "event-1"))
+    assert bodies(receive(sqs, url)) == ["event-1"]
+
+
+def test_a_deduplication_id_repeated_in_another_group_is_delivered(sqs: Any) -> None:
+    """The stack's FIFO queues deduplicate per message group (`DeduplicationScope: messageGroup`);
+    moto compared across groups."""
+    url, _ = fifo_queue(sqs)
+    for group in ("A", "B"):
+        sqs.send_message(QueueUrl=url, MessageBody=group, MessageGroupId=group, MessageDeduplicationId="same")
+    assert bodies(receive(sqs, url)) == ["A", "B"]
