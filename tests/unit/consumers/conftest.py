@@ -34,7 +34,6 @@ from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDE
 from moto.core.utils import unix_time_millis
 from moto.sqs.models import sqs_backends
 
-from local.fakes.telegram import TelegramFake
 from pipeline import aws
 from pipeline.registry import secret_env_var
 from tests.unit.consumer_support import (
@@ -267,9 +266,13 @@ def bitrix_crm(
 
 
 @pytest.fixture
-def telegram() -> Iterator[TelegramFake]:
+def telegram() -> Iterator[Any]:
     """The Telegram stand-in in strict mode: a call aiogram's model of its method refuses gets 400,
     as a call Telegram refuses would."""
+    # Imported here: this conftest is what a scaffolded consumer's test needs, and a project copied
+    # for one (tests/unit/ops/test_scaffold.py) has no local runtime.
+    from local.fakes.telegram import TelegramFake
+
     fake = TelegramFake(token=BOT_TOKEN, strict=True)
     with fake:
         yield fake
@@ -279,7 +282,7 @@ def telegram() -> Iterator[TelegramFake]:
 def deploy_bot(
     run_consumer: Callable[[str], DeployedConsumer],
     put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
+    telegram: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Callable[[str], DeployedConsumer]:
     """`deploy_bot("module:build")`: the bot consumer running that Application against `telegram`,
