@@ -108,6 +108,8 @@ def test_a_lost_webhook_texts_within_one_catch_up_period(pipeline: Pipeline) -> 
 
 
 def test_two_stages_of_one_status_text_once(pipeline: Pipeline) -> None:
+    # The session's pipeline may hold another test's dead letters (test_pipeline's unmapped stage).
+    dead_letters_before = pipeline.dlq_depth("bitrix24")
     deal_id, phone = deal_for(pipeline, TWO_STAGES, stage="EXECUTING")
     portal = pipeline.runtime.bitrix24
     [sms] = wait_for(lambda: texts_to(pipeline, phone), 60, "the ready-for-pickup SMS")
@@ -117,7 +119,7 @@ def test_two_stages_of_one_status_text_once(pipeline: Pipeline) -> None:
 
     settled(pipeline)
     assert texts_to(pipeline, phone) == [sms]
-    assert pipeline.dlq_depth("bitrix24") == 0
+    assert pipeline.dlq_depth("bitrix24") == dead_letters_before
 
 
 def test_an_old_deal_edited_on_a_portal_without_moved_time_texts_nobody(pipeline: Pipeline) -> None:
