@@ -17,7 +17,9 @@ moto's `Query` starts from every item of the table, sorted by its key with `Dyna
 comparisons, then filters and sorts the matches again by the index's keys and the table's: the
 reconciler's `by_state` queries sorted the whole journal every few seconds. A query here starts
 from the items unsorted (its own sort orders the matches completely), and a scan's sort compares
-the keys' values once computed, in the same order.
+the keys' values once computed, in the same order. Reads take no lock, so both copy the table's
+item dictionaries before iterating them (moto iterated them live: a query while another request
+added an item failed with "dictionary changed size during iteration", a 500).
 """
 
 from __future__ import annotations
@@ -87,11 +89,14 @@ def query_without_sorting_the_table() -> None:
             _in_query.active = False
 
     def all_items(self: Any) -> list[Any]:
-        items = [
-            item
-            for hash_set in self.items.values()
-            for item in (hash_set.values() if self.range_key_attr else (hash_set,))
-        ]
+        # `list(...)` of a dict copies it in one step (C code, under the GIL): a write on another
+        # thread adding an item meanwhile cannot break the iteration (reads do not take the lock).
+        hash_sets = list(self.items.values())
+        items = (
+            [item for hash_set in hash_sets for item in list(hash_set.values())]
+            if self.range_key_attr
+            else hash_sets
+        )
         if getattr(_in_query, "active", False):
             return items
         # moto's order: (hash, range) when the item has a range key, else hash; compared as

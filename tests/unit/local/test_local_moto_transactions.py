@@ -10,6 +10,8 @@ it names, a query's pages and a scan's come in the same order.
 from __future__ import annotations
 
 import copy
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -212,3 +214,35 @@ def test_an_index_query_answers_as_moto_does_without_ordering_the_table(
     for (state, forward), pages in expected.items():
         assert every_page(journal, state, forward) == pages
     assert journal.scan(TableName=JOURNAL_TABLE, Limit=7)["Items"] == scanned
+
+
+def test_a_query_while_another_request_adds_items_reads_the_table_as_it_was(
+    journal: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads take no lock: moto iterated the table's item dictionary live, and a query while a
+    write added an item failed ("dictionary changed size during iteration": a 500; 45 of them
+    in a long campaign's moto log). The query copies it first."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    query_without_sorting_the_table()
+    region = journal.meta.region_name
+    table = next(
+        regions[region].get_table(JOURNAL_TABLE)
+        for regions in dynamodb_backends.values()
+        if JOURNAL_TABLE in regions[region].tables
+    )
+
+    def write_new_items() -> None:
+        for n in range(1000, 3000):
+            table.put_item({"id": {"S": f"sms#{n:06d}"}, "sms_state": {"S": "sending"}})
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often
+    writer = threading.Thread(target=write_new_items)
+    writer.start()
+    try:
+        while writer.is_alive():
+            assert every_page(journal, "pending", True)
+    finally:
+        writer.join()
+        sys.setswitchinterval(switch_interval)
