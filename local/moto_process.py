@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     while not stopper.wait(0.5):
         pass
     if args.persist_dir is not None:
-        print(save_state(args.persist_dir), flush=True)
+        try:
+            print(save_state(args.persist_dir), flush=True)
+        except OSError as error:  # said in moto's log; stopping goes on
+            print(f"persist: could not save the state ({type(error).__name__}: {error})", flush=True)
     server.stop()
     return EXIT_STOPPED
 
