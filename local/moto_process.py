@@ -114,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     while not stopper.wait(0.5):
         pass
     if args.persist_dir is not None:
-        try:
-            print(save_state(args.persist_dir), flush=True)
-        except OSError as error:  # said in moto's log; stopping goes on
-            print(f"persist: could not save the state ({type(error).__name__}: {error})", flush=True)
+        print(save_state(args.persist_dir), flush=True)
     server.stop()
     return EXIT_STOPPED
 

@@ -279,16 +279,6 @@ def in_process_moto(monkeypatch: pytest.MonkeyPatch) -> Any:
     return lambda service: boto3.client(service, region_name=REGION)
 
 
-def create_journal(dynamodb: Any) -> None:
-    """A table named `journal` keyed on `pk`, as the runtime makes it before a restore."""
-    dynamodb.create_table(
-        TableName="journal",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def test_a_snapshot_keeps_in_flight_messages_and_items_and_restores_them_visible(
     in_process_moto: Any, tmp_path: Path
 ) -> None:
@@ -303,7 +293,12 @@ def test_a_snapshot_keeps_in_flight_messages_and_items_and_restores_them_visible
         )
         sqs.send_message(QueueUrl=url, MessageBody="two")
         assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=600)["Messages"]  # one in flight
-        create_journal(dynamodb)
+        dynamodb.create_table(
+            TableName="journal",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
         item = {
             "pk": {"S": "k"},
             "n": {"N": "1"},
@@ -318,7 +313,12 @@ def test_a_snapshot_keeps_in_flight_messages_and_items_and_restores_them_visible
     with mock_aws():  # a fresh moto: the runtime's next start, resources created again
         sqs, dynamodb = client("sqs"), client("dynamodb")
         url = sqs.create_queue(QueueName="q-dlq")["QueueUrl"]
-        create_journal(dynamodb)
+        dynamodb.create_table(
+            TableName="journal",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
 
         said = snapshot.restore(client, tmp_path)
 
@@ -341,7 +341,12 @@ def test_an_older_snapshots_binary_values_are_restored_as_bytes(in_process_moto:
     )
     with mock_aws():
         dynamodb = client("dynamodb")
-        create_journal(dynamodb)
+        dynamodb.create_table(
+            TableName="journal",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
 
         said = snapshot.restore(client, tmp_path)
 
