@@ -261,14 +261,16 @@ class Fleet:
             init_seconds[name] = time.monotonic() - started
         return init_seconds
 
-    def restart_all(self, start_moto: Callable[[], None], after: Callable[[], None]) -> None:
+    def restart_all(
+        self, before_moto_stops: Callable[[], None], start_moto: Callable[[], None], after: Callable[[], None]
+    ) -> None:
         """Every process stopped and started again (`Runtime.restart_pipeline`): the functions
-        (each finishes its invocation), moto (it saves its state as it stops); then `start_moto()`,
-        `after()`, the functions' processes again. The supervisor waits meanwhile: moto being down
-        is no failure."""
+        (each finishes its invocation), `before_moto_stops()`, moto; then `start_moto()`, `after()`,
+        the functions' processes again. The supervisor waits meanwhile: moto being down is no failure."""
         with self.supervision:
             processes = [child for child in self.children.values() if child.name != "moto"]
             stop_together(processes)
+            before_moto_stops()
             self.children["moto"].stop()
             with self.changed:
                 self.moto_port, self.api_listening = 0, False

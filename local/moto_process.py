@@ -19,7 +19,6 @@ from werkzeug.serving import make_server
 from local.lambda_host import EXIT_STOPPED, StatusChannel, Stopper, exit_now, quiet_interrupts
 from local.moto_dynamodb import make_dynamodb_item_writes_atomic, query_without_sorting_the_table
 from local.moto_faults import FaultyAws
-from local.snapshot import TABLES_FILE, RestoreTablesDoor, save_state
 from local.sqs_receive import receive_as_sqs_does
 
 
@@ -76,13 +75,10 @@ def apply_patches() -> None:
 
 
 class FaultyMotoServer(ThreadedMotoServer):
-    """moto's threaded server with fault points at its door (`local.moto_faults`) and, with a
-    persist directory, the door that puts saved items back (`local.snapshot`)."""
-
-    tables_file: Path | None = None
+    """moto's threaded server with fault points at its door (`local.moto_faults`)."""
 
     def _server_entry(self) -> None:
-        app = FaultyAws(RestoreTablesDoor(DomainDispatcherApplication(create_backend_app), self.tables_file))
+        app = FaultyAws(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
             self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
         )
@@ -96,9 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--status-fd", type=int)
     parser.add_argument(
-        "--persist-dir",
-        type=Path,
-        help="at stop, write every queue's messages and table's items here (local.snapshot)",
+        "--save-queues", type=Path, help="at stop, write every queue's messages here (local.snapshot)"
     )
     args = parser.parse_args(argv)
     # One line per request (workers long-poll all the time) would drown the log.
@@ -107,14 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
     server = FaultyMotoServer(ip_address=args.host, port=args.port, verbose=False)
-    if args.persist_dir is not None:
-        server.tables_file = args.persist_dir / TABLES_FILE
     server.start()
     status.send("listening", port=server.get_host_and_port()[1])
     while not stopper.wait(0.5):
         pass
-    if args.persist_dir is not None:
-        print(save_state(args.persist_dir), flush=True)
+    if args.save_queues is not None:
+        from local.snapshot import save_queues
+
+        print(f"saved {save_queues(args.save_queues)} messages to {args.save_queues}", flush=True)
     server.stop()
     return EXIT_STOPPED
 

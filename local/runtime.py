@@ -30,8 +30,6 @@ import json
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -242,7 +240,7 @@ class Runtime:
                 self.log(f"fake {fake.name} listening at {fake.url}")
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
             if self.persist:
-                self.log(snapshot.restore(self.client, self.persist_dir, self._put_items_back))
+                self.log(snapshot.restore(self.client, self.persist_dir))
             self._connect_delivery_events(self.resources)
             self._start_functions(self.resources)
             self.fleet.start_supervisor()
@@ -322,6 +320,8 @@ class Runtime:
         self.fleet.stop_functions()
         for fake in self.fakes.values():
             fake.stop()
+        if self.persist and self.resources is not None and self.fleet.moto_running():
+            self._save_tables(self.resources)
         self.fleet.stop_moto()
         if self.runtime_log.parent.is_dir():
             self.log("stopped; last status:\\n" + "\\n".join(self.status_lines()))
@@ -334,24 +334,22 @@ class Runtime:
             assert isinstance(end_user_messaging, EndUserMessagingFake)
             end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
 
-    def _put_items_back(self) -> str:
-        """Ask the moto process to put the saved items back into the tables (`local.snapshot`)."""
-        url = f"{self.aws_endpoint}{snapshot.RESTORE_TABLES_PATH}"
-        request = urllib.request.Request(url, method="POST")  # noqa: S310 - loopback
+    def _save_tables(self, resources: LocalResources) -> None:
+        """The tables' items, while moto still runs (it saves the queues itself as it stops)."""
+        path = self.persist_dir / snapshot.TABLES_FILE
         try:
-            with urllib.request.urlopen(request, timeout=STARTUP_TIMEOUT_SECONDS) as answer:  # noqa: S310 - loopback
-                return str(json.loads(answer.read())["said"])
-        except urllib.error.HTTPError as error:
-            raise LocalRuntimeError(
-                f"persist: the tables were not restored: {error.read().decode()}"
-            ) from error
+            count = snapshot.save_tables(self.client, sorted(resources.tables.values()), path)
+        except (BotoCoreError, ClientError, OSError) as error:  # said in the log; stopping goes on
+            self.log(f"persist: could not save the tables ({type(error).__name__}: {error})")
+            return
+        self.log(f"persist: saved {count} items of {len(resources.tables)} tables to {path}; the queues next")
 
     def _start_moto(self, timeout: float) -> None:
         self.fleet.start_moto(
             lambda: [
                 "--port",
                 str(self.ports.moto),
-                *(("--persist-dir", str(self.persist_dir)) if self.persist else ()),
+                *(("--save-queues", str(self.persist_dir / snapshot.QUEUES_FILE)) if self.persist else ()),
             ],
             self._base_environment(),
             timeout,
@@ -469,7 +467,8 @@ class Runtime:
         """Stop the whole pipeline and start it again with its state, as `python -m local
         --persist` stopped and run again does (`local.snapshot`: what survives and what does not);
         the stand-ins, the world outside, run on. Seconds until it answers again."""
-        if not self.persist or self.resources is None:
+        resources = self.resources
+        if not self.persist or resources is None:
             raise LocalRuntimeError("a restart keeps the queues and tables only with persist")
         started = time.monotonic()
         # The same endpoint: the functions' environments and the clients name moto's port.
@@ -477,7 +476,7 @@ class Runtime:
 
         def restore() -> None:
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
-            self.log(snapshot.restore(self.client, self.persist_dir, self._put_items_back))
+            self.log(snapshot.restore(self.client, self.persist_dir))
             self._connect_delivery_events(self.resources)
             # Made again, a secret's ARN has a new random suffix: the functions get the new ones.
             environments = self.function_environments(self.resources)
@@ -485,7 +484,9 @@ class Runtime:
                 if child.function in environments:
                     child.env = environments[child.function]
 
-        self.fleet.restart_all(lambda: self._start_moto(timeout), restore)
+        self.fleet.restart_all(
+            lambda: self._save_tables(resources), lambda: self._start_moto(timeout), restore
+        )
         self.fleet.wait_started(timeout, self.log_dir)
         self.log(f"restarted with its state in {time.monotonic() - started:.1f}s")
         self.write_state()

@@ -1,15 +1,12 @@
 """State that outlives a restart of the local runtime (`python -m local --persist`).
 
 moto keeps everything in memory and has no persistence of its own. With `persist`, at a clean
-stop the moto process writes every queue's messages (`queues.json`, from moto's SQS model, so the
-in-flight and delayed ones too) and every table's items (`tables.json`, from moto's DynamoDB
-model, in DynamoDB's JSON form), both in `<state dir>/persisted/`; the next start with `persist`
-creates the resources as always, then sends the messages back through the SQS API and asks the
-moto process to put the items back into the tables (`POST /_local_restore_tables` on moto's
-port). The items go through moto's model, not the API: a scan of a long campaign's journal page
-by page, and writes 25 items a call, paused every restart for minutes (155 s at 100,000 items),
-and grew with the journal. So "break, fix, redrive" can be rehearsed across restarts: a DLQ's
-messages, with their `dead_letter_reason`, and the journal's records are there after a restart.
+stop the moto process writes every queue's messages (`queues.json`: read from moto's SQS model,
+so the in-flight and delayed ones too) and the runtime every table's items (`tables.json`: a scan
+through the DynamoDB API), both in `<state dir>/persisted/`; the next start with `persist`
+creates the resources as always, then sends the messages and writes the items back through the
+APIs. So "break, fix, redrive" can be rehearsed across restarts: a DLQ's messages, with their
+`dead_letter_reason`, and the journal's records are there after a restart.
 
 What does not survive (said in local/README.md): a message comes back visible at once, as new
 (in flight or delayed before: visible now; its receive count starts at 0; string and number
@@ -23,47 +20,39 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 STATE_DIR = "persisted"
 QUEUES_FILE = "queues.json"
 TABLES_FILE = "tables.json"
-# Where the runtime asks the moto process to put the saved items back (`RestoreTablesDoor`).
-RESTORE_TABLES_PATH = "/_local_restore_tables"
-# A snapshot written before the items were saved from moto's model held binary values so.
 _BINARY = "__base64__"
 SQS_BATCH = 10
-
-StartResponse = Callable[..., Any]
+DYNAMODB_BATCH = 25
 
 
 def write_json(path: Path, document: Any) -> None:
     """Atomically: a stop interrupted half-way never leaves half a snapshot."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(document, default=_base64) + "\n", encoding="utf-8")
+    temporary.write_text(json.dumps(document, default=_encode_binary) + "\n", encoding="utf-8")
     temporary.replace(path)
 
 
-def _base64(value: Any) -> str:
-    """A binary value as DynamoDB's JSON form writes it (moto holds some as bytes)."""
+def _encode_binary(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode("ascii")
+        return {_BINARY: base64.b64encode(bytes(value)).decode("ascii")}
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-# -- saving (in the moto process, at stop) ---------------------------------------------------------
-def save_state(directory: Path) -> str:
-    """Every queue's messages and every table's items, to `directory`; what it saved."""
-    messages = save_queues(directory / QUEUES_FILE)
-    items = save_tables(directory / TABLES_FILE)
-    return f"persist: saved {messages} messages and {items} items to {directory}"
+def _decode_binary(document: dict[str, Any]) -> Any:
+    return base64.b64decode(document[_BINARY]) if set(document) == {_BINARY} else document
 
 
+# -- saving ----------------------------------------------------------------------------------------
 def save_queues(path: Path) -> int:
-    """Every queue's messages from moto's SQS model; how many."""
+    """In the moto process, at stop: every queue's messages from moto's SQS model; how many."""
     from moto.sqs.models import sqs_backends
 
     queues: dict[str, list[dict[str, Any]]] = {}
@@ -91,29 +80,20 @@ def _message(message: Any) -> dict[str, Any]:
     }
 
 
-def save_tables(path: Path) -> int:
-    """Every table's items from moto's DynamoDB model, in DynamoDB's JSON form; how many."""
-    from moto.dynamodb.models import dynamodb_backends
-
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for regions in dynamodb_backends.values():
-        for backend in regions.values():
-            for name, table in list(backend.tables.items()):
-                items = [item.to_json()["Attributes"] for item in table.all_items()]
-                if items:
-                    tables.setdefault(name, []).extend(items)
-    write_json(path, tables)
-    return sum(len(items) for items in tables.values())
+def save_tables(client: Callable[[str], Any], tables: list[str], path: Path) -> int:
+    """In the runtime, before moto stops: every item of these tables; how many."""
+    dynamodb = client("dynamodb")
+    items: dict[str, list[dict[str, Any]]] = {}
+    for table in tables:
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+            items.setdefault(table, []).extend(page["Items"])
+    write_json(path, items)
+    return sum(len(found) for found in items.values())
 
 
 # -- restoring -------------------------------------------------------------------------------------
-def restore(
-    client: Callable[[str], Any], directory: Path, put_items_back: Callable[[], str] | None = None
-) -> str:
-    """Send the saved messages and put the saved items back (the resources exist); what it did.
-
-    `put_items_back` asks the moto process to do it (`RestoreTablesDoor`); without it, moto is in
-    this process (a test's) and `restore_tables` runs here."""
+def restore(client: Callable[[str], Any], directory: Path) -> str:
+    """Send the saved messages and write the saved items back (the resources exist); what it did."""
     queues_file, tables_file = directory / QUEUES_FILE, directory / TABLES_FILE
     if not queues_file.is_file() and not tables_file.is_file():
         return f"persist: no saved state in {directory} yet; it is written at stop"
@@ -122,7 +102,8 @@ def restore(
         queues = json.loads(queues_file.read_text(encoding="utf-8"))
         said.append(_restore_queues(client("sqs"), queues))
     if tables_file.is_file():
-        said.append(put_items_back() if put_items_back is not None else restore_tables(tables_file))
+        tables = json.loads(tables_file.read_text(encoding="utf-8"), object_hook=_decode_binary)
+        said.append(_restore_tables(client("dynamodb"), tables))
     return f"persist: restored from {directory}: " + "; ".join(said)
 
 
@@ -158,68 +139,18 @@ def _entry(identifier: str, message: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def restore_tables(path: Path) -> str:
-    """In the process moto runs in: each saved item put into its table through moto's model (the
-    tables exist: the runtime made them); what it did."""
-    from moto.dynamodb.models import dynamodb_backends
-
-    saved = json.loads(path.read_text(encoding="utf-8"), object_hook=_binary_as_base64)
-    backends = {
-        name: backend
-        for regions in dynamodb_backends.values()
-        for backend in regions.values()
-        for name in list(backend.tables)
-    }
+def _restore_tables(dynamodb: Any, tables: dict[str, list[dict[str, Any]]]) -> str:
     restored, skipped = 0, []
-    for table, items in saved.items():
-        backend = backends.get(table)
-        if backend is None:
+    existing = set(dynamodb.list_tables()["TableNames"])
+    for table, items in tables.items():
+        if table not in existing:
             skipped.append(table)
             continue
-        for item in items:
-            backend.put_item(table, item)
+        for start in range(0, len(items), DYNAMODB_BATCH):
+            chunk = items[start : start + DYNAMODB_BATCH]
+            requests = {table: [{"PutRequest": {"Item": item}} for item in chunk]}
+            while requests:
+                requests = dynamodb.batch_write_item(RequestItems=requests).get("UnprocessedItems") or {}
         restored += len(items)
     note = f" (skipped tables not in this run: {', '.join(skipped)})" if skipped else ""
-    return f"{restored} items in {len(saved) - len(skipped)} tables{note}"
-
-
-def _binary_as_base64(document: dict[str, Any]) -> Any:
-    """An older snapshot's binary value (`{"__base64__": ...}`) as DynamoDB's JSON form has it."""
-    return document[_BINARY] if set(document) == {_BINARY} else document
-
-
-class RestoreTablesDoor:
-    """A WSGI application: `app`, and `POST /_local_restore_tables` puts the items saved in
-    `tables_file` back (`restore_tables`), answering `{"said": ...}`."""
-
-    def __init__(
-        self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]], tables_file: Path | None
-    ) -> None:
-        self.app = app
-        self.tables_file = tables_file
-
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != RESTORE_TABLES_PATH:
-            return self.app(environ, start_response)
-        if environ.get("REQUEST_METHOD") != "POST":
-            return _json(start_response, 405, {"error": "POST puts the saved items back"})
-        if self.tables_file is None:
-            return _json(
-                start_response, 404, {"error": "this moto process persists nothing (no --persist-dir)"}
-            )
-        if not self.tables_file.is_file():
-            return _json(start_response, 200, {"said": f"no items saved in {self.tables_file}"})
-        try:
-            said = restore_tables(self.tables_file)
-        except Exception as error:  # answered, so that the runtime's start fails with the reason
-            return _json(start_response, 500, {"error": f"{type(error).__name__}: {error}"})
-        return _json(start_response, 200, {"said": said})
-
-
-def _json(start_response: StartResponse, status: int, document: dict[str, Any]) -> list[bytes]:
-    body = json.dumps(document).encode()
-    reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}[status]
-    start_response(
-        f"{status} {reason}", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    )
-    return [body]
+    return f"{restored} items in {len(tables) - len(skipped)} tables{note}"
