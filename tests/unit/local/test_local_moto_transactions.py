@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 import pytest
-from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.models.table import Table
 
@@ -216,14 +216,10 @@ def test_an_index_query_answers_as_moto_does_without_ordering_the_table(
     assert journal.scan(TableName=JOURNAL_TABLE, Limit=7)["Items"] == scanned
 
 
-def test_a_query_while_another_request_adds_items_reads_the_table_as_it_was(
-    journal: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_query_while_another_request_adds_items_reads_the_table_as_it_was(journal: Any) -> None:
     """Reads take no lock: moto iterated the table's item dictionary live, and a query while a
     write added an item failed ("dictionary changed size during iteration": a 500; 45 of them
     in a long campaign's moto log). The query copies it first."""
-    from moto.dynamodb.models import dynamodb_backends
-
     query_without_sorting_the_table()
     region = journal.meta.region_name
     table = next(
