@@ -19,6 +19,7 @@ from werkzeug.serving import make_server
 from local.lambda_host import EXIT_STOPPED, StatusChannel, Stopper, exit_now, quiet_interrupts
 from local.moto_dynamodb import make_dynamodb_item_writes_atomic, query_without_sorting_the_table
 from local.moto_faults import FaultyAws
+from local.snapshot import PersistDoor
 from local.sqs_receive import receive_as_sqs_does
 
 
@@ -75,10 +76,13 @@ def apply_patches() -> None:
 
 
 class FaultyMotoServer(ThreadedMotoServer):
-    """moto's threaded server with fault points at its door (`local.moto_faults`)."""
+    """moto's threaded server with fault points at its door (`local.moto_faults`) and, with a
+    persist directory, the doors that save the state and put saved items back (`local.snapshot`)."""
+
+    persist_dir: Path | None = None
 
     def _server_entry(self) -> None:
-        app = FaultyAws(DomainDispatcherApplication(create_backend_app))
+        app = FaultyAws(PersistDoor(DomainDispatcherApplication(create_backend_app), self.persist_dir))
         self._server = make_server(
             self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
         )
@@ -92,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--status-fd", type=int)
     parser.add_argument(
-        "--save-queues", type=Path, help="at stop, write every queue's messages here (local.snapshot)"
+        "--persist-dir",
+        type=Path,
+        help="on the runtime's request, save every queue's messages and table's items here (local.snapshot)",
     )
     args = parser.parse_args(argv)
     # One line per request (workers long-poll all the time) would drown the log.
@@ -101,14 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     stopper = Stopper()
     status = StatusChannel(args.status_fd)
     server = FaultyMotoServer(ip_address=args.host, port=args.port, verbose=False)
+    if args.persist_dir is not None:
+        server.persist_dir = args.persist_dir
     server.start()
     status.send("listening", port=server.get_host_and_port()[1])
     while not stopper.wait(0.5):
         pass
-    if args.save_queues is not None:
-        from local.snapshot import save_queues
-
-        print(f"saved {save_queues(args.save_queues)} messages to {args.save_queues}", flush=True)
     server.stop()
     return EXIT_STOPPED
 

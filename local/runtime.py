@@ -30,6 +30,8 @@ import json
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -240,7 +242,7 @@ class Runtime:
                 self.log(f"fake {fake.name} listening at {fake.url}")
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
             if self.persist:
-                self.log(snapshot.restore(self.client, self.persist_dir))
+                self.log(snapshot.restore(self.client, self.persist_dir, self._put_items_back))
             self._connect_delivery_events(self.resources)
             self._start_functions(self.resources)
             self.fleet.start_supervisor()
@@ -321,7 +323,11 @@ class Runtime:
         for fake in self.fakes.values():
             fake.stop()
         if self.persist and self.resources is not None and self.fleet.moto_running():
-            self._save_tables(self.resources)
+            try:
+                self.log(self._save_state())
+            except LocalRuntimeError as error:  # said where the user looks; stopping goes on
+                self.log(str(error))
+                print(f"local runtime: {error}", file=sys.stderr)
         self.fleet.stop_moto()
         if self.runtime_log.parent.is_dir():
             self.log("stopped; last status:\\n" + "\\n".join(self.status_lines()))
@@ -334,22 +340,34 @@ class Runtime:
             assert isinstance(end_user_messaging, EndUserMessagingFake)
             end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
 
-    def _save_tables(self, resources: LocalResources) -> None:
-        """The tables' items, while moto still runs (it saves the queues itself as it stops)."""
-        path = self.persist_dir / snapshot.TABLES_FILE
+    def _save_state(self) -> str:
+        """Ask the moto process to save the queues and tables (`local.snapshot`); it answers once
+        both files are written, so moto may be stopped after. Raises when it did not save."""
+        saved = self._ask_moto(snapshot.SAVE_STATE_PATH, "the state was not saved")
+        return f"persist: saved {saved['messages']} messages and {saved['items']} items to {self.persist_dir}"
+
+    def _put_items_back(self) -> str:
+        """Ask the moto process to put the saved items back into the tables (`local.snapshot`)."""
+        return str(self._ask_moto(snapshot.RESTORE_TABLES_PATH, "the tables were not restored")["said"])
+
+    def _ask_moto(self, path: str, failure: str) -> dict[str, Any]:
+        request = urllib.request.Request(f"{self.aws_endpoint}{path}", method="POST")  # noqa: S310 - loopback
         try:
-            count = snapshot.save_tables(self.client, sorted(resources.tables.values()), path)
-        except (BotoCoreError, ClientError, OSError) as error:  # said in the log; stopping goes on
-            self.log(f"persist: could not save the tables ({type(error).__name__}: {error})")
-            return
-        self.log(f"persist: saved {count} items of {len(resources.tables)} tables to {path}; the queues next")
+            # A long campaign's tables take seconds to save or put back; the start's own timeout.
+            with urllib.request.urlopen(request, timeout=STARTUP_TIMEOUT_SECONDS) as answer:  # noqa: S310 - loopback
+                document: dict[str, Any] = json.loads(answer.read())
+                return document
+        except urllib.error.HTTPError as error:
+            raise LocalRuntimeError(f"persist: {failure}: {error.read().decode()}") from error
+        except (OSError, ValueError) as error:
+            raise LocalRuntimeError(f"persist: {failure}: {type(error).__name__}: {error}") from error
 
     def _start_moto(self, timeout: float) -> None:
         self.fleet.start_moto(
             lambda: [
                 "--port",
                 str(self.ports.moto),
-                *(("--save-queues", str(self.persist_dir / snapshot.QUEUES_FILE)) if self.persist else ()),
+                *(("--persist-dir", str(self.persist_dir)) if self.persist else ()),
             ],
             self._base_environment(),
             timeout,
@@ -467,8 +485,7 @@ class Runtime:
         """Stop the whole pipeline and start it again with its state, as `python -m local
         --persist` stopped and run again does (`local.snapshot`: what survives and what does not);
         the stand-ins, the world outside, run on. Seconds until it answers again."""
-        resources = self.resources
-        if not self.persist or resources is None:
+        if not self.persist or self.resources is None:
             raise LocalRuntimeError("a restart keeps the queues and tables only with persist")
         started = time.monotonic()
         # The same endpoint: the functions' environments and the clients name moto's port.
@@ -476,7 +493,7 @@ class Runtime:
 
         def restore() -> None:
             self.resources = create_resources(self.client, self.settings, self.fake_urls(), self._consumers)
-            self.log(snapshot.restore(self.client, self.persist_dir))
+            self.log(snapshot.restore(self.client, self.persist_dir, self._put_items_back))
             self._connect_delivery_events(self.resources)
             # Made again, a secret's ARN has a new random suffix: the functions get the new ones.
             environments = self.function_environments(self.resources)
@@ -484,8 +501,9 @@ class Runtime:
                 if child.function in environments:
                     child.env = environments[child.function]
 
+        # Saved and confirmed before moto stops; a failed save fails the restart (nothing restored).
         self.fleet.restart_all(
-            lambda: self._save_tables(resources), lambda: self._start_moto(timeout), restore
+            lambda: self.log(self._save_state()), lambda: self._start_moto(timeout), restore
         )
         self.fleet.wait_started(timeout, self.log_dir)
         self.log(f"restarted with its state in {time.monotonic() - started:.1f}s")

@@ -1,12 +1,19 @@
 """State that outlives a restart of the local runtime (`python -m local --persist`).
 
 moto keeps everything in memory and has no persistence of its own. With `persist`, at a clean
-stop the moto process writes every queue's messages (`queues.json`: read from moto's SQS model,
-so the in-flight and delayed ones too) and the runtime every table's items (`tables.json`: a scan
-through the DynamoDB API), both in `<state dir>/persisted/`; the next start with `persist`
-creates the resources as always, then sends the messages and writes the items back through the
-APIs. So "break, fix, redrive" can be rehearsed across restarts: a DLQ's messages, with their
-`dead_letter_reason`, and the journal's records are there after a restart.
+stop (and at a whole-pipeline restart) the runtime, once the functions have stopped and while moto
+still runs, asks the moto process to save (`POST /_local_save_state` on moto's port): it writes
+every queue's messages (`queues.json`, from moto's SQS model, so the in-flight and delayed ones
+too) and every table's items (`tables.json`, from moto's DynamoDB model, in DynamoDB's JSON form)
+to `<state dir>/persisted/`, and answers with the counts only once both files are written. Only
+then is moto stopped: a save is confirmed, never left to a process that may be killed before it
+finishes (a long campaign's tables outlast the stop's grace). The next start with `persist`
+creates the resources as always, sends the messages back through the SQS API and asks the moto
+process to put the items back through its model (`POST /_local_restore_tables`), which counts the
+tables afterwards and fails the start when they do not hold what was saved. Not the API page by
+page: a scan of a long campaign's journal and writes of 25 items a call paused every restart for
+minutes (155 s at 100,000 items). So "break, fix, redrive" can be rehearsed across restarts: a
+DLQ's messages, with their `dead_letter_reason`, and the journal's records are there.
 
 What does not survive (said in local/README.md): a message comes back visible at once, as new
 (in flight or delayed before: visible now; its receive count starts at 0; string and number
@@ -20,39 +27,49 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 STATE_DIR = "persisted"
 QUEUES_FILE = "queues.json"
 TABLES_FILE = "tables.json"
+# Where the runtime asks the moto process to save, and to put the saved items back (`PersistDoor`).
+SAVE_STATE_PATH = "/_local_save_state"
+RESTORE_TABLES_PATH = "/_local_restore_tables"
+# A snapshot written before the items were saved from moto's model held binary values so.
 _BINARY = "__base64__"
 SQS_BATCH = 10
-DYNAMODB_BATCH = 25
+
+StartResponse = Callable[..., Any]
 
 
 def write_json(path: Path, document: Any) -> None:
     """Atomically: a stop interrupted half-way never leaves half a snapshot."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(document, default=_encode_binary) + "\n", encoding="utf-8")
+    temporary.write_text(json.dumps(document, default=_base64) + "\n", encoding="utf-8")
     temporary.replace(path)
 
 
-def _encode_binary(value: Any) -> Any:
+def _base64(value: Any) -> str:
+    """A binary value as DynamoDB's JSON form writes it (moto holds some as bytes)."""
     if isinstance(value, bytes | bytearray):
-        return {_BINARY: base64.b64encode(bytes(value)).decode("ascii")}
+        return base64.b64encode(bytes(value)).decode("ascii")
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _decode_binary(document: dict[str, Any]) -> Any:
-    return base64.b64decode(document[_BINARY]) if set(document) == {_BINARY} else document
+# -- saving (in the moto process, asked by the runtime before it stops moto) -----------------------
+def save_state(directory: Path) -> dict[str, int]:
+    """Every queue's messages and every table's items, to `directory`; how many of each."""
+    return {
+        "messages": save_queues(directory / QUEUES_FILE),
+        "items": save_tables(directory / TABLES_FILE),
+    }
 
 
-# -- saving ----------------------------------------------------------------------------------------
 def save_queues(path: Path) -> int:
-    """In the moto process, at stop: every queue's messages from moto's SQS model; how many."""
+    """Every queue's messages from moto's SQS model; how many."""
     from moto.sqs.models import sqs_backends
 
     queues: dict[str, list[dict[str, Any]]] = {}
@@ -80,20 +97,29 @@ def _message(message: Any) -> dict[str, Any]:
     }
 
 
-def save_tables(client: Callable[[str], Any], tables: list[str], path: Path) -> int:
-    """In the runtime, before moto stops: every item of these tables; how many."""
-    dynamodb = client("dynamodb")
-    items: dict[str, list[dict[str, Any]]] = {}
-    for table in tables:
-        for page in dynamodb.get_paginator("scan").paginate(TableName=table):
-            items.setdefault(table, []).extend(page["Items"])
-    write_json(path, items)
-    return sum(len(found) for found in items.values())
+def save_tables(path: Path) -> int:
+    """Every table's items from moto's DynamoDB model, in DynamoDB's JSON form; how many."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for regions in dynamodb_backends.values():
+        for backend in regions.values():
+            for name, table in list(backend.tables.items()):
+                items = [item.to_json()["Attributes"] for item in table.all_items()]
+                if items:
+                    tables.setdefault(name, []).extend(items)
+    write_json(path, tables)
+    return sum(len(items) for items in tables.values())
 
 
 # -- restoring -------------------------------------------------------------------------------------
-def restore(client: Callable[[str], Any], directory: Path) -> str:
-    """Send the saved messages and write the saved items back (the resources exist); what it did."""
+def restore(
+    client: Callable[[str], Any], directory: Path, put_items_back: Callable[[], str] | None = None
+) -> str:
+    """Send the saved messages and put the saved items back (the resources exist); what it did.
+
+    `put_items_back` asks the moto process to do it (`RestoreTablesDoor`); without it, moto is in
+    this process (a test's) and `restore_tables` runs here."""
     queues_file, tables_file = directory / QUEUES_FILE, directory / TABLES_FILE
     if not queues_file.is_file() and not tables_file.is_file():
         return f"persist: no saved state in {directory} yet; it is written at stop"
@@ -102,8 +128,7 @@ def restore(client: Callable[[str], Any], directory: Path) -> str:
         queues = json.loads(queues_file.read_text(encoding="utf-8"))
         said.append(_restore_queues(client("sqs"), queues))
     if tables_file.is_file():
-        tables = json.loads(tables_file.read_text(encoding="utf-8"), object_hook=_decode_binary)
-        said.append(_restore_tables(client("dynamodb"), tables))
+        said.append(put_items_back() if put_items_back is not None else restore_tables(tables_file))
     return f"persist: restored from {directory}: " + "; ".join(said)
 
 
@@ -139,18 +164,75 @@ def _entry(identifier: str, message: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def _restore_tables(dynamodb: Any, tables: dict[str, list[dict[str, Any]]]) -> str:
+def restore_tables(path: Path) -> str:
+    """In the process moto runs in: each saved item put into its table through moto's model (the
+    tables exist: the runtime made them); what it did."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    saved = json.loads(path.read_text(encoding="utf-8"), object_hook=_binary_as_base64)
+    backends = {
+        name: backend
+        for regions in dynamodb_backends.values()
+        for backend in regions.values()
+        for name in list(backend.tables)
+    }
     restored, skipped = 0, []
-    existing = set(dynamodb.list_tables()["TableNames"])
-    for table, items in tables.items():
-        if table not in existing:
+    for table, items in saved.items():
+        backend = backends.get(table)
+        if backend is None:
             skipped.append(table)
             continue
-        for start in range(0, len(items), DYNAMODB_BATCH):
-            chunk = items[start : start + DYNAMODB_BATCH]
-            requests = {table: [{"PutRequest": {"Item": item}} for item in chunk]}
-            while requests:
-                requests = dynamodb.batch_write_item(RequestItems=requests).get("UnprocessedItems") or {}
+        for item in items:
+            backend.put_item(table, item)
+        held = len(backend.get_table(table))
+        if held != len(items):  # the tables were made empty: each saved item is one key
+            raise RuntimeError(f"persist: {table} holds {held} items after restoring {len(items)} saved ones")
         restored += len(items)
     note = f" (skipped tables not in this run: {', '.join(skipped)})" if skipped else ""
-    return f"{restored} items in {len(tables) - len(skipped)} tables{note}"
+    return f"{restored} items in {len(saved) - len(skipped)} tables{note}"
+
+
+def _binary_as_base64(document: dict[str, Any]) -> Any:
+    """An older snapshot's binary value (`{"__base64__": ...}`) as DynamoDB's JSON form has it."""
+    return document[_BINARY] if set(document) == {_BINARY} else document
+
+
+class PersistDoor:
+    """A WSGI application: `app`, and two doors for the runtime when the moto process persists to
+    `directory`: `POST /_local_save_state` (`save_state`, answered `{"messages": n, "items": m}`
+    once written) and `POST /_local_restore_tables` (`restore_tables`, answered `{"said": ...}`)."""
+
+    def __init__(
+        self, app: Callable[[dict[str, Any], StartResponse], Iterable[bytes]], directory: Path | None
+    ) -> None:
+        self.app = app
+        self.directory = directory
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO")
+        if path not in (SAVE_STATE_PATH, RESTORE_TABLES_PATH):
+            return self.app(environ, start_response)
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _json(start_response, 405, {"error": f"POST {path}"})
+        if self.directory is None:
+            return _json(
+                start_response, 404, {"error": "this moto process persists nothing (no --persist-dir)"}
+            )
+        try:
+            if path == SAVE_STATE_PATH:
+                return _json(start_response, 200, save_state(self.directory))
+            tables_file = self.directory / TABLES_FILE
+            if not tables_file.is_file():
+                return _json(start_response, 200, {"said": f"no items saved in {tables_file}"})
+            return _json(start_response, 200, {"said": restore_tables(tables_file)})
+        except Exception as error:  # answered, so that the runtime's stop or start says the reason
+            return _json(start_response, 500, {"error": f"{type(error).__name__}: {error}"})
+
+
+def _json(start_response: StartResponse, status: int, document: dict[str, Any]) -> list[bytes]:
+    body = json.dumps(document).encode()
+    reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}[status]
+    start_response(
+        f"{status} {reason}", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]

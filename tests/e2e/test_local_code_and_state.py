@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import infra.config
+from local import child_process
 from local.runtime import FUNCTIONS_DIR, Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
@@ -159,7 +160,12 @@ def test_a_consumer_failing_on_every_record_shows_failing_and_a_fixed_file_is_re
         assert time.time() - started < 60
 
 
-def test_with_persist_dlq_messages_and_journal_items_survive_a_restart(tmp_path: Path) -> None:
+def test_with_persist_dlq_messages_and_journal_items_survive_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state is saved, and the save confirmed, before moto is asked to stop: here moto is
+    killed the moment it is (no grace), as a long campaign's save outlasting the grace was."""
+    monkeypatch.setattr(child_process, "STOP_GRACE_SECONDS", 0.0)
     settings = LocalSettings.from_cdk_json()
     state_dir = tmp_path / "state"
 
