@@ -30,8 +30,6 @@ import json
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -325,7 +323,7 @@ class Runtime:
         if self.persist and self.resources is not None and self.fleet.moto_running():
             try:
                 self.log(self._save_state())
-            except LocalRuntimeError as error:  # said where the user looks; stopping goes on
+            except snapshot.SnapshotError as error:  # said where the user looks; stopping goes on
                 self.log(str(error))
                 print(f"local runtime: {error}", file=sys.stderr)
         self.fleet.stop_moto()
@@ -341,26 +339,13 @@ class Runtime:
             end_user_messaging.add_configuration_set(events.configuration_set, events.topic_arn)
 
     def _save_state(self) -> str:
-        """Ask the moto process to save the queues and tables (`local.snapshot`); it answers once
-        both files are written, so moto may be stopped after. Raises when it did not save."""
-        saved = self._ask_moto(snapshot.SAVE_STATE_PATH, "the state was not saved")
+        """Have the moto process save the queues and tables; answered once written (`local.snapshot`)."""
+        saved = snapshot.ask_moto(self.aws_endpoint, snapshot.SAVE_STATE_PATH, STARTUP_TIMEOUT_SECONDS)
         return f"persist: saved {saved['messages']} messages and {saved['items']} items to {self.persist_dir}"
 
     def _put_items_back(self) -> str:
-        """Ask the moto process to put the saved items back into the tables (`local.snapshot`)."""
-        return str(self._ask_moto(snapshot.RESTORE_TABLES_PATH, "the tables were not restored")["said"])
-
-    def _ask_moto(self, path: str, failure: str) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.aws_endpoint}{path}", method="POST")  # noqa: S310 - loopback
-        try:
-            # A long campaign's tables take seconds to save or put back; the start's own timeout.
-            with urllib.request.urlopen(request, timeout=STARTUP_TIMEOUT_SECONDS) as answer:  # noqa: S310 - loopback
-                document: dict[str, Any] = json.loads(answer.read())
-                return document
-        except urllib.error.HTTPError as error:
-            raise LocalRuntimeError(f"persist: {failure}: {error.read().decode()}") from error
-        except (OSError, ValueError) as error:
-            raise LocalRuntimeError(f"persist: {failure}: {type(error).__name__}: {error}") from error
+        answer = snapshot.ask_moto(self.aws_endpoint, snapshot.RESTORE_TABLES_PATH, STARTUP_TIMEOUT_SECONDS)
+        return str(answer["said"])
 
     def _start_moto(self, timeout: float) -> None:
         self.fleet.start_moto(

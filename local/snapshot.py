@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,10 @@ _BINARY = "__base64__"
 SQS_BATCH = 10
 
 StartResponse = Callable[..., Any]
+
+
+class SnapshotError(RuntimeError):
+    """The state was not saved or not put back (the moto process's reason)."""
 
 
 def write_json(path: Path, document: Any) -> None:
@@ -227,6 +233,20 @@ class PersistDoor:
             return _json(start_response, 200, {"said": restore_tables(tables_file)})
         except Exception as error:  # answered, so that the runtime's stop or start says the reason
             return _json(start_response, 500, {"error": f"{type(error).__name__}: {error}"})
+
+
+def ask_moto(endpoint: str, path: str, timeout: float) -> dict[str, Any]:
+    """In the runtime: POST one of the moto process's doors (`PersistDoor`); its answer. Raises
+    `SnapshotError` unless it answered that it did it (a big table takes seconds: `timeout`)."""
+    request = urllib.request.Request(f"{endpoint}{path}", method="POST")  # noqa: S310 - loopback
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - loopback
+            document: dict[str, Any] = json.loads(answer.read())
+            return document
+    except urllib.error.HTTPError as error:
+        raise SnapshotError(f"persist: {path} failed: {error.read().decode()}") from error
+    except (OSError, ValueError) as error:
+        raise SnapshotError(f"persist: {path} failed: {type(error).__name__}: {error}") from error
 
 
 def _json(start_response: StartResponse, status: int, document: dict[str, Any]) -> list[bytes]:

@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
+from werkzeug.test import Client
 
 from local import snapshot
 from local.__main__ import DEFAULT_API_PORT, DEMO_STATE_DIR, parse_args
@@ -373,6 +374,36 @@ def test_a_restore_that_leaves_a_table_short_of_its_saved_items_fails(
 
         with pytest.raises(RuntimeError, match="journal holds 1 items after restoring 2 saved ones"):
             snapshot.restore(client, tmp_path)
+
+
+def test_the_save_door_answers_with_the_counts_once_written_and_500_with_the_reason_otherwise(
+    in_process_moto: Any, tmp_path: Path
+) -> None:
+    """The runtime stops moto only after this answer: 200 means both files are written."""
+    client = in_process_moto
+
+    def unknown_path(environ: Any, start_response: Any) -> list[bytes]:
+        raise AssertionError("the door's own paths never reach moto")
+
+    with mock_aws():
+        sqs = client("sqs")
+        sqs.send_message(QueueUrl=sqs.create_queue(QueueName="store-dlq")["QueueUrl"], MessageBody="{}")
+        saved = Client(snapshot.PersistDoor(unknown_path, tmp_path / "persisted")).post(
+            snapshot.SAVE_STATE_PATH
+        )
+        assert (saved.status_code, saved.json) == (200, {"messages": 1, "items": 0})
+        assert json.loads((tmp_path / "persisted" / snapshot.QUEUES_FILE).read_text())["store-dlq"]
+
+        (tmp_path / "a-file").write_text("not a directory")
+        refused = Client(snapshot.PersistDoor(unknown_path, tmp_path / "a-file")).post(
+            snapshot.SAVE_STATE_PATH
+        )
+        assert refused.status_code == 500 and "Error" in refused.json["error"]
+
+
+def test_asking_a_moto_process_that_does_not_answer_raises_a_snapshot_error() -> None:
+    with pytest.raises(snapshot.SnapshotError, match="_local_save_state failed"):
+        snapshot.ask_moto("http://127.0.0.1:9", snapshot.SAVE_STATE_PATH, timeout=2)
 
 
 def test_restoring_without_a_snapshot_says_so(tmp_path: Path) -> None:
