@@ -512,7 +512,12 @@ class Campaign:
             "at_least_once": [f.as_dict() for f in in_window],
             "at_least_once_total": len(in_window),
             "pipeline_restarts_seconds": self.pipeline_restarts,
-            "workers_killed_holding_events": sum(1 for kill in self.inflight.kills if kill.events),
+            "workers_killed_holding_events": sum(
+                1 for kill in self.inflight.kills if kill.events and kill.cause == "killed"
+            ),
+            "bot_timeouts_holding_events": sum(
+                1 for kill in self.inflight.kills if kill.cause == "timed out"
+            ),
             "sender_errors": self.errors[:20],
             "journal_settled": settled,
             "startup_seconds": round(startup, 1),

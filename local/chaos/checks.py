@@ -197,7 +197,7 @@ def _unanswered(observed: Observed, event_id: str, lost_answers: int, consumer: 
     """Why a reply to `event_id` may have been made again, or "" (`Observed.undecided`)."""
     kills = observed.undecided.get(consumer, []).count(event_id)
     reasons = [f"{lost_answers} answer(s) lost or late"] if lost_answers else []
-    reasons += [f"{kills} {consumer} worker(s) killed holding it"] if kills else []
+    reasons += [f"{kills} {consumer} worker(s) killed or timed out holding it"] if kills else []
     return "; ".join(reasons)
 
 

@@ -4,7 +4,9 @@ A worker's `busy` status message lists the event ids of the batch it took (`loca
 its `invocation` message says the batch is done. A kill in between leaves those events' outcome
 unknown to the pipeline: a Bot API call the killed worker had made may have reached Telegram.
 The checker (`local.chaos.checks`) takes a duplicate reply for such an event as Telegram's
-at-least-once window, and only with this evidence.
+at-least-once window, and only with this evidence. A timeout is such evidence only for the
+consumers in `TIMEOUT_IN_WINDOW`: the others' calls start only with the time to make and record
+them (`pipeline/deadline.py`), so a duplicate after their timeout stays a violation.
 """
 
 from __future__ import annotations
@@ -14,15 +16,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+# The bot engine's journaled calls do not ask the invocation's deadline (`pipeline/deadline.py`:
+# a slow handler's step would be refused every time): a bot worker timing out while it holds an
+# update leaves its calls' outcome unknown, as a kill does (the long run at 7941330: a 'thanks'
+# sent, the invocation timed out before its record, the replayed step sent it again).
+TIMEOUT_IN_WINDOW = frozenset({"bot"})
+
 
 @dataclass(frozen=True)
 class Kill:
-    """A worker process the campaign killed, when, and the events it held then."""
+    """A worker process the campaign killed (or whose invocation timed out: `cause`), when, and
+    the events it held then."""
 
     time: float
     worker: str
     function: str
     events: tuple[str, ...]
+    cause: str = "killed"
 
 
 class InFlight:
@@ -41,7 +51,10 @@ class InFlight:
             if message.get("event") == "busy":
                 self._holding[worker] = tuple(e for e in message.get("events") or () if isinstance(e, str))
             elif message.get("event") == "invocation":
-                self._holding.pop(worker, None)
+                held = self._holding.pop(worker, ())
+                function = worker.split("#")[0]  # a function's workers: `bot`, `bot#2`
+                if message.get("timed_out") and held and function in TIMEOUT_IN_WINDOW:
+                    self.kills.append(Kill(time.time(), worker, function, held, cause="timed out"))
 
     def killed(self, worker: str, function: str) -> None:
         """Record a kill of `worker` (a process of `function`) with the batch it held."""

@@ -105,7 +105,25 @@ def test_a_reply_made_twice_after_a_kill_is_excused_only_by_a_killed_autoreply_w
     inflight.killed("autoreply", "autoreply")
     observed.undecided = inflight.undecided()
     [finding] = check(SEED, sent, observed, RULES)
-    assert finding.excuse == "1 autoreply worker(s) killed holding it"
+    assert finding.excuse == "1 autoreply worker(s) killed or timed out holding it"
+
+
+def test_a_timeout_is_evidence_only_for_a_bot_worker_holding_the_update() -> None:
+    """The bot engine's journaled calls do not ask the deadline (`pipeline/deadline.py`); autoreply's
+    calls do, so its timeout excuses nothing (the long run at 7941330: a bot 'thanks' twice)."""
+    inflight = InFlight()
+    for worker, event in (
+        ("autoreply#2", "telegram:1:10"),
+        ("bot#3", "telegram:1:11"),
+        ("bot", "telegram:1:12"),
+    ):
+        inflight.listener({"event": "busy", "worker": worker, "events": [event]})
+    inflight.listener({"event": "invocation", "worker": "autoreply#2", "timed_out": True})
+    inflight.listener({"event": "invocation", "worker": "bot#3", "timed_out": True})
+    inflight.listener({"event": "invocation", "worker": "bot", "timed_out": False})
+
+    assert inflight.undecided() == {"bot": ["telegram:1:11"]}
+    assert [kill.cause for kill in inflight.kills] == ["timed out"]
 
 
 def test_more_copies_of_a_reply_than_lost_answers_explain_are_a_violation() -> None:
