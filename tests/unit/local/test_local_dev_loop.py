@@ -280,6 +280,16 @@ def in_process_moto(monkeypatch: pytest.MonkeyPatch) -> Any:
     return lambda service: boto3.client(service, region_name=REGION)
 
 
+def create_journal(dynamodb: Any) -> None:
+    """A table keyed `pk`, as the runtime's start makes it empty before a restore."""
+    dynamodb.create_table(
+        TableName="journal",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def test_a_snapshot_keeps_in_flight_messages_and_items_and_restores_them_visible(
     in_process_moto: Any, tmp_path: Path
 ) -> None:
@@ -294,12 +304,7 @@ def test_a_snapshot_keeps_in_flight_messages_and_items_and_restores_them_visible
         )
         sqs.send_message(QueueUrl=url, MessageBody="two")
         assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=600)["Messages"]  # one in flight
-        dynamodb.create_table(
-            TableName="journal",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_journal(dynamodb)
         item = {
             "pk": {"S": "k"},
             "n": {"N": "1"},
@@ -314,12 +319,7 @@ def test_a_snapshot_keeps_in_flight_messages_and_items_and_restores_them_visible
     with mock_aws():  # a fresh moto: the runtime's next start, resources created again
         sqs, dynamodb = client("sqs"), client("dynamodb")
         url = sqs.create_queue(QueueName="q-dlq")["QueueUrl"]
-        dynamodb.create_table(
-            TableName="journal",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_journal(dynamodb)
 
         said = snapshot.restore(client, tmp_path)
 
@@ -342,12 +342,7 @@ def test_an_older_snapshots_binary_values_are_restored_as_bytes(in_process_moto:
     )
     with mock_aws():
         dynamodb = client("dynamodb")
-        dynamodb.create_table(
-            TableName="journal",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_journal(dynamodb)
 
         said = snapshot.restore(client, tmp_path)
 
@@ -365,12 +360,7 @@ def test_a_restore_that_leaves_a_table_short_of_its_saved_items_fails(
     twice = [{"pk": {"S": "k"}, "n": {"N": "1"}}, {"pk": {"S": "k"}, "n": {"N": "2"}}]
     (tmp_path / snapshot.TABLES_FILE).write_text(json.dumps({"journal": twice}))
     with mock_aws():
-        client("dynamodb").create_table(
-            TableName="journal",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_journal(client("dynamodb"))
 
         with pytest.raises(RuntimeError, match="journal holds 1 items after restoring 2 saved ones"):
             snapshot.restore(client, tmp_path)
