@@ -124,7 +124,7 @@ def restore(
 ) -> str:
     """Send the saved messages and put the saved items back (the resources exist); what it did.
 
-    `put_items_back` asks the moto process to do it (`RestoreTablesDoor`); without it, moto is in
+    `put_items_back` asks the moto process to do it (`PersistDoor`); without it, moto is in
     this process (a test's) and `restore_tables` runs here."""
     queues_file, tables_file = directory / QUEUES_FILE, directory / TABLES_FILE
     if not queues_file.is_file() and not tables_file.is_file():
