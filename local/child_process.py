@@ -81,7 +81,8 @@ class ChildProcess:
                     continue
                 if isinstance(message, dict):
                     self.on_message(self, message)
-                    heard = {**message, "worker": self.name}  # which of the function's workers
+                    # Which worker said it, and whose: a function runs in several (`bot`, `bot#2`).
+                    heard = {**message, "worker": self.name, "function": self.function}
                     for listener in list(self._listeners):
                         listener(heard)
 

@@ -189,7 +189,7 @@ class Campaign:
                 return
             if attempt >= DELIVERY_ATTEMPTS and time.monotonic() - started >= DELIVERY_WINDOW_SECONDS:
                 return  # left unaccepted: the checks owe it nothing, the report counts its answers
-            time.sleep(min(DELIVERY_BACKOFF_MAX_SECONDS, 0.2 * 2 ** min(attempt, 5)))
+            time.sleep(min(DELIVERY_BACKOFF_MAX_SECONDS, 0.2 * 2 ** (attempt - 1)))
 
     def _lane(self, lane: queue.Queue[Step | None]) -> None:
         while (step := lane.get()) is not None:

@@ -52,7 +52,7 @@ class InFlight:
                 self._holding[worker] = tuple(e for e in message.get("events") or () if isinstance(e, str))
             elif message.get("event") == "invocation":
                 held = self._holding.pop(worker, ())
-                function = worker.split("#")[0]  # a function's workers: `bot`, `bot#2`
+                function = message.get("function")
                 if message.get("timed_out") and held and function in TIMEOUT_IN_WINDOW:
                     self.kills.append(Kill(time.time(), worker, function, held, cause="timed out"))
 

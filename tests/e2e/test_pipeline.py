@@ -761,6 +761,8 @@ def test_functions_restarted_on_request_answer_the_next_update_from_fresh_proces
     # The listener heard the new process: its batch, with when SQS took each record.
     busy = [message for message in heard if message["event"] == "busy"]
     assert busy and all(len(message["sent_at"]) == message["records"] for message in busy)
+    # Each says which worker and whose (`local.chaos.inflight` reads the function from it).
+    assert all(message["function"] == "autoreply" and message["worker"] for message in busy)
     assert all(0 < message["time"] - sent_at < 30 for message in busy for sent_at in message["sent_at"])
 
 

@@ -112,15 +112,21 @@ def test_a_timeout_is_evidence_only_for_a_bot_worker_holding_the_update() -> Non
     """The bot engine's journaled calls do not ask the deadline (`pipeline/deadline.py`); autoreply's
     calls do, so its timeout excuses nothing (the long run at 7941330: a bot 'thanks' twice)."""
     inflight = InFlight()
+    workers = {"autoreply#2": "autoreply", "bot#3": "bot", "bot": "bot"}  # as `ChildProcess` says them
     for worker, event in (
         ("autoreply#2", "telegram:1:10"),
         ("bot#3", "telegram:1:11"),
         ("bot", "telegram:1:12"),
     ):
-        inflight.listener({"event": "busy", "worker": worker, "events": [event]})
-    inflight.listener({"event": "invocation", "worker": "autoreply#2", "timed_out": True})
-    inflight.listener({"event": "invocation", "worker": "bot#3", "timed_out": True})
-    inflight.listener({"event": "invocation", "worker": "bot", "timed_out": False})
+        inflight.listener({"event": "busy", "worker": worker, "function": workers[worker], "events": [event]})
+    for worker, timed_out in (("autoreply#2", True), ("bot#3", True), ("bot", False)):
+        message = {
+            "event": "invocation",
+            "worker": worker,
+            "function": workers[worker],
+            "timed_out": timed_out,
+        }
+        inflight.listener(message)
 
     assert inflight.undecided() == {"bot": ["telegram:1:11"]}
     assert [kill.cause for kill in inflight.kills] == ["timed out"]
