@@ -209,10 +209,10 @@ class Shop:
         os.environ.pop("AWS_ENDPOINT_URL", None)
         aws.reset_clients()
         gateways.reset_fake_gateway()
-        CLOCK.offset = timedelta()
-        # Frozen: the same sequence replays the same stamps, seconds and backoffs (Hypothesis
+        # Stopped: the same sequence replays the same stamps, seconds and backoffs (Hypothesis
         # shrinks only what replays); time moves by `advance` alone.
-        CLOCK.now = lambda: START + CLOCK.offset  # type: ignore[method-assign]
+        CLOCK.reset()
+        CLOCK.stop(START)
         with mock_aws():
             _create_journal()
             service = importlib.import_module("pipeline.sms.service")
@@ -227,8 +227,7 @@ class Shop:
                 botocore.client.BaseClient._make_api_call = shop.aws.original  # type: ignore[method-assign]
                 service.reset_runtime()
         gateways.reset_fake_gateway()
-        del CLOCK.now  # type: ignore[method-assign]
-        CLOCK.offset = timedelta()
+        CLOCK.reset()
         aws.reset_clients()
         for name, value in saved.items():
             if value is None:

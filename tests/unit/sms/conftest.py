@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
@@ -261,20 +261,19 @@ def set_sms_environment(monkeypatch: pytest.MonkeyPatch, **overrides: str) -> No
 
 
 @pytest.fixture
-def sms_reset(aws_env: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def sms_reset(aws_env: None) -> Iterator[None]:
     """No runtime, fake gateway or clock offset leaks between tests, and the SMS clock moves only
     when a test advances it: a test at a rule's boundary (a second before a horizon) must not
     cross it because a loaded machine took that second between two calls."""
     service = importlib.import_module("pipeline.sms.service")
     service.reset_runtime()
     gateways.reset_fake_gateway()
-    CLOCK.offset = timedelta()
-    stopped_at = datetime.now(UTC)
-    monkeypatch.setattr(CLOCK, "now", lambda: stopped_at + CLOCK.offset)
+    CLOCK.reset()
+    CLOCK.stop(datetime.now(UTC))
     yield
     service.reset_runtime()
     gateways.reset_fake_gateway()
-    CLOCK.offset = timedelta()
+    CLOCK.reset()
 
 
 @pytest.fixture

@@ -19,16 +19,29 @@ def parse_iso(text: str) -> datetime:
 
 
 class Clock:
-    """The wall clock, with an offset tests advance to expire leases, backoffs and deadlines."""
+    """The wall clock, with an offset tests advance to expire leases, backoffs and deadlines.
+
+    Tests may stop it, so time moves by `advance` alone: a test a second before a boundary is not
+    carried over it by a slow machine, and a replayed sequence gets the same stamps.
+    """
 
     def __init__(self) -> None:
         self.offset = timedelta()
+        self.stopped_at: datetime | None = None
 
     def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
+        return (self.stopped_at or datetime.now(UTC)) + self.offset
 
     def advance(self, seconds: float) -> None:
         self.offset += timedelta(seconds=seconds)
+
+    def stop(self, at: datetime) -> None:
+        self.stopped_at = at
+
+    def reset(self) -> None:
+        """The wall clock again, with no offset."""
+        self.offset = timedelta()
+        self.stopped_at = None
 
 
 CLOCK = Clock()
