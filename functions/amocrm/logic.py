@@ -26,6 +26,7 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 
 SOURCE = "amocrm"
+API_SECRET = "amocrm_api"  # noqa: S105 - the registry name of the secret, not a value
 SETTING = "amocrm_statuses"
 # What to check when amoCRM refuses the token.
 UNAUTHORIZED_HINT = "the long-lived token in the amocrm_api secret was revoked or expired"
@@ -68,7 +69,7 @@ def account() -> AmoCrmApi:
     # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
     from pipeline.secrets import secret_json
 
-    secret = secret_json("amocrm_api")
+    secret = secret_json(API_SECRET)
     base_url, token = secret.get("base_url"), secret.get("token")
     if (
         not isinstance(base_url, str)
@@ -172,4 +173,8 @@ class AmoCrmSource:
 
 def sync_lead(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the amocrm consumer (see the module docstring)."""
-    return sync_order(AmoCrmSource(account()), lead_id_of(envelope.payload), envelope)
+    from pipeline.secrets import with_refreshed_secret  # at first use, as in account()
+
+    lead_id = lead_id_of(envelope.payload)
+    # A token refused is re-read once past the cache: "put the new token, redrive" works at once.
+    return with_refreshed_secret(API_SECRET, lambda: sync_order(AmoCrmSource(account()), lead_id, envelope))

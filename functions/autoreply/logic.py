@@ -44,6 +44,8 @@ from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id, 
 
 logger = Logger(child=True)
 metrics = Metrics()
+# The bot token: re-read once past the cache when Telegram refuses it (401).
+TOKEN_SECRET = "telegram_bot_token"  # noqa: S105 - the registry name of the secret, not a value
 
 
 def replies() -> dict[str, str]:
@@ -65,11 +67,15 @@ def reply_text(update: TelegramUpdate) -> str | None:
 
 
 def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    from pipeline.secrets import secret_string  # at first use: it imports Powertools Parameters, and boto3
+    # At first use: pipeline.secrets imports Powertools Parameters, and boto3.
+    from pipeline.secrets import secret_string, with_refreshed_secret
 
-    api = BotApi(secret_string("telegram_bot_token"))
+    def send() -> None:
+        BotApi(secret_string(TOKEN_SECRET)).call(method, params)
+
     try:
-        api.call(method, params)
+        # A token refused (401) is re-read once past the cache: a rotated token works at once.
+        with_refreshed_secret(TOKEN_SECRET, send)
     except BotBlockedError as error:
         record_blocked(chat_id, error.description, envelope.event_id)
         metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)

@@ -26,6 +26,7 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
 
 SOURCE = "bitrix24"
+API_SECRET = "bitrix24_api"  # noqa: S105 - the registry name of the secret, not a value
 SETTING = "bitrix24_stages"
 # What to check when the portal refuses the inbound webhook's credential.
 UNAUTHORIZED_HINT = "check the inbound webhook in the bitrix24_api secret (revoked? crm scope?)"
@@ -55,7 +56,7 @@ def portal() -> Bitrix24Rest:
     # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
     from pipeline.secrets import secret_json
 
-    url = secret_json("bitrix24_api").get("url")
+    url = secret_json(API_SECRET).get("url")
     if not isinstance(url, str) or not url.strip():
         misconfigured(
             "api_secret",
@@ -139,5 +140,8 @@ class Bitrix24Source:
 
 def sync_deal(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the bitrix24 consumer (see the module docstring)."""
+    from pipeline.secrets import with_refreshed_secret  # at first use, as in portal()
+
     deal_id = deal_id_of(envelope.payload)
-    return sync_order(Bitrix24Source(portal()), deal_id, envelope)
+    # A webhook code refused is re-read once past the cache: "put the new URL, redrive" works at once.
+    return with_refreshed_secret(API_SECRET, lambda: sync_order(Bitrix24Source(portal()), deal_id, envelope))

@@ -36,10 +36,12 @@ from crm.contacts import ContactBook
 from crm.leads import Lead, lead_from_envelope
 from crm.sinks import LeadSink, sink_from_config
 from pipeline.envelope import Envelope
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import AccountRefused, PermanentError, TransientError
 from pipeline.observability import mask_phone
 
 logger = Logger(child=True)
+# The sink's configuration and credential (re-read once when the sink refuses it: a new token).
+CRM_SECRET = "crm_api"  # noqa: S105 - the registry name of the secret, not a value
 metrics = Metrics()
 
 
@@ -55,7 +57,7 @@ def push_lead(envelope: Envelope) -> dict[str, Any]:
 def _sink() -> LeadSink:
     from pipeline.secrets import secret_json  # at first use: it imports Powertools Parameters, and boto3
 
-    return sink_from_config(secret_json("crm_api"))
+    return sink_from_config(secret_json(CRM_SECRET))
 
 
 def create_lead(lead: Lead) -> dict[str, Any]:
@@ -68,7 +70,9 @@ def create_lead(lead: Lead) -> dict[str, Any]:
         logger.info("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})
         return {"lead": "skipped", "reason": "contact already known"}
 
-    lead_id = _sink().push(lead)
+    from pipeline.secrets import with_refreshed_secret  # at first use, as in _sink
+
+    lead_id = with_refreshed_secret(CRM_SECRET, lambda: _sink().push(lead))
     contacts.confirm(lead, lead_id)
     metrics.add_metric(name="LeadsCreated", unit=MetricUnit.Count, value=1)
     logger.info(
@@ -109,10 +113,13 @@ def _update_lead(contacts: ContactBook, lead: Lead) -> dict[str, Any]:
             "reason": _SKIPPED[claim.plan],
         }
     assert claim.lead_id is not None
+    from pipeline.secrets import with_refreshed_secret  # at first use, as in _sink
+
+    lead_id = claim.lead_id
     try:
-        _sink().update(claim.lead_id, lead)
-    except PermanentError:
-        contacts.release_update(lead)  # dead-lettered: redriving it claims again
+        with_refreshed_secret(CRM_SECRET, lambda: _sink().update(lead_id, lead))
+    except (PermanentError, AccountRefused):
+        contacts.release_update(lead)  # dead-lettered or paused: its next delivery claims again
         raise
     contacts.confirm_update(lead)
     metrics.add_metric(name="LeadsUpdated", unit=MetricUnit.Count, value=1)

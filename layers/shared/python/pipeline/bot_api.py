@@ -67,7 +67,8 @@ class BotApi:
         self.pacer = pacer or pacing.shared()
 
     def call(self, method: str, params: Mapping[str, Any]) -> Any:
-        """The method's `result`; BotBlockedError on 403, else TransientError/PermanentError as classified."""
+        """The method's `result`; BotBlockedError on 403 (one chat), AccountRefused on 401 (the bot
+        token revoked: every call), else TransientError/PermanentError as classified."""
         if self.pacer is not None and pacing.is_message(method):
             self.pacer.wait(params.get("chat_id"))
         deadline.require(TIMEOUT_SECONDS, f"telegram {method}")

@@ -5,6 +5,9 @@
   reason (the SQS redrive policy catches crashes).
 - `PermanentError`: will never succeed as is (4xx, validation). The record goes to the DLQ at
   once with its reason, without burning retries.
+- `AccountRefused`: the remote refused the whole account (revoked token, blocked, unpaid, out
+  of balance). The record is paused: it stays queued and comes back later, uncounted, so it
+  succeeds by itself once the account works again (`pipeline.worker`).
 - Any other exception is treated as transient: an unknown bug retries and, if it persists,
   ends in the DLQ through the redrive policy; it never loops forever.
 """
@@ -49,3 +52,28 @@ class RemoteRefused(PermanentError):
             raise ValueError(f"kind must be one of {list(REFUSAL_KINDS)}")
         super().__init__(reason)
         self.kind = kind
+
+
+# Why a remote refused the account (not one message); consumers use it as a metric dimension.
+UNAUTHORIZED = "unauthorized"
+ACCOUNT_CAUSES = (
+    UNAUTHORIZED,  # the credential is invalid or revoked, also after re-reading its secret
+    "blocked",  # the vendor blocked the account (amoCRM 403, a Bitrix24 portal deleted/blocked)
+    "unpaid",  # the plan expired or the API is not paid for (amoCRM 402, Bitrix24 ACCESS_DENIED)
+    "out_of_balance",  # an SMS gateway has no money left to send with
+)
+
+
+class AccountRefused(ConsumerError):
+    """The remote refused the account, not this message: every message of the consumer would
+    fail the same way until a person acts (pays, unblocks, rotates a token). Neither transient
+    (backoff would spend the retries in minutes) nor permanent (every message would be
+    dead-lettered): the worker pauses the record (`pipeline.worker`), and it comes back later,
+    uncounted, until the account works again. `cause` is one of ACCOUNT_CAUSES.
+    """
+
+    def __init__(self, reason: str, cause: str) -> None:
+        if cause not in ACCOUNT_CAUSES:
+            raise ValueError(f"cause must be one of {list(ACCOUNT_CAUSES)}")
+        super().__init__(reason)
+        self.cause = cause

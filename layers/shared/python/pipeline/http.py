@@ -6,8 +6,10 @@ every failure becomes one of:
 
 - `TransientError`: connection failures, timeouts, HTTP 408, 429 and 5xx. A 429 (or 503) carries
   the remote's wait from the `Retry-After` header or Telegram's `parameters.retry_after`.
+- `AccountRefused` (cause "unauthorized"): HTTP 401, the credential refused for every call.
 - `PermanentError`: any other non-2xx status, or a URL that cannot work. A client that knows
-  what the remote's refusal means raises `RemoteRefused` (a PermanentError with a `kind`).
+  what the remote's refusal means raises `RemoteRefused` (a PermanentError with a `kind`), or
+  `AccountRefused` when the refusal is of the whole account (a revoked token, unpaid, blocked).
 
 Reasons name the service ("telegram sendMessage"), never the URL, and every secret the client
 was given (a bot token in Telegram URLs, a webhook code, an auth header) is replaced by `***`:
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from pipeline.errors import PermanentError, RemoteRefused, TransientError
+from pipeline.errors import UNAUTHORIZED, AccountRefused, PermanentError, RemoteRefused, TransientError
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # A JSON API answer is small; anything bigger is not parsed (and not kept in memory).
@@ -119,6 +121,10 @@ class JsonHttpClient:
         """A definite refusal of `kind` (see `RemoteRefused`), redacted like `permanent`."""
         return RemoteRefused(self.redact(f"{self.service}: {reason}"), kind)
 
+    def account_refused(self, reason: str, cause: str) -> AccountRefused:
+        """The remote refused the whole account (see `AccountRefused`), redacted like `permanent`."""
+        return AccountRefused(self.redact(f"{self.service}: {reason}"), cause)
+
     def check(self, response: JsonResponse, detail: str | None = None) -> JsonResponse:
         """Return a 2xx response; raise the classified error for any other status.
 
@@ -129,6 +135,10 @@ class JsonHttpClient:
         reason = f"HTTP {response.status}" + (f" {detail[:300]}" if detail else "")
         if response.status in _TRANSIENT_STATUSES or response.status >= 500:
             raise self.transient(reason, retry_after_seconds(response))
+        if response.status == 401:
+            # The credential, for every call alike: the caller's secret is re-read once
+            # (`pipeline.secrets.with_refreshed_secret`), else the worker pauses the record.
+            raise self.account_refused(reason, UNAUTHORIZED)
         raise self.permanent(reason)
 
     # -- requests -------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ in Powertools' `DEFAULT_PROVIDERS`, so `parameters.clear_caches()` forgets it to
   webhook), named by its logical registry name ("crm_api"); the secret's id comes from the
   environment variable the stack sets (`CRM_API_SECRET_ID`). Failures are classified for the
   worker, and no reason quotes a value.
+- `with_refreshed_secret`: a consumer's call that the remote refused as unauthorized (a rotated
+  token the cache does not know yet) is made once more after re-reading the secret past the
+  cache, so "put the new token, redrive" works at once instead of after `max_age`.
 - `secret_candidates` / `check_with_refresh`: what the webhook checks requests against. A rotated
   secret (Telegram's webhook `secret_token`, a CRM signing key) is briefly known to both sides
   in two versions: the sender may still use the old value while we already read the new one.
@@ -25,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,7 +42,7 @@ from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterEr
 from botocore.exceptions import ClientError
 
 from pipeline import aws
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import UNAUTHORIZED, AccountRefused, PermanentError, TransientError
 from pipeline.registry import secret_env_var
 
 CACHE_MAX_AGE_SECONDS = 300
@@ -120,7 +125,7 @@ def _plain_provider(client: Any) -> SecretsProvider:
     return SecretsProvider(boto3_client=client)
 
 
-def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS) -> str:
+def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS, force_fetch: bool = False) -> str:
     """The SecretString of the consumer secret `name` (logical name, e.g. "telegram_bot_token").
 
     A missing environment variable or a binary secret is a deployment error (PermanentError: the
@@ -132,7 +137,9 @@ def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS) -> str:
     if not secret_id:
         raise PermanentError(f"{variable} is not set")
     try:
-        value = _provider(_PLAIN_PROVIDER_KEY, _plain_provider).get(secret_id, max_age=max_age)
+        value = _provider(_PLAIN_PROVIDER_KEY, _plain_provider).get(
+            secret_id, max_age=max_age, force_fetch=force_fetch
+        )
     except GetParameterError as error:
         cause = error.__context__  # Powertools raises it while handling the SDK's exception
         code = aws.error_code(cause) if isinstance(cause, ClientError) else None
@@ -142,11 +149,13 @@ def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS) -> str:
     return value
 
 
-def secret_json(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS) -> dict[str, Any]:
+def secret_json(
+    name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS, force_fetch: bool = False
+) -> dict[str, Any]:
     """`secret_string(name)` parsed as a JSON object (PermanentError when it is not one)."""
     variable = secret_env_var(name)
     try:
-        value = json.loads(secret_string(name, max_age=max_age))
+        value = json.loads(secret_string(name, max_age=max_age, force_fetch=force_fetch))
     except ValueError:
         raise PermanentError(f"secret {variable} is not valid JSON") from None
     if not isinstance(value, dict):
@@ -192,3 +201,36 @@ def check_with_refresh(
     if fetched_recently or not retry_if(result):
         return result
     return check(secret_candidates(secret_id, force_fetch=True))
+
+
+# When each consumer secret was last re-read past the cache (monotonic seconds), kept with the
+# provider whose cache it refreshed: forgetting the provider (`DEFAULT_PROVIDERS.clear()`) forgets them.
+_forced_reads: weakref.WeakKeyDictionary[BaseProvider, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
+def refresh_secret(name: str) -> bool:
+    """Re-read the consumer secret `name` past the cache (which keeps the new value); True when
+    it was re-read and differs from the cached one. At most once per
+    REFRESH_ON_MISMATCH_INTERVAL_SECONDS per secret and execution environment, so a flood of
+    refusals costs at most one Secrets Manager call a minute."""
+    now = time.monotonic()
+    reads = _forced_reads.setdefault(_provider(_PLAIN_PROVIDER_KEY, _plain_provider), {})
+    last = reads.get(name)
+    if last is not None and now - last < REFRESH_ON_MISMATCH_INTERVAL_SECONDS:
+        return False
+    reads[name] = now
+    cached = secret_string(name)
+    return secret_string(name, force_fetch=True) != cached
+
+
+def with_refreshed_secret(name: str, call: Callable[[], Result]) -> Result:
+    """`call()`, which reads the consumer secret `name` itself; when the remote refuses it as
+    unauthorized (`AccountRefused`, cause "unauthorized"), `call()` once more if the secret,
+    re-read past the cache (`refresh_secret`), has changed. Otherwise the refusal stands (the
+    worker pauses the record: `pipeline.worker`)."""
+    try:
+        return call()
+    except AccountRefused as error:
+        if error.cause != UNAUTHORIZED or not refresh_secret(name):
+            raise
+    return call()

@@ -31,6 +31,21 @@ move it to the DLQ at its next receive anyway; the worker dead-letters it then, 
 reason. So a held record is never dead-lettered early, and one whose counter stays unwritable
 cannot loop past the redrive count.
 
+A refusal of the whole account (`AccountRefused`: a revoked token, an account blocked or
+unpaid, a gateway out of balance) pauses the record instead: every message would fail the same
+way, and dead-lettering them all would leave a person to redrive what resumes by itself. The
+record is not counted as an attempt and comes back after `pause_seconds`: an unordered consumer's
+is re-sent to its queue with SQS's longest delay and the original acknowledged (so the receive
+count that feeds the redrive policy starts anew, its first send time carried along in the
+`first_sent_at` attribute); an ordered consumer's (FIFO: no re-send, or the chat's order breaks)
+stays hidden that long, its group with it, a wait long enough that the redrive count of receives
+outlasts the queue's retention. Once the account works the next delivery simply succeeds. The
+bound: a paused record is dead-lettered, with the reason, when it would outlive its queue's
+retention (CONSUMER_QUEUE_RETENTION after it was first sent), never lost silently. Each pause
+emits `AccountPaused{consumer, cause}` (alarmed from the first) and writes the consumer's
+latest pause to the journal (`<consumer>#paused`), which `ops doctor` reads. The rest of the
+batch pauses with the first record without calling the remote again.
+
 Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named in the log line,
 and publishes a notice naming the chat to the alarm topic (`ALARM_TOPIC_ARN`): the DLQ's
 CloudWatch alarm fires once, for the first dead letter, and cannot name a chat. The notice is
@@ -49,7 +64,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -60,10 +75,11 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pipeline import aws, deadline
+from pipeline import aws, deadline, pause
 from pipeline.envelope import Envelope
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import AccountRefused, PermanentError, TransientError
 from pipeline.observability import mask_phones, service_logger
+from pipeline.pause import MAX_VISIBILITY_SECONDS
 from pipeline.registry import Consumer, RetryPolicy, by_name
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 
@@ -72,8 +88,6 @@ if TYPE_CHECKING:
 
 Process = Callable[[Envelope], dict[str, Any] | None]
 
-# SQS caps a message's visibility timeout at 12 hours.
-MAX_VISIBILITY_SECONDS = 43_200
 # An ordered consumer's attempt counter item in the journal: `<consumer>#attempts#<message id>`,
 # kept as long as the message can stay in its queue.
 ATTEMPTS_KEY = "{consumer}#attempts#{message_id}"
@@ -138,7 +152,8 @@ REQUIRED = frozenset(name for name, field in WorkerSettings.model_fields.items()
 class Outcome:
     """What happened to one record; the local runtime and tests count these."""
 
-    status: str  # "processed" | "duplicate" | "retry" | "dead_lettered" | "held" (ordered: skipped)
+    # "processed" | "duplicate" | "retry" | "dead_lettered" | "held" (ordered: skipped) | "paused"
+    status: str
     reason: str | None = None
     delay_seconds: int | None = None
 
@@ -175,6 +190,8 @@ class ConsumerWorker:
         # Per invocation, ordered consumers: records the handler ran on, and each failed group's delay.
         self._attempted: set[str] = set()
         self._group_delays: dict[str, int] = {}
+        # Per invocation: the account refusal that paused a record; the rest of the batch waits too.
+        self._paused: AccountRefused | None = None
 
     # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
     @property
@@ -259,6 +276,7 @@ class ConsumerWorker:
         self.metrics.add_dimension(name="consumer", value=self.consumer.name)
         self._attempted.clear()
         self._group_delays.clear()
+        self._paused = None
         response = dict(
             process_partial_response(
                 event=event, record_handler=self.handle_record, processor=self.processor, context=context
@@ -329,7 +347,11 @@ class ConsumerWorker:
         self.logger.append_keys(event_id=envelope.event_id, event_type=envelope.type)
         self._executed = False
         try:
+            if self._paused is not None:
+                raise self._paused
             idempotent_process(event=envelope.model_dump(mode="json"))
+        except AccountRefused as error:
+            self._pause(record, error, log_keys, receive_count, envelope)
         except PermanentError as error:
             self._dead_letter(record, error.reason, log_keys, envelope)
             return
@@ -395,6 +417,59 @@ class ConsumerWorker:
         self.metrics.add_metric(name="RecordsRetried", unit=MetricUnit.Count, value=1)
         self.logger.warning("record will be retried", extra={**log_keys, "reason": reason, "delay": delay})
         raise TransientError(reason, retry_after)
+
+    def _pause(
+        self,
+        record: SQSRecord,
+        error: AccountRefused,
+        log_keys: dict[str, Any],
+        receive_count: int,
+        envelope: Envelope,
+    ) -> None:
+        """Keep the record for later, uncounted (see the module docstring); raise to report it
+        failed when it stays in place (ordered), return when a copy was re-sent (unordered)."""
+        first = self._paused is None
+        self._paused = error
+        first_sent_ms = pause.first_sent_ms(record)
+        age = time.time() - first_sent_ms / 1000
+        delay = pause.pause_seconds(self.consumer)
+        reason = f"account refused ({error.cause}): {error.reason}"
+        if age + delay >= pause.RETENTION_SECONDS or (
+            self.consumer.ordered and receive_count >= self.consumer.redrive_max_receive_count
+        ):
+            # Kept past this it would expire in (or be moved from) its queue without a reason.
+            held = f"paused {age / 86_400:.1f} days, the queue's retention: {reason}"
+            self._dead_letter(record, held, log_keys, envelope)
+            return
+        with single_metric(name=pause.PAUSED_METRIC, unit=MetricUnit.Count, value=1) as metric:
+            metric.add_dimension(name="consumer", value=self.consumer.name)
+            metric.add_dimension(name="cause", value=error.cause)
+        if first:
+            try:
+                pause.note(self.settings.journal_table, self.consumer, error)
+            except Exception as failure:  # best effort: the metric and the log line say it too
+                self.logger.warning(
+                    "could not note the pause in the journal",
+                    extra={**log_keys, "error": f"{type(failure).__name__}: {failure}"},
+                )
+        self._record(Outcome("paused", reason, delay))
+        self.logger.warning(
+            "record paused: the remote refused the account",
+            extra={**log_keys, "reason": reason, "cause": error.cause, "delay": delay},
+        )
+        if not self.consumer.ordered:
+            pause.resend(self.settings.queue_url, record, first_sent_ms, delay)
+            return
+        try:
+            aws.client("sqs").change_message_visibility(
+                QueueUrl=self.settings.queue_url, ReceiptHandle=record.receipt_handle, VisibilityTimeout=delay
+            )
+        except Exception:
+            self.logger.exception("could not set the pause", extra=log_keys)
+        group = record.attributes.message_group_id
+        if group:
+            self._group_delays[group] = delay
+        raise TransientError(reason)
 
     def _attempt(self, record: SQSRecord, receive_count: int, log_keys: dict[str, Any]) -> int | None:
         """Which attempt at this record just failed. The receive count for an unordered consumer;

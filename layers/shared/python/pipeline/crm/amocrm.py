@@ -255,6 +255,12 @@ class Lead(_Model):
         return cls.model_validate(body)
 
 
+# What amoCRM's refusals of the account are (API v4 "Error codes", "Common errors"): 401 the token
+# is invalid, revoked or expired (or the user behind it disabled, codes 110-112); 402 Payment
+# Required, the subscription ended ("Functional not paid in this account"); 403 the account is
+# blocked (for exceeding the request limits again and again) or refuses this IP (code 113).
+ACCOUNT_STATUSES = {401: "unauthorized", 402: "unpaid", 403: "blocked"}
+
 STATUS_CHANGED_EVENT = "lead_status_changed"
 # `GET /api/v4/events` pages: at most 250 events a page (amoCRM's limit); the sweep reads 100.
 EVENTS_PAGE = 100
@@ -356,10 +362,11 @@ class Contact(_Model):
 class AmoCrmApi:
     """amoCRM API v4 with a long-lived access token, at `base_url` (`https://shop.amocrm.ru`).
 
-    Errors: TransientError (408, 429, 5xx, no answer; Retry-After honoured) or RemoteRefused
-    with kind "unauthorized" (401, 403), "not_found" (204 No Content, 404) or "refused" (any
-    other answer, a malformed one included). Reasons read "amocrm lead: HTTP 401 Unauthorized:
-    <detail>" (problem+json title and detail, short, phones masked); the token never appears.
+    Errors: TransientError (408, 429, 5xx, no answer; Retry-After honoured), AccountRefused
+    (ACCOUNT_STATUSES: the token, or the whole account) or RemoteRefused with kind "not_found"
+    (204 No Content, 404) or "refused" (any other answer, a malformed one included). Reasons
+    read "amocrm lead: HTTP 401 Unauthorized: <detail>" (problem+json title and detail, short,
+    phones masked); the token never appears.
     """
 
     def __init__(self, base_url: str, token: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
@@ -394,8 +401,8 @@ class AmoCrmApi:
             raise http.refused(f"{reason}: the answer is not a {entity}", "refused")
         if status in (408, 429) or status >= 500:
             raise http.transient(reason, retry_after_seconds(response))
-        if status in (401, 403):
-            raise http.refused(reason, "unauthorized")
+        if status in ACCOUNT_STATUSES:
+            raise http.account_refused(reason, ACCOUNT_STATUSES[status])
         if status == 404:
             raise http.refused(reason, "not_found")
         raise http.refused(reason, "refused")

@@ -39,7 +39,7 @@ from pydantic import (
     model_validator,
 )
 
-from pipeline.errors import RemoteRefused
+from pipeline.errors import UNAUTHORIZED, RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
 
@@ -47,18 +47,27 @@ from pipeline.observability import mask_phones
 BITRIX_TRANSIENT_ERRORS = frozenset(
     {"QUERY_LIMIT_EXCEEDED", "OPERATION_TIME_LIMIT", "INTERNAL_SERVER_ERROR", "ERROR_UNEXPECTED_ANSWER"}
 )
-# Errors about the credential: the webhook code is wrong or revoked, or lacks the scope/permission.
+# Errors about the credential's rights: the webhook's user or scope may not do this (the
+# portal's configuration; a person must act, and the record waits in the DLQ for a redrive).
 BITRIX_AUTH_ERRORS = frozenset(
-    {
-        "INVALID_CREDENTIALS",
-        "NO_AUTH_FOUND",
-        "EXPIRED_TOKEN",
-        "INVALID_TOKEN",
-        "INSUFFICIENT_SCOPE",
-        "ACCESS_DENIED",
-        "USER_ACCESS_ERROR",
-    }
+    {"INVALID_CREDENTIALS", "INSUFFICIENT_SCOPE", "ACCESS_DENIED", "USER_ACCESS_ERROR"}
 )
+# Refusals of the whole portal (REST docs, "Statuses and System Error Codes"), by cause: the
+# webhook code is wrong or revoked (401 NO_AUTH_FOUND, an OAuth token expired or invalid; any
+# 401 too), the portal deleted or closed (PORTAL_DELETED), REST blocked by Bitrix24 support
+# (OVERLOAD_LIMIT: "a manual individual block"). ACCESS_DENIED is one only when it says the REST
+# API needs a commercial plan (the plan expired or unpaid): a bare "Access denied" is the user's
+# rights to one entity.
+BITRIX_ACCOUNT_ERRORS = {
+    "NO_AUTH_FOUND": "unauthorized",
+    "EXPIRED_TOKEN": "unauthorized",
+    "INVALID_TOKEN": "unauthorized",
+    "PORTAL_DELETED": "blocked",
+    "OVERLOAD_LIMIT": "blocked",
+}
+# The words of ACCESS_DENIED's description when the plan does not include REST (docs: "REST API
+# is available only on commercial plans"; portals also say "...only by subscription").
+BITRIX_UNPAID_WORDS = ("commercial", "subscription", "tariff")
 BITRIX_NOT_FOUND_ERRORS = frozenset({"NOT_FOUND"})
 
 DEAL_EVENTS = ("ONCRMDEALADD", "ONCRMDEALUPDATE")
@@ -301,9 +310,10 @@ class StageHistoryRecord(_Entity):
 class Bitrix24Rest:
     """Bitrix24 REST methods through an inbound webhook `https://<portal>/rest/<user>/<code>/`.
 
-    Errors: TransientError (limits, 5xx, 429, no answer; Retry-After honoured) or RemoteRefused
-    with kind "unauthorized" (the webhook's credential or permissions), "not_found" (the entity)
-    or "refused" (anything else, a malformed answer included). Reasons read
+    Errors: TransientError (limits, 5xx, 429, no answer; Retry-After honoured), AccountRefused
+    (the webhook code refused, any 401, or the portal blocked or unpaid: BITRIX_ACCOUNT_ERRORS)
+    or RemoteRefused with kind "unauthorized" (the webhook user's rights or scope), "not_found"
+    (the entity) or "refused" (anything else, a malformed answer included). Reasons read
     "bitrix24 <method>: HTTP <status> <code>: <description>", phones masked, URL and code never.
     """
 
@@ -336,7 +346,9 @@ class Bitrix24Rest:
             reason = f"HTTP {response.status}"
             if response.status in (408, 429) or response.status >= 500:
                 raise http.transient(reason, retry_after_seconds(response))
-            raise http.refused(reason, "unauthorized" if response.status in (401, 403) else "refused")
+            if response.status == 401:
+                raise http.account_refused(reason, UNAUTHORIZED)
+            raise http.refused(reason, "unauthorized" if response.status == 403 else "refused")
         return body
 
     @staticmethod
@@ -346,6 +358,12 @@ class Bitrix24Rest:
         reason = f"HTTP {response.status} {code or 'error'}: {description}"
         normalised = code.upper()
         plain = description.strip().rstrip(".!").strip().lower()
+        if normalised in BITRIX_ACCOUNT_ERRORS:
+            return http.account_refused(reason, BITRIX_ACCOUNT_ERRORS[normalised])
+        if normalised == "ACCESS_DENIED" and any(word in plain for word in BITRIX_UNPAID_WORDS):
+            return http.account_refused(reason, "unpaid")
+        if response.status == 401:
+            return http.account_refused(reason, UNAUTHORIZED)
         if normalised in BITRIX_TRANSIENT_ERRORS or response.status >= 500 or response.status == 429:
             return http.transient(reason, retry_after_seconds(response))
         if normalised in BITRIX_AUTH_ERRORS or response.status in (401, 403) or plain == "access denied":

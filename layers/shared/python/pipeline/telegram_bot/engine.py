@@ -22,7 +22,8 @@ Per update (`BotRunner.process`, the worker's `process`):
 4. an error a handler raised (PTB hands it to the error handlers: the user's run, and ours
    captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
    429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
-   400 -> dead-lettered with the reason; 403 on a call to the update's own private chat (the
+   400 -> dead-lettered with the reason; 401 (the bot token revoked) -> paused, not
+   dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); 403 on a call to the update's own private chat (the
    user blocked the bot) -> recorded as `blocked#<chat id>` in the journal and acknowledged; 403
    on a call to any other chat (the bot was removed from a group it forwards to) is that call's
    error, not the user's: dead-lettered with a reason naming the method and the chat, so the
@@ -55,7 +56,7 @@ from telegram.request import HTTPXRequest
 
 from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
 from pipeline.envelope import Envelope
-from pipeline.errors import ConsumerError, PermanentError, RemoteRefused, TransientError
+from pipeline.errors import UNAUTHORIZED, AccountRefused, ConsumerError, PermanentError, TransientError
 from pipeline.telegram_bot.calls import (
     CallJournal,
     ForbiddenCall,
@@ -153,7 +154,8 @@ def classify(error: BaseException) -> BaseException:
         seconds = retry_after_seconds(error)
         return TransientError(f"telegram: flood control, retry after {seconds:g} s", retry_after=seconds)
     if isinstance(error, InvalidToken):
-        return RemoteRefused("telegram: the bot token was refused", "unauthorized")
+        # The token, for every chat alike: the worker pauses the record, not dead-letters it.
+        return AccountRefused("telegram: the bot token was refused (401)", UNAUTHORIZED)
     if isinstance(error, ForbiddenCall):
         return PermanentError(f"telegram: forbidden: {error.method} to chat {error.chat_id}: {error.message}")
     if isinstance(error, BadRequest):

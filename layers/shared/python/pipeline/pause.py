@@ -1,0 +1,83 @@
+"""Pausing a consumer's record while its remote refuses the whole account (`AccountRefused`).
+
+The worker (`pipeline.worker`, whose module docstring says when and why) calls these: how long a
+paused record stays away, the re-send of an unordered consumer's record (its receive count, which
+feeds the redrive policy, starts anew; its first send time is carried along so the bound holds),
+and the journal note of the consumer's latest pause that `ops doctor` reads.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from pipeline import aws
+from pipeline.errors import AccountRefused
+from pipeline.observability import mask_phones
+from pipeline.registry import Consumer
+from pipeline.retention import CONSUMER_QUEUE_RETENTION
+
+# SQS's longest delay of a sent message: how long an unordered consumer's paused record stays away.
+PAUSE_SECONDS = 900
+# SQS caps a message's visibility timeout at 12 hours.
+MAX_VISIBILITY_SECONDS = 43_200
+# The message attribute carrying a re-sent paused record's first send time (epoch milliseconds).
+FIRST_SENT_ATTRIBUTE = "first_sent_at"
+# The journal item holding a consumer's latest pause (`ops doctor` reads it).
+PAUSED_KEY = "{consumer}#paused"
+PAUSED_SCHEMA_VERSION = 1
+# AccountPaused{consumer, cause}: one per paused record (`infra.constructs.monitoring` alarms on it).
+PAUSED_METRIC = "AccountPaused"
+RETENTION_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds())
+
+
+def pause_seconds(consumer: Consumer) -> int:
+    """How long a record paused for an account refusal stays away (see the module docstring):
+    SQS's longest delay for an unordered consumer (re-sent, its receive count starts anew); for an
+    ordered one a visibility long enough that its queue's redrive count of receives outlasts the
+    queue's retention (the bot: 4 days / 50 receives = 1 h 55 min)."""
+    if not consumer.ordered:
+        return PAUSE_SECONDS
+    spread = math.ceil(RETENTION_SECONDS / consumer.redrive_max_receive_count)
+    return min(MAX_VISIBILITY_SECONDS, max(PAUSE_SECONDS, spread))
+
+
+def first_sent_ms(record: SQSRecord) -> int:
+    """When the record's first copy was sent: its `first_sent_at` attribute, else its own."""
+    carried = (record.raw_event.get("messageAttributes") or {}).get(FIRST_SENT_ATTRIBUTE) or {}
+    value = carried.get("stringValue") or record.attributes.sent_timestamp or "0"
+    return int(value) if str(value).isdigit() else 0
+
+
+def resend(queue_url: str, record: SQSRecord, first_sent: int, delay: int) -> None:
+    """A copy of the record with its first send time, delayed; the caller then acknowledges the
+    original. A crash between the two leaves both: the event's second run is a duplicate
+    (idempotency). A failed send raises: the record fails and comes back after the visibility
+    timeout."""
+    attributes: dict[str, Any] = {
+        name: {"DataType": value.get("dataType") or "String", "StringValue": value["stringValue"]}
+        for name, value in (record.raw_event.get("messageAttributes") or {}).items()
+        if value.get("stringValue")
+    }
+    attributes[FIRST_SENT_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(first_sent)}
+    aws.client("sqs").send_message(
+        QueueUrl=queue_url, MessageBody=record.body, MessageAttributes=attributes, DelaySeconds=delay
+    )
+
+
+def note(journal_table: str, consumer: Consumer, error: AccountRefused) -> None:
+    """Write the consumer's latest pause (`<consumer>#paused`) to the journal."""
+    now = int(time.time())
+    item = {
+        "id": {"S": PAUSED_KEY.format(consumer=consumer.name)},
+        "schema_version": {"N": str(PAUSED_SCHEMA_VERSION)},
+        "cause": {"S": error.cause},
+        "reason": {"S": mask_phones(error.reason)[:1000]},
+        "paused_at": {"N": str(now)},
+        "pause_seconds": {"N": str(pause_seconds(consumer))},
+        "expiration": {"N": str(now + RETENTION_SECONDS)},
+    }
+    aws.client("dynamodb").put_item(TableName=journal_table, Item=item)
