@@ -19,7 +19,9 @@ API (`base_url`, what the operator has as `https://<subdomain>.amocrm.ru`), with
   /api/v4/events/<id>` one event. A query it refuses: 400 problem+json with `validation-errors`;
 - an entity that does not exist, or no events: 204 No Content, an empty body, as amoCRM answers;
 - a missing or wrong token, or a revoked one (`revoke_token()`): 401 `application/problem+json`
-  `{"title": "Unauthorized", "type": "https://httpstatus.es/401", "status": 401, "detail": ...}`.
+  `{"title": "Unauthorized", "type": "https://httpstatus.es/401", "status": 401, "detail": ...}`;
+- the account refused (`local.fakes.accounts`, `POST /_account/block {"cause"}`): "unpaid" 402
+  Payment Required, "blocked" 403 Forbidden, problem+json; `POST /_credential/rotate` a new token.
 
 Webhook (`configure_handler(url)`): `change_statuses([(lead_id, status_id[, pipeline_id]), ...])`
 moves the leads and posts ONE form-encoded request carrying all of them, shaped like amoCRM's
@@ -180,6 +182,18 @@ class AmoCrmFake(EmittingFake):
     @property
     def token_revoked(self) -> bool:
         return self._revoked
+
+    def account_refusals(self) -> dict[str, Callable[[], FakeResponse]]:
+        """amoCRM's answers when the account is refused (API v4 error codes): 402 when the
+        subscription ended, 403 when the account is blocked."""
+        return {
+            "unpaid": lambda: problem(402, "Functional not paid in this account"),
+            "blocked": lambda: problem(403, "Account is blocked"),
+        }
+
+    def rotate_credential(self, value: str) -> None:
+        """A new long-lived token: the old one is refused (401) from now on."""
+        self.token = value
 
     # -- the account -------------------------------------------------------------------------------
     def create_contact(self, name: str, phone: str | None) -> int:
@@ -421,6 +435,8 @@ class AmoCrmFake(EmittingFake):
         authorization = request.headers.get("authorization", "")
         if self._revoked or authorization != f"Bearer {self.token}":
             return unauthorized()
+        if (refused := self.account.refusal()) is not None:
+            return refused
         match = _API_PATH.match(request.path)
         if match is None:
             return problem(404, "Not found")

@@ -21,7 +21,8 @@ parameters as a JSON body, a form body or the query string, answered
   `>=`, `@`, `!@`; CREATED_TIME compared as an instant, any offset; another field, order or value
   400 `INVALID_ARG_VALUE`), `select`, `start`: 50 a page, with `total` and `next`;
 - another method: 404 `ERROR_METHOD_NOT_FOUND`; another user or code, or a revoked webhook
-  (`revoke_webhook()`): 401 `INVALID_CREDENTIALS`. The code is masked in `/_calls`.
+  (`revoke_webhook()`): 401 `INVALID_CREDENTIALS`. The code is masked in `/_calls`. The portal
+  refused (`local.fakes.accounts`): `bitrix24_model.PORTAL_REFUSALS`.
 Query and form parameters are read as PHP reads them (`filter[>ID]=5&select[]=ID`). A portal made
 with `omit_moved_time=True` (or `POST /_portal {"omit_moved_time": true}`) answers deals without
 MOVED_TIME, as some portals do.
@@ -72,6 +73,7 @@ from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse
 from local.fakes.bitrix24_model import (
+    PORTAL_REFUSALS,
     RestError,
     copy_contact,
     deal_stages,
@@ -199,6 +201,13 @@ class Bitrix24PortalFake(EmittingFake):
     @property
     def webhook_revoked(self) -> bool:
         return self._revoked
+
+    def account_refusals(self) -> Mapping[str, Callable[[], FakeResponse]]:
+        return PORTAL_REFUSALS
+
+    def rotate_credential(self, value: str) -> None:
+        """A new inbound webhook code: the old URL is refused (401) from now on."""
+        self.webhook_code = value
 
     # -- the portal ----------------------------------------------------------------------------------
     def create_contact(self, name: str, phone: str | None, last_name: str | None = None) -> int:
@@ -428,6 +437,8 @@ class Bitrix24PortalFake(EmittingFake):
             return FakeResponse(405, {"error": "method not allowed"})
         if self._revoked or match["user"] != str(self.user_id) or match["code"] != self.webhook_code:
             return invalid_credentials()
+        if (refused := self.account.refusal()) is not None:
+            return refused
         method = match["method"].lower()
         handler = self._methods().get(method)
         if handler is None:

@@ -222,6 +222,15 @@ def invalid_credentials() -> FakeResponse:
     return rest_error(401, "INVALID_CREDENTIALS", "Invalid request credentials")
 
 
+# The portal refused as a whole, by cause (REST docs, "Statuses and System Error Codes"): a plan
+# without REST (the paid plan expired), the portal deleted, REST blocked by Bitrix24 support.
+PORTAL_REFUSALS = {
+    "unpaid": lambda: rest_error(403, "ACCESS_DENIED", "REST API is available only on commercial plans"),
+    "deleted": lambda: rest_error(500, "PORTAL_DELETED", "Portal was deleted"),
+    "blocked": lambda: rest_error(503, "OVERLOAD_LIMIT", "REST API is blocked due to overload"),
+}
+
+
 def injected_error(status: int, retry_after: int | None = None) -> FakeResponse:
     """An injected fault (`POST /_faults`) as the portal answers such a failure."""
     if retry_after is not None or status == 503:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService
 from local.fakes.webhook_faults import D, WebhookFaults
 
@@ -208,6 +209,8 @@ class EmittingFake(FakeService):
         self._state_lock = threading.Lock()
         self._revoked = False
         self.webhook_faults = WebhookFaults(post_form)
+        # The whole account refused, or its credential rotated (`local.fakes.accounts`).
+        self.account = AccountSwitch(self.account_refusals(), self.rotate_credential)
 
     def stop(self) -> None:
         super().stop()
@@ -224,7 +227,11 @@ class EmittingFake(FakeService):
 
     def control(self, request: FakeRequest) -> FakeResponse:
         try:
-            response = self._revocation_control(request) or self._webhook_fault_control(request)
+            response = (
+                self._revocation_control(request)
+                or self._webhook_fault_control(request)
+                or self.account.control(request)
+            )
             if response is None:
                 response = self._control(request)
         except ValueError as error:
@@ -236,6 +243,14 @@ class EmittingFake(FakeService):
         return response if response is not None else super().control(request)
 
     def _control(self, request: FakeRequest) -> FakeResponse | None:
+        raise NotImplementedError
+
+    def account_refusals(self) -> Mapping[str, Callable[[], FakeResponse]]:
+        """The vendor's answer to every API call while the account is refused, by cause."""
+        raise NotImplementedError
+
+    def rotate_credential(self, value: str) -> None:
+        """Accept only `value` as the API credential from now on (a rotated token or code)."""
         raise NotImplementedError
 
     def _webhook_fault_control(self, request: FakeRequest) -> FakeResponse | None:

@@ -5,6 +5,10 @@
   first message's id (the gateway deduplicates, as the contract says);
 - `GET /messages?client_reference=<key>` -> 200 `{"message_id", "status"}` or 404.
 
+The account refused (`local.fakes.accounts`): `POST /_account/block {"cause": "out_of_balance"}`
+answers every send 402 `{"error": "insufficient_balance", ...}`, as HTTP gateways answer an empty
+balance; `POST /_credential/rotate {"value"}` accepts only a new token.
+
 `GET /_messages` lists what "reached phones" (one entry per accepted send). With
 `{"drop_answer_next": 1}` a send is stored and its answer lost: the SMS worker records an
 unknown outcome and the reconciler's lookup then finds the message.
@@ -18,6 +22,7 @@ import threading
 import time
 from typing import Any, ClassVar
 
+from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
 
 DEFAULT_TOKEN = "local-sms-gateway-token"  # noqa: S105 - a fake's token
@@ -37,6 +42,11 @@ class SmsGatewayFake(FakeService):
         self._messages: list[dict[str, Any]] = []
         self._by_reference: dict[str, dict[str, Any]] = {}
         self._messages_lock = threading.Lock()
+        # The account out of money ("out_of_balance": 402 to every send), or a new token issued.
+        self.account = AccountSwitch({"out_of_balance": _out_of_balance}, self._new_token)
+
+    def _new_token(self, value: str) -> None:
+        self.token = value
 
     def messages(self) -> list[dict[str, Any]]:
         """Every accepted message, in order (what reached phones)."""
@@ -46,6 +56,8 @@ class SmsGatewayFake(FakeService):
     def control(self, request: FakeRequest) -> FakeResponse:
         if (request.method, request.path) == ("GET", "/_messages"):
             return FakeResponse(200, self.messages())
+        if (switched := self.account.control(request)) is not None:
+            return switched
         return super().control(request)
 
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
@@ -62,7 +74,8 @@ class SmsGatewayFake(FakeService):
         if self.token is not None and request.headers.get("authorization") != f"Bearer {self.token}":
             return FakeResponse(401, {"error": "unauthorized"})
         if request.method == "POST":
-            return self._send(request)
+            refused = self.account.refusal()
+            return refused if refused is not None else self._send(request)
         if request.method == "GET":
             return self._lookup(request.query.get("client_reference", ""))
         return FakeResponse(405, {"error": "method not allowed"})
@@ -102,3 +115,7 @@ class SmsGatewayFake(FakeService):
         if message is None:
             return FakeResponse(404, {"error": "no message with this client_reference"})
         return FakeResponse(200, {"message_id": message["message_id"], "status": message["status"]})
+
+
+def _out_of_balance() -> FakeResponse:
+    return FakeResponse(402, {"error": "insufficient_balance", "message": "Not enough balance to send"})

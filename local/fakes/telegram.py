@@ -7,7 +7,10 @@ their result come from aiogram's model of the Bot API (`telegram_api.json`, writ
 Found", a missing required parameter 400 "Bad Request: <param> is empty" (or Telegram's own
 wording where it has one). `send*`/`forward*`/`edit*` methods return a `Message`, setters `true`,
 getters a minimal valid object; `setWebhook`/`deleteWebhook` change what `getWebhookInfo` shows.
-A wrong token gets 401 like the real API. The token is masked in `/_calls`.
+A wrong token gets 401 like the real API. The token is masked in `/_calls`. The token revoked or
+a new one issued (`local.fakes.accounts`: `POST /_account/block {"cause": "revoked"}`,
+`POST /_credential/rotate {"value": "<new token>"}`): 401 `{"ok": false, "error_code": 401,
+"description": "Unauthorized"}`, as Telegram answers a revoked token.
 
 `POST /_crash_after {"method": "sendMessage", "nth": 1}` marks the nth next successful answer to
 that method with a header asking the bot consumer (with the local runtime's LOCAL_CRASH_HOOKS) to
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
 from local.fakes.telegram_limits import SendLimiter, SendLimits
 from pipeline.pacing import is_message
@@ -88,9 +92,17 @@ class TelegramFake(FakeService):
         self.pending_update_count = 0
         # Lowercased method -> answers to let pass before the one marked with CRASH_HEADER.
         self._crash_after: dict[str, int] = {}
+        # The token revoked in @BotFather ("revoked": 401 to every call), or a new one issued.
+        self.account = AccountSwitch({"revoked": lambda: self._error(401, "Unauthorized")}, self._new_token)
+
+    def _new_token(self, value: str) -> None:
+        """@BotFather's "revoke current token": only `value` works from now on (same bot id)."""
+        self.token = value
 
     def control(self, request: FakeRequest) -> FakeResponse:
         route = (request.method, request.path)
+        if (switched := self.account.control(request)) is not None:
+            return switched
         if route == ("POST", "/_crash_after"):
             document = request.json()
             method = document.get("method") if isinstance(document, dict) else None
@@ -208,6 +220,8 @@ class TelegramFake(FakeService):
             return self._error(404, "Not Found")
         if match["token"] != self.token:
             return self._error(401, "Unauthorized")
+        if (refused := self.account.refusal()) is not None:
+            return refused
         method = match["method"].lower()
         spec = API_METHODS.get(method)
         if spec is None:
