@@ -214,6 +214,25 @@ class DeployedConsumer:
     def dead_letter_reasons(self) -> list[str]:
         return [letter["attributes"]["dead_letter_reason"] for letter in self.queues.dead_letters()]
 
+    def _moto_messages(self) -> list[Any]:
+        return list(
+            sqs_backends[ACCOUNT_ID][REGION].get_queue(self.queues.queue_url.rsplit("/", 1)[-1])._messages
+        )
+
+    def waiting(self) -> list[float]:
+        """Seconds until each message of the queue can be received (its delay or its
+        visibility, in moto's state), longest first."""
+        now = unix_time_millis()
+        return sorted((max(m.delayed_until, m.visible_at, now) - now) / 1000 for m in self._moto_messages())[
+            ::-1
+        ]
+
+    def let_time_pass(self) -> None:
+        """Every delay and visibility timeout of the queue has run out (SQS's clock, moved on)."""
+        for message in self._moto_messages():
+            message.delayed_until = 0
+            message.visible_at = 0
+
     def seconds_until_visible(self, receipt_handle: str) -> float:
         """How long SQS (moto's state, not a spy) keeps the received message hidden from now."""
         queue = sqs_backends[ACCOUNT_ID][REGION].get_queue(self.queues.queue_url.rsplit("/", 1)[-1])

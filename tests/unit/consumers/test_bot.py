@@ -539,7 +539,7 @@ def test_state_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
 def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
     from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TimedOut
 
-    from pipeline.errors import RemoteRefused, TransientError
+    from pipeline.errors import AccountRefused, TransientError
     from pipeline.telegram_bot.engine import classify
     from pipeline.telegram_bot.state import StateConflict
 
@@ -550,7 +550,8 @@ def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
     refused = classify(BadRequest("Message text is empty"))
     assert type(refused) is PermanentError and "Message text is empty" in refused.reason
     unauthorized = classify(InvalidToken())
-    assert isinstance(unauthorized, RemoteRefused) and unauthorized.kind == "unauthorized"
+    # The bot token refused: every chat alike, so the record pauses (pipeline.worker).
+    assert isinstance(unauthorized, AccountRefused) and unauthorized.cause == "unauthorized"
     # PTB wraps what our request layer raised (the journal, the state store) in a NetworkError.
     conflict = StateConflict("moved on")
     wrapped = NetworkError("Unknown error in HTTP implementation")

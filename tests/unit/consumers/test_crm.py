@@ -241,15 +241,15 @@ def test_bitrix24_limits_and_server_errors_are_retried(
     [
         (400, {"error": "", "error_description": "Access denied."}, "HTTP 400 error: Access denied."),
         (
-            401,
+            403,
             {"error": "INVALID_CREDENTIALS", "error_description": "Invalid request credentials"},
-            "HTTP 401 INVALID_CREDENTIALS: Invalid request credentials",
+            "HTTP 403 INVALID_CREDENTIALS: Invalid request credentials",
         ),
         (404, {"error": "ERROR_METHOD_NOT_FOUND", "error_description": "Method not found!"}, None),
         (
-            401,
-            {"error": "INVALID_CREDENTIALS", "error_description": f"No webhook {BITRIX_CODE} for user 1"},
-            "HTTP 401 INVALID_CREDENTIALS: No webhook *** for user 1",
+            403,
+            {"error": "INVALID_CREDENTIALS", "error_description": f"No rights for {BITRIX_CODE}, user 1"},
+            "HTTP 403 INVALID_CREDENTIALS: No rights for ***, user 1",
         ),
     ],
 )

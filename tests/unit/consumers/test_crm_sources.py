@@ -282,20 +282,22 @@ def test_a_contact_without_a_phone_is_misconfiguration_only_where_an_sms_rule_ap
         assert reasons == []
 
 
-def test_a_revoked_inbound_webhook_is_dead_lettered_as_unauthorized_without_its_code(
+def test_a_revoked_inbound_webhook_pauses_the_event_without_its_code(
     bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, output: Callable[[Any], Output]
 ) -> None:
+    """Every event would be refused alike: paused, not dead-lettered (tests/unit/consumers/
+    test_account_refusals.py follows a pause to its end)."""
     deal_id = moved_deal(portal, "EXECUTING")
     portal.revoke_webhook()
     log = output(bitrix24.app.worker)
 
     assert bitrix24.deliver(deal_event(deal_id)).failed == []
 
-    [reason] = bitrix24.dead_letter_reasons()
-    assert "INVALID_CREDENTIALS" in reason and "revoked?" in reason
-    assert WEBHOOK_CODE not in reason
+    assert bitrix24.dead_letter_reasons() == []
+    [paused] = log.logs("record paused: the remote refused the account")
+    assert "INVALID_CREDENTIALS" in paused["reason"] and paused["cause"] == "unauthorized"
     assert WEBHOOK_CODE not in json.dumps(log.read())
-    assert log.emf("CrmSourceMisconfigured")
+    assert log.emf("AccountPaused")
 
 
 def test_the_portal_down_retries_the_event_and_it_publishes_once_it_is_back(
@@ -408,7 +410,7 @@ def test_an_amocrm_burst_collapsed_into_one_webhook_is_every_transition(
     ]
 
 
-def test_a_revoked_amocrm_token_is_dead_lettered_as_unauthorized_without_the_token(
+def test_a_revoked_amocrm_token_pauses_the_event_without_the_token(
     amocrm: DeployedConsumer, account: AmoCrmFake, output: Callable[[Any], Output]
 ) -> None:
     lead_id = lead_in(account, 70013)
@@ -417,10 +419,11 @@ def test_a_revoked_amocrm_token_is_dead_lettered_as_unauthorized_without_the_tok
 
     assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
 
-    [reason] = amocrm.dead_letter_reasons()
-    assert "HTTP 401" in reason and "revoked or expired" in reason
-    assert AMO_TOKEN not in reason and AMO_TOKEN not in json.dumps(log.read())
-    assert log.emf("CrmSourceMisconfigured")
+    assert amocrm.dead_letter_reasons() == []
+    [paused] = log.logs("record paused: the remote refused the account")
+    assert "HTTP 401" in paused["reason"] and paused["cause"] == "unauthorized"
+    assert AMO_TOKEN not in json.dumps(log.read())
+    assert log.emf("AccountPaused")
 
 
 def test_an_amocrm_status_missing_from_the_map_is_dead_lettered_naming_it(

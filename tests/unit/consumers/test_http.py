@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import AccountRefused, PermanentError, TransientError
 from pipeline.http import REDACTED, JsonHttpClient
 from tests.unit.consumers.conftest import BOT_TOKEN, FakeHttpServer, Scripted
 
@@ -39,7 +39,7 @@ def test_server_errors_and_request_timeouts_are_transient(http_fake: FakeHttpSer
     assert caught.value.retry_after is None
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+@pytest.mark.parametrize("status", [400, 403, 404, 422])
 def test_other_client_errors_are_permanent_with_the_remote_detail(
     http_fake: FakeHttpServer, status: int
 ) -> None:
@@ -50,6 +50,20 @@ def test_other_client_errors_are_permanent_with_the_remote_detail(
     with pytest.raises(PermanentError) as caught:
         client.check(response, detail=response.body["description"])
     assert caught.value.reason == f"telegram sendMessage: HTTP {status} Bad Request: chat not found"
+
+
+def test_401_is_a_refusal_of_the_credential_for_every_call(http_fake: FakeHttpServer) -> None:
+    """Not this message's fault: the caller re-reads its secret, else the record pauses."""
+    http_fake.respond(Scripted(401, {"ok": False, "error_code": 401, "description": "Unauthorized"}))
+    client = JsonHttpClient("telegram sendMessage")
+    response = client.post(f"{http_fake.base_url}/x", {})
+
+    with pytest.raises(AccountRefused) as caught:
+        client.check(response, detail=response.body["description"])
+    assert (caught.value.cause, caught.value.reason) == (
+        "unauthorized",
+        "telegram sendMessage: HTTP 401 Unauthorized",
+    )
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from pipeline.crm.amocrm import (
     StatusWebhook,
     read_status_webhook,
 )
-from pipeline.errors import PermanentError, RemoteRefused, TransientError
+from pipeline.errors import AccountRefused, PermanentError, RemoteRefused, TransientError
 from pipeline.observability import mask_phone
 from tests.support import amocrm_webhooks
 from tests.unit.consumers.conftest import FakeHttpServer, Scripted
@@ -349,17 +349,9 @@ PROBLEM_400 = {
 @pytest.mark.parametrize(
     ("status", "body", "kind", "reason"),
     [
-        (
-            401,
-            fixture_json("amocrm", "unauthorized.json"),
-            "unauthorized",
-            "HTTP 401 Unauthorized: Invalid user name or password",
-        ),
-        (403, PROBLEM_403, "unauthorized", "HTTP 403 Forbidden: Access denied"),
         (204, None, "not_found", "HTTP 204 (no such lead)"),
         (404, None, "not_found", "HTTP 404"),
         (400, PROBLEM_400, "refused", "HTTP 400 Bad Request: Invalid id"),
-        (402, {"title": "Payment Required"}, "refused", "HTTP 402 Payment Required"),
         (302, None, "refused", "HTTP 302"),
         (200, None, "refused", "HTTP 200: the answer is not a lead"),
         (200, [1, 2], "refused", "HTTP 200: the answer is not a lead"),
@@ -375,6 +367,33 @@ def test_refusals_are_classified_by_kind(
 
     assert isinstance(caught.value, PermanentError)
     assert (caught.value.kind, caught.value.reason) == (kind, f"amocrm lead: {reason}")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cause", "reason"),
+    [
+        (
+            401,
+            fixture_json("amocrm", "unauthorized.json"),
+            "unauthorized",
+            "HTTP 401 Unauthorized: Invalid user name or password",
+        ),
+        (402, {"title": "Payment Required"}, "unpaid", "HTTP 402 Payment Required"),
+        (403, PROBLEM_403, "blocked", "HTTP 403 Forbidden: Access denied"),
+    ],
+)
+def test_refusals_of_the_whole_account_are_account_refusals(
+    http_fake: FakeHttpServer, status: int, body: Any, cause: str, reason: str
+) -> None:
+    """amoCRM's 401 (the token), 402 (the subscription ended), 403 (the account blocked): every
+    lead alike, so not a refusal of this one."""
+    http_fake.respond(Scripted(status, body, {"Content-Type": "application/problem+json"}))
+
+    with pytest.raises(AccountRefused) as caught:
+        api(http_fake).lead(21804135)
+
+    assert not isinstance(caught.value, PermanentError)
+    assert (caught.value.cause, caught.value.reason) == (cause, f"amocrm lead: {reason}")
 
 
 def test_a_missing_contact_is_not_found(http_fake: FakeHttpServer) -> None:
@@ -432,7 +451,7 @@ def test_the_token_never_shows_and_phones_are_masked(http_fake: FakeHttpServer) 
     detail = f"token Bearer {TOKEN} revoked; call +79123456789"
     http_fake.respond(Scripted(401, {"title": "Unauthorized", "status": 401, "detail": detail}))
 
-    with pytest.raises(RemoteRefused) as caught:
+    with pytest.raises(AccountRefused) as caught:
         client.lead(1)
 
     reason = caught.value.reason

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from pipeline.crm.bitrix24 import DEAL_EVENTS, Bitrix24Rest, Contact, Deal, OutgoingEvent
 from pipeline.crm.forms import parse_form
-from pipeline.errors import PermanentError, RemoteRefused, TransientError
+from pipeline.errors import AccountRefused, PermanentError, RemoteRefused, TransientError
 from pipeline.observability import mask_phone
 from tests.unit.consumers.conftest import FakeHttpServer, Scripted
 from tests.unit.crm_sources.conftest import fixture_bytes, fixture_json
@@ -284,48 +284,24 @@ def test_call_returns_the_result_and_none_without_one(http_fake: FakeHttpServer)
         ),
         (400, {"error": "NOT_FOUND", "error_description": "Deal is gone"}, "not_found", None),
         (
-            401,
-            fixture_json("bitrix24", "error.invalid_credentials.json"),
-            "unauthorized",
-            "HTTP 401 INVALID_CREDENTIALS: Invalid request credentials",
-        ),
-        (
-            401,
-            {"error": "NO_AUTH_FOUND", "error_description": "Wrong authorization data"},
+            403,
+            {"error": "INVALID_CREDENTIALS", "error_description": "Invalid request credentials"},
             "unauthorized",
             None,
         ),
         (
-            401,
-            {"error": "expired_token", "error_description": "The access token provided has expired"},
-            "unauthorized",
-            None,
-        ),
-        (
-            401,
-            {"error": "invalid_token", "error_description": "The access token provided is invalid"},
-            "unauthorized",
-            None,
-        ),
-        (
-            401,
+            403,
             {"error": "insufficient_scope", "error_description": "The request requires higher privileges"},
             "unauthorized",
             None,
         ),
-        (
-            401,
-            {"error": "ACCESS_DENIED", "error_description": "REST is available only by subscription"},
-            "unauthorized",
-            None,
-        ),
+        (403, {"error": "ACCESS_DENIED", "error_description": "Access denied"}, "unauthorized", None),
         (
             400,
             {"error": "", "error_description": "Access denied"},
             "unauthorized",
             "HTTP 400 error: Access denied",
         ),
-        (403, {"error": "PORTAL_DELETED", "error_description": "Portal was deleted"}, "unauthorized", None),
         (403, None, "unauthorized", "HTTP 403"),
         (404, {"error": "ERROR_METHOD_NOT_FOUND", "error_description": "Method not found!"}, "refused", None),
         (400, {"error": "", "error_description": "ID is not defined or invalid."}, "refused", None),
@@ -350,6 +326,59 @@ def test_refusals_are_classified_by_kind(
     assert caught.value.kind == kind
     expected = reason or f"HTTP {status} {body['error'] or 'error'}: {body['error_description']}"
     assert caught.value.reason == f"bitrix24 crm.deal.get: {expected}"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cause"),
+    [
+        (401, fixture_json("bitrix24", "error.invalid_credentials.json"), "unauthorized"),
+        (401, {"error": "NO_AUTH_FOUND", "error_description": "Wrong authorization data"}, "unauthorized"),
+        (
+            401,
+            {"error": "expired_token", "error_description": "The access token provided has expired"},
+            "unauthorized",
+        ),
+        (
+            401,
+            {"error": "invalid_token", "error_description": "The access token provided is invalid"},
+            "unauthorized",
+        ),
+        (
+            401,
+            {"error": "insufficient_scope", "error_description": "The request requires higher privileges"},
+            "unauthorized",
+        ),
+        (401, None, "unauthorized"),
+        (
+            401,
+            {"error": "ACCESS_DENIED", "error_description": "REST is available only by subscription"},
+            "unpaid",
+        ),
+        (
+            403,
+            {"error": "ACCESS_DENIED", "error_description": "REST API is available only on commercial plans"},
+            "unpaid",
+        ),
+        (500, {"error": "PORTAL_DELETED", "error_description": "Portal was deleted"}, "blocked"),
+        (403, {"error": "PORTAL_DELETED", "error_description": "Portal was deleted"}, "blocked"),
+        (
+            503,
+            {"error": "OVERLOAD_LIMIT", "error_description": "REST API is blocked due to overload"},
+            "blocked",
+        ),
+    ],
+)
+def test_refusals_of_the_whole_portal_are_account_refusals(
+    http_fake: FakeHttpServer, status: int, body: Any, cause: str
+) -> None:
+    """The code refused, the plan without REST, the portal deleted or blocked: every call alike."""
+    http_fake.respond(Scripted(status, body))
+
+    with pytest.raises(AccountRefused) as caught:
+        rest(http_fake).deal(759)
+
+    assert caught.value.cause == cause
+    assert caught.value.reason.startswith(f"bitrix24 crm.deal.get: HTTP {status}")
 
 
 @pytest.mark.parametrize(
@@ -415,7 +444,7 @@ def test_reasons_never_carry_the_webhook_url_or_code_and_mask_phones(http_fake: 
     echo = f"No webhook {CODE} at {client.url} for +375291234567"
     http_fake.respond(Scripted(401, {"error": "INVALID_CREDENTIALS", "error_description": echo}))
 
-    with pytest.raises(RemoteRefused) as caught:
+    with pytest.raises(AccountRefused) as caught:
         client.deal(759)
 
     reason = caught.value.reason

@@ -453,6 +453,7 @@ class ConsumerWorker:
                     extra={**log_keys, "error": f"{type(failure).__name__}: {failure}"},
                 )
         self._record(Outcome("paused", reason, delay))
+        self.metrics.add_metric(name="RecordsPaused", unit=MetricUnit.Count, value=1)
         self.logger.warning(
             "record paused: the remote refused the account",
             extra={**log_keys, "reason": reason, "cause": error.cause, "delay": delay},

@@ -23,8 +23,9 @@ Per update (`BotRunner.process`, the worker's `process`):
    captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
    429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
    400 -> dead-lettered with the reason; 401 (the bot token revoked) -> paused, not
-   dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); 403 on a call to the update's own private chat (the
-   user blocked the bot) -> recorded as `blocked#<chat id>` in the journal and acknowledged; 403
+   dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); 403 on a
+   call to the update's own private chat (the user blocked the bot) -> recorded as
+   `blocked#<chat id>` in the journal and acknowledged; 403
    on a call to any other chat (the bot was removed from a group it forwards to) is that call's
    error, not the user's: dead-lettered with a reason naming the method and the chat, so the
    step is kept for a redrive; any other exception -> retried (a callback query answered too
