@@ -9,6 +9,8 @@ Alarms (each notifies the alarm topic on ALARM and on OK), with `alarms=full` (t
 - the API answers 5xx, or refuses unauthenticated requests in a burst (the webhook's own metric:
   HTTP APIs have no per-status metric);
 - the webhook refuses a CRM event because its customer's phone is not a valid number;
+- a consumer is paused because a remote refused its whole account, one alarm per consumer and
+  cause (`Consumer.account_causes`);
 - a CRM source's event cannot become an order event (misconfiguration), or a CRM transition with
   an SMS rule was first seen too late to text (`sms_max_age_minutes`);
 - SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, and the
@@ -53,7 +55,9 @@ from infra.prices import FREE_DASHBOARD_METRICS, SEARCH_METRICS_RESERVE
 from pipeline.crm.sources import MISCONFIGURED_METRIC
 from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
 from pipeline.crm.sync import TOO_OLD_METRIC
+from pipeline.pause import PAUSED_METRIC, pause_seconds
 from pipeline.registry import Consumer
+from pipeline.retention import CONSUMER_QUEUE_RETENTION
 
 PERIOD = METRIC_PERIOD
 # What CloudWatch accepts as a dashboard name.
@@ -69,6 +73,19 @@ UNAUTHORIZED_SPIKE = 10
 SMS_FAILED_RATE_PERCENT = 20
 SMS_FAILED_RATE_PERIOD = Duration.minutes(15)
 SMS_OUTCOMES = ("SmsAccepted", "SmsRefused", "SmsFailed", "SmsUnknown")
+# What each cause of a pause means, and what fixes it (`pipeline.errors.ACCOUNT_CAUSES`).
+PAUSE_CAUSES = {
+    "unauthorized": "the token or webhook code is revoked or expired, also after re-reading its secret",
+    "blocked": "the vendor blocked the account (amoCRM 403, a Bitrix24 portal deleted or REST blocked)",
+    "unpaid": "the plan ended or does not include the API (amoCRM 402, Bitrix24 ACCESS_DENIED)",
+    "out_of_balance": "the SMS gateway has no balance left",
+}
+PAUSE_FIXES = {
+    "unauthorized": "put the new token in the consumer's secret (it is re-read at the next refusal)",
+    "blocked": "have the vendor unblock the account",
+    "unpaid": "pay for the plan",
+    "out_of_balance": "top up the gateway's balance",
+}
 
 
 def max_message_age_seconds(consumer: Consumer) -> int:
@@ -95,6 +112,7 @@ class AlarmKind(StrEnum):
     SMS_FAILED_RATE = "sms_failed_rate"
     CRM_SOURCE_MISCONFIGURED = "crm_source_misconfigured"
     CRM_TRANSITION_TOO_OLD = "crm_transition_too_old"
+    ACCOUNT_PAUSED = "account_paused"
 
 
 # What `alarms=essential` keeps, by kind and which of its subjects (the rest of `full` is left out).
@@ -213,6 +231,8 @@ class Monitoring(Construct):
             self._throttles_alarm()
             self._api_alarms(ingress)
             for name, pipeline in pipelines.items():
+                for cause in pipeline.consumer.account_causes:
+                    self._account_paused_alarm(name, pipeline, cause)
                 if pipeline.consumer.publishes:
                     self._crm_source_alarm(name, pipeline)
                     self._crm_too_old_alarm(name, pipeline)
@@ -366,6 +386,24 @@ class Monitoring(Construct):
             description=f"{name} events could not become order events (a stage missing from the map, "
             "no phone where an SMS rule applies, the API credential revoked): the reason is in the "
             f"{name} log and on each message in the {name} DLQ; fix it, then redrive (python -m ops dlq).",
+        )
+
+    def _account_paused_alarm(self, name: str, pipeline: ConsumerPipeline, cause: str) -> None:
+        """A remote refused the consumer's whole account (`pipeline.worker`: its records pause,
+        not dead-letter): from the first, one alarm per cause, so the alarm names it."""
+        self._alarm(
+            AlarmKind.ACCOUNT_PAUSED,
+            f"{name}:{cause}",
+            f"AccountPaused-{name}-{cause}",
+            pipeline.worker.emitted_metric(PAUSED_METRIC, dimensions={"consumer": name, "cause": cause}),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{name} is paused: its remote refused the whole account ({cause}: "
+            f"{PAUSE_CAUSES[cause]}). Its messages stay queued and come back every "
+            f"{pause_seconds(pipeline.consumer) // 60} minutes; once the account works the next one "
+            f"simply succeeds. Fix: {PAUSE_FIXES[cause]}. A message still paused "
+            f"{CONSUMER_QUEUE_RETENTION.days} days after it was sent is dead-lettered with the "
+            f"reason (python -m ops dlq). `python -m ops doctor` shows the latest pause.",
         )
 
     def _crm_too_old_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:

@@ -85,6 +85,9 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         AlarmKind.SMS_UNKNOWN_PAST_DEADLINE: 1,
         AlarmKind.SMS_FAILED_RATE: 1,
     }
+    paused = sum(len(c.account_causes) for c in stack.consumers)
+    if paused:
+        expected[AlarmKind.ACCOUNT_PAUSED] = paused
     publishing = [c for c in stack.consumers if c.publishes]
     if publishing:
         expected[AlarmKind.CRM_SOURCE_MISCONFIGURED] = len(publishing)
@@ -523,3 +526,23 @@ def test_a_crm_source_that_cannot_become_an_order_event_alarms_at_once(full_synt
         assert _dimensions(alarm) == {"service": alarm_of.subject, "consumer": alarm_of.subject}
         assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
         assert "redrive" in alarm["AlarmDescription"]
+
+
+def test_a_paused_consumer_alarms_at_once_naming_its_cause(full_synth: Synthesized) -> None:
+    """`pipeline.worker` counts AccountPaused{consumer, cause} (with Powertools' service) for each
+    record a refusal of the whole account pauses: one alarm per consumer and cause it can meet."""
+    watched = _of_kind(full_synth, AlarmKind.ACCOUNT_PAUSED)
+    expected = {f"{c.name}:{cause}" for c in full_synth.stack.consumers for cause in c.account_causes}
+    assert {w.subject for w in watched} == expected
+    assert {"amocrm:unpaid", "bitrix24:blocked"} <= expected
+    for alarm_of in watched:
+        name, cause = alarm_of.subject.split(":")
+        alarm = _alarm(full_synth, alarm_of)
+        assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+            "TelegramCrmPipeline",
+            "AccountPaused",
+            "Sum",
+        )
+        assert _dimensions(alarm) == {"service": name, "consumer": name, "cause": cause}
+        assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
+        assert f"({cause}:" in alarm["AlarmDescription"] and "Fix:" in alarm["AlarmDescription"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.deadline import needed
+from pipeline.errors import ACCOUNT_CAUSES, UNAUTHORIZED
 from pipeline.pacing import SEND_RATE_ENV, TELEGRAM_CHAT_INTERVAL_SECONDS, paced_environment
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
@@ -145,6 +146,10 @@ class Consumer:
     # limits (`pipeline.pacing`), Telegram's budget split over its `max_concurrency` environments;
     # the share is derived here into `environment`, so it follows a change of concurrency.
     sends_to_telegram: bool = False
+    # The refusals of a whole account its remotes can answer (`pipeline.errors.ACCOUNT_CAUSES`):
+    # the worker pauses its records on them, and each has an alarm of its own, naming the cause
+    # (`infra.constructs.monitoring`).
+    account_causes: tuple[str, ...] = ()
     # The time one record's calls that cannot be taken back need left (`pipeline.deadline`).
     # The timeout must give it to a batch's last record (`least_batch_timeout_seconds`), or
     # records late in a batch are refused in every invocation, retried until their DLQ.
@@ -168,6 +173,8 @@ class Consumer:
             raise ValueError(
                 f"{self.name}: tables must give the journal WORKER_JOURNAL_ACTIONS (the worker's)"
             )
+        if not set(self.account_causes) <= set(ACCOUNT_CAUSES):
+            raise ValueError(f"{self.name}: account_causes must be among {list(ACCOUNT_CAUSES)}")
         if not set(self.secrets_when) <= set(self.secrets):
             raise ValueError(f"{self.name}: secrets_when names secrets not in secrets")
         unknown = sorted({a for actions in self.tables.values() for a in actions} - ITEM_ACTIONS)
@@ -268,6 +275,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         max_concurrency=2,
         retry=RetryPolicy(max_receive_count=8, base_delay_seconds=5, max_delay_seconds=900),
         secrets=("crm_api",),
+        account_causes=(UNAUTHORIZED, "blocked", "unpaid"),
         requires_setting="crm_leads",
     ),
     Consumer(
@@ -278,6 +286,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         max_concurrency=5,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         secrets=("telegram_bot_token",),
+        account_causes=(UNAUTHORIZED,),
         unless_setting="bot_application",
         # Its messages are spaced so its environments together stay under Telegram's limits.
         sends_to_telegram=True,
@@ -300,6 +309,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         secrets=("telegram_bot_token", "crm_api"),
         # Its state: read by key, written in one transaction of conditional puts and deletes.
         tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "bot_state": (DELETE_ITEM, GET_ITEM, PUT_ITEM)},
+        account_causes=(UNAUTHORIZED,),
         requires_setting="bot_application",
     ),
     Consumer(
@@ -352,6 +362,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         retry=RetryPolicy(max_receive_count=10, base_delay_seconds=5, max_delay_seconds=300),
         secrets=("bitrix24_api",),
         requires_setting="bitrix24_stages",
+        account_causes=(UNAUTHORIZED, "blocked", "unpaid"),
         publishes=True,
     ),
     Consumer(
@@ -363,6 +374,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         retry=RetryPolicy(max_receive_count=10, base_delay_seconds=5, max_delay_seconds=300),
         secrets=("amocrm_api",),
         requires_setting="amocrm_statuses",
+        account_causes=(UNAUTHORIZED, "blocked", "unpaid"),
         publishes=True,
     ),
 )
