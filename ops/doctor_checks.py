@@ -1,6 +1,7 @@
 """The checks of `bin/ops doctor`, in README's post-deploy order: secrets (step 1), the Telegram
 webhook (step 2), the connected CRMs (step 3), the alarm subscriptions (step 4), then what keeps
-the pipeline working: DLQs, End User Messaging, Bedrock, the Powertools parameter.
+the pipeline working: DLQs, consumers paused by a refused account, End User Messaging, Bedrock,
+the Powertools parameter.
 
 Each check yields findings or raises `NotApplicable`; anything else it raises becomes a WARN
 saying why it could not run (`ops.doctor.run_checks`).
@@ -25,6 +26,7 @@ from ops.errors import OpsError
 from ops.telegram import check_bot_token
 from ops.webhook import allowed_updates
 from pipeline import aws
+from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_KEY, STILL_PAUSED_WAITS, pause_seconds
 from pipeline.registry import CONSUMERS
 
 # What to put into each consumer secret (shown in the fix command, never a value read).
@@ -269,6 +271,35 @@ def check_dlqs(ctx: Context, where: Target) -> Iterator[Finding]:
         yield found("FAIL", queue.label, f"holds {count} message(s)", fix)
 
 
+def check_pauses(ctx: Context, where: Target) -> Iterator[Finding]:
+    """No consumer is paused by a refusal of its whole account: the latest pause each noted in
+    the journal (`pipeline.pause.note`), current while it is within STILL_PAUSED_WAITS waits."""
+    found = findings_of("pauses")
+    table = where.stack.get(OutputKey.JOURNAL_TABLE)
+    consumers = [c for c in CONSUMERS if c.account_causes and where.stack.get(OutputKey.queue_url(c.name))]
+    if not table or not consumers:
+        raise NotApplicable("the stack has no journal table or no consumer that can be paused")
+    dynamodb = aws.client("dynamodb")
+    now = time.time()
+    for consumer in consumers:
+        key = {"id": {"S": PAUSED_KEY.format(consumer=consumer.name)}}
+        item = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            yield found("OK", consumer.name, "never paused")
+            continue
+        cause = item.get("cause", {}).get("S", "?")
+        paused_at = float(item.get("paused_at", {}).get("N", "0"))
+        wait = float(item.get("pause_seconds", {}).get("N", str(pause_seconds(consumer))))
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(paused_at))
+        if now - paused_at > STILL_PAUSED_WAITS * wait:
+            yield found("OK", consumer.name, f"running (last paused {when}, {cause})")
+            continue
+        reason = item.get("reason", {}).get("S", "")
+        fix = PAUSE_FIXES.get(cause, "see the reason")
+        detail = f"paused since {when}: {cause} ({PAUSE_CAUSES.get(cause, cause)}): {reason}"
+        yield found("FAIL", consumer.name, detail, f"{fix}; its messages resume by themselves")
+
+
 def check_end_user_messaging(ctx: Context, where: Target) -> Iterator[Finding]:
     """End User Messaging: the account's tier, the origination identity, the monthly spend limit."""
     if not where.stack.get(OutputKey.queue_url("sms")):
@@ -407,6 +438,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("crm", check_crms),
     ("alarms", check_alarm_subscriptions),
     ("dlqs", check_dlqs),
+    ("pauses", check_pauses),
     ("sms", check_end_user_messaging),
     ("bedrock", check_bedrock),
     ("powertools", check_powertools),

@@ -55,7 +55,7 @@ from infra.prices import FREE_DASHBOARD_METRICS, SEARCH_METRICS_RESERVE
 from pipeline.crm.sources import MISCONFIGURED_METRIC
 from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
 from pipeline.crm.sync import TOO_OLD_METRIC
-from pipeline.pause import PAUSED_METRIC, pause_seconds
+from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_METRIC, pause_seconds
 from pipeline.registry import Consumer
 from pipeline.retention import CONSUMER_QUEUE_RETENTION
 
@@ -73,19 +73,6 @@ UNAUTHORIZED_SPIKE = 10
 SMS_FAILED_RATE_PERCENT = 20
 SMS_FAILED_RATE_PERIOD = Duration.minutes(15)
 SMS_OUTCOMES = ("SmsAccepted", "SmsRefused", "SmsFailed", "SmsUnknown")
-# What each cause of a pause means, and what fixes it (`pipeline.errors.ACCOUNT_CAUSES`).
-PAUSE_CAUSES = {
-    "unauthorized": "the token or webhook code is revoked or expired, also after re-reading its secret",
-    "blocked": "the vendor blocked the account (amoCRM 403, a Bitrix24 portal deleted or REST blocked)",
-    "unpaid": "the plan ended or does not include the API (amoCRM 402, Bitrix24 ACCESS_DENIED)",
-    "out_of_balance": "the SMS gateway has no balance left",
-}
-PAUSE_FIXES = {
-    "unauthorized": "put the new token in the consumer's secret (it is re-read at the next refusal)",
-    "blocked": "have the vendor unblock the account",
-    "unpaid": "pay for the plan",
-    "out_of_balance": "top up the gateway's balance",
-}
 
 
 def max_message_age_seconds(consumer: Consumer) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,9 @@ from ops.doctor import Finding, Target, exit_code, run_checks
 from ops.stack import StackOutputs
 from ops.webhook import allowed_updates
 from pipeline import aws
+from pipeline.errors import AccountRefused
+from pipeline.pause import note, pause_seconds
+from pipeline.registry import by_name
 from tests.unit.ops.support import BOT_TOKEN, WEBHOOK_URL, Deployed, FakeTelegram, Result, dead_letter
 
 PLACEHOLDER_CRM_API = CONSUMER_SECRET_SPECS["crm_api"].placeholder
@@ -172,6 +176,36 @@ def test_empty_dlqs_pass_and_a_dead_letter_fails_naming_peek_and_redrive(deploye
     failed = [f for f in check(doctor_checks.check_dlqs, deployed.outputs) if f.status == "FAIL"]
     assert [(f.subject, f.detail) for f in failed] == [("crm DLQ", "holds 1 message(s)")]
     assert failed[0].fix == "bin/ops dlq peek crm; fix the cause; bin/ops dlq redrive crm"
+
+
+# -- pauses ----------------------------------------------------------------------------------------
+def test_a_consumer_paused_by_its_account_fails_naming_the_cause_and_the_fix(deployed: Deployed) -> None:
+    """The worker notes each pause in the journal (`pipeline.pause.note`); the doctor reads it."""
+    crm = by_name("crm")
+    assert {f.status for f in check(doctor_checks.check_pauses, deployed.outputs)} == {"OK"}
+    note(deployed.journal_table, crm, AccountRefused("bitrix24 crm.lead.add: HTTP 402 ...", "unpaid"))
+
+    found = {f.subject: f for f in check(doctor_checks.check_pauses, deployed.outputs)}
+
+    assert found["crm"].status == "FAIL"
+    assert "unpaid" in found["crm"].detail and "HTTP 402" in found["crm"].detail
+    assert found["crm"].fix == "pay for the plan; its messages resume by themselves"
+    assert {f.status for name, f in found.items() if name != "crm"} == {"OK"}
+
+
+def test_a_pause_older_than_two_waits_is_over(deployed: Deployed) -> None:
+    crm = by_name("crm")
+    note(deployed.journal_table, crm, AccountRefused("telegram: 401", "unauthorized"))
+    aws.client("dynamodb").update_item(
+        TableName=deployed.journal_table,
+        Key={"id": {"S": "crm#paused"}},
+        UpdateExpression="SET paused_at = :then",
+        ExpressionAttributeValues={":then": {"N": str(int(time.time()) - 2 * pause_seconds(crm) - 1)}},
+    )
+
+    [finding] = [f for f in check(doctor_checks.check_pauses, deployed.outputs) if f.subject == "crm"]
+
+    assert finding.status == "OK" and finding.detail.startswith("running (last paused")
 
 
 # -- End User Messaging ----------------------------------------------------------------------------

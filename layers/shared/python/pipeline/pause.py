@@ -32,6 +32,24 @@ PAUSED_SCHEMA_VERSION = 1
 # AccountPaused{consumer, cause}: one per paused record (`infra.constructs.monitoring` alarms on it).
 PAUSED_METRIC = "AccountPaused"
 RETENTION_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds())
+# What each cause of a pause means, and what fixes it (`pipeline.errors.ACCOUNT_CAUSES`); the
+# alarms (`infra.constructs.monitoring`) and `ops doctor` say them.
+PAUSE_CAUSES = {
+    "unauthorized": "the token or webhook code is revoked or expired, also after re-reading its secret",
+    "blocked": "the vendor blocked the account (amoCRM 403, a Bitrix24 portal deleted or REST blocked)",
+    "unpaid": "the plan ended or does not include the API (amoCRM 402, Bitrix24 ACCESS_DENIED)",
+    "out_of_balance": "the SMS gateway has no balance left",
+}
+PAUSE_FIXES = {
+    "unauthorized": "put the new token in the consumer's secret (it is re-read at the next refusal)",
+    "blocked": "have the vendor unblock the account",
+    "unpaid": "pay for the plan",
+    "out_of_balance": "top up the gateway's balance",
+}
+
+# A consumer whose latest pause is older than this many of its pause waits has resumed: a record
+# still refused comes back each wait and notes its pause again.
+STILL_PAUSED_WAITS = 2
 
 
 def pause_seconds(consumer: Consumer) -> int:
