@@ -316,3 +316,29 @@ def test_through_the_http_gateway_a_late_answer_is_reconciled_without_a_second_s
     record = sms.record(event)
     assert record.state is State.ACCEPTED and record.message_id == "gw-1"
     assert len(gateway_server.posts) == 1 and list(gateway_server.stored) == [key_of(event)]
+
+
+def test_the_http_gateway_sends_with_a_rotated_token_at_once_and_refuses_a_revoked_one(
+    gateway_secret: str,
+) -> None:
+    """The gateway's own stand-in (local/fakes/sms.py): a new token issued there and put in the
+    secret works at the next send, though the old one is still cached; with none put, the 401
+    stays a refusal (re-read once, not again within the minute)."""
+    from local.fakes.sms import SmsGatewayFake as GatewayStandIn
+
+    with GatewayStandIn(token=TOKEN) as stand_in:
+        gateway = HttpGateway(stand_in.url)
+        assert gateway.send(SMS).message_id == "sms-1"  # the token cached
+        stand_in.account.rotate("sms-gw-rotated-T0ken")
+        aws.client("secretsmanager").put_secret_value(
+            SecretId=gateway_secret, SecretString=json.dumps({"token": "sms-gw-rotated-T0ken"})
+        )
+
+        second = OutgoingSms(key="m" * 64, phone=PHONE, body="Shipped.")
+        assert gateway.send(second).message_id == "sms-2"
+
+        stand_in.account.rotate("sms-gw-another-T0ken")  # revoked, nothing new in the secret
+        with pytest.raises(GatewayRefused) as caught:
+            gateway.send(OutgoingSms(key="n" * 64, phone=PHONE, body="Delivered."))
+        assert caught.value.code == "HTTP 401" and not caught.value.transient
+    assert [m["text"] for m in stand_in.messages()] == ["Your order is ready.", "Shipped."]

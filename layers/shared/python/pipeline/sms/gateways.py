@@ -237,7 +237,29 @@ class HttpGateway:
         headers = {name.lower(): value for name, value in response.getheaders()}
         return JsonResponse(response.status, body, headers)
 
+    def _token_renewed(self) -> bool:
+        """After a 401: whether the token, re-read past the cache (`pipeline.secrets.refresh_secret`,
+        at most once a minute), changed, so the call is worth making once more."""
+        if not self.secret or not os.environ.get(secret_env_var(self.secret)):
+            return False
+        from pipeline import secrets  # at first use, as in _headers
+
+        try:
+            return secrets.refresh_secret(self.secret)
+        except (TransientError, PermanentError):
+            return False
+
     def send(self, sms: OutgoingSms) -> Accepted:
+        """One send; a 401 re-reads the token and, if it changed, sends once more (the gateway
+        deduplicates on the key, so the repeat is safe)."""
+        try:
+            return self._send(sms)
+        except GatewayRefused as refusal:
+            if refusal.code != "HTTP 401" or not self._token_renewed():
+                raise
+        return self._send(sms)
+
+    def _send(self, sms: OutgoingSms) -> Accepted:
         try:
             headers = self._headers()
         except (TransientError, PermanentError) as error:
