@@ -171,7 +171,7 @@ class FunctionHost:
         return None
 
     def discover_last_failure(self) -> str | None:
-        """The reason of the module's `ConsumerWorker`'s last outcome, if it was a retry or a dead letter."""
+        """The reason of the module's `ConsumerWorker`'s last outcome: a retry, a dead letter or a pause."""
         try:
             from pipeline.worker import ConsumerWorker
         except ImportError:
@@ -179,7 +179,7 @@ class FunctionHost:
         for value in vars(self.module).values() if self.module is not None else ():
             if isinstance(value, ConsumerWorker):
                 outcome = value.last_outcome
-                if outcome is not None and outcome.status in ("retry", "dead_lettered"):
+                if outcome is not None and outcome.status in ("retry", "dead_lettered", "paused"):
                     return outcome.reason
         return None
 
