@@ -15,6 +15,7 @@ import pytest
 from local.fakes.telegram import TelegramFake, strict_refusal
 from pipeline import aws
 from pipeline.errors import PermanentError
+from pipeline.pause import pause_seconds
 from pipeline.telegram_bot import calls as calls_module
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.runner import BotRunner
@@ -23,6 +24,7 @@ from tests.unit.consumer_support import (
     BOT_STATE_TABLE,
     JOURNAL_TABLE,
     Published,
+    journal_items,
     telegram_envelope,
     telegram_update,
 )
@@ -372,6 +374,34 @@ def test_a_blocked_bot_is_recorded_and_acknowledged_as_autoreply_does(
     assert bot.dead_letter_reasons() == []
     item = aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA}"})["Item"]
     assert item["chat_id"] == ANNA
+
+
+def test_a_revoked_bot_token_pauses_the_chat_in_order_and_it_resumes_by_itself(
+    bot: DeployedConsumer, telegram: TelegramFake
+) -> None:
+    """The chat's updates wait together, hidden for the ordered consumer's pause (its FIFO queue
+    cannot take a re-sent copy without breaking the chat's order): none dead-lettered, none
+    counted as an attempt, and once the token works they run in order."""
+    telegram.account.block("revoked")
+
+    delivery = bot.deliver(telegram_envelope(start()), telegram_envelope(contact()))
+
+    assert sorted(delivery.failed) == sorted(delivery.message_ids)  # both stay in the queue
+    assert bot.dead_letter_reasons() == []
+    assert [round(wait) for wait in bot.waiting()] == [pause_seconds(bot.queues.consumer)] * 2
+    assert not [item for item in journal_items() if "#attempts#" in item["id"]]
+    telegram.account.unblock()
+
+    bot.let_time_pass()
+    for _ in range(2):  # moto hands out a FIFO group's messages one receive at a time here
+        event = bot.queues.receive_event()
+        response = bot.app.lambda_handler(event, bot.context)
+        bot.queues.acknowledge(event, response)
+        assert response["batchItemFailures"] == []
+
+    assert bot.waiting() == [] and bot.dead_letter_reasons() == []
+    assert bot.app.worker.counts["processed"] == 2  # the /start, then the contact, once each
+    assert texts(telegram)[0].startswith("Hi! Share your phone number")
 
 
 MANAGERS = -1001987654321
