@@ -30,7 +30,7 @@ from local.fakes.crm import CrmFake
 from local.fakes.sms import SmsGatewayFake
 from local.fakes.telegram import DEFAULT_BOT_TOKEN, TelegramFake
 from pipeline.bot_api import BotApi
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import AccountRefused, PermanentError, TransientError
 from pipeline.http import JsonHttpClient
 from pipeline.sms.gateways import (
     GatewayOutcomeUnknown,
@@ -248,11 +248,13 @@ def test_webhook_sink_creates_a_lead_and_the_auth_header_is_not_recorded(crm: Cr
     assert call["body"]["telegram_user_id"] == 42
 
 
-def test_wrong_auth_header_is_refused_for_good(crm: CrmFake) -> None:
+def test_wrong_auth_header_is_a_refusal_of_the_credential_not_of_the_lead(crm: CrmFake) -> None:
+    """Every lead alike: the crm consumer re-reads its secret, then pauses (pipeline.worker)."""
     sink = WebhookSink(WebhookConfig(kind="webhook", url=crm.leads_url(), auth_header="Bearer nope"))
 
-    with pytest.raises(PermanentError, match="HTTP 401"):
+    with pytest.raises(AccountRefused, match="HTTP 401") as caught:
         sink.push(lead())
+    assert caught.value.cause == "unauthorized"
 
 
 def test_dropped_answer_still_creates_the_lead_and_the_retry_gets_the_same_one(crm: CrmFake) -> None:
