@@ -18,6 +18,9 @@ API (`base_url`, what the operator has as `https://<subdomain>.amocrm.ru`), with
   `{"_page", "_links": {"self", "next"?}, "_embedded": {"events": [...]}}`; `GET
   /api/v4/events/<id>` one event. A query it refuses: 400 problem+json with `validation-errors`;
 - an entity that does not exist, or no events: 204 No Content, an empty body, as amoCRM answers;
+- a lead hidden from the token's user (`access.hide(pipelines=[7001])` or `orders=[...]`, `POST
+  /_access`, `local.fakes.crm_access`): its `GET /api/v4/leads/<id>` is 403 problem+json, and
+  `GET /api/v4/events` leaves its events out;
 - a missing or wrong token, or a revoked one (`revoke_token()`): 401 `application/problem+json`
   `{"title": "Unauthorized", "type": "https://httpstatus.es/401", "status": 401, "detail": ...}`.
 
@@ -88,6 +91,7 @@ from local.fakes.amocrm_model import (
     unauthorized,
 )
 from local.fakes.base import FakeRequest, FakeResponse, status_phrase
+from local.fakes.crm_access import ACCESS_PATH, ReadAccess
 from local.fakes.crm_history import EventFeed, EventQueryError, change_time, not_after
 from local.fakes.emitting import (
     ControlInputError,
@@ -154,6 +158,7 @@ class AmoCrmFake(EmittingFake):
         self._lead_field_ids: dict[str, int] = {}
         self._last_sent: tuple[tuple[int, ...], str, dict[str, str]] | None = None
         self.events = EventFeed(account_id, USER_ID)
+        self.access = ReadAccess()  # what the token's user may not see
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -434,6 +439,8 @@ class AmoCrmFake(EmittingFake):
             if match["entity"] == "leads":
                 if entity_id not in self._leads:
                     return FakeResponse(204, b"")
+                if not self.access.may_read(entity_id, self._leads[entity_id]["pipeline_id"]):
+                    return problem(403, "Access denied")
                 document = self._lead_document(entity_id, "contacts" in with_values)
             else:
                 if entity_id not in self._contacts:
@@ -447,8 +454,14 @@ class AmoCrmFake(EmittingFake):
             document = self.events.event(event_id, self.base_url)
         else:
             pairs = request.field_pairs()
+            with self._state_lock:
+                pipelines = {lead_id: lead["pipeline_id"] for lead_id, lead in self._leads.items()}
+
+            def visible(lead_id: int) -> bool:
+                return self.access.may_read(lead_id, pipelines.get(lead_id, 0))
+
             try:
-                document = self.events.query(php_params(pairs), pairs, self.base_url)
+                document = self.events.query(php_params(pairs), pairs, self.base_url, visible)
             except EventQueryError as error:
                 return invalid_query(str(error), error.path)
         if document is None:
@@ -460,6 +473,9 @@ class AmoCrmFake(EmittingFake):
         route = (request.method, request.path)
         if route == ("GET", "/_account"):
             return FakeResponse(200, self._account_state())
+        if request.path == ACCESS_PATH and request.method in ("GET", "POST"):
+            body = json_object(request) if request.method == "POST" else None
+            return FakeResponse(200, self.access.control(request.method, body))
         if route == ("POST", "/_contacts"):
             return FakeResponse(201, {"contact_id": self._contact_from(json_object(request))})
         if route == ("POST", "/_leads"):

@@ -5,7 +5,10 @@ amoCRM's may be late, repeated or never sent). What happened is in the CRM's sta
 Bitrix24's `crm.stagehistory.list`, amoCRM's `lead_status_changed` events. Each history record
 is one transition with the CRM's own id, so `sync_order`:
 
-1. reads the order's history (oldest first) through its source's adapter;
+1. reads the order's history (oldest first) through its source's adapter; an empty one is told
+   apart by reading the order itself: none yet (ignored), deleted (ignored), or hidden from the
+   integration's user, whose rights the CRM's list methods apply silently (`sources.hidden`:
+   counted, alarmed, logged with the right to grant);
 2. maps each record's stage to an order status (`pipeline.crm.status_map`); a record whose status is
    the one before it (two stages of one status) is no transition;
 3. takes the records this order's marks item (in the journal table) has not handled yet: a
@@ -36,7 +39,9 @@ from pipeline import aws
 from pipeline.crm.order_events import OrderStatus
 from pipeline.crm.sources import (
     Contact,
+    OrderHidden,
     contact_with_phone,
+    hidden,
     ignored,
     logger,
     mapped_status,
@@ -93,7 +98,8 @@ class CrmSource(Protocol):
         ...
 
     def card(self, order_id: int) -> OrderCard | None:
-        """The order, None when the CRM has no such order (deleted since)."""
+        """The order, None when the CRM has no such order (deleted since); OrderHidden when the
+        CRM refuses it to the integration's user (the history read just worked: not the credential)."""
         ...
 
     def contact(self, contact_id: int) -> Contact: ...
@@ -205,7 +211,12 @@ def sync_order(
     records = source.history(order_id)
     log_fields = {f"{source.noun}_id": order_id}
     if not records:
-        return ignored(f"{what} has no stage history", **log_fields)
+        # The CRM's list methods leave out what the user may not read: only the order tells.
+        try:
+            exists = source.card(order_id) is not None
+        except OrderHidden as error:
+            return hidden(what, error, **log_fields)
+        return ignored(f"{what} has no stage history" if exists else f"{what} not found", **log_fields)
     store = history_marks()
     done = store.handled(order_key)
     fresh_refs = frozenset(record.ref for record in records if record.ref not in done)
@@ -229,7 +240,10 @@ def sync_order(
         _record_too_old(move, what, order_key, age_limit)
     published: list[str] = []
     if due:
-        card = source.card(order_id)
+        try:
+            card = source.card(order_id)
+        except OrderHidden as error:
+            return hidden(what, error, **log_fields)
         if card is None:
             return ignored(f"{what} not found (deleted since the event?)", **log_fields)
         found = contact_with_phone(
