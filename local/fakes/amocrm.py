@@ -84,6 +84,7 @@ from local.fakes.amocrm_model import (
     invalid_query,
     new_contact,
     new_lead,
+    phone_fields,
     positive,
     problem,
     status_change,
@@ -194,6 +195,14 @@ class AmoCrmFake(EmittingFake):
             contact_id = next(self._contact_ids)
             self._contacts[contact_id] = new_contact(contact_id, name, phone, now, self.account_id)
         return contact_id
+
+    def set_contact_phone(self, contact_id: int, phone: str) -> None:
+        """A manager corrects the contact's phone (amoCRM sends no lead status webhook for it)."""
+        check_contact("-", phone)
+        with self._state_lock:
+            self._contacts[contact_id].update(
+                custom_fields_values=phone_fields(phone), updated_at=self._clock.now()
+            )
 
     def create_lead(
         self,

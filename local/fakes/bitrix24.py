@@ -223,6 +223,18 @@ class Bitrix24PortalFake(EmittingFake):
             self._contacts[contact_id] = contact
         return contact_id
 
+    def set_contact_phone(self, contact_id: int, phone: str) -> None:
+        """A manager corrects the contact's mobile number (no deal event: the handler is bound to
+        deal events; the deal's next event reads the new number)."""
+        check_contact("-", phone)
+        with self._state_lock:
+            contact = self._contacts[contact_id]
+            entries = contact.setdefault("PHONE", [])
+            if not entries:
+                entries.append({"ID": str(next(self._multifield_ids)), "VALUE_TYPE": "MOBILE"})
+            entries[0].update(VALUE=phone, TYPE_ID="PHONE")
+            contact.update(HAS_PHONE="Y", DATE_MODIFY=portal_time(self._clock.now()))
+
     def create_deal(
         self,
         title: str,
