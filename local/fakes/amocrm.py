@@ -20,7 +20,8 @@ API (`base_url`, what the operator has as `https://<subdomain>.amocrm.ru`), with
 - an entity that does not exist, or no events: 204 No Content, an empty body, as amoCRM answers;
 - a lead hidden from the token's user (`access.hide(pipelines=[7001])` or `orders=[...]`, `POST
   /_access`, `local.fakes.crm_access`): its `GET /api/v4/leads/<id>` is 403 problem+json, and
-  `GET /api/v4/events` leaves its events out;
+  `GET /api/v4/events` leaves its events out; `set_contact_phone` (`POST /_contacts/<id>/phone`)
+  corrects a contact's number (amoCRM sends no lead status webhook for it);
 - a missing or wrong token, or a revoked one (`revoke_token()`): 401 `application/problem+json`
   `{"title": "Unauthorized", "type": "https://httpstatus.es/401", "status": 401, "detail": ...}`.
 
@@ -75,6 +76,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from local.fakes import crm_access
 from local.fakes.amocrm_model import (
     HAL_JSON,
     LOST_STATUS_ID,
@@ -92,7 +94,6 @@ from local.fakes.amocrm_model import (
     unauthorized,
 )
 from local.fakes.base import FakeRequest, FakeResponse, status_phrase
-from local.fakes.crm_access import ACCESS_PATH, ReadAccess
 from local.fakes.crm_history import EventFeed, EventQueryError, change_time, not_after
 from local.fakes.emitting import (
     ControlInputError,
@@ -159,7 +160,7 @@ class AmoCrmFake(EmittingFake):
         self._lead_field_ids: dict[str, int] = {}
         self._last_sent: tuple[tuple[int, ...], str, dict[str, str]] | None = None
         self.events = EventFeed(account_id, USER_ID)
-        self.access = ReadAccess()  # what the token's user may not see
+        self.access = crm_access.ReadAccess()  # what the token's user may not see
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -482,9 +483,8 @@ class AmoCrmFake(EmittingFake):
         route = (request.method, request.path)
         if route == ("GET", "/_account"):
             return FakeResponse(200, self._account_state())
-        if request.path == ACCESS_PATH and request.method in ("GET", "POST"):
-            body = json_object(request) if request.method == "POST" else None
-            return FakeResponse(200, self.access.control(request.method, body))
+        if (answer := crm_access.control(self, request)) is not None:
+            return answer
         if route == ("POST", "/_contacts"):
             return FakeResponse(201, {"contact_id": self._contact_from(json_object(request))})
         if route == ("POST", "/_leads"):

@@ -22,7 +22,8 @@ parameters as a JSON body, a form body or the query string, answered
   400 `INVALID_ARG_VALUE`), `select`, `start`: 50 a page, with `total` and `next`;
 - a deal hidden from the webhook's user (`access.hide(pipelines=[2])` or `orders=[7]`, `POST
   /_access`, `local.fakes.crm_access`): `crm.deal.get` answers 400 "Access denied", the list
-  methods leave it and its history out;
+  methods leave it and its history out; `set_contact_phone` (`POST /_contacts/<id>/phone`) is a
+  manager correcting a number (no webhook: the handler is bound to deal events);
 - another method: 404 `ERROR_METHOD_NOT_FOUND`; another user or code, or a revoked webhook
   (`revoke_webhook()`): 401 `INVALID_CREDENTIALS`. The code is masked in `/_calls`.
 Query and form parameters are read as PHP reads them (`filter[>ID]=5&select[]=ID`). A portal made
@@ -73,6 +74,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from local.fakes import crm_access
 from local.fakes.base import FakeRequest, FakeResponse
 from local.fakes.bitrix24_model import (
     RestError,
@@ -93,7 +95,6 @@ from local.fakes.bitrix24_model import (
     rest_timing,
     stage_semantic,
 )
-from local.fakes.crm_access import ACCESS_PATH, ReadAccess
 from local.fakes.crm_history import StageHistory, change_time, not_after
 from local.fakes.emitting import (
     ControlInputError,
@@ -168,7 +169,7 @@ class Bitrix24PortalFake(EmittingFake):
         # As some portals do: crm.deal.get (and crm.deal.list, deal()) without MOVED_TIME.
         self.omit_moved_time = omit_moved_time
         self.stage_history = StageHistory()
-        self.access = ReadAccess()  # what the inbound webhook's user may not read
+        self.access = crm_access.ReadAccess()  # what the inbound webhook's user may not read
         self.webhook_code = webhook_code
         self.domain = domain
         self.application_token = application_token
@@ -522,9 +523,8 @@ class Bitrix24PortalFake(EmittingFake):
             return FakeResponse(200, self._portal_state())
         if route == ("POST", "/_portal"):
             return self._control_options(json_object(request))
-        if request.path == ACCESS_PATH and request.method in ("GET", "POST"):
-            body = json_object(request) if request.method == "POST" else None
-            return FakeResponse(200, self.access.control(request.method, body))
+        if (answer := crm_access.control(self, request)) is not None:
+            return answer
         if route == ("POST", "/_contacts"):
             document = json_object(request)
             contact_id = self._contact_from(document)

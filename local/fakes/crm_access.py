@@ -8,19 +8,24 @@ answer: the list methods leave such orders out without a word (`crm.stagehistory
 and reading the order itself is refused (`crm.deal.get`: HTTP 400 `{"error": "",
 "error_description": "Access denied"}`; amoCRM `GET /api/v4/leads/<id>`: 403 problem+json).
 
-Control endpoint of both stand-ins: `GET /_access`, `POST /_access {"hidden_pipelines": [2],
-"hidden_orders": [7]}` (the whole set each time; `[]` shows everything again).
+Control endpoints of both stand-ins (`control`): `GET /_access`, `POST /_access
+{"hidden_pipelines": [2], "hidden_orders": [7]}` (the whole set each time; `[]` shows everything
+again); and `POST /_contacts/<id>/phone {"phone"}`, a manager correcting a contact's number (no
+webhook: both CRMs' order webhooks ignore contact edits; the order's next event reads it).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from local.fakes.emitting import ControlInputError
+from local.fakes.base import FakeRequest, FakeResponse
+from local.fakes.emitting import ControlInputError, json_object, text_field
 
 ACCESS_PATH = "/_access"
+_CONTACT_PHONE = re.compile(r"^/_contacts/(?P<id>\d+)/phone$")
 _KEYS = ("hidden_pipelines", "hidden_orders")
 
 
@@ -69,3 +74,18 @@ def _ids(value: Any, name: str) -> frozenset[int]:
     ):
         raise ControlInputError(f"{name} must be a list of ids (integers >= 0)")
     return frozenset(value)
+
+
+def control(fake: Any, request: FakeRequest) -> FakeResponse | None:
+    """`/_access` and `/_contacts/<id>/phone` of a CRM stand-in (`fake.access`,
+    `fake.set_contact_phone`, `fake.contact`); None for another route."""
+    if request.path == ACCESS_PATH and request.method in ("GET", "POST"):
+        body = json_object(request) if request.method == "POST" else None
+        return FakeResponse(200, fake.access.control(request.method, body))
+    match = _CONTACT_PHONE.match(request.path)
+    if match is None or request.method != "POST":
+        return None
+    contact_id = int(match["id"])
+    fake.contact(contact_id)  # 404 for a contact that does not exist
+    fake.set_contact_phone(contact_id, str(text_field(json_object(request), "phone")))
+    return FakeResponse(200, fake.contact(contact_id))
