@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
-from pipeline.crm.sources import misconfigured, refused
+from pipeline.crm.sources import OrderHidden, misconfigured, refused
 from pipeline.crm.sweep import Changed, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
@@ -30,6 +30,11 @@ API_SECRET = "amocrm_api"  # noqa: S105 - the registry name of the secret, not a
 SETTING = "amocrm_statuses"
 # What to check when amoCRM refuses the token.
 UNAUTHORIZED_HINT = "the long-lived token in the amocrm_api secret was revoked or expired"
+# The right a lead's 403 (the events read just worked with the same token) says is missing.
+HIDDEN_RIGHT = (
+    "the token's user may not see lead {lead_id}: give that user View on leads of the lead's "
+    "pipeline (Settings > Users > rights: 'All', not only their own or their group's)"
+)
 # A lead with more status changes than this many pages is not a shop's order: refuse, not loop.
 MAX_HISTORY_PAGES = 10
 # The sweep reads the account's events in windows of this many seconds, each up to SWEEP_PAGES
@@ -121,6 +126,8 @@ class AmoCrmSource:
         except RemoteRefused as error:
             if error.kind == "not_found":
                 return None
+            if error.kind == "unauthorized":  # 403 for this lead: the events read just worked
+                raise OrderHidden(HIDDEN_RIGHT.format(lead_id=order_id), str(error)) from None
             self._refused(error, f"amocrm lead {order_id}")
         return OrderCard(lead.main_contact_id, {"lead_id": lead.id, "pipeline_id": lead.pipeline_id})
 

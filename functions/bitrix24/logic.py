@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from pipeline.crm.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
-from pipeline.crm.sources import misconfigured, refused
+from pipeline.crm.sources import OrderHidden, misconfigured, refused
 from pipeline.crm.sweep import Changed, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
@@ -30,6 +30,11 @@ API_SECRET = "bitrix24_api"  # noqa: S105 - the registry name of the secret, not
 SETTING = "bitrix24_stages"
 # What to check when the portal refuses the inbound webhook's credential.
 UNAUTHORIZED_HINT = "check the inbound webhook in the bitrix24_api secret (revoked? crm scope?)"
+# The right a deal's "Access denied" (crm.deal.get, HTTP 400, no error code) says is missing.
+HIDDEN_RIGHT = (
+    "the inbound webhook's user may not read deal {deal_id}: grant it Read on deals of the deal's "
+    "pipeline (CRM > Settings > Access permissions, its role; 'All' or the owner's department)"
+)
 # A deal's history longer than this many pages is not a shop's order: refuse rather than loop.
 MAX_HISTORY_PAGES = 20
 # Pages of the portal's history one sweep run reads (50 records each); the rest waits a run.
@@ -106,6 +111,8 @@ class Bitrix24Source:
         except RemoteRefused as error:
             if error.kind == "not_found":
                 return None
+            if error.kind == "unauthorized":  # "Access denied": the history read just worked
+                raise OrderHidden(HIDDEN_RIGHT.format(deal_id=order_id), str(error)) from None
             self._refused(error, f"bitrix24 deal {order_id}")
         return OrderCard(deal.contact_id, {"deal_id": deal.id, "category_id": deal.category_id})
 

@@ -52,7 +52,7 @@ from infra.constructs.ingress import Ingress
 from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
 from infra.prices import FREE_DASHBOARD_METRICS, SEARCH_METRICS_RESERVE
-from pipeline.crm.sources import MISCONFIGURED_METRIC
+from pipeline.crm.sources import HIDDEN_METRIC, MISCONFIGURED_METRIC
 from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
 from pipeline.crm.sync import TOO_OLD_METRIC
 from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_METRIC, pause_seconds
@@ -100,6 +100,7 @@ class AlarmKind(StrEnum):
     CRM_SOURCE_MISCONFIGURED = "crm_source_misconfigured"
     CRM_TRANSITION_TOO_OLD = "crm_transition_too_old"
     ACCOUNT_PAUSED = "account_paused"
+    CRM_ORDER_HIDDEN = "crm_order_hidden"
 
 
 # What `alarms=essential` keeps, by kind and which of its subjects (the rest of `full` is left out).
@@ -223,6 +224,7 @@ class Monitoring(Construct):
                 if pipeline.consumer.publishes:
                     self._crm_source_alarm(name, pipeline)
                     self._crm_too_old_alarm(name, pipeline)
+                    self._crm_hidden_alarm(name, pipeline)
             if sms:
                 self._sms_unknown_alarms(settings, sms)
                 self._sms_failed_rate_alarm(sms)
@@ -407,6 +409,21 @@ class Monitoring(Construct):
             description=f"{name} transitions into a status with an SMS rule were first seen after "
             "sms_max_age_minutes and were not texted (each is logged with its order and status in the "
             f"{name} log): check the CRM's webhook and the crm_sweep function.",
+        )
+
+    def _crm_hidden_alarm(self, name: str, pipeline: ConsumerPipeline) -> None:
+        """An order the integration's user may not read (`pipeline.crm.sources.hidden`): the CRM
+        leaves its history out silently, so its SMS would be lost without a word."""
+        self._alarm(
+            AlarmKind.CRM_ORDER_HIDDEN,
+            name,
+            f"CrmOrdersHidden-{name}",
+            pipeline.emitted_metric(HIDDEN_METRIC),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{name} orders the integration's user may not read were skipped, unsent (each "
+            f"is logged in the {name} log with the order and the right to grant): grant it, or keep "
+            "orders the shop does not text out of the CRM webhook; the order's next event reads it whole.",
         )
 
     def _sms_unknown_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:

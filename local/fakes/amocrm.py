@@ -18,6 +18,10 @@ API (`base_url`, what the operator has as `https://<subdomain>.amocrm.ru`), with
   `{"_page", "_links": {"self", "next"?}, "_embedded": {"events": [...]}}`; `GET
   /api/v4/events/<id>` one event. A query it refuses: 400 problem+json with `validation-errors`;
 - an entity that does not exist, or no events: 204 No Content, an empty body, as amoCRM answers;
+- a lead hidden from the token's user (`access.hide(pipelines=[7001])` or `orders=[...]`, `POST
+  /_access`, `local.fakes.crm_access`): its `GET /api/v4/leads/<id>` is 403 problem+json, and
+  `GET /api/v4/events` leaves its events out; `set_contact_phone` (`POST /_contacts/<id>/phone`)
+  corrects a contact's number (amoCRM sends no lead status webhook for it);
 - a missing or wrong token, or a revoked one (`revoke_token()`): 401 `application/problem+json`
   `{"title": "Unauthorized", "type": "https://httpstatus.es/401", "status": 401, "detail": ...}`;
 - the account refused (`local.fakes.accounts`, `POST /_account/block {"cause"}`): "unpaid" 402
@@ -74,6 +78,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from local.fakes import crm_access
 from local.fakes.amocrm_model import (
     HAL_JSON,
     LOST_STATUS_ID,
@@ -83,6 +88,7 @@ from local.fakes.amocrm_model import (
     invalid_query,
     new_contact,
     new_lead,
+    phone_fields,
     positive,
     problem,
     status_change,
@@ -156,6 +162,7 @@ class AmoCrmFake(EmittingFake):
         self._lead_field_ids: dict[str, int] = {}
         self._last_sent: tuple[tuple[int, ...], str, dict[str, str]] | None = None
         self.events = EventFeed(account_id, USER_ID)
+        self.access = crm_access.ReadAccess()  # what the token's user may not see
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -203,6 +210,14 @@ class AmoCrmFake(EmittingFake):
             contact_id = next(self._contact_ids)
             self._contacts[contact_id] = new_contact(contact_id, name, phone, now, self.account_id)
         return contact_id
+
+    def set_contact_phone(self, contact_id: int, phone: str) -> None:
+        """A manager corrects the contact's phone (amoCRM sends no lead status webhook for it)."""
+        check_contact("-", phone)
+        with self._state_lock:
+            self._contacts[contact_id].update(
+                custom_fields_values=phone_fields(phone), updated_at=self._clock.now()
+            )
 
     def create_lead(
         self,
@@ -450,6 +465,8 @@ class AmoCrmFake(EmittingFake):
             if match["entity"] == "leads":
                 if entity_id not in self._leads:
                     return FakeResponse(204, b"")
+                if not self.access.may_read(entity_id, self._leads[entity_id]["pipeline_id"]):
+                    return problem(403, "Access denied")
                 document = self._lead_document(entity_id, "contacts" in with_values)
             else:
                 if entity_id not in self._contacts:
@@ -463,8 +480,14 @@ class AmoCrmFake(EmittingFake):
             document = self.events.event(event_id, self.base_url)
         else:
             pairs = request.field_pairs()
+            with self._state_lock:
+                pipelines = {lead_id: lead["pipeline_id"] for lead_id, lead in self._leads.items()}
+
+            def visible(lead_id: int) -> bool:
+                return self.access.may_read(lead_id, pipelines.get(lead_id, 0))
+
             try:
-                document = self.events.query(php_params(pairs), pairs, self.base_url)
+                document = self.events.query(php_params(pairs), pairs, self.base_url, visible)
             except EventQueryError as error:
                 return invalid_query(str(error), error.path)
         if document is None:
@@ -476,6 +499,8 @@ class AmoCrmFake(EmittingFake):
         route = (request.method, request.path)
         if route == ("GET", "/_account"):
             return FakeResponse(200, self._account_state())
+        if (answer := crm_access.control(self, request)) is not None:
+            return answer
         if route == ("POST", "/_contacts"):
             return FakeResponse(201, {"contact_id": self._contact_from(json_object(request))})
         if route == ("POST", "/_leads"):

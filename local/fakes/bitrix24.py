@@ -20,6 +20,10 @@ parameters as a JSON body, a form body or the query string, answered
   field; default ID ASC), `filter` (exact values, lists, prefixes `=`, `!=`, `!`, `<`, `>`, `<=`,
   `>=`, `@`, `!@`; CREATED_TIME compared as an instant, any offset; another field, order or value
   400 `INVALID_ARG_VALUE`), `select`, `start`: 50 a page, with `total` and `next`;
+- a deal hidden from the webhook's user (`access.hide(pipelines=[2])` or `orders=[7]`, `POST
+  /_access`, `local.fakes.crm_access`): `crm.deal.get` answers 400 "Access denied", the list
+  methods leave it and its history out; `set_contact_phone` (`POST /_contacts/<id>/phone`) is a
+  manager correcting a number (no webhook: the handler is bound to deal events);
 - another method: 404 `ERROR_METHOD_NOT_FOUND`; another user or code, or a revoked webhook
   (`revoke_webhook()`): 401 `INVALID_CREDENTIALS`. The code is masked in `/_calls`. The portal
   refused (`local.fakes.accounts`): `bitrix24_model.PORTAL_REFUSALS`.
@@ -71,6 +75,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from local.fakes import crm_access
 from local.fakes.base import FakeRequest, FakeResponse
 from local.fakes.bitrix24_model import (
     PORTAL_REFUSALS,
@@ -166,6 +171,7 @@ class Bitrix24PortalFake(EmittingFake):
         # As some portals do: crm.deal.get (and crm.deal.list, deal()) without MOVED_TIME.
         self.omit_moved_time = omit_moved_time
         self.stage_history = StageHistory()
+        self.access = crm_access.ReadAccess()  # what the inbound webhook's user may not read
         self.webhook_code = webhook_code
         self.domain = domain
         self.application_token = application_token
@@ -226,6 +232,18 @@ class Bitrix24PortalFake(EmittingFake):
             )
             self._contacts[contact_id] = contact
         return contact_id
+
+    def set_contact_phone(self, contact_id: int, phone: str) -> None:
+        """A manager corrects the contact's mobile number (no deal event: the handler is bound to
+        deal events; the deal's next event reads the new number)."""
+        check_contact("-", phone)
+        with self._state_lock:
+            contact = self._contacts[contact_id]
+            entries = contact.setdefault("PHONE", [])
+            if not entries:
+                entries.append({"ID": str(next(self._multifield_ids)), "VALUE_TYPE": "MOBILE"})
+            entries[0].update(VALUE=phone, TYPE_ID="PHONE")
+            contact.update(HAS_PHONE="Y", DATE_MODIFY=portal_time(self._clock.now()))
 
     def create_deal(
         self,
@@ -463,7 +481,15 @@ class Bitrix24PortalFake(EmittingFake):
         }
 
     def _rest_deal_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        with self._state_lock:
+            if not self._readable(rest_id(params)):
+                raise RestError("Access denied")
         return self._rest_get(self._deals, params, self._deal_view)
+
+    def _readable(self, deal_id: int) -> bool:
+        """Under the portal lock: whether the webhook's user may read the deal (a missing one: yes)."""
+        deal = self._deals.get(deal_id)
+        return deal is None or self.access.may_read(deal_id, int(deal["CATEGORY_ID"]))
 
     def _rest_contact_get(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         return self._rest_get(self._contacts, params, copy_contact)
@@ -487,14 +513,15 @@ class Bitrix24PortalFake(EmittingFake):
         with self._state_lock:
             deals = [
                 self._deal_view(deal)
-                for _, deal in sorted(self._deals.items())
-                if all(str(deal.get(field)) == value for field, value in conditions.items())
+                for deal_id, deal in sorted(self._deals.items())
+                if self._readable(deal_id)
+                and all(str(deal.get(field)) == value for field, value in conditions.items())
             ]
         return list_page(deals, params)
 
     def _rest_stage_history(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         with self._state_lock:
-            return self.stage_history.query(params)
+            return self.stage_history.query(params, self._readable)
 
     def _rest_status_list(self, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         items = deal_stages(nested_param(params, "filter").get("ENTITY_ID", "DEAL_STAGE"))
@@ -507,6 +534,8 @@ class Bitrix24PortalFake(EmittingFake):
             return FakeResponse(200, self._portal_state())
         if route == ("POST", "/_portal"):
             return self._control_options(json_object(request))
+        if (answer := crm_access.control(self, request)) is not None:
+            return answer
         if route == ("POST", "/_contacts"):
             document = json_object(request)
             contact_id = self._contact_from(document)

@@ -111,8 +111,11 @@ class StageHistory:
         times = [record["CREATED_TIME"] for record in self._records if record["OWNER_ID"] == deal_id]
         return max(times) if times else None
 
-    def query(self, params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """`crm.stagehistory.list`: (result, extra) as Bitrix24 answers it; RestError (400) else."""
+    def query(
+        self, params: Mapping[str, Any], visible: Callable[[int], bool] = lambda deal_id: True
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`crm.stagehistory.list`: (result, extra) as Bitrix24 answers it; RestError (400) else.
+        Records of a deal not `visible` to the webhook's user are left out, as the portal does."""
         entity = params.get("entityTypeId", 0)
         if isinstance(entity, str) and entity.strip().isdigit():
             entity = int(entity)
@@ -121,7 +124,11 @@ class StageHistory:
         if entity != ENTITY_DEAL or isinstance(entity, bool):
             raise RestError(f"Entity type {entity} is not supported", "ENTITY_TYPE_NOT_SUPPORTED")
         conditions = [self._condition(key, value) for key, value in _mapping(params.get("filter")).items()]
-        records = [record for record in self._records if all(test(record) for test in conditions)]
+        records = [
+            record
+            for record in self._records
+            if all(test(record) for test in conditions) and visible(record["OWNER_ID"])
+        ]
         for field, descending in reversed([*self._order(params.get("order")), ("ID", False)]):
             records.sort(key=operator.itemgetter(field), reverse=descending)
         fields = self._select(params.get("select"))
@@ -277,16 +284,25 @@ class EventFeed:
             return None if found is None else _event_document(found, base_url)
 
     def query(
-        self, params: Mapping[str, Any], pairs: Iterable[tuple[str, str]], base_url: str
+        self,
+        params: Mapping[str, Any],
+        pairs: Iterable[tuple[str, str]],
+        base_url: str,
+        visible: Callable[[int], bool] = lambda lead_id: True,
     ) -> dict[str, Any] | None:
         """`GET /api/v4/events`: the page's HAL document, None when it has no events (204).
 
-        `params` is the query read PHP-style, `pairs` the query as sent (for the links)."""
+        `params` is the query read PHP-style, `pairs` the query as sent (for the links). Events of
+        a lead not `visible` to the token's user are left out, as amoCRM does."""
         limit = _bounded_int(params.get("limit"), "limit", EVENT_LIMIT_DEFAULT, EVENT_LIMIT_MAX)
         page = _bounded_int(params.get("page"), "page", 1, None)
         tests = _event_filters(params.get("filter"))
         with self._lock:
-            events = [event for event in self._events if all(test(event) for test in tests)]
+            events = [
+                event
+                for event in self._events
+                if all(test(event) for test in tests) and visible(event["entity_id"])
+            ]
             events.sort(key=lambda event: (event["created_at"], event["id"]), reverse=True)
             chosen = [_event_document(event, base_url) for event in events[(page - 1) * limit : page * limit]]
         if not chosen:

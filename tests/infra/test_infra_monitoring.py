@@ -92,6 +92,7 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
     if publishing:
         expected[AlarmKind.CRM_SOURCE_MISCONFIGURED] = len(publishing)
         expected[AlarmKind.CRM_TRANSITION_TOO_OLD] = len(publishing)
+        expected[AlarmKind.CRM_ORDER_HIDDEN] = len(publishing)
     assert counts == expected
     assert len(of_type(synth.resources, "AWS::CloudWatch::Alarm")) == sum(expected.values())
 
@@ -546,3 +547,20 @@ def test_a_paused_consumer_alarms_at_once_naming_its_cause(full_synth: Synthesiz
         assert _dimensions(alarm) == {"service": name, "consumer": name, "cause": cause}
         assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
         assert f"({cause}:" in alarm["AlarmDescription"] and "Fix:" in alarm["AlarmDescription"]
+
+
+def test_a_crm_order_hidden_from_the_integration_alarms_at_once(full_synth: Synthesized) -> None:
+    """`pipeline.crm.sources.hidden` counts CrmOrdersHidden with the worker's dimensions: an order
+    the CRM leaves out of its lists for the integration's user is a lost SMS unless someone looks."""
+    watched = _of_kind(full_synth, AlarmKind.CRM_ORDER_HIDDEN)
+    assert sorted(w.subject for w in watched) == ["amocrm", "bitrix24"]
+    for alarm_of in watched:
+        alarm = _alarm(full_synth, alarm_of)
+        assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+            "TelegramCrmPipeline",
+            "CrmOrdersHidden",
+            "Sum",
+        )
+        assert _dimensions(alarm) == {"service": alarm_of.subject, "consumer": alarm_of.subject}
+        assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
+        assert "right to grant" in alarm["AlarmDescription"]

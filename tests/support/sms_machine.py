@@ -47,6 +47,16 @@ class ShopMachine(RuleBasedStateMachine):
     def crm_re_saves_an_order(self, order: int, new_phone: bool) -> None:
         self.shop.resave(self.shop.orders[order], new_phone=new_phone)
 
+    @precondition(lambda self: any("for good" in reason for _, reason in self.shop.dead_letters))
+    @rule(index=st.integers(0, 30))
+    def a_manager_fixes_a_refused_number(self, index: int) -> None:
+        """The gateway refused an order's number for good (dead-lettered): the manager corrects
+        the phone in the CRM and the order is saved again (a re-save with the new phone)."""
+        refused = [copy for copy, reason in self.shop.dead_letters if "for good" in reason]
+        TOTALS["phone_fixes"] += 1
+        run = refused[index % len(refused)].run
+        self.shop.resave(next(o for o in self.shop.orders if o.label == run.order), new_phone=True)
+
     @precondition(lambda self: bool(self.shop.queue))
     @rule(deliveries=st.lists(deliveries, min_size=1, max_size=4))
     def workers_take_deliveries(self, deliveries: list[tuple[int, bool, bool, str | None, int]]) -> None:

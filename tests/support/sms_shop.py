@@ -547,6 +547,11 @@ class Shop:
             for item in records:
                 if item["state"] in (State.PENDING.value, State.SENDING.value):
                     found.append(f"record {str(item['id'])[:16]}... left {item['state']} after the drain")
+                if _corrected_after_refusals(item):
+                    found.append(
+                        f"record {str(item['id'])[:16]}... refused at every attempt, its phone corrected"
+                        " since, left failed: the corrected number never got it"
+                    )
         return found
 
     def _due(self, order: Order, run: Run) -> bool:
@@ -560,6 +565,20 @@ class Shop:
             and earlier.first_processed_step < run.first_processed_step
             for earlier in order.runs[: run.index]
         )
+
+
+def _corrected_after_refusals(item: dict[str, Any]) -> bool:
+    """A `failed` record none of whose attempts was taken (each refused, e.g. an invalid number),
+    whose recipient a later word on the entry corrected after it failed, and no person abandoned:
+    the corrected number is owed the SMS (`pipeline.sms.journal.Journal.change_recipient`)."""
+    return (
+        item["state"] == State.FAILED.value
+        and "abandoned_at" not in item
+        and "message_id" not in item
+        and "delivery_status" not in item
+        and str(item.get("recipient_changed_at", "")) > str(item["state_since"])
+        and all(attempt.get("outcome") in ("refused", "refused_permanently") for attempt in item["attempts"])
+    )
 
 
 def _scan(table: Any) -> list[dict[str, Any]]:

@@ -456,3 +456,110 @@ def test_an_amocrm_order_event_occurred_when_its_status_event_was_written(
     payload = published["envelope"]["payload"]
     assert datetime.fromisoformat(payload["occurred_at"]) == event.created_at
     assert payload["order"]["transition_id"] == f"amocrm:event:{event.id}"
+
+
+# -- orders hidden from the integration's user ------------------------------------------------------
+# Both CRMs apply the API user's rights silently in their list methods (the stage history, the
+# events come back empty) and refuse the order itself ("Access denied", 403); the stand-ins hide an
+# order the same way (`local.fakes.crm_access`).
+HIDDEN = "CRM order hidden from the integration's user"
+
+
+def _hidden_line(log: Output) -> dict[str, Any]:
+    [line] = log.logs(HIDDEN)
+    [metrics] = log.emf("CrmOrdersHidden")
+    assert metrics["CrmOrdersHidden"] == [1.0]
+    assert not log.emf("CrmEventsIgnored")
+    return line
+
+
+@pytest.mark.parametrize("hide", ["category", "deal"])
+def test_a_deal_the_webhook_user_may_not_read_is_counted_and_names_the_deal_and_the_right(
+    bitrix24: DeployedConsumer,
+    portal: Bitrix24PortalFake,
+    order_events: Callable[[], list[dict[str, Any]]],
+    output: Callable[[Any], Output],
+    hide: str,
+) -> None:
+    deal_id = moved_deal(portal, "C2:EXECUTING", category=2)
+    portal.access.hide(**({"pipelines": [2]} if hide == "category" else {"orders": [deal_id]}))
+    log = output(bitrix24.app.worker)
+
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
+
+    assert order_events() == [] and bitrix24.dead_letter_reasons() == []
+    line = _hidden_line(log)
+    assert line["deal_id"] == deal_id
+    assert f"may not read deal {deal_id}" in line["missing_right"] and "Read" in line["missing_right"]
+    assert "Access denied" in line["crm_answer"]
+
+
+def test_a_hidden_deal_granted_again_publishes_its_whole_history_at_its_next_event(
+    bitrix24: DeployedConsumer, portal: Bitrix24PortalFake, order_events: Callable[[], list[dict[str, Any]]]
+) -> None:
+    """Nothing was marked handled while it was hidden: the next look reads it whole."""
+    deal_id = moved_deal(portal, "EXECUTING")
+    portal.access.hide(orders=[deal_id])
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
+    portal.access.show_all()
+
+    assert bitrix24.deliver(deal_event(deal_id)).failed == []
+
+    assert statuses(order_events()) == [(None, "new"), ("new", "ready_for_pickup")]
+
+
+def test_a_deal_with_no_history_yet_and_a_deleted_one_are_ignored_not_hidden(
+    bitrix24: DeployedConsumer,
+    portal: Bitrix24PortalFake,
+    order_events: Callable[[], list[dict[str, Any]]],
+    output: Callable[[Any], Output],
+) -> None:
+    """A genuinely empty history (a deal the portal keeps no record of) is not an access problem."""
+    deal_id = moved_deal(portal, "EXECUTING")
+    portal.stage_history._records.clear()  # a deal older than the portal's stage history
+    log = output(bitrix24.app.worker)
+
+    assert bitrix24.deliver(deal_event(deal_id), deal_event(987654)).failed == []
+
+    assert order_events() == [] and bitrix24.dead_letter_reasons() == []
+    assert not log.logs(HIDDEN) and not log.emf("CrmOrdersHidden")
+    reasons = sorted(line["reason"] for line in log.logs("CRM event ignored"))
+    expected = [f"bitrix24 deal {deal_id} has no stage history", "bitrix24 deal 987654 not found"]
+    assert reasons == sorted(expected)
+
+
+def test_a_lead_the_token_user_may_not_see_is_counted_and_names_the_lead_and_the_right(
+    amocrm: DeployedConsumer,
+    account: AmoCrmFake,
+    order_events: Callable[[], list[dict[str, Any]]],
+    output: Callable[[Any], Output],
+) -> None:
+    lead_id = lead_in(account, 70012)
+    account.change_statuses([(lead_id, 70013)])
+    account.access.hide(pipelines=[LOCAL_AMOCRM_PIPELINE])
+    log = output(amocrm.app.worker)
+
+    assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
+
+    assert order_events() == [] and amocrm.dead_letter_reasons() == []
+    line = _hidden_line(log)
+    assert line["lead_id"] == lead_id
+    assert f"may not see lead {lead_id}" in line["missing_right"] and "View" in line["missing_right"]
+    assert "HTTP 403" in line["crm_answer"]
+    # Shown again: the lead's next event publishes what it missed.
+    account.access.show_all()
+    assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
+    assert statuses(order_events()) == [("processing", "ready_for_pickup")]
+
+
+def test_a_lead_deleted_since_is_ignored_not_hidden(
+    amocrm: DeployedConsumer,
+    order_events: Callable[[], list[dict[str, Any]]],
+    output: Callable[[Any], Output],
+) -> None:
+    log = output(amocrm.app.worker)
+
+    assert amocrm.deliver(lead_event(99999999, 70013, 70012)).failed == []
+
+    assert order_events() == [] and not log.logs(HIDDEN)
+    assert [line["reason"] for line in log.logs("CRM event ignored")] == ["amocrm lead 99999999 not found"]

@@ -352,6 +352,8 @@ PROBLEM_400 = {
         (204, None, "not_found", "HTTP 204 (no such lead)"),
         (404, None, "not_found", "HTTP 404"),
         (400, PROBLEM_400, "refused", "HTTP 400 Bad Request: Invalid id"),
+        # A 403 that does not say the account is blocked: this lead is out of the user's rights.
+        (403, PROBLEM_403, "unauthorized", "HTTP 403 Forbidden: Access denied"),
         (302, None, "refused", "HTTP 302"),
         (200, None, "refused", "HTTP 200: the answer is not a lead"),
         (200, [1, 2], "refused", "HTTP 200: the answer is not a lead"),
@@ -379,7 +381,12 @@ def test_refusals_are_classified_by_kind(
             "HTTP 401 Unauthorized: Invalid user name or password",
         ),
         (402, {"title": "Payment Required"}, "unpaid", "HTTP 402 Payment Required"),
-        (403, PROBLEM_403, "blocked", "HTTP 403 Forbidden: Access denied"),
+        (
+            403,
+            {**PROBLEM_403, "detail": "Account is blocked"},
+            "blocked",
+            "HTTP 403 Forbidden: Account is blocked",
+        ),
     ],
 )
 def test_refusals_of_the_whole_account_are_account_refusals(

@@ -89,7 +89,7 @@ class CrashingMarks(HistoryMarks):
     def __init__(self) -> None:
         super().__init__(JOURNAL_TABLE)
 
-    def mark(self, order_key: str, refs: Any, now: datetime) -> None:
+    def mark(self, order_key: str, refs: Any, now: datetime, **_: Any) -> None:
         raise Crash("the worker died after publishing")
 
 

@@ -698,3 +698,57 @@ def test_emission_timeout_is_short(monkeypatch: pytest.MonkeyPatch) -> None:
             delivery = fake.change_statuses([(lead_id, 142)])
     assert delivery.status is None and delivery.error is not None
     assert time.monotonic() - started < 3
+
+
+# -- what the integration's user may read, and a contact's phone corrected -----------------------------
+def test_a_hidden_deal_is_refused_by_crm_deal_get_and_left_out_of_the_lists(
+    portal: Bitrix24PortalFake,
+) -> None:
+    """As a portal whose inbound webhook's user has no Read on the deal's pipeline: crm.deal.get
+    says "Access denied" (HTTP 400, no code), the list methods leave it and its history out."""
+    shown, hidden = portal.create_deal("Shown").deal_id, portal.create_deal("Hidden", category_id=2).deal_id
+    assert control(portal, "POST", "/_access", {"hidden_pipelines": [2]}) == (
+        200,
+        {"hidden_pipelines": [2], "hidden_orders": []},
+    )
+
+    assert rest(portal, "crm.deal.get", {"id": hidden}) == (
+        400,
+        {"error": "", "error_description": "Access denied"},
+    )
+    assert rest(portal, "crm.deal.get", {"id": 999})[1]["error_description"] == "Not found"
+    _, listed = rest(portal, "crm.deal.list", {})
+    assert [deal["ID"] for deal in listed["result"]] == [str(shown)]
+    _, history = rest(portal, "crm.stagehistory.list", {"entityTypeId": 2})
+    assert [item["OWNER_ID"] for item in history["result"]["items"]] == [shown]
+    assert control(portal, "POST", "/_access", {"hidden_pipelines": "2"})[0] == 400
+
+    control(portal, "POST", "/_access", {})
+    assert rest(portal, "crm.deal.get", {"id": hidden})[0] == 200
+
+
+def test_a_hidden_lead_is_403_and_left_out_of_the_events(amo: AmoCrmFake) -> None:
+    contact = amo.create_contact("Ann", "+375291234567")
+    lead = amo.create_lead("Order", 7001, 70012, contact_id=contact)
+    amo.access.hide(orders=[lead])
+
+    status, headers, body = amo_get(amo, f"/api/v4/leads/{lead}")
+    assert status == 403 and headers["content-type"] == "application/problem+json"
+    assert json.loads(body)["title"] == "Forbidden"
+    assert amo_get(amo, f"/api/v4/events?filter[entity]=lead&filter[entity_id][]={lead}")[0] == 204
+
+    assert control(amo, "POST", f"/_contacts/{contact}/phone", {"phone": "+375297654321"})[0] == 200
+    _, _, raw = amo_get(amo, f"/api/v4/contacts/{contact}")
+    [field] = json.loads(raw)["custom_fields_values"]
+    assert field["values"][0]["value"] == "+375297654321"
+
+
+def test_a_bitrix24_contact_phone_corrected_through_the_control_endpoint(portal: Bitrix24PortalFake) -> None:
+    contact = portal.create_contact("Ann", None)
+
+    assert control(portal, "POST", f"/_contacts/{contact}/phone", {"phone": "+375297654321"})[0] == 200
+
+    _, answer = rest(portal, "crm.contact.get", {"id": contact})
+    assert [entry["VALUE"] for entry in answer["result"]["PHONE"]] == ["+375297654321"]
+    assert answer["result"]["HAS_PHONE"] == "Y"
+    assert control(portal, "POST", "/_contacts/999/phone", {"phone": "+375297654321"})[0] == 404

@@ -182,6 +182,8 @@ def test_6_a_receipt_after_a_resend_request_means_it_is_never_sent_again(sms: Sm
 
 
 def test_7_a_number_fixed_after_a_refusal_for_good_gets_the_sms_once(sms: SmsHarness) -> None:
+    """The refused number never got it: the corrected one gets it at once, exactly once; the
+    dead-lettered copy, redriven, is acknowledged, and no operator decision is left to take."""
     sms.fake.then(FakeBehaviour.REFUSE_PERMANENTLY)  # the number is not one the gateway can text
     now = datetime.now(UTC)
     ready = order_event(
@@ -189,22 +191,49 @@ def test_7_a_number_fixed_after_a_refusal_for_good_gets_the_sms_once(sms: SmsHar
     )
     replay(sms, ready)
     [record] = records(sms)
-    assert record["state"] == "failed"
+    assert record["state"] == "failed" and len(sms.queues.dead_letters()) == 1
     # The manager fixes the phone in the CRM and saves the order again.
     fixed = order_event(
         "ready_for_pickup", "ready_for_pickup", order_id="ORD-7", phone=OTHER_PHONE, occurred_at=stamp(now)
     )
-    sms.publish(fixed)
+    replay(sms, fixed)
+    assert sms.queues.redrive() == 1  # `ops dlq redrive sms`
     sms.deliver()
-    key = record["id"].removeprefix("sms#")
-    assert sms.service.runtime().journal.request_resend(key, by="operator") is not None
     sms.reconcile()
 
     assert ready_texts(sms, "ORD-7", OTHER_PHONE) != [] and len(sms.fake.delivered) == 1
+    assert sms.queues.dead_letters() == []
     [record] = records(sms)
     assert record["state"] == "accepted" and record["recipient"] == OTHER_PHONE
+    key = record["id"].removeprefix("sms#")
+    assert sms.service.runtime().journal.request_resend(key, by="operator") is None  # nothing to decide
     shown = [attempt.get("to") for attempt in record["attempts"]]
     assert shown == ["+37529*****67", "+37529*****21"]  # both attempts, both numbers masked
+
+
+@pytest.mark.parametrize("first", [FakeBehaviour.TIMEOUT_AFTER_ACCEPT, FakeBehaviour.ACCEPT])
+def test_7b_a_phone_fixed_after_an_sms_that_may_have_gone_out_is_never_resent(
+    sms: SmsHarness, first: FakeBehaviour
+) -> None:
+    """Unknown (it may have reached the old number) or accepted: a corrected phone sends nothing."""
+    sms.fake.then(first)
+    now = datetime.now(UTC)
+    replay(sms, order_event("ready_for_pickup", "paid", order_id="ORD-7B", occurred_at=stamp(now)))
+    fixed = order_event(
+        "ready_for_pickup",
+        "ready_for_pickup",
+        order_id="ORD-7B",
+        phone=OTHER_PHONE,
+        occurred_at=stamp(now + timedelta(seconds=1)),
+    )
+    replay(sms, fixed)
+    if sms.queues.dead_letters():
+        sms.queues.redrive()
+        sms.deliver()
+
+    assert len(sms.fake.calls) == 1 and ready_texts(sms, "ORD-7B", OTHER_PHONE) == []
+    [record] = records(sms)
+    assert record["state"] == ("unknown" if first is FakeBehaviour.TIMEOUT_AFTER_ACCEPT else "accepted")
 
 
 def test_8_two_crms_with_the_same_order_number_are_two_orders(sms: SmsHarness) -> None:

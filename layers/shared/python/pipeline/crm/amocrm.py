@@ -260,6 +260,9 @@ class Lead(_Model):
 # Required, the subscription ended ("Functional not paid in this account"); 403 the account is
 # blocked (for exceeding the request limits again and again) or refuses this IP (code 113).
 ACCOUNT_STATUSES = {401: "unauthorized", 402: "unpaid", 403: "blocked"}
+# A 403 refuses the account only when it says so (blocked, or this IP refused); any other 403 is
+# about the entity asked for: the token's user has no right on it (a lead hidden from that user).
+ACCOUNT_403_WORDS = ("blocked", "заблокирован", "ip")
 
 STATUS_CHANGED_EVENT = "lead_status_changed"
 # `GET /api/v4/events` pages: at most 250 events a page (amoCRM's limit); the sweep reads 100.
@@ -401,6 +404,8 @@ class AmoCrmApi:
             raise http.refused(f"{reason}: the answer is not a {entity}", "refused")
         if status in (408, 429) or status >= 500:
             raise http.transient(reason, retry_after_seconds(response))
+        if status == 403 and not _says_account(detail):
+            raise http.refused(reason, "unauthorized")
         if status in ACCOUNT_STATUSES:
             raise http.account_refused(reason, ACCOUNT_STATUSES[status])
         if status == 404:
@@ -471,6 +476,12 @@ class AmoCrmApi:
             ) from None
         links = body.get("_links")
         return parsed, isinstance(links, Mapping) and "next" in links
+
+
+def _says_account(detail: str | None) -> bool:
+    """Whether a 403's problem text is about the whole account (see ACCOUNT_403_WORDS)."""
+    words = re.findall(r"\w+", (detail or "").lower())
+    return any(word == "ip" or word.startswith(ACCOUNT_403_WORDS[:2]) for word in words)
 
 
 def _problem(response: JsonResponse) -> str | None:

@@ -11,6 +11,12 @@ wrong ends in one of two ways, both logged with the reason and counted, never si
   with the reason, for a redrive once it is fixed): a stage missing from the status map, no
   contact or no usable phone where an SMS rule applies, the API credential revoked or short of
   rights. Redelivering it would only fail again, so nothing retries it.
+- **hidden** (`CrmOrdersHidden`, warning log, alarmed): the CRM says the order exists but the
+  integration's user may not read it (a Bitrix24 deal of a pipeline or department the inbound
+  webhook's user has no read right on, an amoCRM lead outside the token user's rights). The
+  CRM's list methods leave such an order's history out silently, so only reading the order itself
+  tells it from one with no history yet; the log names the order and the right to grant. Nothing
+  is marked handled: once the right is granted, the order's next event (or move) reads it whole.
 
 The CRM itself was answered 200 when the webhook published its event: it never retries, and so
 never floods, what can only succeed after a person acts.
@@ -37,6 +43,7 @@ metrics = Metrics()
 
 IGNORED_METRIC = "CrmEventsIgnored"
 MISCONFIGURED_METRIC = "CrmSourceMisconfigured"
+HIDDEN_METRIC = "CrmOrdersHidden"
 
 
 class SourceMisconfigured(PermanentError):
@@ -56,6 +63,28 @@ def ignored(why: str, **log_fields: Any) -> dict[str, Any]:
     metrics.add_metric(name=IGNORED_METRIC, unit=MetricUnit.Count, value=1)
     logger.info("CRM event ignored", extra={"reason": why, **log_fields})
     return {"published": False, "reason": why}
+
+
+class OrderHidden(Exception):
+    """The CRM refused to show one order to the integration's user, whose credential has just
+    read the order's history: the order, not the credential, is out of its rights. `right` says
+    which right to grant; `reason` is the CRM's answer."""
+
+    def __init__(self, right: str, reason: str) -> None:
+        super().__init__(right)
+        self.right = right
+        self.reason = reason
+
+
+def hidden(what: str, error: OrderHidden, **log_fields: Any) -> dict[str, Any]:
+    """Count, log (naming the order and the missing right) and skip an order the integration may
+    not read; alarmed (`CrmOrdersHidden-<crm>`), as its SMS may be lost."""
+    metrics.add_metric(name=HIDDEN_METRIC, unit=MetricUnit.Count, value=1)
+    logger.warning(
+        "CRM order hidden from the integration's user",
+        extra={"what": what, "missing_right": error.right, "crm_answer": error.reason, **log_fields},
+    )
+    return {"published": False, "hidden": True, "reason": f"{what} is hidden: {error.right}"}
 
 
 def misconfigured(kind: str, reason: str, **log_fields: Any) -> NoReturn:

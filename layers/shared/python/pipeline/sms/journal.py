@@ -16,8 +16,10 @@ write is conditional:
   `request_resend` (a person's word that it never arrived) makes it `pending` again, for the
   reconciler to claim and send once with the same key; a person may also `abandon` it;
 - a `failed` record comes back only through `reopen` (a redelivery, when the journal proves no
-  attempt was taken and the failure was running out of attempts, not a refusal for good) or a
-  person (`request_resend`, `abandon`).
+  attempt was taken and the failure was running out of attempts, not a refusal for good), a
+  phone corrected in the CRM (`change_recipient` with `reopen_since`: every attempt was refused,
+  the refused number never got it, so the corrected one is sent it once) or a person
+  (`request_resend`, `abandon`).
 
 Every conditional update also writes a fresh `last_write` id and refuses to apply twice: when
 botocore retries an update whose first answer was lost and the condition then fails, the re-read
@@ -704,18 +706,45 @@ class Journal:
         )
 
     def change_recipient(
-        self, key: str, *, recipient: str, body: str, note: Mapping[str, Any]
+        self,
+        key: str,
+        *,
+        recipient: str,
+        body: str,
+        note: Mapping[str, Any],
+        reopen: Notification | None = None,
     ) -> Notification | None:
         """The CRM corrected the customer's phone (a later re-save or move of the same entry):
         the notification goes to the new number from its next send on. Only while nothing is in
-        flight or accepted (`RECIPIENT_CHANGEABLE`); `note` (masked numbers) joins `changes`."""
+        flight or accepted (`RECIPIENT_CHANGEABLE`); `note` (masked numbers) joins `changes`.
+
+        `reopen`: the `failed` record as the caller read it, every attempt of which was refused
+        (`never_taken`; e.g. the old number refused as invalid) and not abandoned: in the same
+        write it becomes `pending`, due now, with a fresh attempt budget, so the corrected
+        number gets it once (only if it is still as read: same `state_since`, same attempts)."""
         now = self.clock.now()
         states = ", ".join(f":from{index}" for index, _ in enumerate(RECIPIENT_CHANGEABLE))
+        update = (
+            "SET #recipient = :recipient, #body = :body,"
+            " #changes = list_append(if_not_exists(#changes, :empty), :note), #recipient_changed_at = :now"
+        )
+        condition = (
+            f"#state IN ({states}) AND #recipient <> :recipient AND attribute_not_exists(#delivery_status)"
+        )
+        if reopen is not None:
+            update += (
+                ", #state = :pending, #sms_state = :pending, #state_since = :now, #reopened_at = :now,"
+                " #reopened_by = :by, #round_start = #attempt_count"
+                " REMOVE #next_attempt_at, #failure_reason, #failed_retryable, #expiration"
+            )
+            condition += (
+                " AND #state = :failed AND #state_since = :seen_since AND size(#attempts) = :attempts"
+                " AND attribute_not_exists(#abandoned_at) AND attribute_not_exists(#message_id)"
+            )
         return self._update(
             key,
-            "SET #recipient = :recipient, #body = :body,"
-            " #changes = list_append(if_not_exists(#changes, :empty), :note), #recipient_changed_at = :now",
-            f"#state IN ({states}) AND #recipient <> :recipient AND attribute_not_exists(#delivery_status)",
+            update,
+            condition,
             {
                 **{f":from{index}": state.value for index, state in enumerate(RECIPIENT_CHANGEABLE)},
                 ":recipient": recipient,
@@ -723,6 +752,11 @@ class Journal:
                 ":empty": [],
                 ":note": [{"at": iso(now), **note}],
                 ":now": iso(now),
+                ":pending": State.PENDING.value,
+                ":failed": State.FAILED.value,
+                ":by": "recipient corrected",
+                ":seen_since": iso(reopen.state_since) if reopen else None,
+                ":attempts": len(reopen.attempts) if reopen else None,
             },
         )
 

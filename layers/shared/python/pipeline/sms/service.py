@@ -359,6 +359,9 @@ def _correct_recipient(
         return record
     rule = current.rules.rule_for(observation.status, record.previous_status)
     body = rule.render(event) if rule is not None else record.body
+    # Refused at every attempt (an invalid number): the old number never got it, so the corrected
+    # one is sent it once. Anything that may have been taken (accepted, unknown) never is again.
+    refused_only = record.state is State.FAILED and record.never_taken and record.abandoned_at is None
     changed = current.journal.change_recipient(
         record.key,
         recipient=event.customer.phone,
@@ -369,10 +372,13 @@ def _correct_recipient(
             "to": mask_phone(event.customer.phone),
             "crm_event_id": event.event_id,
         },
+        reopen=record if refused_only else None,
     )
     if changed is None:
         return record
     metrics.add_metric(name="SmsRecipientCorrected", unit=MetricUnit.Count, value=1)
+    if refused_only:
+        metrics.add_metric(name="SmsReopened", unit=MetricUnit.Count, value=1)
     logger.warning(
         "Customer phone corrected in the CRM: the SMS goes to the new number",
         extra={
