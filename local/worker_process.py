@@ -69,6 +69,7 @@ def consumer_from_json(raw: str) -> Consumer:
             **fields,
             "retry": RetryPolicy(**fields["retry"]),
             "secrets": tuple(fields["secrets"]),
+            "account_causes": tuple(fields["account_causes"]),
             "tables": {name: tuple(actions) for name, actions in fields["tables"].items()},
             "secrets_when": {name: tuple(when) for name, when in fields["secrets_when"].items()},
         }

@@ -64,10 +64,11 @@ def pause_seconds(consumer: Consumer) -> int:
 
 
 def first_sent_ms(record: SQSRecord) -> int:
-    """When the record's first copy was sent: its `first_sent_at` attribute, else its own."""
+    """When the record's first copy was sent: its `first_sent_at` attribute, else its own (now
+    when SQS gave none: an unknown age never dead-letters a record)."""
     carried = (record.raw_event.get("messageAttributes") or {}).get(FIRST_SENT_ATTRIBUTE) or {}
-    value = carried.get("stringValue") or record.attributes.sent_timestamp or "0"
-    return int(value) if str(value).isdigit() else 0
+    value = str(carried.get("stringValue") or record.attributes.sent_timestamp or "")
+    return int(value) if value.isdigit() and int(value) > 0 else int(time.time() * 1000)
 
 
 def resend(queue_url: str, record: SQSRecord, first_sent: int, delay: int) -> None:
