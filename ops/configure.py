@@ -46,7 +46,16 @@ def app_settings(context: dict[str, Any]) -> dict[str, Any]:
 
 
 def configured(document: dict[str, Any], changes: dict[str, str], unset: list[str]) -> dict[str, Any]:
-    """cdk.json's context with the changes applied, validated as the synth validates it."""
+    """cdk.json's context with the changes applied, validated as the synth validates it. Only
+    this app's settings are set here: a key the synth would ignore (not shaped like this app's,
+    `stack-name`) would deploy without the setting, so it is refused like a misspelt one."""
+    for key in changes:
+        if not is_app_key(key):
+            close = PipelineSettings.suggestion(key)
+            hint = f"did you mean `{close}`?" if close else "see README's Configuration table"
+            raise OpsError(
+                f"{key}: not a setting of this app; {hint} (the CDK's own keys: edit {CDK_JSON_NAME})"
+            )
     context = dict(document.get("context", {}))
     for key in unset:
         if key not in context:
