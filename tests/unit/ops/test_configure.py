@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 import json
-import stat
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -102,6 +102,7 @@ def test_changing_settings_asks_first_in_a_script(cdk_json: Path, run) -> None:
         ("sms_reconcile_deadline_hours=-Infinity", "sms_reconcile_deadline_hours: Input should be a finite"),
         ("alarm_email.x=ops@example.com", "alarm_email.x: not a setting of this app; did you mean"),
         ("telegram.bot_id=mybot", "telegram.bot_id: not a setting of this app"),
+        ("stack-name=Other", "stack-name: not a setting of this app; did you mean `stack_name`?"),
         (" tracing=true", "holds a blank or control character"),
         ("tracing =true", "holds a blank or control character"),
     ],

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from infra.config import PipelineSettings, assignment
 from infra.paths import CDK_JSON
 
-GENERATED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+GENERATED = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 KNOWN_KEYS = PipelineSettings.context_keys()
 # Keys near the known ones: a dot, a blank, a dash or a capital where it does not belong.
 near_keys = st.builds(
@@ -27,7 +29,9 @@ near_keys = st.builds(
 )
 any_keys = st.text(alphabet=string.ascii_letters + string.digits + "._-@: \t/", min_size=1, max_size=20)
 numbers = st.one_of(
-    st.sampled_from(["inf", "-inf", "Infinity", "nan", "NaN", "1e309", "-1", "0", "-0.0", "1e-320", " 5", "5 "]),
+    st.sampled_from(
+        ["inf", "-inf", "Infinity", "nan", "NaN", "1e309", "-1", "0", "-0.0", "1e-320", " 5", "5 "]
+    ),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(-(10**6), 10**6).map(str),
 )
@@ -80,10 +84,14 @@ def test_a_key_is_written_as_typed_only_when_the_synth_reads_it(cdk_json: Path, 
 
 
 @GENERATED
-@given(key=st.sampled_from(["api_rate_limit", "sms_reconcile_deadline_hours", "api_burst_limit"]), value=numbers)
+@given(
+    key=st.sampled_from(["api_rate_limit", "sms_reconcile_deadline_hours", "api_burst_limit"]), value=numbers
+)
 @example(key="api_rate_limit", value="inf")
 @example(key="api_rate_limit", value="1e309")
-def test_a_number_is_written_only_when_finite_and_in_its_range(cdk_json: Path, run, key: str, value: str) -> None:
+def test_a_number_is_written_only_when_finite_and_in_its_range(
+    cdk_json: Path, run, key: str, value: str
+) -> None:
     code, err, before, after = configure(run, cdk_json, f"{key}={value}")
 
     if code != 0:
