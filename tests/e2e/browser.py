@@ -105,16 +105,24 @@ def chromium() -> Iterator[Any]:
 
 
 @contextmanager
-def opened_page(browser: Any, console: str) -> Iterator[Any]:
-    """A fresh browser context on the console's URL (its token makes the session)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 560})
+def opened_page(browser: Any, console: str, signed_in: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A fresh browser context on the console: its URL's token makes the session (the link works
+    once), or `signed_in` (`signed_in_state`) brings the session of a context that used it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 560}, storage_state=signed_in)
     page = context.new_page()
     page.set_default_timeout(30_000)
-    page.goto(console)
+    page.goto(f"{origin(console)}/events" if signed_in else console)
     try:
         yield page
     finally:
         context.close()
+
+
+def signed_in_state(browser: Any, console: str) -> dict[str, Any]:
+    """The storage state (the session cookie) of a context that opened the console's link, for
+    the tests that each open a page of the same console."""
+    with opened_page(browser, console) as page:
+        return dict(page.context.storage_state())
 
 
 def screenshot(page: Any, name: str) -> Path:
