@@ -107,18 +107,27 @@ OPTIONAL_TEXT_SETTINGS = (
 )
 # The field holding context keys of registry consumers this model does not declare.
 CONSUMER_SETTINGS = "consumer_settings"
-# What a context key of this app looks like: a plain identifier. The CDK's own keys never do
-# (`@aws-cdk/...` feature flags, `aws:cdk:...`, `cdk-...`, lookups `availability-zones:...`), so
+# What a context key of this app looks like: an identifier, dotted ones included (`alarm_email.x`
+# is a misspelt key, not the CDK's). The CDK's own keys never do (`@aws-cdk/...` feature flags,
+# `aws:cdk:...`, `cdk-...`, `acknowledged-issue-numbers`, lookups `availability-zones:...`), so
 # only keys like this are checked against the known ones; the others are the CDK's business.
-APP_CONTEXT_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+APP_CONTEXT_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
+
+
+def is_app_key(key: str) -> bool:
+    """Whether a context key is one this app reads or misspelt (APP_CONTEXT_KEY, whole)."""
+    return APP_CONTEXT_KEY.fullmatch(key) is not None
 
 
 def assignment(word: str) -> tuple[str, str]:
     """`KEY=VALUE` as the CDK CLI's `-c` and `bin/ops configure` take it: the value may hold "=" or
-    be empty, the key may not (ValueError: the caller adds how to write it)."""
+    be empty, the key may not, nor hold a blank or control character (`tracing =true` would set
+    a key no setting reads). ValueError: the caller adds how to write it."""
     key, equals, value = word.partition("=")
     if not key or not equals:
         raise ValueError(f"{word!r} is not KEY=VALUE")
+    if not key.isprintable() or any(character.isspace() for character in key):
+        raise ValueError(f"{word!r}: the key {key!r} holds a blank or control character")
     return key, value
 
 
@@ -130,9 +139,11 @@ SHOWN_VALUE_CHARS = 40
 class PipelineSettings(BaseModel):
     """The context keys this app reads; anything else in the context (feature flags) is ignored."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every number finite: `inf` passes `gt=0` and would reach the template as Infinity.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    stack_name: str = Field(default="TelegramCrmPipeline", min_length=1, max_length=128)
+    # CloudFormation's stack name rule (the CDK refuses any other name at synth).
+    stack_name: str = Field(default="TelegramCrmPipeline", max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9-]*$")
     # Version of the AWS-managed Powertools layer (resolved from its public SSM parameter);
     # keep equal to the aws-lambda-powertools pin in requirements.txt. "latest" is accepted.
     powertools_version: str = Field(default="3.37.0", pattern=r"^(latest|\d+\.\d+\.\d+)$")
@@ -310,7 +321,7 @@ class PipelineSettings(BaseModel):
         """Keys that look like this app's (APP_CONTEXT_KEY) but that it does not read: a typo
         (`alarm_emial`) would otherwise deploy silently without the setting."""
         known = set(cls.context_keys())
-        return sorted(key for key in context if APP_CONTEXT_KEY.match(key) and key not in known)
+        return sorted(key for key in context if is_app_key(key) and key not in known)
 
     @classmethod
     def suggestion(cls, key: str) -> str | None:

@@ -21,7 +21,7 @@ from infra.outputs import OutputKey
 from infra.secret_specs import GENERATED_SECRET_LENGTH, unfilled
 from ops import dlq
 from ops.context import Context
-from ops.doctor import Check, Finding, NotApplicable, Target, findings_of
+from ops.doctor import Check, Finding, NotApplicable, Target, findings_of, why_not_run
 from ops.errors import OpsError
 from ops.telegram import check_bot_token
 from ops.webhook import allowed_updates
@@ -71,28 +71,68 @@ def uses_http_sms_gateway(where: Target) -> bool:
 
 
 # -- step 1: secrets -------------------------------------------------------------------------------
+class SecretUnreadable(Exception):
+    """A secret the stack names cannot be read (deleted, scheduled for deletion, not decryptable,
+    not allowed): the function using it fails every call, so its finding is a FAIL."""
+
+    def __init__(self, detail: str, fix: str | None) -> None:
+        super().__init__(detail)
+        self.fix = fix
+
+
+def _readable_secret(where: Target, secret_id: str) -> str:
+    """The secret's value, or SecretUnreadable saying why not (never its value) and the fix."""
+    try:
+        return _secret(secret_id)
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code == "InvalidRequestException":  # scheduled for deletion: still restorable
+            fix = f"{where.aws} secretsmanager restore-secret --secret-id {secret_id}"
+            raise SecretUnreadable(
+                "cannot be read (scheduled for deletion?): " + why_not_run(error), fix
+            ) from None
+        if code == "ResourceNotFoundException":
+            raise SecretUnreadable("deleted: " + why_not_run(error), None) from None
+        raise SecretUnreadable("cannot be read: " + why_not_run(error), None) from None
+
+
 def check_secrets(ctx: Context, where: Target) -> Iterator[Finding]:
-    """Every secret of the stack holds a value: the consumers' ones no longer their placeholder."""
+    """Every secret of the stack holds a value: the consumers' ones no longer their placeholder.
+    Each secret is its own finding: one that cannot be read (deleted, scheduled for deletion,
+    denied) is a FAIL, and the secrets after it are still checked."""
     found = findings_of("secrets")
     for key, label in GENERATED_SECRETS.items():
         secret_id = where.stack.get(key)
         if secret_id:
-            filled = bool(_secret(secret_id).strip())
+            try:
+                filled = bool(_readable_secret(where, secret_id).strip())
+            except SecretUnreadable as error:
+                yield found("FAIL", label, str(error), error.fix)
+                continue
             yield found("OK" if filled else "FAIL", label, "set" if filled else "empty", None)
     app_token_id = where.stack.get(OutputKey.BITRIX24_APP_TOKEN_SECRET_ID)
     if app_token_id:
-        if _GENERATED_VALUE.fullmatch(_secret(app_token_id).strip()):
-            yield found(
-                "WARN",
-                "Bitrix24 application token",
-                "looks like the value the stack generated (64 letters and digits): Bitrix24's "
-                "outgoing webhook sends its own token, which the webhook refuses until it is put in",
-                _put_secret(where, app_token_id, "<application token the portal shows>"),
-            )
+        try:
+            app_token = _readable_secret(where, app_token_id)
+        except SecretUnreadable as error:
+            yield found("FAIL", "Bitrix24 application token", str(error), error.fix)
         else:
-            yield found("OK", "Bitrix24 application token", "set (not the generated value)")
+            if _GENERATED_VALUE.fullmatch(app_token.strip()):
+                yield found(
+                    "WARN",
+                    "Bitrix24 application token",
+                    "looks like the value the stack generated (64 letters and digits): Bitrix24's "
+                    "outgoing webhook sends its own token, which the webhook refuses until it is put in",
+                    _put_secret(where, app_token_id, "<application token the portal shows>"),
+                )
+            else:
+                yield found("OK", "Bitrix24 application token", "set (not the generated value)")
     for name, secret_id in consumer_secret_ids(where).items():
-        value = _secret(secret_id)
+        try:
+            value = _readable_secret(where, secret_id)
+        except SecretUnreadable as error:
+            yield found("FAIL", name, str(error), error.fix)
+            continue
         problem = unfilled(name, value)
         if problem is None and name == "telegram_bot_token":
             try:

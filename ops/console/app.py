@@ -1,7 +1,8 @@
 """`python -m ops console`: the ops console, a local web page (Starlette behind uvicorn).
 
-Bound to 127.0.0.1 only. Its URL carries a random access token; the first visit with it gets a
-session cookie (HttpOnly, SameSite=Strict) and is sent on without the token in the address. A
+Bound to 127.0.0.1 only. Its URL carries a random access token that works once: the first visit
+with it gets a session cookie (HttpOnly, SameSite=Strict) and is sent on without the token in the
+address, to a path of this site only (`same_site_path`); a second use of the link is refused. A
 request is refused (403) when its Host is not the console's own address (DNS rebinding), without
 a session, or, for a POST, when its Origin is another site's or its form lacks the session's
 CSRF token. Actions are a GET that shows the command's dry run (its confirmation question),
@@ -12,6 +13,7 @@ answer and the console's audit trail on stdout.
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 import socket
 import sys
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from botocore.exceptions import BotoCoreError, ClientError
 from starlette.applications import Starlette
@@ -36,6 +38,12 @@ from ops.errors import OpsError
 
 SESSION_COOKIE = "ops_console_session"
 DEFAULT_PORT = 8765
+# Where a redirect may send the browser: an absolute path of this site, one segment after another
+# (no `//host`, no backslash that browsers read as a slash, no control character, no scheme).
+_SAME_SITE_PATH = re.compile(r"/(?:[A-Za-z0-9._~!$&'()*+,;=:@%-]+(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*)?")
+LANDING_PATH = "/events"
+# Layers of %-decoding a redirect's path is checked through; one still encoded deeper is refused.
+REDIRECT_DECODINGS = 4
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'",
@@ -51,7 +59,8 @@ SECURITY_HEADERS = {
 class Console:
     where: Where
     port: int
-    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    # The login link's token: None once it has been used (the link works once).
+    token: str | None = field(default_factory=lambda: secrets.token_urlsafe(24))
     # session id -> its CSRF token
     sessions: dict[str, str] = field(default_factory=dict)
     audit: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
@@ -67,6 +76,31 @@ class Console:
     def session(self, request: Request) -> str | None:
         session = request.cookies.get(SESSION_COOKIE, "")
         return self.sessions.get(session) if session else None
+
+    def log_in(self, given: str) -> str | None:
+        """A new session id for the login link's token, used up by this call; None when it is
+        not the token or the link was used already."""
+        token, self.token = self.token, None
+        if token is None or not hmac.compare_digest(given.encode(), token.encode()):
+            self.token = token  # a wrong guess does not use the link up
+            return None
+        session = secrets.token_urlsafe(24)
+        self.sessions[session] = secrets.token_urlsafe(24)
+        return session
+
+
+def same_site_path(path: str) -> str:
+    """`path` when it is a path of this site whatever decoding a browser or proxy applies to it,
+    else the landing page: a redirect never leaves the console (`//evil.example`, `/\\evil`,
+    `https://...`, `/%2F%2Fevil.example` and deeper encodings)."""
+    decoded = path
+    for _ in range(REDIRECT_DECODINGS):
+        if not _SAME_SITE_PATH.fullmatch(decoded) or decoded.startswith("//"):
+            return LANDING_PATH
+        if unquote(decoded) == decoded:
+            return LANDING_PATH if path == "/" else path
+        decoded = unquote(decoded)
+    return LANDING_PATH  # still encoded after every layer checked
 
 
 def _html(body: str, status: int = 200) -> HTMLResponse:
@@ -93,12 +127,11 @@ def guard(console: Console, app: Any) -> Any:
             return
         token = request.query_params.get("token")
         if token is not None:
-            if not hmac.compare_digest(token.encode(), console.token.encode()):
-                await _refuse("wrong token")(scope, receive, send)
+            session = console.log_in(token)
+            if session is None:
+                await _refuse("wrong or used token: restart the console for a new link")(scope, receive, send)
                 return
-            session = secrets.token_urlsafe(24)
-            console.sessions[session] = secrets.token_urlsafe(24)
-            response = RedirectResponse(request.url.path if request.url.path != "/" else "/events", 303)
+            response = RedirectResponse(same_site_path(request.url.path), 303)
             response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict", path="/")
             await response(scope, receive, send)
             return

@@ -217,39 +217,68 @@ def find_sms(where: Where, order: str, phone: str) -> list[dict[str, Any]]:
 
 
 # -- bot conversations -----------------------------------------------------------------------------
-def bot_conversation(where: Where, chat: str) -> dict[str, Any]:
-    """A chat's state items in `bot_state` (the chat's, its conversations', and its user's: in a
-    private chat the chat id is the user's, whose data the bot keeps apart) and its latest steps'
-    Bot API calls (method, status)."""
+CONVERSATION_PREFIX = "conversation#"
+
+
+def conversation_of_chat(pk: str, chat_id: int) -> bool:
+    """Whether a `bot_state` key `conversation#<name>#<key as JSON>` (`pipeline.telegram_bot.state.
+    conversation_key`) is this chat's: its key's first element (the chat, or in a per-user
+    conversation the user, whose id is the chat's in a private chat) is the chat id, whole."""
+    if not pk.startswith(CONVERSATION_PREFIX):
+        return False
+    _, _, key = pk[len(CONVERSATION_PREFIX) :].rpartition("#")
     try:
-        chat_id = int(chat)
-    except ValueError as error:
-        raise OpsError(f"a chat id is a number, not {chat!r}") from error
-    stack = where.stack()
-    table = stack.require(OutputKey.table_name("bot_state"))
-    dynamodb = aws.resource("dynamodb")
-    items = []
+        parts = json.loads(key)
+    except ValueError:
+        return False
+    first = parts[0] if isinstance(parts, list) and parts else None
+    return type(first) is int and first == chat_id
+
+
+def bot_state_keys(where: Where, chat_id: int) -> list[str]:
+    """The `bot_state` keys of a chat: its chat and user items by their keys, and its
+    conversations' keys, found among the conversation keys alone (no item's data is read for
+    that: another chat's state never leaves the table)."""
+    table = aws.resource("dynamodb").Table(where.stack().require(OutputKey.table_name("bot_state")))
+    keys = [f"chat#{chat_id}", f"user#{chat_id}"]
     scan: dict[str, Any] = {
-        "FilterExpression": "pk IN (:chat, :user) OR (begins_with(pk, :conversation) AND contains(pk, :key))",
-        "ExpressionAttributeValues": {
-            ":chat": f"chat#{chat_id}",
-            ":user": f"user#{chat_id}",
-            ":conversation": "conversation#",
-            ":key": f"[{chat_id}",
-        },
+        "ProjectionExpression": "pk",
+        "FilterExpression": "begins_with(pk, :conversation)",
+        "ExpressionAttributeValues": {":conversation": CONVERSATION_PREFIX},
     }
     while True:
-        page = dynamodb.Table(table).scan(**scan)
-        items.extend(page.get("Items", []))
+        page = table.scan(**scan)
+        keys.extend(
+            str(item["pk"])
+            for item in page.get("Items", [])
+            if conversation_of_chat(str(item["pk"]), chat_id)
+        )
         if "LastEvaluatedKey" not in page:
             break
         scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return keys
+
+
+def bot_conversation(where: Where, chat: str) -> dict[str, Any]:
+    """A chat's state items in `bot_state` (the chat's, its conversations', and its user's: in a
+    private chat the chat id is the user's, whose data the bot keeps apart), each read by its key,
+    and its latest steps' Bot API calls (method, status)."""
+    try:
+        chat_id = int(chat.strip())
+    except ValueError as error:
+        raise OpsError(f"a chat id is a number, not {chat!r}") from error
+    stack = where.stack()
+    table = aws.resource("dynamodb").Table(stack.require(OutputKey.table_name("bot_state")))
+    items = []
+    for key in bot_state_keys(where, chat_id):
+        item = table.get_item(Key={"pk": key}, ConsistentRead=True).get("Item")
+        if item is not None:
+            items.append(item)
     state = [{"key": str(item["pk"]), "data": masked(item.get("data"))} for item in items]
-    group = f"chat:{chat_id}"
     steps = [
         path
         for path in events.event_paths(where.log_records(), where.consumers(), {}, limit=10_000)
-        if path.group and path.group.endswith(group) and any(s.consumer == "bot" for s in path.steps)
+        if events.group_chat(path.group) == str(chat_id) and any(s.consumer == "bot" for s in path.steps)
     ][:BOT_STEPS]
     journal_table = aws.resource("dynamodb").Table(stack.require(OutputKey.JOURNAL_TABLE))
     shown_steps = []

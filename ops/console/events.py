@@ -150,13 +150,33 @@ class Filters:
     order: str = ""
 
     def keep(self, path: EventPath) -> bool:
-        group = path.group or ""
+        """Each filter matches a whole value: chat 12 is not chat 123, order 4 not order 42."""
         return (
-            (not self.source or path.source == self.source)
-            and (not self.type or path.type == self.type)
-            and (not self.chat or f"chat:{self.chat}" in group or f":user:{self.chat}" in group)
-            and (not self.order or group.endswith(f":{self.order}") or f":{self.order}" in group)
+            (not self.source or path.source == self.source.strip())
+            and (not self.type or path.type == self.type.strip())
+            and (not self.chat or group_chat(path.group) == self.chat.strip())
+            and (not self.order or group_order(path.group, path.source, self.order.strip()))
         )
+
+
+def group_chat(group: str | None) -> str | None:
+    """The chat (or, without one, the user) of a Telegram FIFO group `telegram:<bot>:chat:<id>`
+    (`pipeline.telegram.chat_group`), as a whole value; None for any other group."""
+    parts = (group or "").split(":")
+    if len(parts) == 4 and parts[0] == "telegram" and parts[2] in ("chat", "user"):
+        return parts[3]
+    return None
+
+
+def group_order(group: str | None, source: str, order: str) -> bool:
+    """Whether a CRM FIFO group `<source>:<noun>:<order>` (`pipeline.envelope.message_group`; a
+    `crm` order qualified by its CRM, `crm:order:bitrix24:42`) is of this order: its id whole
+    (`42`) or qualified as `ops journal` shows it (`bitrix24:42`)."""
+    parts = (group or "").split(":")
+    if source == "telegram" or len(parts) < 3 or not order:
+        return False
+    order_id = ":".join(parts[2:])
+    return order in (order_id, order_id.rsplit(":", 1)[-1], f"{source}:{order_id}")
 
 
 def why_not(filter_policy: Mapping[str, Any], attributes: Mapping[str, str]) -> str:

@@ -28,23 +28,37 @@ CHROMIUM = shutil.which("chromium")
 BROWSER_REQUIRED = os.environ.get("OPS_CONSOLE_BROWSER") == "required"
 ARTIFACTS = PROJECT_ROOT / ".local" / "artifacts" / "console"
 URL_LINE = re.compile(r"(http://127\.0\.0\.1:(\d+)/\?token=\S+)")
+# Chromium resolves no name but 127.0.0.1's: a page sent to another site fails at once
+# (ERR_NAME_NOT_RESOLVED), without a DNS query leaving the machine.
+LOOPBACK_ONLY = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"
 
 
 @contextmanager
 def console_of(pipeline: Pipeline) -> Iterator[str]:
     """`python -m ops console --local --port 0` on the pipeline's state file; its printed URL."""
     pipeline.runtime.write_state()
-    environment = {
+    with serve_console(
+        ["--local", "--local-file", str(pipeline.state_file)], pipeline.ops_outputs.append
+    ) as url:
+        yield url
+
+
+@contextmanager
+def serve_console(
+    options: list[str], keep_output: Any, environment: dict[str, str] | None = None
+) -> Iterator[str]:
+    """`python -m ops console --port 0 <options>` as an operator starts it; its printed URL.
+    What it printed (its audit trail) goes to `keep_output` when it stops."""
+    base = {
         "PATH": os.environ.get("PATH", os.defpath),
         "LANG": "C.UTF-8",
         "PYTHONPATH": os.pathsep.join(str(p) for p in (PROJECT_ROOT / "functions", LAYER_DIR, PROJECT_ROOT)),
         "AWS_CONFIG_FILE": os.devnull,
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
     }
-    command = [sys.executable, "-m", "ops", "console", "--port", "0", "--local"]
     process = subprocess.Popen(
-        [*command, "--local-file", str(pipeline.state_file)],
-        env=environment,
+        [sys.executable, "-m", "ops", "console", "--port", "0", *options],
+        env={**base, **(environment or {})},
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -71,7 +85,7 @@ def console_of(pipeline: Pipeline) -> Iterator[str]:
             process.kill()
             process.wait(timeout=10)
         rest = process.stdout.read()
-        pipeline.ops_outputs.append("".join(printed) + rest)
+        keep_output("".join(printed) + rest)
 
 
 @contextmanager
@@ -83,7 +97,7 @@ def chromium() -> Iterator[Any]:
             pytest.fail(message)
         pytest.skip(message)
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", LOOPBACK_ONLY])
         try:
             yield launched
         finally:
@@ -91,16 +105,24 @@ def chromium() -> Iterator[Any]:
 
 
 @contextmanager
-def opened_page(browser: Any, console: str) -> Iterator[Any]:
-    """A fresh browser context on the console's URL (its token makes the session)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 560})
+def opened_page(browser: Any, console: str, signed_in: dict[str, Any] | None = None) -> Iterator[Any]:
+    """A fresh browser context on the console: its URL's token makes the session (the link works
+    once), or `signed_in` (`signed_in_state`) brings the session of a context that used it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 560}, storage_state=signed_in)
     page = context.new_page()
     page.set_default_timeout(30_000)
-    page.goto(console)
+    page.goto(f"{origin(console)}/events" if signed_in else console)
     try:
         yield page
     finally:
         context.close()
+
+
+def signed_in_state(browser: Any, console: str) -> dict[str, Any]:
+    """The storage state (the session cookie) of a context that opened the console's link, for
+    the tests that each open a page of the same console."""
+    with opened_page(browser, console) as page:
+        return dict(page.context.storage_state())
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browser import cells, chromium, console_of, opened_page, origin, screenshot
+from tests.e2e.browser import cells, chromium, console_of, opened_page, origin, screenshot, signed_in_state
 from tests.e2e.support import (
     SENT_PHONES,
     Ids,
@@ -44,9 +44,15 @@ def browser() -> Iterator[Any]:
         yield launched
 
 
+@pytest.fixture(scope="module")
+def session(browser: Any, console: str) -> dict[str, Any]:
+    """The console's link works once: its session, shared by every test's fresh context."""
+    return signed_in_state(browser, console)
+
+
 @pytest.fixture
-def page(browser: Any, console: str) -> Iterator[Any]:
-    with opened_page(browser, console) as opened:
+def page(browser: Any, console: str, session: dict[str, Any]) -> Iterator[Any]:
+    with opened_page(browser, console, session) as opened:
         yield opened
 
 

@@ -402,3 +402,38 @@ def test_doctor_json_and_text_report_findings_without_secret_values(
     assert "FAIL  webhook" in text.out and "fix: bin/ops set-webhook --yes" in text.out
     assert text.out.rstrip().splitlines()[-1].startswith("doctor: ")
     assert BOT_TOKEN not in result.out + text.out + text.err
+
+
+def test_a_deleted_or_unreadable_secret_fails_and_every_other_secret_is_still_checked(
+    deployed: Deployed, telegram: FakeTelegram, run: Callable[..., Result]
+) -> None:
+    """Issue 40: a secret deleted out of band made the whole secrets check a WARN ("could not
+    check") that stopped at that secret, and `doctor` passed it without a FAIL."""
+    secrets = boto3.client("secretsmanager")
+    secrets.delete_secret(SecretId=deployed.telegram_secret_id, ForceDeleteWithoutRecovery=True)
+    secrets.delete_secret(SecretId="pipeline/crm-signing-key", RecoveryWindowInDays=7)
+
+    result = run("doctor", "--json")
+
+    document = json.loads(result.out)
+    found = {f["subject"]: f for f in document["findings"] if f["check"] == "secrets"}
+    assert found["Telegram secret_token"]["status"] == "FAIL"
+    assert found["Telegram secret_token"]["detail"].startswith("deleted: ")
+    assert found["CRM signing key"]["status"] == "FAIL"
+    assert found["CRM signing key"]["fix"] == (
+        "aws secretsmanager restore-secret --secret-id pipeline/crm-signing-key"
+    )
+    # the secrets after the unreadable ones: still each checked
+    assert (found["CRM token"]["status"], found["telegram_bot_token"]["status"]) == ("OK", "OK")
+    assert result.code == 1 == document["exit_code"]
+    assert BOT_TOKEN not in result.out + result.err
+
+
+def test_a_missing_secret_fails_without_stopping_the_consumer_secrets_after_it(deployed: Deployed) -> None:
+    unreadable = "arn:aws:secretsmanager:eu-central-1:123456789012:secret:gone-AbCdEf"
+    outputs = {**deployed.outputs, OutputKey.CRM_TOKEN_SECRET_ID: unreadable}
+
+    found = statuses(check(doctor_checks.check_secrets, outputs))
+
+    assert found["CRM token"] == "FAIL"
+    assert found["telegram_bot_token"] == "OK"
