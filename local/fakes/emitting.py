@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from local.fakes.base import FakeRequest, FakeResponse, FakeService
+from local.fakes.rate_limit import VENDOR_LIMITS, LeakyBucket
 from local.fakes.webhook_faults import D, WebhookFaults
 
 EMIT_TIMEOUT_SECONDS = 5.0
@@ -208,10 +209,22 @@ class EmittingFake(FakeService):
         self._state_lock = threading.Lock()
         self._revoked = False
         self.webhook_faults = WebhookFaults(post_form)
+        self.rate_limit: LeakyBucket | None = None
 
     def stop(self) -> None:
         super().stop()
         self.webhook_faults.stop()
+
+    def enforce_rate_limit(self, clock: Callable[[], float] = time.monotonic) -> LeakyBucket:
+        """Refuse API calls past the vendor's documented rate (`local.fakes.rate_limit`) from now on."""
+        self.rate_limit = LeakyBucket(VENDOR_LIMITS[self.name], clock)
+        return self.rate_limit
+
+    def throttled(self, request: FakeRequest) -> FakeResponse | None:
+        bucket = self.rate_limit
+        if bucket is None or bucket.admit():
+            return None
+        return self.error_response(bucket.limit.status)
 
     def _send(self, url: str, payload: str, headers: Mapping[str, str], build: Callable[..., D]) -> D:
         """Post one webhook (outside the state lock: the handler may call back while it answers),
