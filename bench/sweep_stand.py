@@ -35,7 +35,7 @@ from pipeline.crm.sweep import (
     Swept,
     sweep,
 )
-from pipeline.crm.sync import MAX_AGE_ENV, sync_order
+from pipeline.crm.sync import MAX_AGE_ENV, HistoryMarks, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import TransientError
 
@@ -98,6 +98,7 @@ class Stand:
     too_old: int = 0
     consumer_calls_refused: int = 0
     moves: dict[str, float] = field(default_factory=dict)  # history ref -> when it was written
+    order_of: dict[str, int] = field(default_factory=dict)  # history ref -> its order
     _published: list[dict[str, Any]] = field(default_factory=list)
     _known: int = 0
 
@@ -143,7 +144,7 @@ class Stand:
         if self.crm == "bitrix24":
             contact = self.fake.create_contact("Ann", PHONE)
             deal_id = int(self.fake.create_deal("Order", contact_id=contact, emit=False).deal_id)
-            self._written()
+            self._written(deal_id)
             return deal_id
         contact = self.fake.create_contact("Ann Smith", PHONE)
         return int(self.fake.create_lead("Order", LOCAL_AMOCRM_PIPELINE, AMO_NEW, contact))
@@ -154,18 +155,19 @@ class Stand:
             self.fake.move_deal(order_id, BITRIX_MOVES[step % len(BITRIX_MOVES)])
         else:
             self.fake.change_statuses([(order_id, AMO_MOVES[step % len(AMO_MOVES)])])
-        self._written()
+        self._written(order_id)
 
     def history(self) -> Any:
         """The stand-in's history object (`LateRows`: hide_new, reveal, delete, after_query)."""
         return self.fake.stage_history if self.crm == "bitrix24" else self.fake.events
 
-    def _written(self) -> None:
-        """Remember the history rows (transitions) written since last time, and when."""
+    def _written(self, order_id: int) -> None:
+        """Remember the order's history rows (transitions) written since last time, and when."""
         prefix = "bitrix24:stagehistory:" if self.crm == "bitrix24" else "amocrm:event:"
         written = self.history().written
         for row in written[self._known :]:
             self.moves[f"{prefix}{row}"] = self.clock.time()
+            self.order_of[f"{prefix}{row}"] = order_id
         self._known = len(written)
 
     def forget(self, ref: str) -> None:
@@ -274,6 +276,16 @@ class Stand:
     # -- what the checks read --------------------------------------------------------------------------
     def looked_refs(self) -> set[str]:
         return {envelope["payload"]["sweep"]["newest_record"] for envelope in self.looks.values()}
+
+    def unhandled(self) -> list[str]:
+        """The moves (not deleted) the consumer has not handled: not in their order's marks."""
+        marks = HistoryMarks(self.table)
+        handled: dict[int, frozenset[str]] = {}
+        for ref in self.moves:
+            order = self.order_of[ref]
+            if order not in handled:
+                handled[order] = marks.handled(f"{self.crm}:{order}")
+        return [ref for ref in self.moves if ref not in handled[self.order_of[ref]]]
 
     def texted(self) -> Counter[str]:
         """Order events published per transition (history record)."""

@@ -37,6 +37,7 @@ from the last page saved.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -79,24 +80,34 @@ LAG_METRIC = "CrmSweepLagSeconds"
 # What a run keeps of its time: one request that takes its whole timeout, then publishing the
 # page's looks and saving the cursor.
 SAFETY_MARGIN_SECONDS = DEFAULT_TIMEOUT_SECONDS + 5.0
+# A page the CRM refuses for its rate (or a 5xx) is asked again this much later, this many times.
+REFUSAL_WAIT_SECONDS = 2.0
+MAX_REFUSALS = 5
 
 
 @dataclass(frozen=True)
 class Changed:
-    """One order with history records after the cursor: its id and its newest record's ref."""
+    """One order with history records on a page: its id, its newest record's ref, and (several
+    records) a digest of them all: a record that became visible late, older than the newest,
+    makes a look with another id, not a repeat the consumer would drop."""
 
     order_id: int
     newest_ref: str
+    digest: str = ""
 
 
 def latest_changes(records: Iterable[tuple[int, str]]) -> list[Changed]:
     """Each order of `(order id, record ref)` pairs, oldest first, with its newest record, the
     orders in the order of their last change."""
-    newest: dict[int, str] = {}
+    refs: dict[int, list[str]] = {}
     for order_id, ref in records:
-        newest.pop(order_id, None)
-        newest[order_id] = ref
-    return [Changed(order_id, ref) for order_id, ref in newest.items()]
+        refs[order_id] = [*refs.pop(order_id, []), ref]
+    return [
+        Changed(order_id, seen[-1], hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()[:12])
+        if len(seen) > 1
+        else Changed(order_id, seen[-1])
+        for order_id, seen in refs.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -236,12 +247,17 @@ class Budget:
         self.last_request = self.clock.monotonic()
         return True
 
+    def hold(self, seconds: float) -> None:
+        """No request for `seconds` (the CRM asked us to wait)."""
+        self.last_request = self.clock.monotonic() + seconds - self.interval
+
 
 def look_envelope(
     source: SweepSource, changed: Changed, received_at: datetime, correlation_id: str
 ) -> Envelope:
     return Envelope(
-        event_id=f"{source.name}:sweep:{source.noun}:{changed.order_id}:{changed.newest_ref}"[:256],
+        event_id=f"{source.name}:sweep:{source.noun}:{changed.order_id}:{changed.newest_ref}"
+        + (f":{changed.digest}" if changed.digest else ""),
         source=source.name,  # type: ignore[arg-type]
         type=SWEEP_EVENT_TYPE,
         correlation_id=correlation_id,
@@ -301,8 +317,18 @@ def sweep_source(
     swept.read_to = cursor.read_to
     reach = overlap()
     allowed = looks_per_run(source.requests_per_second)
+    refusals = 0
     while swept.looked < allowed and budget.take_request():
-        page = source.sweep_page(cursor.position or {}, now, reach)
+        try:
+            page = source.sweep_page(cursor.position or {}, now, reach)
+        except TransientError as error:
+            # The CRM's limit is shared with its consumer: a refusal waits its turn (a few
+            # times, within the budget), then fails the run for the next to go on.
+            refusals += 1
+            if refusals > MAX_REFUSALS:
+                raise
+            budget.hold(error.retry_after or REFUSAL_WAIT_SECONDS)
+            continue
         swept.pages += 1
         publish_looks(source, page.changes, now, correlation_id)
         read_to = cursor.read_to
