@@ -27,6 +27,7 @@ from local.fakes.amocrm import AmoCrmFake
 from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.overlay import LOCAL_AMOCRM_PIPELINE, LOCAL_AMOCRM_STATUSES, LOCAL_BITRIX24_STAGES
 from pipeline import aws
+from pipeline.crm.sources import metrics as sources_metrics
 from pipeline.crm.sweep import (
     OVERLAP_ENV,
     PERIOD_ENV,
@@ -35,6 +36,7 @@ from pipeline.crm.sweep import (
     Swept,
     sweep,
 )
+from pipeline.crm.sweep import metrics as sweep_metrics
 from pipeline.crm.sync import MAX_AGE_ENV, HistoryMarks, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import TransientError
@@ -44,6 +46,7 @@ AMO_TOKEN = "amoSweepStandToken0123456789abcdef"
 # The amoCRM demo pipeline's statuses (local.overlay): created in the first, then moved along.
 AMO_NEW, AMO_MOVES = 70011, (70012, 70013, 70014)
 BITRIX_MOVES = ("PREPARATION", "PREPAYMENT_INVOICE", "EXECUTING")
+METRICS = (sources_metrics, sweep_metrics)
 RETRY_SECONDS = 5.0  # the consumer retries a refused read this much later (its base delay)
 
 
@@ -118,6 +121,8 @@ class Stand:
         self.fake.start()
         self.fake.enforce_rate_limit(self.clock.time)
         self._topic()
+        for metrics in METRICS:
+            metrics.namespace = metrics.namespace or "CrmSweepStand"
         return self
 
     def stop(self) -> None:
@@ -206,6 +211,8 @@ class Stand:
             swept = results[self.crm]
         except SweepFailed:
             failed = True
+        for metrics in METRICS:
+            metrics.clear_metrics()
         cursor = SweepCursor(self.table).read(self.crm)
         looks = self.consume()
         run = Run(
@@ -257,6 +264,8 @@ class Stand:
                 self.clock.sleep(RETRY_SECONDS)
                 continue
             self.too_old += int(outcome.get("too_old", 0))
+            for metrics in METRICS:  # what the functions would print at the end of an invocation
+                metrics.clear_metrics()
             return
 
     def catch_up(

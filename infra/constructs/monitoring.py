@@ -51,7 +51,7 @@ from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
 from infra.prices import FREE_DASHBOARD_METRICS, SEARCH_METRICS_RESERVE
 from pipeline.crm.sources import MISCONFIGURED_METRIC
-from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
+from pipeline.crm.sweep import FAILURES_METRIC, LAG_METRIC, ORDERS_METRIC
 from pipeline.crm.sync import TOO_OLD_METRIC
 from pipeline.registry import Consumer
 
@@ -95,6 +95,7 @@ class AlarmKind(StrEnum):
     SMS_FAILED_RATE = "sms_failed_rate"
     CRM_SOURCE_MISCONFIGURED = "crm_source_misconfigured"
     CRM_TRANSITION_TOO_OLD = "crm_transition_too_old"
+    CRM_SWEEP_BEHIND = "crm_sweep_behind"
 
 
 # What `alarms=essential` keeps, by kind and which of its subjects (the rest of `full` is left out).
@@ -216,6 +217,8 @@ class Monitoring(Construct):
                 if pipeline.consumer.publishes:
                     self._crm_source_alarm(name, pipeline)
                     self._crm_too_old_alarm(name, pipeline)
+            if crm_sweep:
+                self._crm_sweep_behind_alarm(settings, crm_sweep)
             if sms:
                 self._sms_unknown_alarms(settings, sms)
                 self._sms_failed_rate_alarm(sms)
@@ -382,6 +385,24 @@ class Monitoring(Construct):
             description=f"{name} transitions into a status with an SMS rule were first seen after "
             "sms_max_age_minutes and were not texted (each is logged with its order and status in the "
             f"{name} log): check the CRM's webhook and the crm_sweep function.",
+        )
+
+    def _crm_sweep_behind_alarm(self, settings: PipelineSettings, crm_sweep: CrmSweep) -> None:
+        """The sweep's lag (`pipeline.crm.sweep`: the oldest history not yet known read) past the
+        SMS age limit: a catch-up that is not converging (or not yet), whose moves can no longer
+        be texted. Every run lowers it while a catch-up progresses; stuck, it grows."""
+        limit = settings.sms_max_age_minutes * 60
+        self._alarm(
+            AlarmKind.CRM_SWEEP_BEHIND,
+            "crm_sweep",
+            "CrmSweepBehind",
+            crm_sweep.function.emitted_metric(LAG_METRIC, statistic="Maximum"),
+            threshold=limit,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description=f"The CRM history sweep is more than {settings.sms_max_age_minutes} minutes "
+            "(sms_max_age_minutes) behind a CRM's history: its catch-up is not converging, and the "
+            "moves it finds now are counted too old instead of texted. The crm_sweep log names the "
+            "CRM, its pages and read_to each run; check its errors and the CRM's API.",
         )
 
     def _sms_unknown_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:
@@ -551,11 +572,12 @@ class Monitoring(Construct):
                     [function.function.metric_duration(statistic="Maximum", period=PERIOD)],
                 ),
                 section.graph(
-                    "crm_sweep: errors",
+                    "crm_sweep: errors, lag (seconds of history not yet read)",
                     [
                         function.function.metric_errors(period=PERIOD),
                         function.function.metric_throttles(period=PERIOD),
                     ],
+                    [function.emitted_metric(LAG_METRIC, statistic="Maximum")],
                 ),
             ]
         )
