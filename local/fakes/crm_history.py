@@ -4,6 +4,8 @@
   it (`entityTypeId`, `order`, `filter` with Bitrix24's prefixes, `select`, `start`; 50 a page);
 - `EventFeed`: an amoCRM account's events (`lead_added`, `lead_status_changed`) and
   `GET /api/v4/events` over them (`filter[...]`, `limit`, `page`; newest first);
+- `LateRows`, both histories' base: rows that become visible late, deleted rows, a hook between
+  two list queries (what a reader of a busy CRM meets; the sweep's tests use them);
 - `change_time`: when a control body says a change happened (`at`, `created_at` or
   `age_seconds`), so tests can build a week-old deal or a move made 20 minutes ago.
 """
