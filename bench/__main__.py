@@ -4,7 +4,8 @@ Without names every benchmark runs, in order: webhook, worker, pipeline, cost (t
 uses the figures the others measured, from this run or an earlier one), bill (the fixed monthly
 bill of the default template, and the per-update cost against its floor), phones, sms, latency,
 imports, scale (where the pipeline stops keeping up at 10 to 10,000 events a second: a model on
-the limits of infra/limits.py and the pipeline load run's CPU figures).
+the limits of infra/limits.py and the pipeline load run's CPU figures), crm_sweep (a 7-day
+outage of each CRM replayed on a simulated clock: how many runs and minutes the catch-up takes).
 Figures are saved to .local/bench/results.json. `python -m bench sms-model --steps N` is a campaign
 of the SMS rules' state machine instead (bench/sms_model.py); `python -m bench scale --rate N`
 (repeatable; `--measured`: the latest load run's CPU figures) prints the scale model at those rates.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import bill, cost, imports, latency, phones, pipeline, scale, sms, webhook, worker
+from bench import bill, cost, crm_sweep, imports, latency, phones, pipeline, scale, sms, webhook, worker
 from bench.common import RESULTS_PATH, BenchError, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "latency": latency,
     "imports": imports,
     "scale": scale,
+    "crm_sweep": crm_sweep,
 }
 
 

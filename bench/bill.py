@@ -41,12 +41,13 @@ def default_resources(alarms: str = "full") -> dict[str, Any]:
 
 
 # The CRM history sweep at rest (`infra.constructs.crm_sweep`, absent without a CRM): per run and
-# connected CRM, one strongly consistent cursor read and one history call answered "nothing new";
-# one `CrmSweepOrders` metric a run; one "CRM history swept" log line per CRM and Lambda's three.
+# connected CRM, one strongly consistent cursor read, one history call answered "nothing new" (or
+# the overlap re-read) and one cursor write (its `read_to` moves); the `CrmSweepOrders` and
+# `CrmSweepLagSeconds` metrics a run; one "CRM history swept" log line per CRM and Lambda's three.
 SWEEP_RUN_SECONDS_PER_CRM = 0.4  # assumed: one HTTPS round trip to the CRM, its answer empty
 SWEEP_LOG_BYTES_PER_CRM = 450
 LAMBDA_REPORT_BYTES = 350
-SWEEP_CUSTOM_METRICS = 1  # CrmSweepOrders; CrmSweepFailures only while a CRM fails
+SWEEP_CUSTOM_METRICS = 2  # CrmSweepOrders, CrmSweepLagSeconds; CrmSweepFailures only while a CRM fails
 MONTH_MINUTES = 30 * 24 * 60
 
 
@@ -64,8 +65,9 @@ def sweep_at_rest(crms: int = 2) -> dict[str, Any]:
         "lambda requests": runs * TRAFFIC.lambda_request.usd,
         "lambda GB-s": gb_seconds * TRAFFIC.lambda_arm_gb_second.usd,
         "cursor reads (RRU)": runs * crms * TRAFFIC.dynamodb_read_unit.usd,
+        "cursor writes (WRU)": runs * crms * TRAFFIC.dynamodb_write_unit.usd,
         "logs ingested": log_gb * TRAFFIC.logs_ingested_gb.usd,
-        "custom metric (beyond the free 10)": SWEEP_CUSTOM_METRICS * CUSTOM_METRIC_USD,
+        "custom metrics (beyond the free 10)": SWEEP_CUSTOM_METRICS * CUSTOM_METRIC_USD,
     }
     return {
         "crm_sweep_minutes": minutes,

@@ -198,6 +198,9 @@ class PipelineSettings(BaseModel):
     sms_max_age_minutes: int = Field(default=120, ge=10, le=1440)
     # How often the catch-up sweep reads each connected CRM's history (no sweep without a CRM).
     crm_sweep_minutes: int = Field(default=5, ge=1, le=60)
+    # How far back each sweep re-reads what it had read, for history records that became visible
+    # late (written before a record the sweep already read, committed after); both CRMs.
+    crm_sweep_overlap_seconds: int = Field(default=60, ge=0, le=3600)
     # -- operations -------------------------------------------------------------------------------
     # Which alarms the stack makes (infra.constructs.monitoring.ESSENTIAL_ALARMS): "full", every
     # alarm; "essential", the few a small bot needs (dead letters, webhook errors, SMS unknowns),

@@ -24,6 +24,8 @@ from infra.config import (
 )
 from pipeline.crm.contract import CRM_AUTH_ENV
 from pipeline.crm.order_events import TOPIC_ENV
+from pipeline.crm.sweep import OVERLAP_ENV as SWEEP_OVERLAP_ENV
+from pipeline.crm.sweep import PERIOD_ENV as SWEEP_PERIOD_ENV
 from pipeline.crm.sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
 from pipeline.crm.sync import MAX_AGE_ENV
 from pipeline.observability import TRACE_DISABLED_ENV
@@ -69,8 +71,9 @@ WEBHOOK = FunctionSpec("webhook", "webhook.app.lambda_handler", timeout_seconds=
 # gateway's timeout; overlapping runs are harmless (every journal write is conditional).
 RECONCILER = FunctionSpec("reconciler", "reconciler.app.lambda_handler", timeout_seconds=300, memory_mb=256)
 SMS_EVENTS = FunctionSpec("sms_events", "sms_events.app.lambda_handler", timeout_seconds=30, memory_mb=256)
-# A run reads each connected CRM's history since its cursor (bounded pages) and publishes one
-# event per changed order; a run cut short leaves its cursor, and the next one goes on.
+# A run reads each connected CRM's history since its cursor, page by page at the CRM's rate
+# limit, for as long as its timeout allows; the cursor is saved after every page, so the next
+# run goes on from there (pipeline.crm.sweep).
 CRM_SWEEP = FunctionSpec("crm_sweep", "crm_sweep.app.lambda_handler", timeout_seconds=120, memory_mb=256)
 # The CRMs whose history the sweep reads: each is connected when its consumer exists (the
 # registry's `requires_setting`, its status map).
@@ -316,6 +319,8 @@ class FunctionEnvironments:
             "JOURNAL_TABLE": journal_table,
             TOPIC_ENV: topic_arn,
             MAX_AGE_ENV: str(self.settings.sms_max_age_minutes * 60),
+            SWEEP_OVERLAP_ENV: str(self.settings.crm_sweep_overlap_seconds),
+            SWEEP_PERIOD_ENV: str(self.settings.crm_sweep_minutes * 60),
             **{secret_env_var(f"{crm}_api"): secrets[f"{crm}_api"] for crm in crms},
         }
 

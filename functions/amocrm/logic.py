@@ -15,12 +15,13 @@ Failures: see `pipeline.crm.sources` (ignored, misconfigured); the API's transie
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
+from pipeline.crm.limits import AMOCRM_REQUESTS_PER_SECOND
 from pipeline.crm.sources import OrderHidden, misconfigured, refused
-from pipeline.crm.sweep import Changed, latest_changes
+from pipeline.crm.sweep import Page, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
@@ -37,11 +38,6 @@ HIDDEN_RIGHT = (
 )
 # A lead with more status changes than this many pages is not a shop's order: refuse, not loop.
 MAX_HISTORY_PAGES = 10
-# The sweep reads the account's events in windows of this many seconds, each up to SWEEP_PAGES
-# pages of 100 events, and re-reads the last SWEEP_OVERLAP_SECONDS of a run on the next.
-SWEEP_WINDOW_SECONDS = 600
-SWEEP_PAGES = 20
-SWEEP_OVERLAP_SECONDS = 60
 
 
 def lead_id_of(payload: Mapping[str, Any]) -> int:
@@ -97,6 +93,7 @@ class AmoCrmSource:
     setting = SETTING
     noun = "lead"
     unauthorized_hint = UNAUTHORIZED_HINT
+    requests_per_second = AMOCRM_REQUESTS_PER_SECOND
 
     def __init__(self, api: AmoCrmApi) -> None:
         self.api = api
@@ -134,42 +131,54 @@ class AmoCrmSource:
     def contact(self, contact_id: int) -> Contact:
         return self.api.contact(contact_id)
 
-    def changed_since(
-        self, cursor: str | None, since: datetime, now: datetime
-    ) -> tuple[list[Changed], str | None]:
-        """Leads with status events created from the unix second `cursor` (or since `since`) to
-        `now`, oldest change first, read in windows of SWEEP_WINDOW_SECONDS (amoCRM lists newest
-        first, so a window is read whole or split: `_events_between`). The next cursor starts
-        SWEEP_OVERLAP_SECONDS back: an event written a little after its second was read is still
-        seen (a repeat look changes nothing)."""
-        start = int(cursor) if cursor else int(since.timestamp())
-        end = int(now.timestamp())
-        events: list[StatusEvent] = []
-        window = start
-        while window <= end:
-            until = min(end, window + SWEEP_WINDOW_SECONDS - 1)
-            events.extend(self._events_between(window, until))
-            window = until + 1
-        changed = latest_changes((event.entity_id, history_ref(event)) for event in in_order(events))
-        return changed, str(max(start, end - SWEEP_OVERLAP_SECONDS))
+    def sweep_start(self, since: datetime) -> dict[str, Any]:
+        return {"low": int(since.timestamp()), "high": None}
 
-    def _events_between(self, first: int, last: int) -> list[StatusEvent]:
-        """Every status event created from second `first` to `last`: up to SWEEP_PAGES pages, else
-        the two halves of the window, each read the same way (newest first, a capped read would
-        miss the oldest). A single second with more events than that is refused, not skipped."""
-        query = {"filter[created_at][from]": first, "filter[created_at][to]": last}
-        events: list[StatusEvent] = []
-        for page in range(1, SWEEP_PAGES + 1):
-            found, more = self.api.status_events(query, page=page)
-            events.extend(found)
-            if not more:
-                return events
-        if first == last:
-            raise PermanentError(
-                f"amocrm: more than {SWEEP_PAGES} pages of status events within one second ({first})"
+    def sweep_resume(self, cursor: str) -> dict[str, Any]:
+        """A version 0 cursor is the unix second to read from."""
+        return {"low": int(cursor), "high": None}
+
+    def sweep_page(self, position: Mapping[str, Any], now: datetime, overlap: timedelta) -> Page:
+        """One page of the account's status events (`pipeline.crm.sweep`).
+
+        amoCRM lists events newest first and pages by page number, an offset: an event deleted
+        or written between two pages would shift the rest. So a pass reads `[low, high]` (high:
+        the second the pass began) from the top down by keyset instead: each page is page 1 of
+        `[low, upper]`, and the next one's `upper` is the oldest second the page reached, with
+        the events already read in that second (`seen`) dropped by id. Only a second holding a
+        whole page of events is read by page number (`page` > 1, `[upper, upper]`): there alone a
+        deletion mid-read could shift one event past us. A pass done, the next reads from
+        `overlap` before its `high`: an event that became visible late is read then."""
+        low = int(position["low"])
+        high = position.get("high")
+        if high is None:  # a new pass, from low to now
+            high = upper = int(now.timestamp())
+            seen: set[str] = set()
+            page = 1
+        else:
+            upper, seen, page = (
+                int(position["upper"]),
+                set(position.get("seen", ())),
+                int(position.get("page", 1)),
             )
-        middle = (first + last) // 2
-        return [*self._events_between(first, middle), *self._events_between(middle + 1, last)]
+        first = upper if page > 1 else low
+        found, more = self.api.status_events(
+            {"filter[created_at][from]": first, "filter[created_at][to]": upper}, page=page
+        )
+        fresh = [event for event in found if event.id not in seen]
+        changed = latest_changes((event.entity_id, history_ref(event)) for event in in_order(fresh))
+        oldest = min((int(event.created_at.timestamp()) for event in found), default=upper)
+        if more and oldest == upper:  # a whole page within one second: its next page by number
+            following = {"page": page + 1, "upper": upper, "seen": sorted(seen | {e.id for e in found})}
+        elif more:
+            at_oldest = {e.id for e in found if int(e.created_at.timestamp()) == oldest}
+            following = {"page": 1, "upper": oldest, "seen": sorted(at_oldest)}
+        elif page > 1 and upper - 1 >= low:  # the crowded second is read; on below it
+            following = {"page": 1, "upper": upper - 1, "seen": []}
+        else:  # the pass is done
+            restart = max(low, high - int(overlap.total_seconds()))
+            return Page(changed, {"low": restart, "high": None}, datetime.fromtimestamp(high, UTC), True)
+        return Page(changed, {"low": low, "high": high, **following}, None, False)
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
         return {"lead": {"id": order_id}}

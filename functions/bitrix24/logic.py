@@ -15,12 +15,13 @@ Failures: see `pipeline.crm.sources` (ignored, misconfigured); the portal's tran
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 from pipeline.crm.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
+from pipeline.crm.limits import BITRIX24_REQUESTS_PER_SECOND
 from pipeline.crm.sources import OrderHidden, misconfigured, refused
-from pipeline.crm.sweep import Changed, latest_changes
+from pipeline.crm.sweep import Page, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
@@ -37,8 +38,6 @@ HIDDEN_RIGHT = (
 )
 # A deal's history longer than this many pages is not a shop's order: refuse rather than loop.
 MAX_HISTORY_PAGES = 20
-# Pages of the portal's history one sweep run reads (50 records each); the rest waits a run.
-SWEEP_PAGES = 40
 
 
 def deal_id_of(payload: Mapping[str, Any]) -> int:
@@ -78,6 +77,7 @@ class Bitrix24Source:
     setting = SETTING
     noun = "deal"
     unauthorized_hint = UNAUTHORIZED_HINT
+    requests_per_second = BITRIX24_REQUESTS_PER_SECOND
 
     def __init__(self, rest: Bitrix24Rest) -> None:
         self.rest = rest
@@ -119,24 +119,39 @@ class Bitrix24Source:
     def contact(self, contact_id: int) -> Contact:
         return self.rest.contact(contact_id)
 
-    def changed_since(
-        self, cursor: str | None, since: datetime, now: datetime
-    ) -> tuple[list[Changed], str | None]:
-        """Deals with stage history records after the record id `cursor` (or created since
-        `since`), oldest first; the cursor is the last record id read (IDs only grow)."""
-        filters: dict[str, Any] = (
-            {">ID": int(cursor)} if cursor else {">=CREATED_TIME": since.isoformat(timespec="seconds")}
-        )
-        records: list[StageHistoryRecord] = []
-        start: int | None = 0
-        for _ in range(SWEEP_PAGES):  # the rest, if any, is the next run's
-            page, start = self.rest.stage_history(filters, start=start or 0)
-            records.extend(page)
-            if start is None:
-                break
-        ordered = sorted(records, key=lambda r: r.id)
+    def sweep_start(self, since: datetime) -> dict[str, Any]:
+        return {"since": int(since.timestamp()), "after": 0, "newest": None}
+
+    def sweep_resume(self, cursor: str) -> dict[str, Any]:
+        """A version 0 cursor is the last record ID read."""
+        return {"since": None, "after": int(cursor), "newest": None}
+
+    def sweep_page(self, position: Mapping[str, Any], now: datetime, overlap: timedelta) -> Page:
+        """One page of the portal's stage history in ID order (`pipeline.crm.sweep`).
+
+        A scan reads the records created from `since` whose ID is above `after`, the last one
+        read: each page a fresh query (`>ID`, ID ascending, `start: -1`, Bitrix24's mode without
+        a count), never an offset, so a record deleted meanwhile shifts nothing. A page short of
+        HISTORY_PAGE ends the scan; the next starts `overlap` before the newest record it read,
+        from the first ID again: a record that became visible late (committed after a later one
+        was read, so with a smaller ID) is read then."""
+        since, after, newest = position.get("since"), int(position.get("after") or 0), position.get("newest")
+        filters: dict[str, Any] = {">ID": after}
+        if since is not None:
+            filters[">=CREATED_TIME"] = datetime.fromtimestamp(since, UTC).isoformat()
+        records, _ = self.rest.stage_history(filters, start=-1)
+        ordered = sorted(records, key=lambda record: record.id)
         changed = latest_changes((record.owner_id, history_ref(record)) for record in ordered)
-        return changed, str(ordered[-1].id) if ordered else None
+        if ordered:
+            last = max(int(record.created_time.timestamp()) for record in ordered)
+            newest = last if newest is None else max(newest, last)
+        if len(records) >= HISTORY_PAGE:  # more may follow
+            read_to = datetime.fromtimestamp(newest, UTC) if newest is not None else None
+            return Page(changed, {"since": since, "after": ordered[-1].id, "newest": newest}, read_to, False)
+        if newest is not None:
+            restart = newest - int(overlap.total_seconds())
+            since = restart if since is None else max(since, restart)
+        return Page(changed, {"since": since, "after": 0, "newest": newest}, now, True)
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
         return {"data": {"FIELDS": {"ID": str(order_id)}}}

@@ -50,5 +50,12 @@ def connected() -> dict[str, Callable[[], SweepSource]]:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    # The EventBridge schedule's event carries nothing we need: each run reads from its cursors.
-    return sweep(connected(), SweepCursor(os.environ["JOURNAL_TABLE"]), utc_now())
+    # The EventBridge schedule's event carries nothing we need: each run reads from its cursors,
+    # for as long as the function's remaining time allows (the next run goes on from there).
+    swept = sweep(
+        connected(),
+        SweepCursor(os.environ["JOURNAL_TABLE"]),
+        utc_now(),
+        lambda: context.get_remaining_time_in_millis() / 1000,
+    )
+    return {name: result.looked for name, result in swept.items()}

@@ -53,7 +53,7 @@ from infra.constructs.lambda_function import METRIC_PERIOD, PipelineFunction
 from infra.constructs.sms import SmsSupport
 from infra.prices import FREE_DASHBOARD_METRICS, SEARCH_METRICS_RESERVE
 from pipeline.crm.sources import HIDDEN_METRIC, MISCONFIGURED_METRIC
-from pipeline.crm.sweep import FAILURES_METRIC, ORDERS_METRIC
+from pipeline.crm.sweep import FAILURES_METRIC, LAG_METRIC, ORDERS_METRIC
 from pipeline.crm.sync import TOO_OLD_METRIC
 from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_METRIC, pause_seconds
 from pipeline.registry import Consumer
@@ -101,6 +101,7 @@ class AlarmKind(StrEnum):
     CRM_TRANSITION_TOO_OLD = "crm_transition_too_old"
     ACCOUNT_PAUSED = "account_paused"
     CRM_ORDER_HIDDEN = "crm_order_hidden"
+    CRM_SWEEP_BEHIND = "crm_sweep_behind"
 
 
 # What `alarms=essential` keeps, by kind and which of its subjects (the rest of `full` is left out).
@@ -225,6 +226,8 @@ class Monitoring(Construct):
                     self._crm_source_alarm(name, pipeline)
                     self._crm_too_old_alarm(name, pipeline)
                     self._crm_hidden_alarm(name, pipeline)
+            if crm_sweep:
+                self._crm_sweep_behind_alarm(settings, crm_sweep)
             if sms:
                 self._sms_unknown_alarms(settings, sms)
                 self._sms_failed_rate_alarm(sms)
@@ -426,6 +429,24 @@ class Monitoring(Construct):
             "orders the shop does not text out of the CRM webhook; the order's next event reads it whole.",
         )
 
+    def _crm_sweep_behind_alarm(self, settings: PipelineSettings, crm_sweep: CrmSweep) -> None:
+        """The sweep's lag (`pipeline.crm.sweep`: the oldest history not yet known read) past the
+        SMS age limit: a catch-up that is not converging (or not yet), whose moves can no longer
+        be texted. Every run lowers it while a catch-up progresses; stuck, it grows."""
+        limit = settings.sms_max_age_minutes * 60
+        self._alarm(
+            AlarmKind.CRM_SWEEP_BEHIND,
+            "crm_sweep",
+            "CrmSweepBehind",
+            crm_sweep.function.emitted_metric(LAG_METRIC, statistic="Maximum"),
+            threshold=limit,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description=f"The CRM history sweep is more than {settings.sms_max_age_minutes} minutes "
+            "(sms_max_age_minutes) behind a CRM's history: its catch-up is not converging, and the "
+            "moves it finds now are counted too old instead of texted. The crm_sweep log names the "
+            "CRM, its pages and read_to each run; check its errors and the CRM's API.",
+        )
+
     def _sms_unknown_alarms(self, settings: PipelineSettings, sms: SmsSupport) -> None:
         minutes = settings.sms_unknown_alarm_minutes
         self._alarm(
@@ -593,11 +614,12 @@ class Monitoring(Construct):
                     [function.function.metric_duration(statistic="Maximum", period=PERIOD)],
                 ),
                 section.graph(
-                    "crm_sweep: errors",
+                    "crm_sweep: errors, lag (seconds of history not yet read)",
                     [
                         function.function.metric_errors(period=PERIOD),
                         function.function.metric_throttles(period=PERIOD),
                     ],
+                    [function.emitted_metric(LAG_METRIC, statistic="Maximum")],
                 ),
             ]
         )

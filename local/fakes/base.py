@@ -203,6 +203,10 @@ class FakeService:
         """The path as recorded; services with credentials in the URL mask them."""
         return path
 
+    def throttled(self, request: FakeRequest) -> FakeResponse | None:
+        """The service's refusal of an API call past its rate limit, if it enforces one."""
+        return None
+
     def fault_target(self, request: FakeRequest) -> str:
         """What a fault's `match` is compared with: the path, unless the API names calls otherwise."""
         return request.path
@@ -437,6 +441,10 @@ class _FakeRequestHandler(AnyMethodHandler):
             return
         if fault is not None and fault.kind == "hang" and fake.wait_stopping(fault.seconds):
             self._drop()
+            return
+        refusal = fake.throttled(request)
+        if refusal is not None:
+            self._send(refusal)
             return
         response = fake.answer(request)
         if fault is not None and fault.kind == "drop_answer":

@@ -251,7 +251,10 @@ def injected_error(status: int, retry_after: int | None = None) -> FakeResponse:
 def list_page(
     items: list[Any], params: Mapping[str, Any], size: int = 50
 ) -> tuple[list[Any], dict[str, Any]]:
-    """A list method's page from `start` (50 a page), with `total`, and `next` when more remain."""
+    """A list method's page from `start` (50 a page), with `total`, and `next` when more remain;
+    `start: -1` is Bitrix24's mode without a count: the first page, no `total`, no `next`."""
+    if str(params.get("start", "")).strip() == "-1":
+        return items[:size], {}
     start = start_param(params)
     extra: dict[str, Any] = {"total": len(items)}
     if start + size < len(items):

@@ -4,6 +4,8 @@
   it (`entityTypeId`, `order`, `filter` with Bitrix24's prefixes, `select`, `start`; 50 a page);
 - `EventFeed`: an amoCRM account's events (`lead_added`, `lead_status_changed`) and
   `GET /api/v4/events` over them (`filter[...]`, `limit`, `page`; newest first);
+- `LateRows`, both histories' base: rows that become visible late, deleted rows, a hook between
+  two list queries (what a reader of a busy CRM meets; the sweep's tests use them);
 - `change_time`: when a control body says a change happened (`at`, `created_at` or
   `age_seconds`), so tests can build a week-old deal or a move made 20 minutes ago.
 """
@@ -80,17 +82,54 @@ def _history_time(value: Any) -> int:
     return int(parsed.timestamp())
 
 
-class StageHistory:
+class LateRows:
+    """What a CRM's history does to a reader, as a database under load does (both stand-ins):
+
+    - `hide_new`: rows written while it is set take their id (and time) now but stay invisible
+      until `reveal()`, as a transaction committed after a later one was read;
+    - `delete(id)`: a row removed (a person deleting a history entry, a deal's cleanup);
+    - `after_query`: called after each list query is answered (under the stand-in's lock: it may
+      use these methods, not the stand-in's own), so a test can delete or reveal a row between
+      two pages of one read.
+    """
+
+    def __init__(self) -> None:
+        self.hide_new = False
+        self.hidden: set[Any] = set()
+        self.after_query: Callable[[], None] | None = None
+        # Every row's id in the order written (deleted ones too; amoCRM: its status changes).
+        self.written: list[Any] = []
+
+    def reveal(self) -> int:
+        """Make every hidden row visible; how many there were."""
+        count = len(self.hidden)
+        self.hidden.clear()
+        return count
+
+    def _queried(self) -> None:
+        if self.after_query is not None:
+            self.after_query()
+
+
+class StageHistory(LateRows):
     """A portal's stage history of deals, the records the caller adds under its own lock."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._records: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
 
+    def delete(self, record_id: int) -> None:
+        self._records = [record for record in self._records if record["ID"] != record_id]
+
     def add(self, type_id: int, deal_id: int, at: int, category_id: int, stage_id: str) -> None:
+        record_id = next(self._ids)
+        self.written.append(record_id)
+        if self.hide_new:
+            self.hidden.add(record_id)
         self._records.append(
             {
-                "ID": next(self._ids),
+                "ID": record_id,
                 "TYPE_ID": type_id,
                 "OWNER_ID": deal_id,
                 "CREATED_TIME": at,  # unix seconds; written in portal time when listed
@@ -127,7 +166,9 @@ class StageHistory:
         records = [
             record
             for record in self._records
-            if all(test(record) for test in conditions) and visible(record["OWNER_ID"])
+            if record["ID"] not in self.hidden
+            and all(test(record) for test in conditions)
+            and visible(record["OWNER_ID"])
         ]
         for field, descending in reversed([*self._order(params.get("order")), ("ID", False)]):
             records.sort(key=operator.itemgetter(field), reverse=descending)
@@ -140,6 +181,7 @@ class StageHistory:
             }
             for record in page
         ]
+        self._queried()
         return {"items": items}, extra
 
     @staticmethod
@@ -222,10 +264,12 @@ class EventQueryError(ValueError):
         self.path = path
 
 
-class EventFeed:
-    """An account's events, newest first when listed; thread-safe on its own."""
+class EventFeed(LateRows):
+    """An account's events, newest first when listed; thread-safe on its own (`after_query` is
+    called outside its lock)."""
 
     def __init__(self, account_id: int, user_id: int, first_note_id: int = 52000001) -> None:
+        super().__init__()
         self.account_id = account_id
         self.user_id = user_id
         self._events: list[dict[str, Any]] = []
@@ -257,10 +301,19 @@ class EventFeed:
                 [{"lead_status": {"id": after[0], "pipeline_id": after[1]}}],
             )
 
+    def delete(self, event_id: str) -> None:
+        with self._lock:
+            self._events = [event for event in self._events if event["id"] != event_id]
+
     def _add(self, kind: str, lead_id: int, created_at: int, before: list[Any], after: list[Any]) -> None:
+        event_id = self._event_id(created_at)
+        if kind == "lead_status_changed":
+            self.written.append(event_id)
+        if self.hide_new:
+            self.hidden.add(event_id)
         self._events.append(
             {
-                "id": self._event_id(created_at),
+                "id": event_id,
                 "type": kind,
                 "entity_id": lead_id,
                 "entity_type": "lead",
@@ -301,10 +354,13 @@ class EventFeed:
             events = [
                 event
                 for event in self._events
-                if all(test(event) for test in tests) and visible(event["entity_id"])
+                if event["id"] not in self.hidden
+                and all(test(event) for test in tests)
+                and visible(event["entity_id"])
             ]
             events.sort(key=lambda event: (event["created_at"], event["id"]), reverse=True)
             chosen = [_event_document(event, base_url) for event in events[(page - 1) * limit : page * limit]]
+        self._queried()
         if not chosen:
             return None
         kept = [(key, value) for key, value in pairs if key not in ("page", "limit")]

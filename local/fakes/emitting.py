@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService
+from local.fakes.rate_limit import VENDOR_LIMITS, LeakyBucket
 from local.fakes.webhook_faults import D, WebhookFaults
 
 EMIT_TIMEOUT_SECONDS = 5.0
@@ -211,10 +212,22 @@ class EmittingFake(FakeService):
         self.webhook_faults = WebhookFaults(post_form)
         # The whole account refused, or its credential rotated (`local.fakes.accounts`).
         self.account = AccountSwitch(self.account_refusals(), self.rotate_credential)
+        self.rate_limit: LeakyBucket | None = None
 
     def stop(self) -> None:
         super().stop()
         self.webhook_faults.stop()
+
+    def enforce_rate_limit(self, clock: Callable[[], float] = time.monotonic) -> LeakyBucket:
+        """Refuse API calls past the vendor's documented rate (`local.fakes.rate_limit`) from now on."""
+        self.rate_limit = LeakyBucket(VENDOR_LIMITS[self.name], clock)
+        return self.rate_limit
+
+    def throttled(self, request: FakeRequest) -> FakeResponse | None:
+        bucket = self.rate_limit
+        if bucket is None or bucket.admit():
+            return None
+        return self.error_response(bucket.limit.status)
 
     def _send(self, url: str, payload: str, headers: Mapping[str, str], build: Callable[..., D]) -> D:
         """Post one webhook (outside the state lock: the handler may call back while it answers),

@@ -34,6 +34,8 @@ def test_the_sweep_reads_both_connected_crms_with_their_own_secrets(full_synth: 
     env = function_env(full_synth.resources, full_synth.logical_id(sweep.function.function))
     assert env["CRM_SWEEP_SOURCES"] == "bitrix24,amocrm"
     assert env["SMS_MAX_AGE_SECONDS"] == str(stack.settings.sms_max_age_minutes * 60) == "7200"
+    assert env["CRM_SWEEP_OVERLAP_SECONDS"] == str(stack.settings.crm_sweep_overlap_seconds) == "60"
+    assert env["CRM_SWEEP_PERIOD_SECONDS"] == str(stack.settings.crm_sweep_minutes * 60)
     for name in ("bitrix24_api", "amocrm_api"):
         assert ref_name(env[f"{name.upper()}_SECRET_ID"]) == full_synth.logical_id(
             stack.consumer_secrets.by_name[name]
@@ -80,3 +82,26 @@ def test_the_sweep_runs_every_crm_sweep_minutes_without_retries(full_synth: Synt
 def test_an_age_the_sweep_could_not_honour_fails_the_synth(context: dict[str, str], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         PipelineSettings.from_context(context)
+
+
+def test_a_sweep_behind_by_more_than_the_sms_age_limit_is_alarmed(full_synth: Synthesized) -> None:
+    """Its lag metric past sms_max_age_minutes: a catch-up not converging loses SMS."""
+    alarms = [
+        props(full_synth.resources, alarm)
+        for alarm in of_type(full_synth.resources, "AWS::CloudWatch::Alarm")
+        if props(full_synth.resources, alarm).get("MetricName") == "CrmSweepLagSeconds"
+    ]
+    assert len(alarms) == 1
+    [alarm] = alarms
+    assert alarm["Threshold"] == full_synth.stack.settings.sms_max_age_minutes * 60
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Statistic"] == "Maximum"
+    assert alarm["AlarmActions"]
+
+
+def test_without_a_connected_crm_no_sweep_alarm(default_synth: Synthesized) -> None:
+    assert not [
+        alarm
+        for alarm in of_type(default_synth.resources, "AWS::CloudWatch::Alarm")
+        if props(default_synth.resources, alarm).get("MetricName") == "CrmSweepLagSeconds"
+    ]

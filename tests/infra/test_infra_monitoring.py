@@ -93,6 +93,8 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         expected[AlarmKind.CRM_SOURCE_MISCONFIGURED] = len(publishing)
         expected[AlarmKind.CRM_TRANSITION_TOO_OLD] = len(publishing)
         expected[AlarmKind.CRM_ORDER_HIDDEN] = len(publishing)
+    if stack.crm_sweep is not None:
+        expected[AlarmKind.CRM_SWEEP_BEHIND] = 1
     assert counts == expected
     assert len(of_type(synth.resources, "AWS::CloudWatch::Alarm")) == sum(expected.values())
 

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from amocrm import logic as amocrm_logic
 
 from pipeline import aws
 from pipeline.crm import sweep as crm_sweep
-from pipeline.crm.amocrm import StatusEvent
-from pipeline.crm.sweep import Changed, SweepCursor, SweepFailed, sweep
+from pipeline.crm.sweep import Changed, Page, SweepCursor, SweepFailed, latest_changes, sweep
 from pipeline.envelope import message_group
-from pipeline.errors import PermanentError
 from tests.unit.consumer_support import JOURNAL_TABLE
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -29,32 +26,40 @@ NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
 @dataclass
 class ScriptedHistory:
-    """A CRM whose history is a list of (record number, order id); the cursor is a number."""
+    """A CRM whose history is a list of (record number, order id), read in one page; the position
+    is the last number read."""
 
     name: str = "bitrix24"
     noun: str = "deal"
+    requests_per_second: float = 100.0
     records: list[tuple[int, int]] = field(default_factory=list)
-    asked: list[tuple[str | None, datetime]] = field(default_factory=list)
+    asked: list[Any] = field(default_factory=list)
     down: bool = False
 
-    def changed_since(
-        self, cursor: str | None, since: datetime, now: datetime
-    ) -> tuple[list[Changed], str | None]:
-        self.asked.append((cursor, since))
+    def sweep_start(self, since: datetime) -> dict[str, Any]:
+        return {"after": 0, "since": since.isoformat()}
+
+    def sweep_resume(self, cursor: str) -> dict[str, Any]:
+        return {"after": int(cursor)}
+
+    def sweep_page(self, position: Mapping[str, Any], now: datetime, overlap: timedelta) -> Page:
+        self.asked.append(dict(position))
         if self.down:
             raise ConnectionError("portal unreachable")
-        after = int(cursor) if cursor else 0
+        after = int(position["after"])
         fresh = [(ref, order) for ref, order in self.records if ref > after]
-        newest: dict[int, str] = {}
-        for ref, order in fresh:
-            newest.pop(order, None)
-            newest[order] = f"{self.name}:stagehistory:{ref}"
-        return [Changed(o, r) for o, r in newest.items()], str(max(r for r, _ in fresh)) if fresh else None
+        changes = latest_changes((order, f"{self.name}:stagehistory:{ref}") for ref, order in fresh)
+        return Page(changes, {"after": max([after, *(r for r, _ in fresh)])}, now, True)
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
         if self.name == "amocrm":
             return {"lead": {"id": order_id}}
         return {"data": {"FIELDS": {"ID": str(order_id)}}}
+
+
+def run(sources: dict[str, Any], now: datetime) -> dict[str, int]:
+    swept = sweep(sources, cursors(), now, lambda: 120.0)
+    return {name: result.looked for name, result in swept.items()}
 
 
 @pytest.fixture
@@ -98,13 +103,13 @@ def test_a_first_sweep_starts_at_the_age_limit_and_asks_one_look_per_changed_ord
     topic: Callable[[], list[dict[str, Any]]],
 ) -> None:
     crm = ScriptedHistory(records=[(11, 42), (12, 7), (13, 42)])
-    assert sweep({"bitrix24": lambda: crm}, cursors(), NOW) == {"bitrix24": 2}
-    assert crm.asked == [(None, NOW - timedelta(hours=2))]
+    assert run({"bitrix24": lambda: crm}, NOW) == {"bitrix24": 2}
+    assert crm.asked == [{"after": 0, "since": (NOW - timedelta(hours=2)).isoformat()}]
     looks = topic()
     assert [look["envelope"]["payload"]["data"]["FIELDS"]["ID"] for look in looks] == ["7", "42"]
     first = looks[1]["envelope"]
     assert (first["source"], first["type"]) == ("bitrix24", "history.sweep")
-    assert first["event_id"] == "bitrix24:sweep:deal:42:bitrix24:stagehistory:13"
+    assert first["event_id"].startswith("bitrix24:sweep:deal:42:bitrix24:stagehistory:13:")
     # The same FIFO group as the deal's webhooks: one deal's looks in order.
     assert looks[1]["group"].startswith("bitrix24:deal:42")
 
@@ -113,12 +118,12 @@ def test_the_next_sweep_reads_from_the_cursor_and_a_quiet_crm_publishes_nothing(
     topic: Callable[[], list[dict[str, Any]]],
 ) -> None:
     crm = ScriptedHistory(records=[(11, 42)])
-    sweep({"bitrix24": lambda: crm}, cursors(), NOW)
+    run({"bitrix24": lambda: crm}, NOW)
     topic()
-    assert sweep({"bitrix24": lambda: crm}, cursors(), NOW + timedelta(minutes=5)) == {"bitrix24": 0}
+    assert run({"bitrix24": lambda: crm}, NOW + timedelta(minutes=5)) == {"bitrix24": 0}
     crm.records.append((12, 9))
-    sweep({"bitrix24": lambda: crm}, cursors(), NOW + timedelta(minutes=10))
-    assert [cursor for cursor, _ in crm.asked] == [None, "11", "11"]
+    run({"bitrix24": lambda: crm}, NOW + timedelta(minutes=10))
+    assert [position["after"] for position in crm.asked] == [0, 11, 11]
     assert [look["envelope"]["payload"]["data"]["FIELDS"]["ID"] for look in topic()] == ["9"]
 
 
@@ -129,7 +134,7 @@ def test_one_crm_down_is_counted_and_fails_the_run_after_the_others_were_swept(
     amo = ScriptedHistory(name="amocrm", noun="lead", records=[(5, 3)])
     crm_sweep.metrics.clear_metrics()
     with pytest.raises(SweepFailed, match="bitrix24"):
-        sweep({"bitrix24": lambda: down, "amocrm": lambda: amo}, cursors(), NOW)
+        run({"bitrix24": lambda: down, "amocrm": lambda: amo}, NOW)
     assert [look["envelope"]["payload"] for look in topic()] == [
         {"lead": {"id": 3}, "sweep": {"newest_record": "amocrm:stagehistory:5"}}
     ]
@@ -138,8 +143,8 @@ def test_one_crm_down_is_counted_and_fails_the_run_after_the_others_were_swept(
     # Its cursor did not move: the next run reads the same records.
     down.down = False
     down.records = [(1, 8)]
-    sweep({"bitrix24": lambda: down}, cursors(), NOW + timedelta(minutes=5))
-    assert [cursor for cursor, _ in down.asked] == [None, None]
+    run({"bitrix24": lambda: down}, NOW + timedelta(minutes=5))
+    assert [position["after"] for position in down.asked] == [0, 0]
 
 
 def test_a_wrong_secret_of_one_crm_does_not_stop_the_other(topic: Callable[[], list[dict[str, Any]]]) -> None:
@@ -148,7 +153,7 @@ def test_a_wrong_secret_of_one_crm_does_not_stop_the_other(topic: Callable[[], l
 
     amo = ScriptedHistory(name="amocrm", noun="lead", records=[(5, 3)])
     with pytest.raises(SweepFailed):
-        sweep({"bitrix24": broken, "amocrm": lambda: amo}, cursors(), NOW)
+        run({"bitrix24": broken, "amocrm": lambda: amo}, NOW)
     assert len(topic()) == 1
 
 
@@ -164,9 +169,9 @@ def test_a_run_repeated_after_a_crash_before_the_cursor_publishes_the_same_event
     saving = SweepCursor.save
     monkeypatch.setattr(SweepCursor, "save", crash)
     with pytest.raises(SweepFailed):
-        sweep({"bitrix24": lambda: crm}, cursors(), NOW)
+        run({"bitrix24": lambda: crm}, NOW)
     monkeypatch.setattr(SweepCursor, "save", saving)
-    sweep({"bitrix24": lambda: crm}, cursors(), NOW + timedelta(seconds=30))
+    run({"bitrix24": lambda: crm}, NOW + timedelta(seconds=30))
     looks = topic()
     assert len(looks) == 1  # the FIFO topic deduplicated the second run's event
     assert looks[0]["envelope"]["event_id"].endswith(":bitrix24:stagehistory:11")
@@ -176,60 +181,3 @@ def test_the_look_event_is_routed_as_the_crms_webhook_event_is() -> None:
     crm = ScriptedHistory(name="amocrm", noun="lead")
     envelope = crm_sweep.look_envelope(crm, Changed(5, "amocrm:event:01abc"), NOW, "c")
     assert message_group(envelope) == "amocrm:lead:5"
-
-
-# -- the amoCRM adapter's reading of a busy account ---------------------------------------------------
-@dataclass
-class BusyAccount:
-    """`GET /api/v4/events` of an account: `per_second` status events in each second, newest first."""
-
-    first: int
-    seconds: int
-    per_second: int
-    page_size: int = 3
-    calls: list[tuple[int, int, int]] = field(default_factory=list)
-
-    def status_events(self, query: dict[str, int], *, page: int = 1) -> tuple[list[Any], bool]:
-        low, high = query["filter[created_at][from]"], query["filter[created_at][to]"]
-        self.calls.append((low, high, page))
-        events = [
-            StatusEvent(
-                id=f"01{second:010d}{n:04d}",
-                type="lead_status_changed",
-                entity_id=1000 + (second - self.first) * self.per_second + n,
-                created_at=second,  # type: ignore[arg-type]  # unix seconds, as amoCRM writes them
-                after=(7001, 70013),
-            )
-            for second in range(max(low, self.first), min(high, self.first + self.seconds - 1) + 1)
-            for n in range(self.per_second)
-        ][::-1]
-        chunk = events[(page - 1) * self.page_size : page * self.page_size]
-        return chunk, page * self.page_size < len(events)
-
-
-def test_a_window_with_more_events_than_the_pages_read_is_split_not_cut(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """amoCRM lists newest first: a read capped at SWEEP_PAGES would miss a busy window's oldest
-    moves, and the cursor would pass them for good."""
-    monkeypatch.setattr(amocrm_logic, "SWEEP_PAGES", 2)  # 6 events a read
-    start = int(NOW.timestamp()) - 300
-    account = BusyAccount(first=start, seconds=10, per_second=2)
-    source = amocrm_logic.AmoCrmSource(account)  # type: ignore[arg-type]
-
-    changed, cursor = source.changed_since(str(start), NOW, NOW)
-
-    assert sorted(one.order_id for one in changed) == list(range(1000, 1020))
-    assert cursor == str(int(NOW.timestamp()) - amocrm_logic.SWEEP_OVERLAP_SECONDS)
-    assert any(high - low < 299 for low, high, _ in account.calls)  # it did split
-
-
-def test_a_second_with_more_events_than_the_pages_read_fails_the_sweep_loudly(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(amocrm_logic, "SWEEP_PAGES", 2)
-    start = int(NOW.timestamp()) - 60
-    source = amocrm_logic.AmoCrmSource(BusyAccount(first=start, seconds=1, per_second=7))  # type: ignore[arg-type]
-
-    with pytest.raises(PermanentError, match="within one second"):
-        source.changed_since(str(start), NOW, NOW)

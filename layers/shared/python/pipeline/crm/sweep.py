@@ -6,25 +6,45 @@ each connected CRM, the sweep reads the history written since its cursor (one jo
 CRM) and, for every order with new records, publishes the same "look at order N" event a webhook
 would (source `bitrix24`/`amocrm`, type `history.sweep`) to the events topic. The CRM's consumer
 then does what it does for a webhook (`pipeline.crm.sync`): a move the webhook already brought is
-handled, so webhook plus sweep is one SMS.
+handled, and one older than `SMS_MAX_AGE_SECONDS` when the look is published is counted
+(`CrmTransitionsTooOld`) and never texted: one age rule, the consumer's.
 
-The event id names the order and its newest record seen (`bitrix24:sweep:deal:42:<ref>`): a
-sweep run repeated after a crash publishes the same ids, which SNS and the consumer drop. The
-cursor moves only after every event of the run is published. On a CRM's first run the sweep
-starts `SMS_MAX_AGE_SECONDS` back: anything older could not be texted anyway.
+Catch-up always converges. The history is read one page (one API request) at a time, in a keyset
+order the adapter owns (`SweepSource.sweep_page`; never an offset, so a record deleted or
+written while the sweep pages shifts nothing). After each page its looks are published, then the
+cursor saved: a run cut short by its time (the Lambda's remaining time less SAFETY_MARGIN_SECONDS,
+shared fairly between the CRMs left) or by an API failure loses nothing, and the next run goes on
+from that page. Requests are paced at the CRM's documented rate (`pipeline.crm.limits`), and a
+run publishes no more looks than the consumer can read before the next run (`looks_per_run`). So every
+run moves the cursor forward however long the outage was; `CrmSweepLagSeconds` (the oldest
+history not yet known read, in seconds) shows how far behind it is, and an alarm fires when it
+stays above the SMS age limit.
+
+Each CRM re-reads the last `CRM_SWEEP_OVERLAP_SECONDS` (the `crm_sweep_overlap_seconds` setting)
+of what it had read, for records that became visible late (committed after a later read); a
+repeat look publishes the same event id (order and its newest record seen), which SNS and the
+consumer drop, and the consumer's marks make any other repeat a no-op.
+
+The cursor item carries `schema_version` (1: `position`, the adapter's JSON, and `read_to`); an
+item without one is version 0, the old plain `cursor` string, which the adapter resumes from.
+On a CRM's first run the sweep starts `SMS_MAX_AGE_SECONDS` back: anything older could not be
+texted anyway.
 
 One CRM failing (its API down, its secret wrong) is logged and counted (`CrmSweepFailures`) and
-fails the run once the other CRMs are swept (the function's Errors alarm); the next run retries
-from the same cursor.
+fails the run once the other CRMs are swept (the function's Errors alarm); the next run goes on
+from the last page saved.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
@@ -36,49 +56,116 @@ from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.crm.sync import max_age
 from pipeline.envelope import Envelope, publish_request, sns_attributes
 from pipeline.errors import TransientError
+from pipeline.http import DEFAULT_TIMEOUT_SECONDS
 
 logger = Logger(child=True)
 metrics = Metrics()
 
 SWEEP_EVENT_TYPE = "history.sweep"
 CURSOR_PREFIX = "crm-sweep-cursor#"
+CURSOR_SCHEMA_VERSION = 1
 SOURCES_ENV = "CRM_SWEEP_SOURCES"
+OVERLAP_ENV = "CRM_SWEEP_OVERLAP_SECONDS"
+DEFAULT_OVERLAP = timedelta(seconds=60)
+PERIOD_ENV = "CRM_SWEEP_PERIOD_SECONDS"
+DEFAULT_PERIOD_SECONDS = 300
+# The share of a CRM's rate limit the looks of one run may cost its consumer until the next run
+# (the rest: live webhooks, the sweep's own reads). A look costs the consumer CALLS_PER_LOOK
+# requests (the order's history, the order, its contact).
+CONSUMER_SHARE = 0.5
+CALLS_PER_LOOK = 3
 ORDERS_METRIC = "CrmSweepOrders"
 FAILURES_METRIC = "CrmSweepFailures"
+LAG_METRIC = "CrmSweepLagSeconds"
+# What a run keeps of its time: one request that takes its whole timeout, then publishing the
+# page's looks and saving the cursor.
+SAFETY_MARGIN_SECONDS = DEFAULT_TIMEOUT_SECONDS + 5.0
+# A page the CRM refuses for its rate (or a 5xx) is asked again this much later, this many times.
+REFUSAL_WAIT_SECONDS = 2.0
+MAX_REFUSALS = 5
 
 
 @dataclass(frozen=True)
 class Changed:
-    """One order with history records after the cursor: its id and its newest record's ref."""
+    """One order with history records on a page: its id, its newest record's ref, and (several
+    records) a digest of them all: a record that became visible late, older than the newest,
+    makes a look with another id, not a repeat the consumer would drop."""
 
     order_id: int
     newest_ref: str
+    digest: str = ""
 
 
 def latest_changes(records: Iterable[tuple[int, str]]) -> list[Changed]:
     """Each order of `(order id, record ref)` pairs, oldest first, with its newest record, the
     orders in the order of their last change."""
-    newest: dict[int, str] = {}
+    refs: dict[int, list[str]] = {}
     for order_id, ref in records:
-        newest.pop(order_id, None)
-        newest[order_id] = ref
-    return [Changed(order_id, ref) for order_id, ref in newest.items()]
+        refs[order_id] = [*refs.pop(order_id, []), ref]
+    return [
+        Changed(order_id, seen[-1], hashlib.sha256("\n".join(sorted(seen)).encode()).hexdigest()[:12])
+        if len(seen) > 1
+        else Changed(order_id, seen[-1])
+        for order_id, seen in refs.items()
+    ]
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a CRM's history: its orders, where the next page starts, and up to when the
+    history is now known read (`read_to`, None: no further than before). `caught_up`: the
+    history is read up to this run's start; the run leaves this CRM."""
+
+    changes: list[Changed]
+    position: dict[str, Any]
+    read_to: datetime | None
+    caught_up: bool
 
 
 class SweepSource(Protocol):
     name: str  # "bitrix24"
     noun: str  # "deal"
+    requests_per_second: float  # the CRM's documented limit (pipeline.crm.limits)
 
-    def changed_since(
-        self, cursor: str | None, since: datetime, now: datetime
-    ) -> tuple[list[Changed], str | None]:
-        """Orders whose history grew after `cursor` (or, with none, since `since`), oldest change
-        first, and the cursor after them (None: leave it)."""
+    def sweep_start(self, since: datetime) -> dict[str, Any]:
+        """The position of a first sweep, reading history created from `since`."""
+        ...
+
+    def sweep_resume(self, cursor: str) -> dict[str, Any]:
+        """The position a version 0 cursor (a plain string) stood for."""
+        ...
+
+    def sweep_page(self, position: Mapping[str, Any], now: datetime, overlap: timedelta) -> Page:
+        """One page from `position` (one API request): see the adapter's docstring for its order."""
         ...
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
         """The payload a webhook of this CRM publishes for the order (what its consumer reads)."""
         ...
+
+
+def overlap() -> timedelta:
+    value = os.environ.get(OVERLAP_ENV, "").strip()
+    return timedelta(seconds=int(value)) if value else DEFAULT_OVERLAP
+
+
+def looks_per_run(requests_per_second: float) -> int:
+    """How many looks one run may publish for a CRM: what its consumer can read at
+    CONSUMER_SHARE of the CRM's rate limit until the next run (`CRM_SWEEP_PERIOD_SECONDS`), so
+    a long catch-up never floods the consumer into QUERY_LIMIT_EXCEEDED/429 and its DLQ. At
+    least one page's worth is always read."""
+    value = os.environ.get(PERIOD_ENV, "").strip()
+    period = int(value) if value else DEFAULT_PERIOD_SECONDS
+    return max(1, int(requests_per_second * CONSUMER_SHARE * period / CALLS_PER_LOOK))
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a CRM's sweep stands: the adapter's position, and up to when its history is read."""
+
+    position: dict[str, Any] | None
+    read_to: datetime | None
+    legacy: str | None = None  # a version 0 item's plain cursor
 
 
 class SweepCursor:
@@ -87,7 +174,7 @@ class SweepCursor:
     def __init__(self, table: str) -> None:
         self.table = table
 
-    def read(self, source: str) -> str | None:
+    def read(self, source: str) -> Cursor | None:
         try:
             answer = aws.client("dynamodb").get_item(
                 TableName=self.table, Key={"id": {"S": CURSOR_PREFIX + source}}, ConsistentRead=True
@@ -96,30 +183,81 @@ class SweepCursor:
             raise TransientError(
                 f"reading the {source} sweep cursor failed ({type(error).__name__})"
             ) from None
-        value = answer.get("Item", {}).get("cursor", {}).get("S")
-        return str(value) if value else None
+        item = answer.get("Item")
+        if not item:
+            return None
+        if "schema_version" not in item:  # version 0: {"cursor": "<the adapter's string>"}
+            legacy = item.get("cursor", {}).get("S")
+            return Cursor(None, None, str(legacy)) if legacy else None
+        version = int(item["schema_version"]["N"])
+        if version > CURSOR_SCHEMA_VERSION:
+            raise ValueError(f"the {source} sweep cursor has schema_version {version}, newer than this code")
+        read_to = item.get("read_to", {}).get("S")
+        return Cursor(json.loads(item["position"]["S"]), datetime.fromisoformat(read_to) if read_to else None)
 
-    def save(self, source: str, cursor: str, now: datetime) -> None:
+    def save(self, source: str, cursor: Cursor, now: datetime) -> None:
+        item = {
+            "id": {"S": CURSOR_PREFIX + source},
+            "schema_version": {"N": str(CURSOR_SCHEMA_VERSION)},
+            "position": {"S": json.dumps(cursor.position, sort_keys=True)},
+            "swept_at": {"S": now.isoformat()},
+        }
+        if cursor.read_to is not None:
+            item["read_to"] = {"S": cursor.read_to.isoformat()}
         try:
-            aws.client("dynamodb").put_item(
-                TableName=self.table,
-                Item={
-                    "id": {"S": CURSOR_PREFIX + source},
-                    "cursor": {"S": cursor},
-                    "swept_at": {"S": now.isoformat()},
-                },
-            )
+            aws.client("dynamodb").put_item(TableName=self.table, Item=item)
         except (ClientError, BotoCoreError) as error:
             raise TransientError(
                 f"saving the {source} sweep cursor failed ({type(error).__name__})"
             ) from None
 
 
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass
+class Budget:
+    """What one CRM's sweep may still spend: time until `deadline` (the clock's monotonic
+    seconds) and requests no closer than `interval` seconds apart."""
+
+    clock: Clock
+    deadline: float
+    interval: float
+    last_request: float | None = field(default=None)
+
+    def take_request(self) -> bool:
+        """Wait for the next request's turn; False (no wait) when the time is used up."""
+        now = self.clock.monotonic()
+        turn = now if self.last_request is None else max(now, self.last_request + self.interval)
+        if turn >= self.deadline:
+            return False
+        if turn > now:
+            self.clock.sleep(turn - now)
+        self.last_request = self.clock.monotonic()
+        return True
+
+    def hold(self, seconds: float) -> None:
+        """No request for `seconds` (the CRM asked us to wait)."""
+        self.last_request = self.clock.monotonic() + seconds - self.interval
+
+
 def look_envelope(
     source: SweepSource, changed: Changed, received_at: datetime, correlation_id: str
 ) -> Envelope:
     return Envelope(
-        event_id=f"{source.name}:sweep:{source.noun}:{changed.order_id}:{changed.newest_ref}"[:256],
+        event_id=f"{source.name}:sweep:{source.noun}:{changed.order_id}:{changed.newest_ref}"
+        + (f":{changed.digest}" if changed.digest else ""),
         source=source.name,  # type: ignore[arg-type]
         type=SWEEP_EVENT_TYPE,
         correlation_id=correlation_id,
@@ -128,14 +266,13 @@ def look_envelope(
     )
 
 
-def sweep_source(source: SweepSource, cursor_store: SweepCursor, now: datetime, correlation_id: str) -> int:
-    """One CRM's sweep: the number of orders it asked the consumer to look at."""
-    cursor = cursor_store.read(source.name)
-    changed, following = source.changed_since(cursor, now - max_age(), now)
+def publish_looks(
+    source: SweepSource, changes: Iterable[Changed], received_at: datetime, correlation_id: str
+) -> None:
     topic = os.environ[TOPIC_ENV]
     sns = aws.client("sns")
-    for one in changed:
-        envelope = look_envelope(source, one, now, correlation_id)
+    for one in changes:
+        envelope = look_envelope(source, one, received_at, correlation_id)
         try:
             sns.publish(
                 **publish_request(
@@ -144,14 +281,84 @@ def sweep_source(source: SweepSource, cursor_store: SweepCursor, now: datetime, 
             )
         except (ClientError, BotoCoreError) as error:
             raise TransientError(f"publishing a sweep event failed ({type(error).__name__})") from None
-    if following is not None and following != cursor:
-        cursor_store.save(source.name, following, now)
-    metrics.add_metric(name=ORDERS_METRIC, unit=MetricUnit.Count, value=len(changed))
+
+
+def starting_cursor(source: SweepSource, stored: Cursor | None, now: datetime) -> Cursor:
+    if stored is None:
+        since = now - max_age()
+        return Cursor(source.sweep_start(since), since)
+    if stored.position is None:  # version 0
+        return Cursor(source.sweep_resume(stored.legacy or ""), now - max_age())
+    return stored
+
+
+@dataclass
+class Swept:
+    """One CRM's run: orders looked at, pages read, whether it caught up, where it stands."""
+
+    looked: int = 0
+    pages: int = 0
+    caught_up: bool = False
+    read_to: datetime | None = None
+
+
+def sweep_source(
+    source: SweepSource,
+    cursor_store: SweepCursor,
+    now: datetime,
+    correlation_id: str,
+    budget: Budget,
+    swept: Swept | None = None,
+) -> Swept:
+    """One CRM's sweep, page by page until it has caught up or its budget is spent (see the
+    module docstring); `swept` (given) is kept up to date page by page."""
+    swept = swept if swept is not None else Swept()
+    cursor = starting_cursor(source, cursor_store.read(source.name), now)
+    swept.read_to = cursor.read_to
+    reach = overlap()
+    allowed = looks_per_run(source.requests_per_second)
+    refusals = 0
+    while swept.looked < allowed and budget.take_request():
+        try:
+            page = source.sweep_page(cursor.position or {}, now, reach)
+        except TransientError as error:
+            # The CRM's limit is shared with its consumer: a refusal waits its turn (a few
+            # times, within the budget), then fails the run for the next to go on.
+            refusals += 1
+            if refusals > MAX_REFUSALS:
+                raise
+            budget.hold(error.retry_after or REFUSAL_WAIT_SECONDS)
+            continue
+        swept.pages += 1
+        publish_looks(source, page.changes, now, correlation_id)
+        read_to = cursor.read_to
+        if page.read_to is not None and (read_to is None or page.read_to > read_to):
+            read_to = page.read_to
+        following = Cursor(page.position, read_to)
+        if following != cursor:
+            cursor_store.save(source.name, following, now)
+        cursor = following
+        swept.looked += len(page.changes)
+        swept.read_to = read_to
+        if page.caught_up:
+            swept.caught_up = True
+            break
+    metrics.add_metric(name=ORDERS_METRIC, unit=MetricUnit.Count, value=swept.looked)
     logger.info(
-        "CRM history swept",
-        extra={"crm": source.name, "orders": len(changed), "cursor": following or cursor},
+        "CRM history swept" if swept.caught_up else "CRM history sweep continues next run",
+        extra={
+            "crm": source.name,
+            "orders": swept.looked,
+            "pages": swept.pages,
+            "caught_up": swept.caught_up,
+            "read_to": read_to_text(swept.read_to),
+        },
     )
-    return len(changed)
+    return swept
+
+
+def read_to_text(read_to: datetime | None) -> str | None:
+    return read_to.isoformat() if read_to else None
 
 
 class SweepFailed(RuntimeError):
@@ -159,16 +366,30 @@ class SweepFailed(RuntimeError):
 
 
 def sweep(
-    sources: Mapping[str, Callable[[], SweepSource]], cursor_store: SweepCursor, now: datetime
-) -> dict[str, int]:
-    """Sweep every connected CRM (each adapter built inside its own try: a wrong secret of one
-    stops only that one); SweepFailed after all were tried if one failed."""
+    sources: Mapping[str, Callable[[], SweepSource]],
+    cursor_store: SweepCursor,
+    now: datetime,
+    remaining_seconds: Callable[[], float],
+    clock: Clock | None = None,
+) -> dict[str, Swept]:
+    """Sweep every connected CRM within the run's time (`remaining_seconds`: the Lambda
+    context's, less SAFETY_MARGIN_SECONDS; each CRM gets its share of what is left), each
+    adapter built inside its own try: a wrong secret of one stops only that one. Emits the lag;
+    SweepFailed after all were tried if one failed."""
+    clock = clock or SystemClock()
+    started = clock.monotonic()
+    end = started + remaining_seconds() - SAFETY_MARGIN_SECONDS
     correlation_id = f"sweep-{uuid.uuid4().hex}"
-    looked: dict[str, int] = {}
+    results: dict[str, Swept] = {}
     failed: list[str] = []
-    for name, build in sources.items():
+    names = list(sources)
+    for index, name in enumerate(names):
+        swept = results.setdefault(name, Swept())
         try:
-            looked[name] = sweep_source(build(), cursor_store, now, correlation_id)
+            source = sources[name]()
+            share = (end - clock.monotonic()) / (len(names) - index)
+            budget = Budget(clock, clock.monotonic() + share, 1.0 / source.requests_per_second)
+            sweep_source(source, cursor_store, now, correlation_id, budget, swept)
         except Exception as error:  # one CRM down must not stop the others: counted, logged, raised below
             failed.append(name)
             metrics.add_metric(name=FAILURES_METRIC, unit=MetricUnit.Count, value=1)
@@ -176,8 +397,15 @@ def sweep(
                 "CRM history sweep failed",
                 extra={"crm": name, "error": type(error).__name__, "reason": str(error)[:300]},
             )
+    finished = now + timedelta(seconds=clock.monotonic() - started)
+    lags = [lag_seconds(swept.read_to, finished) for swept in results.values() if swept.read_to]
+    if lags:
+        metrics.add_metric(name=LAG_METRIC, unit=MetricUnit.Seconds, value=max(lags))
     if failed:
-        raise SweepFailed(
-            f"the sweep of {', '.join(failed)} failed; the next run retries from the same cursor"
-        )
-    return looked
+        raise SweepFailed(f"the sweep of {', '.join(failed)} failed; the next run goes on from its last page")
+    return results
+
+
+def lag_seconds(read_to: datetime, at: datetime) -> float:
+    """How far behind a CRM's sweep is: the history from `read_to` to `at` is not known read."""
+    return max(0.0, (at - read_to.astimezone(UTC)).total_seconds())
