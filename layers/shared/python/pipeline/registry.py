@@ -343,6 +343,9 @@ CONSUMERS: tuple[Consumer, ...] = (
         # The HTTP gateway's token: End User Messaging (the default) needs none.
         secrets=("sms_gateway",),
         secrets_when={"sms_gateway": ("sms_gateway", "http")},
+        # The gateway out of balance (HTTP 402, End User Messaging's monthly spend limit), its
+        # credential refused after a re-read (401, an IAM denial), the account disabled: paused.
+        account_causes=(UNAUTHORIZED, "blocked", "out_of_balance"),
         # A CRM may reuse an event id for another change: the change itself is the event.
         # (The same fields SNS dedupes a CRM event on: pipeline.envelope.deduplication_id.)
         idempotency_key=jmespath_list(CRM_CHANGE_KEY),
