@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
+from pipeline.crm.look import LOOK_PAYLOADS
 from pipeline.crm.sources import OrderHidden, misconfigured, refused
 from pipeline.crm.sweep import Changed, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
@@ -172,7 +173,7 @@ class AmoCrmSource:
         return [*self._events_between(first, middle), *self._events_between(middle + 1, last)]
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
-        return {"lead": {"id": order_id}}
+        return LOOK_PAYLOADS["amocrm"](order_id)
 
     def display_name(self, contact: Contact) -> str:
         return contact.name or ""

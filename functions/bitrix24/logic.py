@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from pipeline.crm.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
+from pipeline.crm.look import LOOK_PAYLOADS
 from pipeline.crm.sources import OrderHidden, misconfigured, refused
 from pipeline.crm.sweep import Changed, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
@@ -139,7 +140,7 @@ class Bitrix24Source:
         return changed, str(ordered[-1].id) if ordered else None
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
-        return {"data": {"FIELDS": {"ID": str(order_id)}}}
+        return LOOK_PAYLOADS["bitrix24"](order_id)
 
     def display_name(self, contact: Contact) -> str:
         return contact.display_name

@@ -259,12 +259,12 @@ class ConsumerPipeline(Construct):
                 dlq_url=self.dlq.queue_url,
                 tables={name: table.table_name for name, table in tables.items()},
                 secrets={name: secret.secret_arn for name, secret in secrets.items()},
-                topic_arn=topic.topic_arn if consumer.publishes else None,
+                topic_arn=topic.topic_arn if consumer.topic_publisher else None,
                 alarm_topic_arn=alarm_topic.topic.topic_arn if consumer.ordered else None,
             ),
         )
         self._grant(settings, tables, secrets)
-        if consumer.publishes:
+        if consumer.topic_publisher:
             events.grant_publish(self.worker.function)
         if consumer.ordered:
             alarm_topic.grant_publish(self.worker.function)

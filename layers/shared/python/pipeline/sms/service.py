@@ -64,6 +64,7 @@ from pipeline.sms.journal import (
     notification_key,
 )
 from pipeline.sms.orders import Move, Observation, observe
+from pipeline.sms.recheck import ask_crm_to_look, refused_for_good
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import SmsSettings
 
@@ -461,6 +462,10 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             return _no_sms(reason, **log_keys)
         if known is not None:
             known = _correct_recipient(current, known, event, observation)
+            if refused_for_good(known) and known.recipient == event.customer.phone:
+                asked = ask_crm_to_look(current.clock.now(), known, event, envelope)
+                if asked is not None:
+                    return asked
         logger.info(
             "SMS notification recorded" if draft is not None else "SMS notification already known",
             extra={
