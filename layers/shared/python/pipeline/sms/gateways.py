@@ -359,6 +359,7 @@ class FakeBehaviour(StrEnum):
     ACCEPT = "accept"
     REFUSE = "refuse"  # transient refusal (throttled)
     REFUSE_PERMANENTLY = "refuse_permanently"  # e.g. an invalid number
+    REFUSE_ACCOUNT = "refuse_account"  # the account out of balance (a 402), restored at the next send
     TIMEOUT_AFTER_ACCEPT = "timeout_after_accept"  # took it, the answer was lost
     TIMEOUT_BEFORE_ACCEPT = "timeout_before_accept"  # the request was lost on the way
     CRASH_AFTER_ACCEPT = "crash_after_accept"  # took it, then the worker process died
@@ -406,6 +407,10 @@ class FakeGateway:
             behaviour = self.script.popleft() if self.script else self.default
             if behaviour is FakeBehaviour.REFUSE:
                 raise GatewayRefused("Throttled", f"slow down sending to {sms.phone}", transient=True)
+            if behaviour is FakeBehaviour.REFUSE_ACCOUNT:
+                raise GatewayRefused(
+                    "HTTP 402", "insufficient_balance", transient=False, account="out_of_balance"
+                )
             if behaviour is FakeBehaviour.REFUSE_PERMANENTLY:
                 raise GatewayRefused("InvalidNumber", f"cannot deliver to {sms.phone}", transient=False)
             if behaviour is FakeBehaviour.TIMEOUT_BEFORE_ACCEPT:
