@@ -206,12 +206,13 @@ class FunctionEnvironments:
             environment[consumer.requires_setting.upper()] = str(
                 self.settings.registry_settings()[consumer.requires_setting]
             )
-        if consumer.publishes:
+        if consumer.topic_publisher:
             if not topic_arn:
                 raise ValueError(
                     f"the {consumer.name} consumer publishes: its environment needs the topic ARN"
                 )
             environment[TOPIC_ENV] = topic_arn
+        if consumer.publishes:
             # It validates the order events it publishes as the webhook does (`pipeline.crm.contract`).
             environment[DEFAULT_REGION_ENV] = self.settings.phone_default_region or ""
             environment[MAX_AGE_ENV] = str(self.settings.sms_max_age_minutes * 60)

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from pipeline.crm.amocrm import AmoCrmApi, Contact, StatusEvent
 from pipeline.crm.limits import AMOCRM_REQUESTS_PER_SECOND
+from pipeline.crm.look import LOOK_PAYLOADS
 from pipeline.crm.sources import OrderHidden, misconfigured, refused
 from pipeline.crm.sweep import Page, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
@@ -181,7 +182,7 @@ class AmoCrmSource:
         return Page(changed, {"low": low, "high": high, **following}, None, False)
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
-        return {"lead": {"id": order_id}}
+        return LOOK_PAYLOADS["amocrm"](order_id)
 
     def display_name(self, contact: Contact) -> str:
         return contact.name or ""

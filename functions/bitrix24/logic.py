@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from pipeline.crm.bitrix24 import HISTORY_PAGE, Bitrix24Rest, Contact, StageHistoryRecord
 from pipeline.crm.limits import BITRIX24_REQUESTS_PER_SECOND
+from pipeline.crm.look import LOOK_PAYLOADS
 from pipeline.crm.sources import OrderHidden, misconfigured, refused
 from pipeline.crm.sweep import Page, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
@@ -154,7 +155,7 @@ class Bitrix24Source:
         return Page(changed, {"since": since, "after": 0, "newest": newest}, now, True)
 
     def look_payload(self, order_id: int) -> dict[str, Any]:
-        return {"data": {"FIELDS": {"ID": str(order_id)}}}
+        return LOOK_PAYLOADS["bitrix24"](order_id)
 
     def display_name(self, contact: Contact) -> str:
         return contact.display_name

@@ -259,12 +259,12 @@ class ConsumerPipeline(Construct):
                 dlq_url=self.dlq.queue_url,
                 tables={name: table.table_name for name, table in tables.items()},
                 secrets={name: secret.secret_arn for name, secret in secrets.items()},
-                topic_arn=topic.topic_arn if consumer.publishes else None,
+                topic_arn=topic.topic_arn if consumer.topic_publisher else None,
                 alarm_topic_arn=alarm_topic.topic.topic_arn if consumer.ordered else None,
             ),
         )
         self._grant(settings, tables, secrets)
-        if consumer.publishes:
+        if consumer.topic_publisher:
             events.grant_publish(self.worker.function)
         if consumer.ordered:
             alarm_topic.grant_publish(self.worker.function)
@@ -297,12 +297,16 @@ class ConsumerPipeline(Construct):
         tables: Mapping[str, dynamodb.ITable],
         secrets: Mapping[str, secretsmanager.ISecret],
     ) -> None:
-        """Its own queue (consume, via the event source, and change visibility to back off), its
-        own DLQ (send), on each of its tables the item actions the registry says it calls, its
-        secrets (and, for a consumer that publishes, the events topic; for an ordered one, the
-        alarm topic: granted by the caller); nothing else."""
+        """Its own queue (consume, via the event source, and change visibility to back off; send, to
+        re-send a paused record, for an unordered consumer with `account_causes`), its own DLQ
+        (send), on each of its tables the item actions the registry says it calls, its secrets
+        (and, for a consumer that publishes, the events topic; for an ordered one, the alarm
+        topic: granted by the caller); nothing else."""
         function = self.worker.function
         self.queue.grant(function, "sqs:ChangeMessageVisibility")
+        if self.consumer.account_causes and not self.consumer.ordered:
+            # A record paused for an account refusal is re-sent to its own queue, delayed (`pipeline.pause`).
+            self.queue.grant(function, "sqs:SendMessage")
         self.dlq.grant(function, "sqs:SendMessage")
         for name, actions in sorted(self.consumer.tables.items()):
             grant_items(tables[name], function, *sorted(actions))

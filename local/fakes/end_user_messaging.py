@@ -29,6 +29,13 @@ for the delivery events of the next N accepted sends:
 - `{"drop_events_next": N}`: no delivery event at all (an `unknown` stays unknown);
 - `{"delay_events_next": N, "events_after": 30}`: their first event only after 30 s.
 
+The account refused (`local.fakes.accounts`), with the errors SendTextMessage documents for it:
+`POST /_account/block {"cause": ...}` answers every send `out_of_balance` 402
+ServiceQuotaExceededException `MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT` (the month's spend limit),
+`blocked` 403 AccessDeniedException `ACCOUNT_DISABLED`, `unauthorized` 403 AccessDeniedException
+(the caller's role denied); `/_account/unblock` ends it. It has no credential of its own to rotate
+(SigV4 with the caller's role).
+
 `GET /_messages` lists what "reached phones" (one entry per accepted send), `GET /_events` the
 delivery events published (or dropped).
 """
@@ -46,6 +53,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, FaultRequestError, status_phrase
 
 TARGET_PREFIX = "PinpointSMSVoiceV2."
@@ -82,6 +90,35 @@ INJECTED_ERRORS: dict[int, tuple[str, str | None]] = {
 EVENT_FAULT_KEYS = frozenset({"drop_events_next", "delay_events_next", "events_after"})
 
 Publish = Callable[[str, str], None]
+
+
+def _account_error(status: int, code: str, message: str, reason: str | None) -> Callable[[], FakeResponse]:
+    def answer() -> FakeResponse:
+        error = AwsError(status, code, message)
+        if reason is not None:
+            error.members["Reason"] = reason
+        return EndUserMessagingFake._error(error)
+
+    return answer
+
+
+# The account's refusals of every send (`local.fakes.accounts`), as SendTextMessage documents them.
+ACCOUNT_REFUSALS = {
+    "out_of_balance": _account_error(
+        402,
+        "ServiceQuotaExceededException",
+        "The monthly spend limit for text messages has been reached",
+        "MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT",
+    ),
+    "blocked": _account_error(403, "AccessDeniedException", "The account is disabled", "ACCOUNT_DISABLED"),
+    "unauthorized": _account_error(
+        403, "AccessDeniedException", "User is not authorized to perform sms-voice:SendTextMessage", None
+    ),
+}
+
+
+def _no_credential(value: str) -> None:
+    raise ValueError("End User Messaging has no credential of its own to rotate: calls are signed by a role")
 
 
 @dataclass
@@ -135,6 +172,7 @@ class EndUserMessagingFake(FakeService):
         self._sequence = itertools.count()
         self._wakeup = threading.Condition()
         self._scheduler: threading.Thread | None = None
+        self.account = AccountSwitch(ACCOUNT_REFUSALS, _no_credential)
 
     # -- configuration ---------------------------------------------------------------------------
     def add_configuration_set(self, name: str, event_topic_arn: str | None) -> None:
@@ -260,6 +298,8 @@ class EndUserMessagingFake(FakeService):
             return FakeResponse(200, self.messages())
         if (request.method, request.path) == ("GET", "/_events"):
             return FakeResponse(200, self.events())
+        if (switched := self.account.control(request)) is not None:
+            return switched
         return super().control(request)
 
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
@@ -291,6 +331,9 @@ class EndUserMessagingFake(FakeService):
                 raise AwsError(
                     400, "UnknownOperationException", f"{operation} is not served by this stand-in"
                 )
+            refused = self.account.refusal()
+            if refused is not None:
+                return refused
             result = self._send_text_message(document)
         except AwsError as error:
             return self._error(error)

@@ -178,9 +178,11 @@ def test_worker_environment_follows_the_contract(
         expected[consumer.requires_setting.upper()] = str(
             synth.stack.settings.registry_settings()[consumer.requires_setting]
         )
-    if consumer.publishes:
-        # The topic it publishes order events to, and the region it reads their phones in.
+    if consumer.topic_publisher:
+        # The topic it publishes order events (or look requests: pipeline.crm.look) to.
         expected["EVENTS_TOPIC_ARN"] = _id(synth, synth.stack.events.topic)
+    if consumer.publishes:
+        # The region it reads their phones in.
         expected["PHONE_DEFAULT_REGION"] = synth.stack.settings.phone_default_region or ""
         # How late a CRM transition may be first seen and still texted (pipeline.crm.sync).
         expected["SMS_MAX_AGE_SECONDS"] = str(synth.stack.settings.sms_max_age_minutes * 60)
@@ -208,7 +210,7 @@ def test_worker_role_reaches_only_its_own_queue_dlq_tables_and_secrets(
     expected = {queue_id, dlq_id, *own_tables, *own_secrets, _id(synth, pipeline.worker.log_group), *xray}
     # A consumer that publishes: the events topic, and its key for exactly what publishing needs.
     topic_id, key_id = _id(synth, synth.stack.events.topic), _id(synth, synth.stack.events.key)
-    if consumer.publishes:
+    if consumer.topic_publisher:
         expected |= {topic_id, key_id}
         assert permissions[topic_id] == {"sns:Publish"}
         assert permissions[key_id] == {"kms:Decrypt", "kms:GenerateDataKey"}

@@ -53,7 +53,8 @@ ALSO = {
     "bitrix24": {"AWS_ENDPOINT_URL_SNS"},
     "amocrm": {"AWS_ENDPOINT_URL_SNS"},
     "crm_sweep": {"AWS_ENDPOINT_URL_SNS"},
-    "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
+    # The sms consumer asks a CRM's consumer to look at an order again (pipeline.crm.look): so too.
+    "sms": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2", "AWS_ENDPOINT_URL_SNS"},
     "reconciler": {"SMS_LOOKUP_SETTLE_SECONDS", "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"},
     # The Telegram stand-in's /_crash_after works only where this is set: never in AWS.
     "bot": {"LOCAL_CRASH_HOOKS"},

@@ -137,5 +137,5 @@ def test_only_the_ordered_worker_may_publish_its_dead_letter_notices_to_the_alar
         else:
             assert ALARM_TOPIC_ENV not in env, name
             assert topic_id not in permissions, name
-            if not pipeline.consumer.publishes:  # a publisher has the key for the events topic
+            if not pipeline.consumer.topic_publisher:  # a publisher has the key for the events topic
                 assert key_id not in permissions, name

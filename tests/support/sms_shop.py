@@ -46,7 +46,8 @@ from moto import mock_aws
 from pipeline import aws
 from pipeline.crm.contract import ORDER_STATUS_CHANGED
 from pipeline.envelope import Envelope, crm_event_id
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import AccountRefused, PermanentError, TransientError
+from pipeline.pause import PAUSE_SECONDS
 from pipeline.sms import gateways
 from pipeline.sms.clock import CLOCK, iso
 from pipeline.sms.gateways import FakeBehaviour, SimulatedCrash
@@ -373,6 +374,11 @@ class Shop:
         outcome = "done"
         try:
             self.service.send_notification(envelope)
+        except AccountRefused:
+            # The gateway refused the account (`FakeBehaviour.REFUSE_ACCOUNT`, restored at the next
+            # send): the worker re-sends the message delayed by the pause, uncounted.
+            outcome = "paused"
+            copy.visible_at = self.now() + timedelta(seconds=PAUSE_SECONDS)
         except TransientError as error:
             outcome = "retry"
             copy.visible_at = self.now() + timedelta(seconds=error.retry_after or 10)

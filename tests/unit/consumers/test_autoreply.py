@@ -199,7 +199,7 @@ def test_the_username_setting_reaches_every_telegram_consumer() -> None:
         consumer = next(c for c in CONSUMERS if c.name == name)
         names = {n: n for n in (*consumer.tables, *consumer.secrets)}
         return FunctionEnvironments(settings, "Stack").worker(
-            consumer, queue_url="q", dlq_url="d", tables=names, secrets=names
+            consumer, queue_url="q", dlq_url="d", tables=names, secrets=names, topic_arn="t"
         )
 
     named = PipelineSettings(telegram_bot_username="MyShopBot")

@@ -49,6 +49,11 @@ def to_sms(sms: SmsHarness, order_events: Callable[[], list[dict[str, Any]]]) ->
     return len(published)
 
 
+def published(item: dict[str, Any]) -> Published:
+    """What reached the events topic, as its SNS subscription delivers it to a consumer's queue."""
+    return Published(Envelope.model_validate(item["envelope"]), item["attributes"])
+
+
 def texts(sms: SmsHarness) -> list[tuple[str, str]]:
     return [(message.phone, message.body) for _, message in sms.fake.delivered]
 
@@ -121,3 +126,68 @@ def test_an_amocrm_phone_fixed_after_an_invalid_number_texts_the_next_move_to_it
     [(phone, body)] = texts(sms)
     assert phone == FIXED_E164 and "has been shipped" in body
     assert [message.phone for message in sms.fake.calls] == [REFUSED_E164, FIXED_E164]
+
+
+def test_a_bitrix24_phone_fixed_then_the_sms_dlq_redriven_alone_texts_the_fixed_number_once(
+    bitrix24: DeployedConsumer,
+    portal: Bitrix24PortalFake,
+    order_events: Callable[[], list[dict[str, Any]]],
+    sms: SmsHarness,
+    output: Callable[[Any], Output],
+) -> None:
+    """No new event of the deal: the manager fixes the phone (Bitrix24 sends no deal webhook for a
+    contact's edit) and the operator runs `ops dlq redrive sms`. The redriven copy carries the
+    refused number: the sms consumer asks the bitrix24 consumer to look at the deal again, which
+    reads the fixed phone and publishes the entry again; that one is texted, once."""
+    contact = portal.create_contact("Ann", REFUSED, last_name="Smith")
+    deal_id = portal.create_deal("Order 1042", contact_id=contact).deal_id
+    portal.move_deal(deal_id, "EXECUTING")
+    sms.fake.then(FakeBehaviour.REFUSE_PERMANENTLY)
+    assert bitrix24.deliver(crm.deal_event(deal_id)).failed == []
+    assert to_sms(sms, order_events) == 2 and len(sms.queues.dead_letters()) == 1
+    log = output(sms.worker)
+
+    portal.set_contact_phone(contact, FIXED)
+    assert sms.queues.redrive() == 1  # `ops dlq redrive sms`
+    sms.deliver()
+    [look] = order_events()  # what the sms consumer asked for: the deal, looked at again
+    assert (look["envelope"]["source"], look["envelope"]["type"]) == ("bitrix24", "history.sweep")
+    assert sms.queues.dead_letters() == [] and texts(sms) == []
+    assert bitrix24.deliver(published(look)).failed == []
+    assert to_sms(sms, order_events) == 1  # the entry again, with the fixed phone
+
+    [(phone, body)] = texts(sms)
+    assert phone == FIXED_E164 and f"order {deal_id} is ready for pickup" in body
+    assert [message.phone for message in sms.fake.calls] == [REFUSED_E164, FIXED_E164]
+    assert sms.queues.dead_letters() == [] and bitrix24.dead_letter_reasons() == []
+    [record] = [item for item in sms.journal_records() if item["order_status"] == "ready_for_pickup"]
+    assert record["state"] == "accepted"
+    [metrics] = log.emf("SmsPhoneRecheckRequested")
+    assert metrics["SmsPhoneRecheckRequested"] == [1.0]
+    # A second redrive, or the look asked again, changes nothing: the SMS went, once.
+    assert sms.queues.redrive() == 0 and to_sms(sms, order_events) == 0
+    lines = "\n".join(str(line) for line in log.read())
+    assert REFUSED_E164 not in lines and FIXED_E164 not in lines
+
+
+def test_an_sms_dlq_redriven_before_the_phone_is_fixed_texts_nobody_and_keeps_the_record_for_a_person(
+    bitrix24: DeployedConsumer,
+    portal: Bitrix24PortalFake,
+    order_events: Callable[[], list[dict[str, Any]]],
+    sms: SmsHarness,
+) -> None:
+    contact = portal.create_contact("Ann", REFUSED, last_name="Smith")
+    deal_id = portal.create_deal("Order 1042", contact_id=contact).deal_id
+    portal.move_deal(deal_id, "EXECUTING")
+    sms.fake.then(FakeBehaviour.REFUSE_PERMANENTLY)
+    assert bitrix24.deliver(crm.deal_event(deal_id)).failed == []
+    assert to_sms(sms, order_events) == 2
+
+    assert sms.queues.redrive() == 1
+    sms.deliver()
+    [look] = order_events()
+    assert bitrix24.deliver(published(look)).failed == []
+
+    assert order_events() == [] and texts(sms) == []  # the phone is the refused one: nothing to send
+    [record] = [item for item in sms.journal_records() if item["order_status"] == "ready_for_pickup"]
+    assert record["state"] == "failed" and len(sms.fake.calls) == 1

@@ -40,6 +40,8 @@ def send_outcome(gateway: EndUserMessagingGateway | HttpGateway) -> Outcome:
     try:
         gateway.send(SMS)
     except GatewayRefused as refusal:
+        if refusal.account is not None:
+            return f"account refused ({refusal.account})", refusal
         return ("refused for now" if refusal.transient else "refused for good"), refusal
     except GatewayOutcomeUnknown as unknown:
         return "unknown", unknown
@@ -82,10 +84,17 @@ def test_end_user_messaging_sends_the_right_request_with_the_key_in_context(
     ("code", "status", "reason", "outcome"),
     [
         ("ThrottlingException", 429, None, "refused for now"),
-        ("ServiceQuotaExceededException", 402, "MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT", "refused for now"),
+        ("ServiceQuotaExceededException", 402, "DAILY_DESTINATION_CALL_LIMIT", "refused for now"),
+        (
+            "ServiceQuotaExceededException",
+            402,
+            "MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT",
+            "account refused (out_of_balance)",
+        ),
+        ("AccessDeniedException", 403, "ACCOUNT_DISABLED", "account refused (blocked)"),
         ("ValidationException", 400, None, "refused for good"),
         ("ConflictException", 400, "DESTINATION_PHONE_NUMBER_OPTED_OUT", "refused for good"),
-        ("AccessDeniedException", 403, None, "refused for good"),
+        ("AccessDeniedException", 403, None, "account refused (unauthorized)"),
         ("InternalServerException", 500, None, "unknown"),
     ],
 )
@@ -268,6 +277,8 @@ def test_the_http_gateway_posts_the_key_as_client_reference_with_the_token(
         (Reply(429, {"error": "slow down"}, {"Retry-After": "30"}), "refused for now"),
         (Reply(503), "refused for now"),
         (Reply(400, {"error": f"invalid number {PHONE}"}), "refused for good"),
+        (Reply(402, {"error": "insufficient_balance"}), "account refused (out_of_balance)"),
+        (Reply(401, {"error": "unauthorized"}), "account refused (unauthorized)"),
         (Reply(500), "unknown"),
         (Reply(202, keeps=True, delay=0.6), "unknown"),  # taken, but the answer came too late
     ],

@@ -134,6 +134,10 @@ class Consumer:
     # Publishes events of its own to the events topic (a CRM source's consumer turns a vendor
     # event into an order-status event): granted sns:Publish there, topic ARN in EVENTS_TOPIC_ARN.
     publishes: bool = False
+    # Asks the CRM sources' consumers to look at an order again (`pipeline.crm.look`: the `sms`
+    # consumer, for an SMS refused for good that is redelivered): granted sns:Publish on the
+    # events topic, its ARN in EVENTS_TOPIC_ARN; it publishes no order events (`publishes`).
+    asks_crm_to_look: bool = False
     # Needs each chat's events in the order Telegram sent them (a conversation): its queue is an
     # SQS FIFO queue grouped by chat, fed by the FIFO events topic, and its worker stops a group at
     # its first failure. Others keep a standard queue (cheaper, and any order is fine for them).
@@ -154,6 +158,11 @@ class Consumer:
     # The timeout must give it to a batch's last record (`least_batch_timeout_seconds`), or
     # records late in a batch are refused in every invocation, retried until their DLQ.
     least_timeout_seconds: float = 0.0
+
+    @property
+    def topic_publisher(self) -> bool:
+        """Whether it publishes anything to the events topic (order events or look requests)."""
+        return self.publishes or self.asks_crm_to_look
 
     @property
     def least_batch_timeout_seconds(self) -> float:
@@ -343,6 +352,10 @@ CONSUMERS: tuple[Consumer, ...] = (
         # The HTTP gateway's token: End User Messaging (the default) needs none.
         secrets=("sms_gateway",),
         secrets_when={"sms_gateway": ("sms_gateway", "http")},
+        # The gateway out of balance (HTTP 402, End User Messaging's monthly spend limit), its
+        # credential refused after a re-read (401, an IAM denial), the account disabled: paused.
+        account_causes=(UNAUTHORIZED, "blocked", "out_of_balance"),
+        asks_crm_to_look=True,
         # A CRM may reuse an event id for another change: the change itself is the event.
         # (The same fields SNS dedupes a CRM event on: pipeline.envelope.deduplication_id.)
         idempotency_key=jmespath_list(CRM_CHANGE_KEY),

@@ -52,6 +52,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline import aws
+from pipeline.crm.look import LOOK_EVENT_TYPE
 from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.crm.sync import max_age
 from pipeline.envelope import Envelope, publish_request, sns_attributes
@@ -61,7 +62,7 @@ from pipeline.http import DEFAULT_TIMEOUT_SECONDS
 logger = Logger(child=True)
 metrics = Metrics()
 
-SWEEP_EVENT_TYPE = "history.sweep"
+SWEEP_EVENT_TYPE = LOOK_EVENT_TYPE
 CURSOR_PREFIX = "crm-sweep-cursor#"
 CURSOR_SCHEMA_VERSION = 1
 SOURCES_ENV = "CRM_SWEEP_SOURCES"

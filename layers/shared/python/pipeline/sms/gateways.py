@@ -4,6 +4,9 @@
 
 - `GatewayRefused`: the gateway certainly did *not* take it (throttled, quota, invalid number,
   never connected). `transient` refusals may be retried later; others never will succeed;
+  `account` (a `pipeline.errors.ACCOUNT_CAUSES` cause) says the gateway refused the whole
+  account (out of balance, spend limit reached, credential refused, account disabled): no
+  message of ours will go until a person acts, and this one is paused, not failed;
 - `GatewayOutcomeUnknown`: it may or may not have taken it (timeout after the request left, a
   dropped connection, a 5xx). The caller records `unknown` and never resends blindly.
 
@@ -30,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from pipeline import aws
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import UNAUTHORIZED, PermanentError, TransientError
 from pipeline.http import JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
 from pipeline.registry import secret_env_var
@@ -57,12 +60,19 @@ class GatewayRefused(Exception):
     """The gateway did not take the message. Nothing was sent."""
 
     def __init__(
-        self, code: str, detail: str = "", *, transient: bool, retry_after: float | None = None
+        self,
+        code: str,
+        detail: str = "",
+        *,
+        transient: bool,
+        retry_after: float | None = None,
+        account: str | None = None,
     ) -> None:
         self.code = code
         self.detail = mask_phones(detail)[:300]
         self.transient = transient
         self.retry_after = retry_after
+        self.account = account
         super().__init__(f"{code}: {self.detail}" if self.detail else code)
 
 
@@ -116,6 +126,15 @@ class EndUserMessagingGateway:
     PERMANENT_REFUSALS = frozenset(
         {"ValidationException", "AccessDeniedException", "ResourceNotFoundException", "ConflictException"}
     )
+    # Refusals of the whole account (error code, its `Reason`; None: any or none), per the API's
+    # SendTextMessage errors: the month's spend limit reached (the account's money for SMS, raised
+    # by a person), the account disabled or held for its reputation, or the role denied the call.
+    ACCOUNT_REFUSALS: dict[tuple[str, str | None], str] = {
+        ("ServiceQuotaExceededException", "MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT"): "out_of_balance",
+        ("AccessDeniedException", "ACCOUNT_DISABLED"): "blocked",
+        ("AccessDeniedException", "INSUFFICIENT_ACCOUNT_REPUTATION"): "blocked",
+        ("AccessDeniedException", None): UNAUTHORIZED,
+    }
 
     def __init__(
         self,
@@ -154,6 +173,12 @@ class EndUserMessagingGateway:
             # e.g. "ConflictException:DESTINATION_PHONE_NUMBER_OPTED_OUT": what an operator needs.
             reason = error.response.get("Reason")
             code = f"{kind}:{reason}" if isinstance(reason, str) and reason else kind
+            account = self.ACCOUNT_REFUSALS.get((kind, reason if isinstance(reason, str) else None))
+            if account is None and kind == "AccessDeniedException":
+                account = self.ACCOUNT_REFUSALS[(kind, None)]
+            if account is not None:
+                transient = kind in self.TRANSIENT_REFUSALS  # the spend limit: a new month sends again
+                raise GatewayRefused(code, message, transient=transient, account=account) from None
             if kind in self.TRANSIENT_REFUSALS:
                 raise GatewayRefused(code, message, transient=True) from None
             if kind in self.PERMANENT_REFUSALS:
@@ -181,8 +206,9 @@ class HttpGateway:
 
     - `POST {base}/messages` `{"to", "text", "client_reference"}` (also sent as `Idempotency-Key`)
       -> 200/201/202 `{"message_id"}`; 409 = that client reference was already taken (accepted);
-      429/503 = refused for now (`Retry-After` honoured); other 4xx = refused for good;
-      other 5xx = unknown.
+      429/503 = refused for now (`Retry-After` honoured); 402 = out of balance and 401 (after
+      the token was re-read) = the account refused; other 4xx = refused for good; other 5xx =
+      unknown.
     - `GET {base}/messages?client_reference=<key>` -> 200 `{"message_id", "status"}` found,
       404 not received; anything else unknown.
 
@@ -193,6 +219,8 @@ class HttpGateway:
 
     name = "http"
     TRANSIENT_STATUSES = frozenset({429, 503})
+    # Statuses refusing the account, not the message (`send` re-reads the token after a 401 first).
+    ACCOUNT_STATUSES = {402: "out_of_balance", 401: UNAUTHORIZED}
 
     def __init__(self, base_url: str, *, timeout: float = 5.0, secret: str | None = HTTP_SECRET) -> None:
         parts = urlsplit(base_url)
@@ -294,7 +322,8 @@ class HttpGateway:
                 f"HTTP {response.status}", detail, transient=True, retry_after=retry_after_seconds(response)
             )
         if 400 <= response.status < 500:
-            raise GatewayRefused(f"HTTP {response.status}", detail, transient=False)
+            account = self.ACCOUNT_STATUSES.get(response.status)
+            raise GatewayRefused(f"HTTP {response.status}", detail, transient=False, account=account)
         raise GatewayOutcomeUnknown(f"HTTP {response.status}", detail)
 
     def lookup(self, key: str, message_id: str | None) -> LookupResult:
@@ -330,6 +359,7 @@ class FakeBehaviour(StrEnum):
     ACCEPT = "accept"
     REFUSE = "refuse"  # transient refusal (throttled)
     REFUSE_PERMANENTLY = "refuse_permanently"  # e.g. an invalid number
+    REFUSE_ACCOUNT = "refuse_account"  # the account out of balance (a 402), restored at the next send
     TIMEOUT_AFTER_ACCEPT = "timeout_after_accept"  # took it, the answer was lost
     TIMEOUT_BEFORE_ACCEPT = "timeout_before_accept"  # the request was lost on the way
     CRASH_AFTER_ACCEPT = "crash_after_accept"  # took it, then the worker process died
@@ -377,6 +407,10 @@ class FakeGateway:
             behaviour = self.script.popleft() if self.script else self.default
             if behaviour is FakeBehaviour.REFUSE:
                 raise GatewayRefused("Throttled", f"slow down sending to {sms.phone}", transient=True)
+            if behaviour is FakeBehaviour.REFUSE_ACCOUNT:
+                raise GatewayRefused(
+                    "HTTP 402", "insufficient_balance", transient=False, account="out_of_balance"
+                )
             if behaviour is FakeBehaviour.REFUSE_PERMANENTLY:
                 raise GatewayRefused("InvalidNumber", f"cannot deliver to {sms.phone}", transient=False)
             if behaviour is FakeBehaviour.TIMEOUT_BEFORE_ACCEPT:

@@ -10,7 +10,9 @@ write is conditional:
   (`pipeline.sms.orders`): of two workers, one creates it and the other learns it exists;
 - `claim` moves `pending` to `sending` with a lease (`lease_owner`, `lease_expires_at`): of two
   workers, one gets it; nobody else sends while the lease holds;
-- `finish` saves an attempt's outcome only for the lease owner; `expire_lease` turns a
+- `finish` saves an attempt's outcome only for the lease owner (a refusal of the gateway
+  account gives the attempt back: the record returns to where it was, `paused_at` set, the
+  refusal kept in `last_account_refusal`, not in `attempts`); `expire_lease` turns a
   `sending` whose owner died into `unknown` (never back to `pending`: it may have been sent);
 - only evidence or a person settles an `unknown`: `resolve_accepted` closes it, and
   `request_resend` (a person's word that it never arrived) makes it `pending` again, for the
@@ -81,7 +83,7 @@ EVIDENCE_CLOSES = (State.PENDING, State.UNKNOWN, State.FAILED)
 # nothing was accepted (a resend, by the reconciler or an operator, goes to the new number).
 RECIPIENT_CHANGEABLE = (State.PENDING, State.UNKNOWN, State.FAILED)
 # Attempt outcomes that prove the gateway did not take the message.
-REFUSALS = frozenset({"refused", "refused_permanently"})
+REFUSALS = frozenset({"refused", "refused_permanently", "account_refused"})
 # Entering `unknown`: the index sorts unknowns by when they *first* became unknown (a resend that
 # ends unknown again does not make an old problem look new), which the deadline is measured from.
 _BECOME_UNKNOWN = (
@@ -162,6 +164,8 @@ class Notification:
     abandoned_at: datetime | None = None
     previous_status: str | None = None  # the status the order left for the notified entry
     order_id: str | None = None  # qualified by its CRM: `bitrix24:42`, `crm:A-1042`
+    # When its last claim ended in the gateway refusing the account (its message is paused).
+    paused_at: datetime | None = None
 
     @property
     def attempts_this_round(self) -> int:
@@ -201,6 +205,7 @@ class Notification:
             abandoned_at=_time(item, "abandoned_at"),
             previous_status=item.get("previous_status"),
             order_id=item.get("order_id"),
+            paused_at=_time(item, "paused_at"),
         )
 
 
@@ -217,6 +222,9 @@ class Finish:
     counts_as_resend: bool = False
     # With state FAILED: attempts ran out on refusals for now (a redelivery may reopen it).
     retryable: bool = False
+    # The gateway refused the account (a pipeline.errors.ACCOUNT_CAUSES cause): the claim is
+    # undone (back to `state`, the attempt not counted), nothing having been sent.
+    paused_cause: str | None = None
 
 
 def _is_conflict(error: ClientError) -> bool:
@@ -496,7 +504,7 @@ class Journal:
             key,
             "SET #state = :sending, #sms_state = :sending, #state_since = :now, #lease_owner = :owner,"
             " #lease_expires_at = :lease_end, #processing_started_at = :now,"
-            " #attempt_count = #attempt_count + :one REMOVE #next_attempt_at",
+            " #attempt_count = #attempt_count + :one REMOVE #next_attempt_at, #paused_at",
             condition,
             {
                 **{f":from{index}": state.value for index, state in enumerate(from_states)},
@@ -518,10 +526,17 @@ class Journal:
         A lost record still gets the attempt appended, so the journal shows every call made.
         """
         now = self.clock.now()
-        sets = [
-            "#state = :state",
-            "#attempts = list_append(#attempts, :attempt)",
-        ]
+        sets = ["#state = :state"]
+        if finish.paused_cause is None:
+            sets.append("#attempts = list_append(#attempts, :attempt)")
+        else:
+            # Nothing was sent and nothing about this message caused it: the attempt is given back.
+            sets += [
+                "#attempt_count = #attempt_count - :one",
+                "#last_account_refusal = :refusal",
+                "#account_refusals = if_not_exists(#account_refusals, :zero) + :one",
+                "#paused_at = :now",
+            ]
         removes = ["#lease_expires_at"]
         if finish.state is State.UNKNOWN:
             sets.append(_BECOME_UNKNOWN)
@@ -562,6 +577,9 @@ class Journal:
             ":expiration": self._expiration(now),
             ":retryable": finish.retryable,
         }
+        if finish.paused_cause is not None:
+            values |= {":refusal": {**finish.attempt, "cause": finish.paused_cause}, ":zero": 0}
+            del values[":attempt"]
         for name, value in optional.items():
             if value is not None:
                 sets.append(f"{name} = :{name[1:]}")

@@ -20,7 +20,9 @@ Each run (EventBridge schedule, `reconciler.app.lambda_handler`):
    same atomic claim as a worker's (so a still-live redelivery and the reconciler never both
    send): those an operator asked to resend (`python -m ops journal resolve <key> --not-sent`),
    as soon as they are due, and orphans, whose attempt has been due for longer than a live SQS
-   message could take to come back (`redelivery_horizon`);
+   message could take to come back (`redelivery_horizon`); one whose last claim the gateway
+   refused for the account (`paused_at`) only once its paused message, too, could have come
+   back (`pause_seconds` later): the account is a person's to fix, and the message sends it;
 4. gauges on every run: `SmsUnknownCount` and `SmsUnknownOldestAgeSeconds`.
 
 What the reconciler leaves to a person is decided with the ops CLI: `python -m ops journal
@@ -38,6 +40,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from pipeline.observability import mask_phone
+from pipeline.pause import pause_seconds
 from pipeline.registry import Consumer, by_name
 from pipeline.sms.gateways import LookupStatus
 from pipeline.sms.journal import Notification, State
@@ -119,9 +122,14 @@ def reconcile_one(current: SmsRuntime, record: Notification) -> Resolution:
     return "unresolved"
 
 
-def pending_reason(record: Notification, now: datetime, horizon: timedelta) -> PendingReason | None:
-    """Why the reconciler must send this `pending` record now; None while it is its SQS message's."""
+def pending_reason(
+    record: Notification, now: datetime, horizon: timedelta, paused_for: timedelta = timedelta(0)
+) -> PendingReason | None:
+    """Why the reconciler must send this `pending` record now; None while it is its SQS message's
+    (`paused_for`: how long a message paused for an account refusal stays away)."""
     due_at = record.next_attempt_at or record.state_since
+    if record.paused_at is not None:
+        due_at = max(due_at, record.paused_at + paused_for)
     if due_at > now:
         return None
     if record.resend_requested_at is not None:
@@ -135,7 +143,8 @@ def send_pending(current: SmsRuntime, record: Notification, horizon: timedelta) 
     The claim holds only if the record has not changed since it was read: a worker that took it
     meanwhile (a live redelivery) wins, and this run leaves it.
     """
-    reason = pending_reason(record, current.clock.now(), horizon)
+    paused_for = timedelta(seconds=pause_seconds(by_name("sms")))
+    reason = pending_reason(record, current.clock.now(), horizon, paused_for)
     if reason is None:
         return None
     owner = f"reconciler-{uuid.uuid4()}"

@@ -19,7 +19,12 @@
    (a redrive once the cause is fixed) reopens it for one more round.
 4. The outcome is saved before the SQS message is acknowledged: accepted -> done; definite
    transient refusal -> `pending` + TransientError(retry_after = backoff with jitter) until
-   `max_attempts`, then `failed` + PermanentError (DLQ, with the reason); no answer -> `unknown`.
+   `max_attempts`, then `failed` + PermanentError (DLQ, with the reason); no answer -> `unknown`;
+   the gateway refusing the whole account (out of balance, its credential refused after a
+   re-read, the account disabled) -> `pending` again with the attempt given back (nothing was
+   sent, and nothing this message did caused it) + AccountRefused: the worker pauses the message,
+   which sends it once when it comes back after the account works again (`paused_at` keeps the
+   reconciler from taking it for an orphan meanwhile).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from pydantic import ValidationError
 
 from pipeline.crm.contract import ORDER_STATUS_CHANGED, CrmEvent
 from pipeline.envelope import Envelope
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import AccountRefused, PermanentError, TransientError
 from pipeline.observability import mask_phone, mask_phones
 from pipeline.registry import RetryPolicy
 from pipeline.sms.gateways import (
@@ -59,6 +64,7 @@ from pipeline.sms.journal import (
     notification_key,
 )
 from pipeline.sms.orders import Move, Observation, observe
+from pipeline.sms.recheck import ask_crm_to_look, refused_for_good
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import SmsSettings
 
@@ -109,7 +115,7 @@ def reset_runtime() -> None:
 
 
 # -- one gateway call ---------------------------------------------------------------------------
-OutcomeKind = Literal["accepted", "refused", "refused_permanently", "unknown"]
+OutcomeKind = Literal["accepted", "refused", "refused_permanently", "account_refused", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class AttemptOutcome:
     detail: str = ""
     message_id: str | None = None
     retry_after: float | None = None
+    account_cause: str | None = None  # with "account_refused": a pipeline.errors.ACCOUNT_CAUSES cause
 
     def entry(self, by: str, owner: str, recipient: str) -> dict[str, Any]:
         """The journal's record of this attempt (the number it went to masked; details too)."""
@@ -153,8 +160,16 @@ def call_gateway(gateway: SmsGateway, sms: OutgoingSms, clock: Clock) -> Attempt
         accepted = gateway.send(sms)
     except GatewayRefused as refusal:
         kind: OutcomeKind = "refused" if refusal.transient else "refused_permanently"
+        if refusal.account is not None:
+            kind = "account_refused"
         return AttemptOutcome(
-            kind, started, clock.now(), refusal.code, refusal.detail, retry_after=refusal.retry_after
+            kind,
+            started,
+            clock.now(),
+            refusal.code,
+            refusal.detail,
+            retry_after=refusal.retry_after,
+            account_cause=refusal.account,
         )
     except GatewayOutcomeUnknown as unknown:
         return AttemptOutcome("unknown", started, None, unknown.code, unknown.detail)
@@ -182,6 +197,8 @@ def _after_attempt(
     entry = outcome.entry(by, record.lease_owner or "", record.recipient)
     if outcome.kind == "accepted":
         return Finish(State.ACCEPTED, entry, outcome.answered_at, message_id=outcome.message_id)
+    if outcome.kind == "account_refused":
+        return Finish(State.PENDING, entry, outcome.answered_at, paused_cause=outcome.account_cause)
     if outcome.kind == "unknown":
         return Finish(State.UNKNOWN, entry)
     if outcome.kind == "refused_permanently":
@@ -235,6 +252,8 @@ def after_reconciler_resend(
     if outcome.kind == "refused_permanently":
         reason = f"gateway refused the resend for good ({outcome.code})"
         return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason)
+    if outcome.kind == "account_refused":  # nothing sent, nothing used up: a later run tries again
+        return Finish(State.UNKNOWN, entry, outcome.answered_at, paused_cause=outcome.account_cause)
     # Unknown again (counted: no second resend), or refused for now (nothing sent: next run).
     return Finish(State.UNKNOWN, entry, outcome.answered_at, counts_as_resend=outcome.kind == "unknown")
 
@@ -265,12 +284,16 @@ def send_once(
         logger.warning("SMS outcome unknown: left to the reconciler, not resent", extra=log_keys)
     else:
         logger.info("SMS attempt finished", extra=log_keys)
-    metric = {
-        State.ACCEPTED: "SmsAccepted",
-        State.PENDING: "SmsRefused",
-        State.FAILED: "SmsFailed",
-        State.UNKNOWN: "SmsUnknown",
-    }.get(finish.state)
+    metric = (
+        "SmsAccountRefused"
+        if finish.paused_cause
+        else {
+            State.ACCEPTED: "SmsAccepted",
+            State.PENDING: "SmsRefused",
+            State.FAILED: "SmsFailed",
+            State.UNKNOWN: "SmsUnknown",
+        }.get(finish.state)
+    )
     if metric:
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
     return outcome, finish, saved
@@ -439,6 +462,10 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             return _no_sms(reason, **log_keys)
         if known is not None:
             known = _correct_recipient(current, known, event, observation)
+            if refused_for_good(known) and known.recipient == event.customer.phone:
+                asked = ask_crm_to_look(current.clock.now(), known, event, envelope)
+                if asked is not None:
+                    return asked
         logger.info(
             "SMS notification recorded" if draft is not None else "SMS notification already known",
             extra={
@@ -513,6 +540,10 @@ def _attempt(current: SmsRuntime, record: Notification, owner: str) -> dict[str,
     _, finish, saved = send_once(current, record, owner, after_worker_attempt)
     if saved is None:
         return {"key": record.key, "state": "taken_over"}
+    if finish.paused_cause is not None:
+        # The worker pauses the message (`pipeline.worker`); the record waits, its attempt given back.
+        code = finish.attempt.get("error_code")
+        raise AccountRefused(f"the SMS gateway refused the account ({code})", finish.paused_cause)
     if finish.state is State.PENDING:
         assert finish.next_attempt_at is not None
         attempts = f"{record.attempts_this_round} of {current.settings.max_attempts}"
