@@ -46,6 +46,12 @@ ALLOWED_UNUSED: dict[tuple[str, str], str] = {
         "the resend of an `unknown` SMS the gateway proves never arrived; the run's unknowns settle "
         "otherwise (tests/infra/test_infra_policy_check.py records this call and checks its grant)"
     ),
+    **dict.fromkeys(
+        (("sms", "sns:Publish"), ("sms", "kms:Decrypt"), ("sms", "kms:GenerateDataKey")),
+        "the sms consumer asks the CRM consumer to look at an order again (pipeline.sms.recheck: "
+        "publishing to the encrypted events topic) only when a notification refused for an invalid "
+        "number is redriven; the run redrives none (tests/unit/consumers/test_crm_phone_fixed.py does)",
+    ),
     (ANY_FUNCTION, "dynamodb:GetItem"): (
         "Powertools idempotency reads a claim when its conditional put returns no old item, and the "
         "consumers' own reads (contacts, send journal, Bot API journal) happen only on repeats"
