@@ -26,7 +26,10 @@ def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> 
     observed = Observed(undecided=dict(undecided or {}))
     for call in runtime.fakes["telegram"].calls():
         body = call.get("body")
-        if call["fault"] not in TOOK_EFFECT or not isinstance(body, dict):
+        answered = call.get("status")
+        # A call the Bot API refused (a revoked token's 401, a 429, a 400) did nothing.
+        refused = answered is not None and not 200 <= answered < 300
+        if call["fault"] not in TOOK_EFFECT or refused or not isinstance(body, dict):
             continue
         unanswered = call["fault"] == "drop_answer" or (call.get("fault_seconds") or 0) >= TIMEOUT_SECONDS
         if call["path"].endswith("/sendMessage"):
