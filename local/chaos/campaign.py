@@ -226,6 +226,12 @@ class Campaign:
             portals.webhook_faults(runtime, args["portal"], late)
         elif kind == "crm_outage":
             fakes["crm"].go_down(args["seconds"])
+        elif kind == "account_blocked":
+            switch = fakes[args["vendor"]].account  # type: ignore[attr-defined]
+            switch.block(args["cause"])
+            timer = threading.Timer(args["seconds"], switch.unblock)
+            timer.daemon = True
+            timer.start()
         elif kind == "sns_publish_error":
             fakes["sns"].add_faults(
                 {"fail_next": args["count"], "status": args["status"], "match": "Publish"}
@@ -307,6 +313,8 @@ class Campaign:
         self._aws_faults("DELETE")
         for name, fake in self.runtime.fakes.items():
             fake.clear_faults()
+            if (switch := getattr(fake, "account", None)) is not None:
+                switch.unblock()
             if name == "crm":
                 fake.come_back()
         portals.clear_webhook_faults(self.runtime)

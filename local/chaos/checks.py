@@ -29,6 +29,9 @@ N` replays the same workload and faults. The invariants, once the faults stop an
   into a status with a rule (a move between two stages of one status is none), and at least one
   when the status the deal is in now has a rule, unless a record a person must decide on says
   so or one of the deal's transitions is in sms's DLQ; whatever became of the webhooks;
+- `account`: no dead letter was refused for the whole account (a vendor's `account_blocked`: the
+  record pauses and resumes once the account works, `pipeline.worker`), whether classified as
+  such (`account refused`) or not (the vendors' own words for it in the reason);
 - the journal: no idempotency record left `INPROGRESS`, no SMS record left `pending` or `sending`,
   nor `failed` or `unknown` once the operator has decided.
 """
@@ -47,6 +50,22 @@ from pipeline.sms.journal import State
 # The SMS records a person decides on (`ops journal`): a visible outcome, not a loss.
 DECIDE_STATES = frozenset({State.FAILED, State.UNKNOWN})
 INTERMEDIATE_SMS_STATES = frozenset({State.PENDING, State.SENDING})
+
+
+# What a dead letter's reason says when a whole account was refused: the worker's pause reason, and
+# the stand-ins' answers for `account_blocked` (`local.fakes.accounts`), were one misread as a
+# refusal of the message.
+ACCOUNT_REFUSAL_WORDS = (
+    "account refused",
+    "REST API is available only on commercial plans",
+    "Portal was deleted",
+    "REST API is blocked due to overload",
+    "Functional not paid",
+    "Account is blocked",
+    "Unauthorized",
+    "monthly spend limit",
+    "The account is disabled",
+)
 
 
 @dataclass
@@ -163,6 +182,10 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     _check_leads(sent, observed, violation)
     _check_sms(sent, observed, rules, violation)
     _check_portals(sent, observed, rules, violation)
+    for name, events in observed.dead.items():
+        for event_id, reason in events.items():
+            if any(word.lower() in (reason or "").lower() for word in ACCOUNT_REFUSAL_WORDS):
+                violation("account", f"dead-lettered by {name} for a refusal of the whole account", event_id)
     for key, status in observed.idempotency_records:
         if status == "INPROGRESS":
             found.append(Violation("journal", f"idempotency record {key} left INPROGRESS", key, seed))

@@ -18,6 +18,14 @@ TOOK_EFFECT = (None, "hang", "drop_answer")
 EVERY_DEAD_LETTER = 1_000_000
 
 
+def took_effect(call: dict[str, Any]) -> bool:
+    """Whether a recorded Bot API call did what it asked: no fault but a slow or lost answer, and
+    not refused (a revoked token's 401, a 429, a 400 did nothing; seed 36 counted a 401 as a
+    reply sent)."""
+    answered = call.get("status")
+    return call["fault"] in TOOK_EFFECT and (answered is None or 200 <= answered < 300)
+
+
 def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> Observed:
     """`undecided`: per consumer, the events killed workers held (`local.chaos.inflight`)."""
     resources = runtime.resources
@@ -26,7 +34,7 @@ def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> 
     observed = Observed(undecided=dict(undecided or {}))
     for call in runtime.fakes["telegram"].calls():
         body = call.get("body")
-        if call["fault"] not in TOOK_EFFECT or not isinstance(body, dict):
+        if not took_effect(call) or not isinstance(body, dict):
             continue
         unanswered = call["fault"] == "drop_answer" or (call.get("fault_seconds") or 0) >= TIMEOUT_SECONDS
         if call["path"].endswith("/sendMessage"):

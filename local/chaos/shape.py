@@ -15,7 +15,11 @@ from pipeline.registry import Consumer, RetryPolicy, by_name
 from pipeline.replies import DEFAULT_REPLIES
 from pipeline.sms.rules import load_rules
 
-FAST_RETRY = RetryPolicy(max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4)
+# Pauses of seconds too: an account refused for a few seconds (`account_blocked`) resumes within it.
+PAUSE_SECONDS = 3
+FAST_RETRY = RetryPolicy(
+    max_receive_count=8, base_delay_seconds=1, max_delay_seconds=4, pause_seconds=PAUSE_SECONDS
+)
 
 
 AUTOREPLY_DEFAULTS_OFF = dict.fromkeys(DEFAULT_REPLIES, "")
@@ -58,7 +62,9 @@ def campaign_consumers() -> tuple[Consumer, ...]:
             sms,
             # Seconds, not minutes: a send whose worker died is taken over within the campaign.
             timeout_seconds=12,
-            retry=RetryPolicy(max_receive_count=10, base_delay_seconds=1, max_delay_seconds=4),
+            retry=RetryPolicy(
+                max_receive_count=10, base_delay_seconds=1, max_delay_seconds=4, pause_seconds=PAUSE_SECONDS
+            ),
             environment={**sms.environment, "SMS_LEASE_SECONDS": "15"},
         ),
     )

@@ -13,7 +13,9 @@ in the Bitrix24 and amoCRM stand-ins moved between stages, sometimes several wit
 
 Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx, 429, slow
 answers, answers later than the client waits and answers lost (those two after the call took
-effect); SMS gateway errors, refusals and timeouts; the CRM's outages; the portals' webhooks lost or
+effect); SMS gateway errors, refusals and timeouts; the CRM's outages; a vendor refusing the whole
+account for seconds (a portal unpaid, deleted or blocked, amoCRM unpaid or blocked, the bot token
+revoked, the SMS account out of balance or blocked), then working again; the portals' webhooks lost or
 posted late; SNS publish errors (the
 webhook's hop); DynamoDB throttling and lost answers, SQS receive and delete failures (at
 moto's door, `local.moto_faults`); a worker process killed (SIGKILL, between any two of its
@@ -61,6 +63,7 @@ FAULT_WEIGHTS: dict[str, int] = {
     "sms_refusal": 3,
     "sms_timeout": 2,
     "crm_outage": 4,
+    "account_blocked": 2,
     "portal_webhook_lost": 2,
     "portal_webhook_late": 2,
     "sns_publish_error": 5,
@@ -73,6 +76,14 @@ FAULT_WEIGHTS: dict[str, int] = {
     "kill_worker": 6,
     "restart_function": 1,
     "restart_runtime": 1,
+}
+# A vendor refusing the whole account for a while (`local.fakes.accounts`), by stand-in, with the
+# causes it answers: the consumers that call it pause their records, and resume once unblocked.
+ACCOUNT_CAUSES: dict[str, tuple[str, ...]] = {
+    "bitrix24": ("unpaid", "deleted", "blocked"),
+    "amocrm": ("unpaid", "blocked"),
+    "telegram": ("revoked",),
+    "end_user_messaging": ("out_of_balance", "blocked"),
 }
 # A restart of the whole pipeline saves and restores every queue and table (`local.snapshot`):
 # seconds early in a campaign, longer as the journal grows; at most one per this many events.
@@ -227,6 +238,12 @@ class _Planner:
             return Step(index, kind, {"count": 1, "status": 400})
         if kind == "sms_timeout":
             return Step(index, kind, {"count": 1, "seconds": 12.0})
+        if kind == "account_blocked":
+            vendor = pick.choice(sorted(ACCOUNT_CAUSES))
+            cause = pick.choice(ACCOUNT_CAUSES[vendor])
+            return Step(
+                index, kind, {"vendor": vendor, "cause": cause, "seconds": round(pick.uniform(2.0, 12.0), 1)}
+            )
         if kind == "crm_outage":
             return Step(index, kind, {"seconds": round(pick.uniform(0.5, 4.0), 1)})
         if kind == "sns_publish_error":

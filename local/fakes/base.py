@@ -343,7 +343,9 @@ class FakeService:
             self._faults = [fault for fault in self._faults if fault.remaining > 0]
             return taken
 
-    def record(self, request: FakeRequest, fault: Fault | None) -> None:
+    def record(self, request: FakeRequest, fault: Fault | None) -> dict[str, Any]:
+        """Keep the call (`/_calls`); its `status` is set once it is answered (None: no answer
+        was made, e.g. a hang cut short by a stop)."""
         document = request.json()
         if document is None and request.body:
             content_type = request.headers.get("content-type", "")
@@ -361,9 +363,11 @@ class FakeService:
             # How long a hang held the answer back: longer than its caller waits is an answer lost.
             "fault_seconds": fault.seconds if fault is not None and fault.kind == "hang" else None,
             "time": time.time(),
+            "status": None,
         }
         with self._lock:
             self._calls.append(call)
+        return call
 
     def wait_stopping(self, seconds: float) -> bool:
         """Sleep up to `seconds` (a hang); True if the fake is being stopped meanwhile."""
@@ -432,7 +436,7 @@ class _FakeRequestHandler(AnyMethodHandler):
             self._send(fake.control(request))
             return
         fault = fake.take_fault(fake.fault_target(request))
-        fake.record(request, fault)
+        call = fake.record(request, fault)
         if fault is not None and fault.kind == "fail":
             self._send(fake.error_response(fault.status))
             return
@@ -447,6 +451,8 @@ class _FakeRequestHandler(AnyMethodHandler):
             self._send(refusal)
             return
         response = fake.answer(request)
+        # What the service answered, sent or (drop_answer) not: only a 2xx took effect.
+        call["status"] = response.status
         if fault is not None and fault.kind == "drop_answer":
             self._drop()
             return

@@ -14,7 +14,9 @@ from pathlib import Path
 from local.chaos.campaign import Campaign, Options
 from local.chaos.workload import plan
 
-SEED = 24
+# A seed whose plan refuses whole accounts (a Bitrix24 portal deleted, the bot token revoked)
+# beside the other faults: those consumers must pause, never dead-letter (`account` invariant).
+SEED = 36
 EVENTS = 100
 # Enough faults in a short run that each kind the plan knows is likely to occur.
 FAULT_RATE = 0.15
@@ -30,6 +32,7 @@ def test_a_short_seeded_campaign_breaks_no_invariant_and_leaks_no_phone_number(t
 
     assert document["violations"] == [], "\n".join(lines + [str(v) for v in document["violations"]])
     assert document["events_total"] == EVENTS and document["faults_total"] >= 10
+    assert document["faults"].get("account_blocked", 0) >= 1
     assert document["sender_errors"] == []
     # The checks had something to check: effects of most events were seen.
     assert document["accepted_events"] >= EVENTS * 0.8

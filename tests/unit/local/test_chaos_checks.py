@@ -345,3 +345,38 @@ def test_a_plan_restarts_the_whole_pipeline_at_most_once_per_spacing() -> None:
         made += 0 if step.is_fault else 1
     assert len(at) >= 2
     assert all(later - earlier >= RESTART_RUNTIME_SPACING for earlier, later in itertools.pairwise(at))
+
+
+def test_a_dead_letter_for_a_refusal_of_the_whole_account_is_a_violation_whatever_excuses_it() -> None:
+    """A message of a blocked account pauses and resumes (`pipeline.worker`): in a DLQ, the store's
+    missing item is excused by the DLQ, so the `account` invariant is what catches it, classified
+    as an account refusal or misread as the message's own (the vendor's words in the reason)."""
+    for reason in (
+        "account refused (unpaid): amocrm lead: HTTP 402 Payment Required: Functional not paid",
+        "bitrix24 crm.deal.get: HTTP 500 PORTAL_DELETED: Portal was deleted",
+    ):
+        sent, observed = healthy()
+        observed.stored.discard(11)
+        observed.dead = {"store": {"telegram:1:11": reason}}
+
+        violations = check(SEED, sent, observed, RULES)
+
+        assert [v.invariant for v in violations] == ["account"]
+        assert violations[0].path.startswith(f"#1 message chat={CHAT} step=2 update=11")
+
+
+def test_a_dead_letter_of_the_message_itself_is_not_an_account_violation() -> None:
+    sent, observed = healthy()
+    observed.stored.discard(11)
+    observed.dead = {
+        "store": {"telegram:1:11": "telegram sendMessage: HTTP 403 Forbidden: bot was blocked by the user"}
+    }
+
+    assert check(SEED, sent, observed, RULES) == []
+
+
+def test_the_plan_blocks_every_vendor_account_the_campaign_calls_for_seconds() -> None:
+    steps = [step for step in plan(SEED, 4000, 0.3) if step.kind == "account_blocked"]
+
+    assert {step.args["vendor"] for step in steps} == {"bitrix24", "amocrm", "telegram", "end_user_messaging"}
+    assert all(0 < step.args["seconds"] <= 12 for step in steps)

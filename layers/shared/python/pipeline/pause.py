@@ -56,7 +56,10 @@ def pause_seconds(consumer: Consumer) -> int:
     """How long a record paused for an account refusal stays away (see the module docstring):
     SQS's longest delay for an unordered consumer (re-sent, its receive count starts anew); for an
     ordered one a visibility long enough that its queue's redrive count of receives outlasts the
-    queue's retention (the bot: 4 days / 50 receives = 1 h 55 min)."""
+    queue's retention (the bot: 4 days / 50 receives = 1 h 55 min). A consumer's own
+    `retry.pause_seconds` wins (the chaos campaign's pauses of seconds)."""
+    if consumer.retry.pause_seconds is not None:
+        return consumer.retry.pause_seconds
     if not consumer.ordered:
         return PAUSE_SECONDS
     spread = math.ceil(RETENTION_SECONDS / consumer.redrive_max_receive_count)

@@ -87,6 +87,9 @@ class RetryPolicy:
     max_receive_count: int = MIN_MAX_RECEIVE_COUNT
     base_delay_seconds: int = 2
     max_delay_seconds: int = 300
+    # How long a record paused by a refusal of the whole account stays away (`pipeline.pause`);
+    # None: derived there (SQS's longest delay, or for an ordered consumer its retention's share).
+    pause_seconds: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_receive_count < MIN_MAX_RECEIVE_COUNT:
@@ -96,6 +99,8 @@ class RetryPolicy:
             )
         if not 0 <= self.base_delay_seconds <= self.max_delay_seconds <= 43_200:
             raise ValueError("need 0 <= base_delay_seconds <= max_delay_seconds <= 43200 (SQS maximum)")
+        if self.pause_seconds is not None and not 1 <= self.pause_seconds <= 900:
+            raise ValueError("need 1 <= pause_seconds <= 900 (SQS's longest message delay)")
 
 
 @dataclass(frozen=True)
