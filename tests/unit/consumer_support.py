@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -475,3 +476,15 @@ class Output:
 def aiogram_context(update: dict[str, Any]) -> Any:
     """aiogram's own reading of an update's chat and user (its `EventContext`): the test oracle."""
     return UserContextMiddleware.resolve_event_context(Update.model_validate(update))
+
+
+def control(url: str, path: str, document: dict[str, Any] | None = None) -> Any:
+    """POST to a stand-in's control route, as a test or the chaos campaign does over HTTP."""
+    request = urllib.request.Request(  # noqa: S310 - loopback
+        f"{url}{path}",
+        data=json.dumps(document or {}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback
+        return json.loads(response.read())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,14 @@ from local.fakes.telegram import TelegramFake
 from pipeline import aws
 from pipeline.pause import FIRST_SENT_ATTRIBUTE, PAUSE_SECONDS, PAUSED_METRIC, RETENTION_SECONDS
 from pipeline.registry import secret_env_var
-from tests.unit.consumer_support import JOURNAL_TABLE, Output, Published, telegram_envelope, telegram_update
+from tests.unit.consumer_support import (
+    JOURNAL_TABLE,
+    Output,
+    Published,
+    control,
+    telegram_envelope,
+    telegram_update,
+)
 from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer
 from tests.unit.consumers.test_crm_sources import (  # noqa: F401 - fixtures, re-used
     AMO_TOKEN,
@@ -44,18 +50,6 @@ from tests.unit.consumers.test_crm_sources import (  # noqa: F401 - fixtures, re
 NEW_AMO_TOKEN = "amoNewLongLivedTokenAfterRotation4567"
 NEW_WEBHOOK_CODE = "b24RotatedWebhookCode77"
 NEW_BOT_TOKEN = "7000000001:AAHn3w-R0tat3d_TokenThatMustNotLeakX"
-
-
-def control(url: str, path: str, document: dict[str, Any] | None = None) -> Any:
-    """POST to a stand-in's control route, as a test or the chaos campaign does over HTTP."""
-    request = urllib.request.Request(  # noqa: S310 - loopback
-        f"{url}{path}",
-        data=json.dumps(document or {}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback
-        return json.loads(response.read())
 
 
 def rotate_secret(name: str, value: str) -> None:

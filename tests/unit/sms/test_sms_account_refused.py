@@ -10,7 +10,6 @@ to its paused message; once the account works, the next delivery texts the custo
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -27,22 +26,11 @@ from pipeline.pause import PAUSE_SECONDS, PAUSED_METRIC
 from pipeline.registry import by_name
 from pipeline.sms.journal import State
 from pipeline.sms.reconcile import redelivery_horizon
-from tests.unit.consumer_support import Output
+from tests.unit.consumer_support import Output, control
 from tests.unit.sms.conftest import PHONE, SmsHarness, order_event
 
 ACCOUNT_ID, REGION = "123456789012", "eu-central-1"
 EUM_ENDPOINT = "AWS_ENDPOINT_URL_PINPOINT_SMS_VOICE_V2"
-
-
-def control(url: str, path: str, document: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(  # noqa: S310 - loopback
-        f"{url}{path}",
-        data=json.dumps(document or {}).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback
-        return json.loads(response.read())
 
 
 def _queue_messages(sms: SmsHarness) -> list[Any]:
