@@ -20,10 +20,13 @@ at all, not even the default one, when the bot's own username is known: env
 TELEGRAM_BOT_USERNAME, from the `telegram_bot_username` deployment setting. Without it, every
 command is taken as this bot's.
 
-Failures: 429 retries after Telegram's `retry_after`; 5xx and timeouts retry with backoff;
-400 dead-letters, except an expired callback query (nothing left to answer). A 403 means the user
-blocked the bot (or it left the chat): that is recorded as `blocked#<chat_id>` in the journal
-table and logged, and the record is acknowledged: retrying cannot help and it is not a fault.
+Failures are judged by the Bot API error table the bot engine reads too
+(`pipeline.bot_api_errors`): an answer saying the call's effect already holds (a callback query
+already answered, or too late to answer) is success; 429 retries after Telegram's `retry_after`,
+5xx and timeouts with backoff; a chat that can no longer be written to (the user blocked the bot,
+the bot left the group, the chat is gone) is recorded as `blocked#<chat_id>` in the journal table
+and the record acknowledged: retrying cannot help and it is not a fault; a refused token (401)
+pauses the record; any other refusal (400) dead-letters it with Telegram's description.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from pipeline.bot_api import EXPIRED_QUERY, BotApi, BotBlockedError, record_blocked
+from pipeline.bot_api import BotApi, unreachable
+from pipeline.bot_api_errors import ChatUnreachable
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
@@ -76,14 +80,9 @@ def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, An
     try:
         # A token refused (401) is re-read once past the cache: a rotated token works at once.
         with_refreshed_secret(TOKEN_SECRET, send)
-    except BotBlockedError as error:
-        record_blocked(chat_id, error.description, envelope.event_id)
-        metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
-        logger.warning(
-            "bot blocked in chat: recorded, not retried",
-            extra={"chat_id": chat_id, "method": method, "description": error.description},
-        )
-        return {"reply": "blocked", "method": method, "chat_id": chat_id}
+    except ChatUnreachable as error:
+        # The consumer writes only to the update's own chat: it is that chat which is gone.
+        return {"reply": "blocked", **unreachable(error, envelope.event_id, chat_id)}
     metrics.add_metric(name="RepliesSent", unit=MetricUnit.Count, value=1)
     logger.info("reply sent", extra={"chat_id": chat_id, "method": method})
     return {"reply": "sent", "method": method, "chat_id": chat_id}
@@ -118,13 +117,7 @@ def _answer_callback(envelope: Envelope) -> dict[str, Any]:
     )
     if not isinstance(query_id, str) or chat_id is None:
         raise PermanentError("callback_query without id or user")
-    try:
-        return _call(envelope, chat_id, "answerCallbackQuery", {"callback_query_id": query_id})
-    except PermanentError as error:
-        if EXPIRED_QUERY not in error.reason:
-            raise
-        logger.warning("callback query expired before it was answered", extra={"chat_id": chat_id})
-        return {"reply": "expired", "method": "answerCallbackQuery", "chat_id": chat_id}
+    return _call(envelope, chat_id, "answerCallbackQuery", {"callback_query_id": query_id})
 
 
 def autoreply(envelope: Envelope) -> dict[str, Any]:

@@ -12,6 +12,14 @@ a new one issued (`local.fakes.accounts`: `POST /_account/block {"cause": "revok
 `POST /_credential/rotate {"value": "<new token>"}`): 401 `{"ok": false, "error_code": 401,
 "description": "Unauthorized"}`, as Telegram answers a revoked token.
 
+The stand-in remembers the messages it sent and the callback queries it answered, so a call made
+again is answered as Telegram answers it: an edit changing nothing "message is not modified", a
+second delete "message to delete not found", a second answer "query is too old ..."
+(`local.fakes.telegram_messages`). `POST /_refuse {"method": "sendMessage", "status": 403,
+"description": "Forbidden: bot was blocked by the user", "parameters": {...}, "times": 1}`
+answers the next calls of that method with that error body, as Telegram words it, without
+their effect (`DELETE /_faults` forgets pending ones).
+
 `POST /_crash_after {"method": "sendMessage", "nth": 1}` marks the nth next successful answer to
 that method with a header asking the bot consumer (with the local runtime's LOCAL_CRASH_HOOKS) to
 die right after it has journaled the answer: a worker crash between a handler's Bot API call and
@@ -45,6 +53,7 @@ from typing import Any, ClassVar
 from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, status_phrase
 from local.fakes.telegram_limits import SendLimiter, SendLimits
+from local.fakes.telegram_messages import SentMessages
 from pipeline.pacing import is_message
 from pipeline.telegram_bot.reference import CRASH_HEADER
 
@@ -94,6 +103,9 @@ class TelegramFake(FakeService):
         self._crash_after: dict[str, int] = {}
         # The token revoked in @BotFather ("revoked": 401 to every call), or a new one issued.
         self.account = AccountSwitch({"revoked": lambda: self._error(401, "Unauthorized")}, self._new_token)
+        self.messages = SentMessages()
+        # Lowercased method -> error answers to give its next calls (`POST /_refuse`).
+        self._refusals: dict[str, list[FakeResponse]] = {}
 
     def _new_token(self, value: str) -> None:
         """@BotFather's "revoke current token": only `value` works from now on (same bot id)."""
@@ -116,6 +128,8 @@ class TelegramFake(FakeService):
             with self._state_lock:
                 self._crash_after[method.lower()] = nth
             return FakeResponse(200, {"crash_after": self.pending_crashes()})
+        if route == ("POST", "/_refuse"):
+            return self._add_refusal(request.json())
         if route == ("POST", "/_limits"):
             document = request.json()
             enforce = document.get("enforce") if isinstance(document, dict) else None
@@ -129,6 +143,38 @@ class TelegramFake(FakeService):
             self.clear_crashes()
             return FakeResponse(200, {"crash_after": {}})
         return super().control(request)
+
+    def refuse(self, method: str, status: int, description: str, **options: Any) -> None:
+        """In-process `POST /_refuse`: the next `times` (1) calls of `method` get this error."""
+        document = {"method": method, "status": status, "description": description, **options}
+        response = self._add_refusal(document)
+        if response.status != 200:
+            raise ValueError(response.body["error"])
+
+    def _add_refusal(self, document: Any) -> FakeResponse:
+        document = document if isinstance(document, dict) else {}
+        method, status = document.get("method"), document.get("status")
+        description, parameters = document.get("description"), document.get("parameters")
+        times = document.get("times", 1)
+        if not isinstance(method, str) or method.lower() not in API_METHODS:
+            return FakeResponse(400, {"error": "give the Bot API method to refuse, e.g. sendMessage"})
+        if not isinstance(status, int) or not 400 <= status <= 599 or not isinstance(description, str):
+            return FakeResponse(400, {"error": "give status (400..599) and Telegram's description"})
+        if not isinstance(times, int) or times < 1 or not isinstance(parameters, dict | None):
+            return FakeResponse(400, {"error": "times must be a positive integer, parameters an object"})
+        with self._state_lock:
+            answers = self._refusals.setdefault(method.lower(), [])
+            answers.extend(self._error(status, description, parameters) for _ in range(times))
+        return FakeResponse(200, {"refusals": self.pending_refusals()})
+
+    def pending_refusals(self) -> dict[str, int]:
+        with self._state_lock:
+            return {method: len(answers) for method, answers in self._refusals.items() if answers}
+
+    def _take_refusal(self, method: str) -> FakeResponse | None:
+        with self._state_lock:
+            answers = self._refusals.get(method)
+            return answers.pop(0) if answers else None
 
     def limit_counts(self) -> dict[str, Any]:
         limiter = self.limiter
@@ -145,6 +191,8 @@ class TelegramFake(FakeService):
     def clear_faults(self) -> None:
         super().clear_faults()
         self.clear_crashes()
+        with self._state_lock:
+            self._refusals.clear()
 
     def _crash_requested(self, method: str) -> bool:
         with self._state_lock:
@@ -226,6 +274,8 @@ class TelegramFake(FakeService):
         spec = API_METHODS.get(method)
         if spec is None:
             return self._error(404, "Not Found")
+        if (refusal := self._take_refusal(method)) is not None:
+            return refusal
         params = _params(request)
         if method == "setwebhook":
             return self._set_webhook(params)
@@ -242,7 +292,13 @@ class TelegramFake(FakeService):
             wait = limiter.admit(params["chat_id"])
             if wait is not None:
                 return self.error_response(429, max(1, math.ceil(wait)))
+        if (again := self.messages.refusal(method, params)) is not None:
+            return self._bad_request(again)
         response = self._result(method, spec, params)
+        if response.status == 200 and isinstance(response.body, dict):
+            result = response.body.get("result")
+            for message in result if isinstance(result, list) else [result]:
+                self.messages.record(message)
         if response.status == 200 and self._crash_requested(method):
             response.headers[CRASH_HEADER] = "1"
         return response

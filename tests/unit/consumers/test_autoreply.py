@@ -251,13 +251,12 @@ def test_403_is_recorded_as_blocked_and_neither_retried_nor_dead_lettered(
 def test_400_is_dead_lettered_with_telegrams_description(
     bot: DeployedConsumer, http_fake: FakeHttpServer
 ) -> None:
-    http_fake.respond(
-        Scripted(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
-    )
+    description = 'Bad Request: can\'t parse entities: Unsupported start tag "b" at byte offset 0'
+    http_fake.respond(Scripted(400, {"ok": False, "error_code": 400, "description": description}))
 
     assert bot.deliver(telegram_envelope(telegram_update("private_start"))).failed == []
 
-    assert bot.dead_letter_reasons() == ["telegram sendMessage: HTTP 400 Bad Request: chat not found"]
+    assert bot.dead_letter_reasons() == [f"telegram sendMessage: HTTP 400 {description}"]
 
 
 def test_an_expired_callback_query_is_dropped_not_dead_lettered(

@@ -361,7 +361,7 @@ def test_a_bad_request_is_dead_lettered_with_its_reason(
     telegram.add_faults({"fail_next": 1, "status": 400, "match": "sendMessage"})
     assert bot.deliver(telegram_envelope(contact())).failed == []
     [reason] = bot.dead_letter_reasons()
-    assert reason.startswith("telegram: bad request:")
+    assert reason == "telegram sendMessage: HTTP 400 Bad Request"
     assert BOT_TOKEN not in reason
     assert stored_state() == 0  # the step did not happen: redriven, it runs from PHONE again
 
@@ -438,7 +438,7 @@ def test_a_403_from_another_chat_dead_letters_the_step_naming_that_chat_and_neve
     monkeypatch.setattr(HTTPXRequest, "do_request", refused_in_the_group)
     assert bot.deliver(telegram_envelope(start())).failed == []
     [reason] = bot.dead_letter_reasons()
-    assert reason == f"telegram: forbidden: forwardMessage to chat {MANAGERS}: {KICKED}"
+    assert reason == f"telegram forwardMessage to chat {MANAGERS}: HTTP 403 {KICKED}"
     assert "Item" not in aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA}"})
     assert stored_state() is None  # the step's state was not committed
 
@@ -567,21 +567,30 @@ def test_state_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
 
 
 def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
-    from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TimedOut
+    from telegram.error import InvalidToken, NetworkError, TimedOut
 
+    from pipeline.bot_api_errors import classify as judge
     from pipeline.errors import AccountRefused, TransientError
+    from pipeline.telegram_bot.calls import refused
     from pipeline.telegram_bot.engine import classify
     from pipeline.telegram_bot.state import StateConflict
 
-    flood = classify(RetryAfter(12))
-    assert isinstance(flood, TransientError) and flood.retry_after == 12
+    flood = {"description": "Too Many Requests: retry after 12", "parameters": {"retry_after": 12}}
+    flood_error = classify(refused(judge("sendMessage", 429, flood), 5))
+    assert isinstance(flood_error, TransientError) and flood_error.retry_after == 12
     assert type(classify(TimedOut())) is TransientError
     assert type(classify(NetworkError("connection reset"))) is TransientError
-    refused = classify(BadRequest("Message text is empty"))
-    assert type(refused) is PermanentError and "Message text is empty" in refused.reason
-    unauthorized = classify(InvalidToken())
+    empty = {"description": "Bad Request: message text is empty"}
+    bad = classify(refused(judge("sendMessage", 400, empty), 5))
+    assert (
+        type(bad) is PermanentError
+        and bad.reason == "telegram sendMessage: HTTP 400 Bad Request: message text is empty"
+    )
+    unauthorized = classify(refused(judge("sendMessage", 401, {"description": "Unauthorized"}), 5))
     # The bot token refused: every chat alike, so the record pauses (pipeline.worker).
     assert isinstance(unauthorized, AccountRefused) and unauthorized.cause == "unauthorized"
+    malformed = classify(InvalidToken())  # PTB refuses to send a malformed token at all
+    assert isinstance(malformed, AccountRefused) and malformed.cause == "unauthorized"
     # PTB wraps what our request layer raised (the journal, the state store) in a NetworkError.
     conflict = StateConflict("moved on")
     wrapped = NetworkError("Unknown error in HTTP implementation")

@@ -24,19 +24,22 @@ def test_only_a_403_from_the_updates_own_private_chat_means_blocked(
 ) -> None:
     from telegram import Update
 
-    from pipeline.telegram_bot.calls import ForbiddenCall
+    from pipeline.bot_api_errors import classify as judge
+    from pipeline.telegram_bot.calls import refused
     from pipeline.telegram_bot.engine import blocked_by_the_user, classify
 
     update = Update.de_json(telegram_update(fixture), None)
     assert update.effective_chat is not None and update.effective_user is not None
     chat = update.effective_chat.id
     other = MANAGERS if update.effective_chat.type == "private" else update.effective_user.id
-    error = ForbiddenCall(KICKED, "sendMessage", chat if to_the_updates_chat else other)
+    error = refused(
+        judge("sendMessage", 403, {"description": KICKED}), chat if to_the_updates_chat else other
+    )
     assert blocked_by_the_user(update, error) is blocked
     if not blocked:
-        refused = classify(error)
-        assert type(refused) is PermanentError
-        assert refused.reason == f"telegram: forbidden: sendMessage to chat {error.chat_id}: {KICKED}"
+        failure = classify(error)
+        assert isinstance(failure, PermanentError)
+        assert failure.reason == f"telegram sendMessage to chat {error.chat_id}: HTTP 403 {KICKED}"
 
 
 def test_the_call_digest_ignores_upload_names_but_not_the_files_or_their_order() -> None:

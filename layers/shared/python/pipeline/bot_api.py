@@ -1,24 +1,37 @@
-"""A minimal Telegram Bot API client: one `call(method, params)` on the shared JSON client.
+"""A minimal Telegram Bot API client: one `call(method, params)` on the shared JSON client, and
+what the reply consumer and the bot engine share about every call's answer.
 
 Requests go to `<TELEGRAM_API_BASE>/bot<token>/<method>`; the base is overridable so the local
 runtime and tests can point it at a fake on loopback. The token is part of every URL, so it is
 handed to the HTTP client as a secret: no error reason or log line can contain it.
+
+Every answer that is not `{"ok": true}` is judged by the one table (`pipeline.bot_api_errors`),
+here for the reply consumer and in `pipeline.telegram_bot.calls` for the bot engine: `verdict`
+reads the answer, `already_done` notes a call whose effect held, and `unreachable` records a
+chat the update came from that can no longer be written to.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
 from pipeline import deadline, pacing
+from pipeline.bot_api_errors import ChatUnreachable, Verdict, classify
 from pipeline.errors import PermanentError
-from pipeline.http import JsonHttpClient
+from pipeline.http import JsonHttpClient, JsonResponse
+
+logger = Logger(child=True)
+metrics = Metrics()
 
 DEFAULT_API_BASE = "https://api.telegram.org"
-# Telegram's description when a callback query was not answered in time.
-EXPIRED_QUERY = "query is too old"
+# What a call whose effect already held (`Scope.DONE`) is answered with.
+DONE_RESULT = True
 TIMEOUT_SECONDS = 8.0
 # "<bot id>:<35 characters>", as BotFather issues them.
 _TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,}")
@@ -29,9 +42,29 @@ def api_base() -> str:
     return (os.environ.get("TELEGRAM_API_BASE") or DEFAULT_API_BASE).rstrip("/")
 
 
-def record_blocked(chat_id: int, description: str, event_id: str) -> None:
-    """Note in the journal table that the user blocked the bot (or it left the chat): a 403 is
-    recorded and acknowledged, never retried (retrying cannot help, and it is not a fault)."""
+def verdict(method: str, response: JsonResponse, redact: Callable[[str], str] = str) -> Verdict | None:
+    """None for an answer `{"ok": true}`; else the table's verdict on it (description redacted)."""
+    body = response.body if isinstance(response.body, Mapping) else {}
+    if response.ok and body.get("ok") is True:
+        return None
+    if isinstance(body.get("description"), str):
+        body = {**body, "description": redact(body["description"])}
+    return classify(method, response.status, body)
+
+
+def already_done(found: Verdict) -> None:
+    """Log and count a call Telegram refused because its effect already held (`Scope.DONE`)."""
+    metrics.add_metric(name="BotCallsAlreadyDone", unit=MetricUnit.Count, value=1)
+    logger.info(
+        "telegram call already had its effect: counted as answered",
+        extra={"method": found.method, "description": found.description},
+    )
+
+
+def unreachable(error: ChatUnreachable, event_id: str, chat_id: int) -> dict[str, Any]:
+    """Acknowledge an update whose own chat `chat_id` can no longer be written to (`Scope.CHAT`):
+    noted in the journal table as `blocked#<chat id>`, counted (BotBlocked) and logged; never
+    retried (retrying cannot help, and it is not a fault)."""
     from datetime import UTC, datetime
 
     from pipeline import aws
@@ -40,19 +73,17 @@ def record_blocked(chat_id: int, description: str, event_id: str) -> None:
         Item={
             "id": f"blocked#{chat_id}",
             "chat_id": chat_id,
-            "description": description,
+            "description": error.description,
             "event_id": event_id,
             "blocked_at": datetime.now(UTC).isoformat(),
         }
     )
-
-
-class BotBlockedError(PermanentError):
-    """HTTP 403: the user blocked the bot, or the bot was removed from the chat."""
-
-    def __init__(self, reason: str, description: str) -> None:
-        super().__init__(reason)
-        self.description = description
+    metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
+    logger.warning(
+        "bot blocked in chat: recorded, not retried",
+        extra={"chat_id": chat_id, "method": error.verdict.method, "description": error.description},
+    )
+    return {"chat_id": chat_id, "method": error.verdict.method}
 
 
 class BotApi:
@@ -67,18 +98,20 @@ class BotApi:
         self.pacer = pacer or pacing.shared()
 
     def call(self, method: str, params: Mapping[str, Any]) -> Any:
-        """The method's `result`; BotBlockedError on 403 (one chat), AccountRefused on 401 (the bot
-        token revoked: every call), else TransientError/PermanentError as classified."""
+        """The method's `result` (DONE_RESULT when its effect already held); otherwise the table's
+        error (`pipeline.bot_api_errors`): ChatUnreachable, AccountRefused, TransientError or
+        PermanentError."""
         if self.pacer is not None and pacing.is_message(method):
             self.pacer.wait(params.get("chat_id"))
         deadline.require(TIMEOUT_SECONDS, f"telegram {method}")
         http = JsonHttpClient(f"telegram {method}", secrets=(self._token,), timeout=TIMEOUT_SECONDS)
         response = http.post(f"{self.base_url}/bot{self._token}/{method}", dict(params))
-        body = response.body if isinstance(response.body, Mapping) else {}
-        if response.ok and body.get("ok") is True:
-            return body.get("result")
-        description = http.redact(str(body.get("description") or ""))
-        if response.status == 403:
-            raise BotBlockedError(f"telegram {method}: HTTP 403 {description}", description)
-        http.check(response, detail=description)
-        raise http.permanent(f"HTTP {response.status} without ok=true")
+        found = verdict(method, response, http.redact)
+        if found is None:
+            body = response.body
+            return body.get("result") if isinstance(body, Mapping) else None
+        error = found.error(params.get("chat_id"))
+        if error is None:
+            already_done(found)
+            return DONE_RESULT
+        raise error

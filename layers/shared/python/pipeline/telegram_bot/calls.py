@@ -17,9 +17,15 @@ naming the call, its method and which parameters differ, never their values; eve
 of the step is refused too, even if the handler catches the error. Each entry keeps a short hash
 per parameter (`parts`) for that; an entry written before has none and reads "parameters".
 
-A 403 is raised as `ForbiddenCall` (PTB's `Forbidden`, so handlers catch it as usual) naming
-the method and the chat it was made to: the engine takes a 403 for a user who blocked the bot
-only when it came from the update's own private chat (pipeline.telegram_bot.engine).
+Every answer that is not a success is judged by the Bot API error table the reply consumer reads
+too (`pipeline.bot_api_errors`, through `pipeline.bot_api.verdict`), in or outside a step. One
+whose effect already held (`done`: a replayed edit answered "message is not modified", a callback
+query already answered) is taken for `{"ok": true, "result": true}` and journaled as such, so
+the handler goes on. Any other is raised as the error PTB would raise for it (`BadRequest`,
+`Forbidden`, `RetryAfter`, ...: handlers catch them as usual) carrying the table's verdict and
+the chat the call was made to (`Refused`): the engine turns it into the worker's error, and takes
+a `chat` refusal for a chat the user closed only when it came from the update's own private chat
+(pipeline.telegram_bot.engine).
 
 A call whose answer never arrived (a crash or timeout mid-call) has no entry: it is made again on
 replay. Telegram has no idempotency key, so in that window, the one HTTP round trip plus one
@@ -44,12 +50,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from telegram.error import Forbidden
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws, pacing
-from pipeline.bot_api import EXPIRED_QUERY
+from pipeline.bot_api import already_done, verdict
+from pipeline.bot_api_errors import Verdict
 from pipeline.errors import PermanentError
+from pipeline.http import JsonResponse
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
 
@@ -64,7 +81,7 @@ logger = Logger(child=True)
 CRASH_EXIT_CODE = 70
 # DynamoDB's item limit is 400 KB; a larger answer (rare: a huge message list) is not journaled.
 MAX_JOURNALED_BYTES = 300_000
-# What a callback query answered too late (pipeline.bot_api.EXPIRED_QUERY) is taken for.
+# What a call whose effect already held (the table's `done`) is taken for.
 ANSWERED = b'{"ok":true,"result":true}'
 # An upload referenced from a parameter (InputMedia.media, thumbnail): `attach://<part name>`.
 _ATTACH = re.compile(r"attach://([A-Za-z0-9_-]+)")
@@ -165,26 +182,85 @@ def divergence(index: int, method: str, parts: dict[str, str], stored: dict[str,
     )
 
 
-class ForbiddenCall(Forbidden):
-    """HTTP 403 to one call: `method` to `chat_id` (None: the call names no chat)."""
+class Refused:
+    """What the errors a refused call raises add to PTB's: the table's `verdict` and the chat the
+    call was made to (None: the call names no chat)."""
 
-    def __init__(self, message: str, method: str, chat_id: object) -> None:
-        super().__init__(message)
-        self.method = method
-        self.chat_id = chat_id
+    verdict: Verdict
+    chat_id: object
 
-    def __reduce__(self) -> tuple[type, tuple[str, str, object]]:  # type: ignore[override]
-        return self.__class__, (self.message, self.method, self.chat_id)
+    @property
+    def method(self) -> str:
+        return self.verdict.method
 
 
-def forbidden(method: str, request_data: RequestData | None, payload: bytes) -> ForbiddenCall:
-    """The error PTB would raise for a 403 answer, with the call's method and chat."""
+class RefusedBadRequest(Refused, BadRequest):
+    """HTTP 400."""
+
+
+class ForbiddenCall(Refused, Forbidden):
+    """HTTP 403."""
+
+
+class RefusedToken(Refused, InvalidToken):
+    """HTTP 401 or 404 (PTB takes both for an invalid token)."""
+
+
+class RefusedConflict(Refused, Conflict):
+    """HTTP 409."""
+
+
+class RefusedFloodControl(Refused, RetryAfter):
+    """An answer with `parameters.retry_after` (429)."""
+
+
+class RefusedChatMigrated(Refused, ChatMigrated):
+    """An answer with `parameters.migrate_to_chat_id`: the group became a supergroup."""
+
+
+class RefusedNetworkError(Refused, NetworkError):
+    """Any other status (5xx): PTB's NetworkError."""
+
+
+def refused(found: Verdict, chat_id: object) -> TelegramError:
+    """The error PTB would raise for the answer `found` judged, with the verdict and the chat."""
+    message = found.description or f"HTTP {found.status}"
+    error: TelegramError
+    if found.migrate_to_chat_id is not None:
+        error = RefusedChatMigrated(found.migrate_to_chat_id)
+    elif found.retry_after is not None:
+        error = RefusedFloodControl(int(found.retry_after))
+    elif found.status == 403:
+        error = ForbiddenCall(message)
+    elif found.status in (401, 404):
+        error = RefusedToken(message)
+    elif found.status == 400:
+        error = RefusedBadRequest(message)
+    elif found.status == 409:
+        error = RefusedConflict(message)
+    else:
+        error = RefusedNetworkError(message)
+    assert isinstance(error, Refused)
+    error.verdict, error.chat_id = found, chat_id
+    return error
+
+
+def judged(method: str, request_data: RequestData | None, status: int, payload: bytes) -> tuple[int, bytes]:
+    """The answer to hand PTB: a success as it is, a `done` one as ANSWERED; any other is raised
+    as `refused` (the table's verdict on it, `pipeline.bot_api_errors`)."""
+    if 200 <= status < 300:
+        return status, payload
     try:
-        description = json.loads(payload).get("description")
-    except (ValueError, AttributeError):
-        description = None
+        body = json.loads(payload)
+    except ValueError:
+        body = None
+    found = verdict(method, JsonResponse(status, body))
+    assert found is not None  # not a 2xx
+    if found.error() is None:
+        already_done(found)
+        return 200, ANSWERED
     chat_id = request_data.parameters.get("chat_id") if request_data is not None else None
-    return ForbiddenCall(description or "Forbidden (403)", method, chat_id)
+    raise refused(found, chat_id)
 
 
 def call_digest(method: str, request_data: RequestData | None) -> str:
@@ -262,13 +338,14 @@ class JournaledRequest(BaseRequest):
             "pool_timeout": pool_timeout,
         }
         step = _STEP.get()
+        api_method = url.rsplit("/", 1)[-1]
         if step is None:
-            return await self.inner.do_request(url, method, request_data, **timeouts)
+            status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
+            return judged(api_method, request_data, status, payload)
         index = step.calls
         step.calls += 1
         if step.diverged is not None:  # the handler caught the divergence and went on
             raise ReplayDiverged(step.diverged)
-        api_method = url.rsplit("/", 1)[-1]
         digest, parts = call_fingerprint(api_method, request_data)
         stored = self.journal.get(step.event_id, index)
         if stored:
@@ -282,13 +359,7 @@ class JournaledRequest(BaseRequest):
             chat_id = (request_data.parameters if request_data is not None else {}).get("chat_id")
             await asyncio.sleep(pacer.reserve(chat_id))
         status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
-        if api_method == "answerCallbackQuery" and status == 400 and EXPIRED_QUERY.encode() in payload:
-            # Too late to stop the button's spinner (a retried update): nothing is left to do,
-            # and the handler goes on, as the autoreply consumer does.
-            logger.warning("callback query expired before it was answered")
-            status, payload = 200, ANSWERED
-        if status == 403:
-            raise forbidden(api_method, request_data, payload)
+        status, payload = judged(api_method, request_data, status, payload)
         if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
             self.journal.put(step.event_id, index, api_method, digest, status, payload, parts)
         if step.crash_requested and os.environ.get(CRASH_HOOKS_ENV) == "1":

@@ -20,16 +20,19 @@ Per update (`BotRunner.process`, the worker's `process`):
 3. `Application.process_update` runs the handlers, each Bot API call journaled
    (pipeline.telegram_bot.calls);
 4. an error a handler raised (PTB hands it to the error handlers: the user's run, and ours
-   captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
-   429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
-   400 -> dead-lettered with the reason; 401 (the bot token revoked) -> paused, not
-   dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); 403 on a
-   call to the update's own private chat (the user blocked the bot) -> recorded as
-   `blocked#<chat id>` in the journal and acknowledged; 403
-   on a call to any other chat (the bot was removed from a group it forwards to) is that call's
-   error, not the user's: dead-lettered with a reason naming the method and the chat, so the
-   step is kept for a redrive; any other exception -> retried (a callback query answered too
-   late counts as answered: pipeline.telegram_bot.calls);
+   captures it) fails the record. A refused Bot API call is judged by the table the autoreply
+   consumer reads too (`pipeline.bot_api_errors`): an answer saying its effect already held
+   ("message is not modified" for a replayed edit, a callback query already answered) never
+   fails the step (pipeline.telegram_bot.calls); 429 -> retried after `retry_after`; 5xx,
+   timeouts and network errors -> retried with backoff; 401 (the bot token revoked) -> paused,
+   not dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); a
+   chat that can no longer be written to (the user blocked the bot, deleted the account) ->
+   recorded as `blocked#<chat id>` in the journal and acknowledged, when it is the update's own
+   private chat; the same refusal from any other chat (the bot was removed from a group it
+   forwards to, or the group the update came from) is that call's error, not the user's:
+   dead-lettered with a reason naming the method and the chat, so the step is kept for a
+   redrive; any other refusal (400) -> dead-lettered with Telegram's description; any other
+   exception -> retried;
 5. a replayed call that differs from the one journaled for it stopped the step before it was
    sent (`ReplayDiverged`, whatever the handler did with the error): dead-lettered, nothing
    committed;
@@ -44,24 +47,23 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-import warnings
-from datetime import timedelta
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from telegram import Update
-from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes
 from telegram.request import HTTPXRequest
 
-from pipeline.bot_api import TIMEOUT_SECONDS, api_base, record_blocked
+from pipeline.bot_api import TIMEOUT_SECONDS, api_base, unreachable
+from pipeline.bot_api_errors import ChatUnreachable, Scope
 from pipeline.envelope import Envelope
 from pipeline.errors import UNAUTHORIZED, AccountRefused, ConsumerError, PermanentError, TransientError
 from pipeline.telegram_bot.calls import (
     CallJournal,
-    ForbiddenCall,
     JournaledRequest,
+    Refused,
     ReplayDiverged,
     crash_hook,
     journaled,
@@ -137,13 +139,6 @@ def build_refusals(reference: ApplicationReference) -> list[str]:
     return refusals(application) if isinstance(application, Application) else []
 
 
-def retry_after_seconds(error: RetryAfter) -> float:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # PTB 22 warns that the int form will become a timedelta
-        value = error.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
 def classify(error: BaseException) -> BaseException:
     """The worker's view of an error a handler raised (see the module docstring, 4.)."""
     cause = error.__cause__
@@ -151,29 +146,29 @@ def classify(error: BaseException) -> BaseException:
         return error
     if isinstance(error, NetworkError) and isinstance(cause, ConsumerError):
         return cause  # our journal or state store failed inside the request wrapper
-    if isinstance(error, RetryAfter):
-        seconds = retry_after_seconds(error)
-        return TransientError(f"telegram: flood control, retry after {seconds:g} s", retry_after=seconds)
-    if isinstance(error, InvalidToken):
-        # The token, for every chat alike: the worker pauses the record, not dead-letters it.
-        return AccountRefused("telegram: the bot token was refused (401)", UNAUTHORIZED)
-    if isinstance(error, ForbiddenCall):
-        return PermanentError(f"telegram: forbidden: {error.method} to chat {error.chat_id}: {error.message}")
-    if isinstance(error, BadRequest):
-        return PermanentError(f"telegram: bad request: {error.message}")
-    if isinstance(error, NetworkError):  # TimedOut included
+    if isinstance(cause, Refused) and isinstance(error, TelegramError):
+        error = cause  # PTB's do_api_request re-raises a 401/404 as EndPointNotFound
+    if isinstance(error, Refused):
+        # A refused call: the table's error (a `done` answer is never raised).
+        return error.verdict.error(error.chat_id) or error
+    # Raised by PTB without an answer from Telegram:
+    if isinstance(error, InvalidToken):  # a token PTB refuses to send (malformed)
+        return AccountRefused("telegram: the bot token was refused", UNAUTHORIZED)
+    if isinstance(error, NetworkError):  # TimedOut included: no answer came, so retry
         return TransientError(f"telegram: {type(error).__name__}: {error.message}")
     if isinstance(error, TelegramError):
         return PermanentError(f"telegram: {type(error).__name__}: {error.message}")
     return error
 
 
-def blocked_by_the_user(update: Update, error: ForbiddenCall) -> bool:
-    """Whether a 403 means the user blocked the bot: the call was to the private chat the update
-    came from. Any other chat's 403 (a group the bot was removed from) is an error of that call."""
+def blocked_by_the_user(update: Update, error: Refused) -> bool:
+    """Whether a refused call means the user closed the chat: a `chat` refusal (blocked, account
+    deleted) from the private chat the update came from. Any other chat's (a group the bot was
+    removed from) is an error of that call."""
     chat = update.effective_chat
     return (
-        chat is not None
+        error.verdict.scope is Scope.CHAT
+        and chat is not None
         and chat.type == chat.PRIVATE
         and error.chat_id is not None
         and str(error.chat_id) == str(chat.id)
@@ -264,7 +259,7 @@ class BotEngine:
             persistence.discard()
             raised = self._errors[0]
             self._errors.clear()
-            if isinstance(raised, ForbiddenCall) and blocked_by_the_user(update, raised):
+            if isinstance(raised, Refused) and blocked_by_the_user(update, raised):
                 return self._blocked(update, raised, envelope)
             raise classify(raised) from raised
         writes = persistence.commit(envelope.event_id)
@@ -287,13 +282,8 @@ class BotEngine:
         )
         return {"bot": "unhandled", "update": kind}
 
-    def _blocked(self, update: Update, error: Forbidden, envelope: Envelope) -> dict[str, Any]:
+    def _blocked(self, update: Update, error: Refused, envelope: Envelope) -> dict[str, Any]:
         chat = update.effective_chat
         assert chat is not None  # blocked_by_the_user checked it
-        record_blocked(chat.id, error.message, envelope.event_id)
-        metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
-        logger.warning(
-            "bot blocked in chat: recorded, not retried",
-            extra={"chat_id": chat.id, "description": error.message},
-        )
+        unreachable(ChatUnreachable(error.verdict, chat.id), envelope.event_id, chat.id)
         return {"bot": "blocked", "chat_id": chat.id}
