@@ -274,8 +274,8 @@ class TelegramFake(FakeService):
         spec = API_METHODS.get(method)
         if spec is None:
             return self._error(404, "Not Found")
-        if (refusal := self._take_refusal(method)) is not None:
-            return refusal
+        if (injected := self._take_refusal(method)) is not None:
+            return injected
         params = _params(request)
         if method == "setwebhook":
             return self._set_webhook(params)

@@ -414,3 +414,22 @@ def test_a_consumer_calling_the_bot_api_with_too_short_a_timeout_for_its_batch_i
     )
     smaller = dataclasses.replace(autoreply, batch_size=3, timeout_seconds=math.ceil(one_record) + 2)
     assert smaller.least_batch_timeout_seconds == one_record + 2
+
+
+def test_a_callback_answer_made_again_after_its_answer_was_lost_is_success_not_a_dead_letter(
+    strict_telegram: tuple[DeployedConsumer, TelegramFake],
+) -> None:
+    """Telegram took the answerCallbackQuery but its answer never came back: the retry answers
+    again and Telegram says the query is answered already ("query is too old ... or query ID is
+    invalid", the stand-in as Telegram): nothing is left to do (pipeline.bot_api_errors, done)."""
+    bot, telegram = strict_telegram
+    telegram.add_faults({"drop_answer_next": 1, "match": "answerCallbackQuery"})
+
+    assert len(bot.deliver(telegram_envelope(telegram_update("callback_query"))).failed) == 1
+    bot.let_time_pass()
+    event = bot.queues.receive_event()
+    response = bot.app.lambda_handler(event, bot.context)
+    bot.queues.acknowledge(event, response)
+
+    assert response["batchItemFailures"] == [] and bot.queues.dead_letters() == []
+    assert [c["status"] for c in telegram.calls()] == [200, 400]  # taken (answer lost), then "too old"

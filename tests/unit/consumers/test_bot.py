@@ -598,3 +598,29 @@ def test_bot_api_errors_are_classified_as_the_worker_handles_them() -> None:
     assert classify(wrapped) is conflict
     bug = ValueError("a handler bug")
     assert classify(bug) is bug  # unclassified: the worker retries it, then dead-letters it
+
+
+def test_a_replayed_edit_whose_first_answer_was_lost_is_success_not_a_dead_letter(
+    bot: DeployedConsumer, telegram: TelegramFake, http_fake: FakeHttpServer
+) -> None:
+    """Telegram applied the step's editMessageText but its answer never came back: the step is
+    retried, the edit made again, and Telegram says "message is not modified" (the stand-in, as
+    Telegram): the edit's effect holds, so the step commits (pipeline.bot_api_errors, done)."""
+    first, second, third = conversation(bot)
+    bot.deliver(first)
+    bot.deliver(second)
+    telegram.add_faults({"drop_answer_next": 1, "match": "editMessageText"})
+
+    assert len(bot.deliver(third).failed) == 1  # no answer: retried
+    assert bot.app.worker.last_outcome.status == "retry"
+    bot.let_time_pass()
+    event = bot.queues.receive_event()
+    response = bot.app.lambda_handler(event, bot.context)
+    bot.queues.acknowledge(event, response)
+
+    assert response["batchItemFailures"] == [] and bot.dead_letter_reasons() == []
+    edits = [c for c in telegram.calls() if c["path"].endswith("/editMessageText")]
+    assert [c["status"] for c in edits] == [200, 400]  # applied (answer lost), then "not modified"
+    assert len(sent(telegram, "answerCallbackQuery")) == 1  # the replay took it from the journal
+    assert stored_state() is None  # the conversation ended: the step committed
+    assert len(leads(http_fake)) >= 1
