@@ -28,7 +28,7 @@ from crm.leads import lead_from_envelope
 from crm.sinks import sink_from_config
 from store.logic import conversation_item
 
-from pipeline import aws, secrets, telegram
+from pipeline import aws, publication, secrets, telegram
 from pipeline.bot_api import BotApi
 from pipeline.observability import http_correlation_id, service_tracer
 
@@ -64,7 +64,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         update = telegram.TelegramUpdate.model_validate(payload)
     except ValueError:  # pydantic's ValidationError is a ValueError
         return _answer(400, {"ok": False, "error": "invalid"})
-    envelope, _ = telegram.publication(
+    envelope, _ = publication.publication(
         update, payload, bot_id=os.environ["TELEGRAM_BOT_ID"], correlation_id=http_correlation_id(event)
     )
     aws.resource("dynamodb").Table(os.environ["CONVERSATIONS_TABLE"]).put_item(

@@ -54,8 +54,9 @@ from local.demo import TELEGRAM_TOKEN_HEADER, post
 from local.runtime import Ports, Runtime
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 from pipeline.envelope import Envelope, sns_attributes, telegram_event_id
+from pipeline.publication import publication
 from pipeline.registry import Consumer, matches
-from pipeline.telegram import TelegramUpdate, publication
+from pipeline.telegram import TelegramUpdate
 
 FIRST_UPDATE_ID = 700_000_000
 FIRST_USER_ID = 9_000_000
@@ -117,7 +118,7 @@ def routed(
     update: dict[str, Any], consumers: Iterable[Consumer], bot_id: str
 ) -> tuple[Envelope, list[Consumer]]:
     """The webhook's envelope of `update`, and the consumers the registry's filter policies route
-    it to, with the attributes the webhook publishes it with (`pipeline.telegram.publication`)."""
+    it to, with the attributes the webhook publishes it with (`pipeline.publication`)."""
     envelope, published = publication(
         TelegramUpdate.model_validate(update), update, bot_id=bot_id, correlation_id="bench"
     )

@@ -40,8 +40,9 @@ from local.lambda_host import LocalLambdaContext
 from local.worker_process import sqs_record
 from pipeline import aws
 from pipeline.envelope import Envelope, sns_attributes
+from pipeline.publication import publication
 from pipeline.registry import Consumer
-from pipeline.telegram import TelegramUpdate, publication
+from pipeline.telegram import TelegramUpdate
 from pipeline.worker import ConsumerWorker
 
 BENCH_CONSUMER = Consumer(

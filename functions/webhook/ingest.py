@@ -30,7 +30,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import aws, phones, telegram
+from pipeline import aws, phones, publication, telegram
 from pipeline.crm import contract, forms
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
@@ -365,7 +365,7 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
         if not isinstance(payload, dict):
             _reject(400, INVALID_REASON, "body must be a JSON object (a Telegram Update)")
         update: telegram.TelegramUpdate = _validate(telegram.TelegramUpdate, payload, 400)
-        envelope, attributes = telegram.publication(
+        envelope, attributes = publication.publication(
             update, payload, bot_id=settings.bot_id, correlation_id=request.correlation_id
         )
         return publish(envelope, attributes, settings.topic_arn)

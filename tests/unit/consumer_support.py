@@ -28,9 +28,10 @@ from infra.tables import TTL_ATTRIBUTE
 from pipeline import aws
 from pipeline.envelope import Envelope, crm_event_id, fifo_keys, utc_now
 from pipeline.pacing import SEND_RATE_ENV
+from pipeline.publication import publication
 from pipeline.registry import Consumer, secret_env_var, table_env_var
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, DLQ_RETENTION, IDEMPOTENCY_TTL_SECONDS
-from pipeline.telegram import TelegramUpdate, publication
+from pipeline.telegram import TelegramUpdate
 from pipeline.worker import ConsumerWorker
 
 REGION = "eu-central-1"

@@ -1,7 +1,8 @@
 """The Telegram `Update`: its kinds, where each keeps its chat and user, and routing attributes.
 
 One table (`KINDS`) says, per update kind, where its chat and the user who caused it live; the
-webhook's routing attributes (`update_type`, `chat_type`, `command`, together in `publication`)
+webhook's routing attributes (`update_type`, `chat_type`, `command`, together in
+`pipeline.publication`)
 and the consumers' lookups (`chat_of`, `user_of`) are all read from it, so a kind is described
 once.
 
@@ -20,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
-
-from pipeline.envelope import Envelope, telegram_event_id, utc_now
 
 UNKNOWN_TYPE = "unknown"
 
@@ -284,27 +283,3 @@ def command(update: TelegramUpdate, bot_username: str | None = None) -> str | No
 def own_username() -> str | None:
     """This bot's username, from the `telegram_bot_username` setting (None when not configured)."""
     return os.environ.get(BOT_USERNAME_ENV) or None
-
-
-def publication(
-    update: TelegramUpdate, payload: dict[str, Any], *, bot_id: str, correlation_id: str
-) -> tuple[Envelope, dict[str, str | None]]:
-    """What the webhook publishes for a validated update: the envelope around `payload` (the body
-    exactly as received) and the SNS routing attributes (None: the attribute is left out).
-    """
-    kind = update_type(update)
-    envelope = Envelope(
-        event_id=telegram_event_id(bot_id, update.update_id),
-        source="telegram",
-        type=kind,
-        correlation_id=correlation_id,
-        received_at=utc_now(),
-        payload=payload,
-    )
-    attributes = {
-        "source": "telegram",
-        "type": kind,
-        "chat_type": chat_type(update),
-        "command": command(update),
-    }
-    return envelope, attributes
