@@ -295,8 +295,12 @@ class TelegramFake(FakeService):
         if (again := self.messages.refusal(method, params)) is not None:
             return self._bad_request(again)
         response = self._result(method, spec, params)
-        if response.status == 200 and isinstance(response.body, dict):
-            result = response.body.get("result")
+        if (
+            response.status == 200
+            and isinstance(response.body, dict)
+            and not method.startswith(("edit", "stop"))
+        ):
+            result = response.body.get("result")  # a new message (edits of known ones: `refusal`)
             for message in result if isinstance(result, list) else [result]:
                 self.messages.record(message)
         if response.status == 200 and self._crash_requested(method):

@@ -80,8 +80,8 @@ class SentMessages:
             return None
 
     def record(self, message: Any) -> None:
-        """Remember a `Message` the stand-in answered with, when it is new (an edit of a known
-        message was remembered by `refusal`)."""
+        """Remember a `Message` the stand-in sent (an edit of a known message is remembered by
+        `refusal`; one of an unknown message is not: the stand-in knows only part of it)."""
         if not isinstance(message, dict) or not isinstance(message.get("chat"), dict):
             return
         key = (str(message["chat"].get("id")), str(message.get("message_id")))
