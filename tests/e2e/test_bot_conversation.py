@@ -305,7 +305,7 @@ def test_a_refused_reply_dead_letters_its_update_and_the_alarm_topic_names_its_c
 
     [letter] = [m for m in bot_pipeline.dlq_messages("bot") if json.loads(m["Body"])["event_id"] == event_id]
     reason = letter["MessageAttributes"]["dead_letter_reason"]["StringValue"]
-    assert reason.startswith("telegram: bad request:")
+    assert reason.startswith("telegram sendMessage: HTTP 400 ")
     [notice] = [n for n in notices() if event_id in n["Subject"]]
     assert notice["Subject"] == f"bot: chat {group} dead-lettered update {event_id}"
     assert f"chat (message group): {group}" in notice["Message"]
