@@ -77,11 +77,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline import aws, deadline, pause
 from pipeline.envelope import Envelope
-from pipeline.errors import AccountRefused, PermanentError, TransientError
+from pipeline.errors import FLOOD_CONTROL, AccountRefused, HandedBack, PermanentError, TransientError
 from pipeline.observability import mask_phones, service_logger
 from pipeline.pause import MAX_VISIBILITY_SECONDS
 from pipeline.registry import Consumer, RetryPolicy, by_name
-from pipeline.retention import CONSUMER_QUEUE_RETENTION, IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
+from pipeline.retention import (
+    CONSUMER_QUEUE_RETENTION,
+    IDEMPOTENCY_TTL_SECONDS,
+    TELEGRAM_RETRY_AFTER_CAP_SECONDS,
+    check_idempotency_ttl,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
@@ -192,6 +197,8 @@ class ConsumerWorker:
         self._group_delays: dict[str, int] = {}
         # Per invocation: the account refusal that paused a record; the rest of the batch waits too.
         self._paused: AccountRefused | None = None
+        # The record being handled's envelope (its dead letter's notice names it).
+        self._envelope: Envelope | None = None
 
     # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
     @property
@@ -346,12 +353,15 @@ class ConsumerWorker:
         self.logger.set_correlation_id(envelope.correlation_id)
         self.logger.append_keys(event_id=envelope.event_id, event_type=envelope.type)
         self._executed = False
+        self._envelope = envelope
         try:
             if self._paused is not None:
                 raise self._paused
             idempotent_process(event=envelope.model_dump(mode="json"))
         except AccountRefused as error:
-            self._pause(record, error, log_keys, receive_count, envelope)
+            self._pause(record, error, log_keys, receive_count)
+        except HandedBack as error:
+            self._hand_back(record, error, log_keys, receive_count)
         except PermanentError as error:
             self._dead_letter(record, error.reason, log_keys, envelope)
             return
@@ -419,27 +429,15 @@ class ConsumerWorker:
         raise TransientError(reason, retry_after)
 
     def _pause(
-        self,
-        record: SQSRecord,
-        error: AccountRefused,
-        log_keys: dict[str, Any],
-        receive_count: int,
-        envelope: Envelope,
+        self, record: SQSRecord, error: AccountRefused, log_keys: dict[str, Any], receive_count: int
     ) -> None:
         """Keep the record for later, uncounted (see the module docstring); raise to report it
         failed when it stays in place (ordered), return when a copy was re-sent (unordered)."""
         first = self._paused is None
         self._paused = error
-        first_sent_ms = pause.first_sent_ms(record)
-        age = time.time() - first_sent_ms / 1000
         delay = pause.pause_seconds(self.consumer)
         reason = f"account refused ({error.cause}): {error.reason}"
-        if age + delay >= pause.RETENTION_SECONDS or (
-            self.consumer.ordered and receive_count >= self.consumer.redrive_max_receive_count
-        ):
-            # Kept past this it would expire in (or be moved from) its queue without a reason.
-            held = f"paused {age / 86_400:.1f} days, the queue's retention: {reason}"
-            self._dead_letter(record, held, log_keys, envelope)
+        if not self._keepable(record, "paused", reason, delay, receive_count, log_keys):
             return
         with single_metric(name=pause.PAUSED_METRIC, unit=MetricUnit.Count, value=1) as metric:
             metric.add_dimension(name="consumer", value=self.consumer.name)
@@ -458,17 +456,48 @@ class ConsumerWorker:
             "record paused: the remote refused the account",
             extra={**log_keys, "reason": reason, "cause": error.cause, "delay": delay},
         )
+        self._put_back(record, reason, delay, log_keys)
+
+    def _hand_back(self, record: SQSRecord, error: HandedBack, log_keys: dict[str, Any], count: int) -> None:
+        """The record waits its pacing or flood wait in its queue, not in this invocation: put back
+        with that delay as a pause is, uncounted. A wait past the cap is a pause (alarmed)."""
+        if error.delay > TELEGRAM_RETRY_AFTER_CAP_SECONDS:
+            over = f"{error.reason}, over the {TELEGRAM_RETRY_AFTER_CAP_SECONDS} s cap"
+            self._pause(record, AccountRefused(over, FLOOD_CONTROL), log_keys, count)
+            return
+        # A re-sent record is delayed 900 s at most (SQS): a longer wait comes back and is handed back again.
+        longest = MAX_VISIBILITY_SECONDS if self.consumer.ordered else pause.PAUSE_SECONDS
+        delay = min(max(1, math.ceil(error.delay)), longest)
+        reason = f"handed back: {error.reason}"
+        if self._keepable(record, "handed back", error.reason, delay, count, log_keys):
+            self._record(Outcome("handed_back", reason, delay))
+            self.metrics.add_metric(name="RecordsHandedBack", unit=MetricUnit.Count, value=1)
+            self.logger.info("record handed back", extra={**log_keys, "reason": reason, "delay": delay})
+            self._put_back(record, reason, delay, log_keys)
+
+    def _keepable(self, record: SQSRecord, doing: str, why: str, delay: int, count: int, log: Any) -> bool:
+        """Whether the record may be kept `delay` more seconds; if not, it is dead-lettered now
+        with `why`: kept longer, it would expire in (or be moved from) its queue without a reason."""
+        age = pause.outliving_age(self.consumer, record, delay, count)
+        if age is not None:
+            reason = f"{doing} {age / 86_400:.1f} days, the queue's retention: {why}"
+            self._dead_letter(record, reason, log, self._envelope)
+        return age is None
+
+    def _put_back(self, record: SQSRecord, reason: str, delay: int, log_keys: dict[str, Any]) -> None:
+        """Back in `delay` s, uncounted: an unordered record re-sent (its receive count starts
+        anew; the original acknowledged), an ordered one (FIFO: a re-send would break its chat's
+        order) hidden that long with its group, reported failed (raises)."""
         if not self.consumer.ordered:
-            pause.resend(self.settings.queue_url, record, first_sent_ms, delay)
+            pause.resend(self.settings.queue_url, record, pause.first_sent_ms(record), delay)
             return
         try:
             aws.client("sqs").change_message_visibility(
                 QueueUrl=self.settings.queue_url, ReceiptHandle=record.receipt_handle, VisibilityTimeout=delay
             )
         except Exception:
-            self.logger.exception("could not set the pause", extra=log_keys)
-        group = record.attributes.message_group_id
-        if group:
+            self.logger.exception("could not set the delay", extra=log_keys)
+        if group := record.attributes.message_group_id:
             self._group_delays[group] = delay
         raise TransientError(reason)
 

@@ -48,7 +48,7 @@ from telegram.error import Forbidden
 from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws, pacing
-from pipeline.bot_api import EXPIRED_QUERY
+from pipeline.bot_api import EXPIRED_QUERY, TIMEOUT_SECONDS
 from pipeline.errors import PermanentError
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
@@ -280,8 +280,10 @@ class JournaledRequest(BaseRequest):
         pacer = pacing.shared()
         if pacer is not None and pacing.is_message(api_method):
             chat_id = (request_data.parameters if request_data is not None else {}).get("chat_id")
-            await asyncio.sleep(pacer.reserve(chat_id))
+            await asyncio.sleep(pacer.reserve(chat_id, TIMEOUT_SECONDS))
         status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
+        if status == 429 and pacer is not None:  # the whole bot waits (`pipeline.pacing`)
+            raise pacer.flood(payload, pacer.clock())
         if api_method == "answerCallbackQuery" and status == 400 and EXPIRED_QUERY.encode() in payload:
             # Too late to stop the button's spinner (a retried update): nothing is left to do,
             # and the handler goes on, as the autoreply consumer does.
