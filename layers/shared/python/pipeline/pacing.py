@@ -194,7 +194,8 @@ class Pacer:
             now = self.clock()
             at = max(now, self._next, self._not_before, self._chats.get(key, now) if key else now)
             wait = at - now
-            if wait > self.max_wait or not deadline.can_wait(wait, call_seconds):
+            # No wait at all: the call's own deadline check decides (`pipeline.deadline.require`).
+            if wait > 0 and (wait > self.max_wait or not deadline.can_wait(wait, call_seconds)):
                 flood = " (the bot-wide flood wait)" if at == self._not_before else ""
                 raise HandedBack(f"telegram pacing: the next message is due in {wait:.1f} s{flood}", wait)
             self._next = at + self.interval
