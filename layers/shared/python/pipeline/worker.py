@@ -44,7 +44,10 @@ bound: a paused record is dead-lettered, with the reason, when it would outlive 
 retention (CONSUMER_QUEUE_RETENTION after it was first sent), never lost silently. Each pause
 emits `AccountPaused{consumer, cause}` (alarmed from the first) and writes the consumer's
 latest pause to the journal (`<consumer>#paused`), which `ops doctor` reads. The rest of the
-batch pauses with the first record without calling the remote again.
+batch pauses with the first record without calling the remote again. A record handed back
+(`HandedBack`: Telegram's pacing or flood wait is longer than the invocation may sleep,
+`pipeline.pacing`) goes back the same way, uncounted, with that wait as its delay (counted in
+RecordsHandedBack); a wait past TELEGRAM_RETRY_AFTER_CAP_SECONDS is a `flood_control` pause.
 
 Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named in the log line,
 and publishes a notice naming the chat to the alarm topic (`ALARM_TOPIC_ARN`): the DLQ's
@@ -158,6 +161,7 @@ class Outcome:
     """What happened to one record; the local runtime and tests count these."""
 
     # "processed" | "duplicate" | "retry" | "dead_lettered" | "held" (ordered: skipped) | "paused"
+    # | "handed_back"
     status: str
     reason: str | None = None
     delay_seconds: int | None = None
@@ -197,8 +201,7 @@ class ConsumerWorker:
         self._group_delays: dict[str, int] = {}
         # Per invocation: the account refusal that paused a record; the rest of the batch waits too.
         self._paused: AccountRefused | None = None
-        # The record being handled's envelope (its dead letter's notice names it).
-        self._envelope: Envelope | None = None
+        self._envelope: Envelope | None = None  # the record's in hand (a dead letter's notice names it)
 
     # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
     @property
@@ -459,13 +462,12 @@ class ConsumerWorker:
         self._put_back(record, reason, delay, log_keys)
 
     def _hand_back(self, record: SQSRecord, error: HandedBack, log_keys: dict[str, Any], count: int) -> None:
-        """The record waits its pacing or flood wait in its queue, not in this invocation: put back
-        with that delay as a pause is, uncounted. A wait past the cap is a pause (alarmed)."""
+        """The pacing's wait is spent in the queue (see the module docstring); past the cap, a pause."""
         if error.delay > TELEGRAM_RETRY_AFTER_CAP_SECONDS:
             over = f"{error.reason}, over the {TELEGRAM_RETRY_AFTER_CAP_SECONDS} s cap"
             self._pause(record, AccountRefused(over, FLOOD_CONTROL), log_keys, count)
             return
-        # A re-sent record is delayed 900 s at most (SQS): a longer wait comes back and is handed back again.
+        # SQS delays a re-sent record 900 s at most: a longer wait is handed back again for the rest.
         longest = MAX_VISIBILITY_SECONDS if self.consumer.ordered else pause.PAUSE_SECONDS
         delay = min(max(1, math.ceil(error.delay)), longest)
         reason = f"handed back: {error.reason}"
@@ -476,8 +478,7 @@ class ConsumerWorker:
             self._put_back(record, reason, delay, log_keys)
 
     def _keepable(self, record: SQSRecord, doing: str, why: str, delay: int, count: int, log: Any) -> bool:
-        """Whether the record may be kept `delay` more seconds; if not, it is dead-lettered now
-        with `why`: kept longer, it would expire in (or be moved from) its queue without a reason."""
+        """Whether it may be kept `delay` s more; if not (it would expire unexplained), dead-lettered."""
         age = pause.outliving_age(self.consumer, record, delay, count)
         if age is not None:
             reason = f"{doing} {age / 86_400:.1f} days, the queue's retention: {why}"
@@ -485,9 +486,8 @@ class ConsumerWorker:
         return age is None
 
     def _put_back(self, record: SQSRecord, reason: str, delay: int, log_keys: dict[str, Any]) -> None:
-        """Back in `delay` s, uncounted: an unordered record re-sent (its receive count starts
-        anew; the original acknowledged), an ordered one (FIFO: a re-send would break its chat's
-        order) hidden that long with its group, reported failed (raises)."""
+        """Back in `delay` s, uncounted: unordered, re-sent (its receive count anew; the original
+        acknowledged); ordered (FIFO: a re-send breaks the order), hidden with its group (raises)."""
         if not self.consumer.ordered:
             pause.resend(self.settings.queue_url, record, pause.first_sent_ms(record), delay)
             return
