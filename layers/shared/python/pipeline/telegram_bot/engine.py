@@ -21,7 +21,8 @@ Per update (`BotRunner.process`, the worker's `process`):
    (pipeline.telegram_bot.calls);
 4. an error a handler raised (PTB hands it to the error handlers: the user's run, and ours
    captures it) fails the record, classified as the autoreply consumer classifies Bot API errors:
-   429 -> retried after `retry_after`; timeouts and network errors -> retried with backoff;
+   429 -> the whole bot waits `retry_after`, the record handed back (`pipeline.pacing`); timeouts
+   and network errors -> retried with backoff;
    400 -> dead-lettered with the reason; 401 (the bot token revoked) -> paused, not
    dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); 403 on a
    call to the update's own private chat (the user blocked the bot) -> recorded as
