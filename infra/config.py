@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from infra.paths import FUNCTIONS_DIR
-from pipeline import phones
+from pipeline import pacing, phones
 from pipeline.crm.contract import DEFAULT_CRM_AUTH, CrmAuth, accepts_token
 from pipeline.crm.status_map import parse_status_map
 from pipeline.registry import CONSUMERS
@@ -153,6 +153,11 @@ class PipelineSettings(BaseModel):
     api_rate_limit: float = Field(default=50, gt=0)
     api_burst_limit: int = Field(default=100, ge=0)
     telegram_bot_id: str = Field(default="default", min_length=1)
+    # The bot's global rate, messages a second, shared by its sending consumers' environments
+    # (`pipeline.pacing`): Telegram's 30 by default; up to 1000 with paid broadcasts.
+    telegram_messages_per_second: float = Field(
+        default=pacing.TELEGRAM_MESSAGES_PER_SECOND, gt=0, le=pacing.TELEGRAM_MAX_MESSAGES_PER_SECOND
+    )
     # The bot's own username (without "@"): the autoreply answers "/start@<it>" and "/start" but
     # not "/start@other_bot" (groups with several bots). Unset: whatever bot a command names.
     telegram_bot_username: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]{4,31}$")

@@ -22,6 +22,8 @@ from infra.config import (
     SettingsError,
     validation_problems,
 )
+from pipeline import deadline, pacing
+from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import CRM_AUTH_ENV
 from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.crm.sweep import OVERLAP_ENV as SWEEP_OVERLAP_ENV
@@ -224,6 +226,8 @@ class FunctionEnvironments:
             environment[ALARM_TOPIC_ENV] = alarm_topic_arn
         check_function_settings(consumer)
         environment.update(consumer.environment)
+        if consumer.sends_to_telegram:
+            environment.update(self.telegram_pacing(consumer))
         if consumer.name == SMS_CONSUMER:
             environment.update(self.sms(consumer))
         if consumer.source == "telegram" and self.settings.telegram_bot_username:
@@ -231,6 +235,24 @@ class FunctionEnvironments:
             environment[BOT_USERNAME_ENV] = self.settings.telegram_bot_username
         self.check_worker_environment(environment, consumer)
         return environment
+
+    def telegram_pacing(self, consumer: Consumer) -> dict[str, str]:
+        """The consumer's share of the bot's `telegram_messages_per_second` (`pipeline.pacing`),
+        refused when one environment could not send two messages in one invocation: each would
+        send one and hand the rest of its batch back."""
+        rate = self.settings.telegram_messages_per_second
+        share = pacing.send_rate(consumer.max_concurrency, rate)
+        room = min(
+            pacing.MAX_WAIT_SECONDS, consumer.timeout_seconds - deadline.needed(BOT_API_TIMEOUT_SECONDS)
+        )
+        if not share > 0 or 1 / share > room:
+            why = (
+                f"too slow for the {consumer.name} consumer: its {consumer.max_concurrency} environments'"
+                f" share, {share:g} a second, spaces messages more than the {room:g} s a message may"
+                " wait in an invocation"
+            )
+            raise SettingsError([Problem("telegram_messages_per_second", why, rate)])
+        return pacing.paced_environment(consumer.max_concurrency, rate)
 
     def check_worker_environment(self, environment: Mapping[str, str], consumer: Consumer) -> None:
         """Fail the synth (or the local start), not every message, on an environment

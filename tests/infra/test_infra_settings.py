@@ -536,3 +536,38 @@ def test_the_synth_refuses_a_bot_application_that_would_drop_steps_saying_what_t
         "persistent"
     ) in str(refused.value)
     assert "give it name=... and persistent=True" in str(refused.value)
+
+
+def test_the_bots_global_rate_is_one_setting_split_into_each_sending_consumers_environment_share() -> None:
+    """`telegram_messages_per_second` (Telegram's 30 by default) reaches each sending consumer as
+    its environments' share (`pipeline.pacing`): 80% of 10 a second over autoreply's 5 is 1.6."""
+    from pipeline.pacing import HEADROOM, SEND_RATE_ENV, TELEGRAM_MESSAGES_PER_SECOND
+
+    autoreply = by_name("autoreply")
+    assert _settings({}).telegram_messages_per_second == TELEGRAM_MESSAGES_PER_SECOND
+    environments = FunctionEnvironments(_settings({"telegram_messages_per_second": 10}), "Paced")
+    environment = environments.worker(
+        autoreply,
+        queue_url="https://sqs.invalid/q",
+        dlq_url="https://sqs.invalid/dlq",
+        tables={name: f"{name}-table" for name in autoreply.tables},
+        secrets={name: f"{name}-secret" for name in autoreply.secrets},
+    )
+    assert float(environment[SEND_RATE_ENV]) == pytest.approx(HEADROOM * 10 / autoreply.max_concurrency)
+
+
+@pytest.mark.parametrize(
+    ("rate", "why"),
+    [
+        (1001, "less than or equal to 1000"),  # Telegram's ceiling, with paid broadcasts
+        (0, "greater than 0"),
+        # 0.08 a second per environment: messages 12.5 s apart, longer than a message may wait.
+        (0.5, "too slow for the autoreply consumer: its 5 environments' share, 0.08 a second"),
+    ],
+)
+def test_the_synth_refuses_a_global_rate_telegram_would_refuse_or_too_slow_to_pace(
+    rate: float, why: str
+) -> None:
+    with pytest.raises((ValidationError, SettingsError)) as refused:
+        build_app({"aws:cdk:bundling-stacks": [], "telegram_messages_per_second": rate}, nag=False)
+    assert "telegram_messages_per_second" in str(refused.value) and why in str(refused.value)

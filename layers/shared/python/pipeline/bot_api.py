@@ -102,10 +102,14 @@ class BotApi:
         error (`pipeline.bot_api_errors`): ChatUnreachable, AccountRefused, TransientError or
         PermanentError."""
         if self.pacer is not None and pacing.is_message(method):
-            self.pacer.wait(params.get("chat_id"))
+            self.pacer.wait(params.get("chat_id"), TIMEOUT_SECONDS)
         deadline.require(TIMEOUT_SECONDS, f"telegram {method}")
         http = JsonHttpClient(f"telegram {method}", secrets=(self._token,), timeout=TIMEOUT_SECONDS)
         response = http.post(f"{self.base_url}/bot{self._token}/{method}", dict(params))
+        if response.status == 429 and self.pacer is not None:  # the whole bot waits (`pipeline.pacing`)
+            raise self.pacer.flood(
+                response.body if isinstance(response.body, Mapping) else {}, self.pacer.clock()
+            )
         found = verdict(method, response, http.redact)
         if found is None:
             body = response.body

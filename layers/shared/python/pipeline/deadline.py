@@ -14,6 +14,9 @@ a batch's last record after the others' pacing (`least_batch_timeout_seconds`). 
 journaled calls do not ask: a user's handler may take its time before its last call, and a step
 refused every time would end in the DLQ (`pipeline.telegram_bot.calls` keeps its window).
 
+The same margin bounds a wait: the pacing (`pipeline.pacing`) sleeps only as long as it leaves
+a call and its record the time (`can_wait`), and hands the record back to its queue otherwise.
+
 The worker runtime opens each invocation (`invocation(context)`); outside one (a test, a script)
 nothing is refused.
 """
@@ -46,6 +49,19 @@ def invocation(context: Any) -> Iterator[None]:
 def needed(call_seconds: float) -> float:
     """The least time left for a call of `call_seconds` at most: it, then its record."""
     return call_seconds + RECORD_SECONDS
+
+
+def time_left() -> float | None:
+    """Seconds left in the open invocation; None outside one."""
+    return None if _remaining_millis is None else _remaining_millis() / 1000
+
+
+def can_wait(seconds: float, call_seconds: float) -> bool:
+    """Whether the invocation may sleep `seconds` and still make a call of `call_seconds` and
+    record it (`needed`, the one margin); outside an invocation, always. `pipeline.pacing` hands
+    a record back instead of a wait it may not make."""
+    left = time_left()
+    return left is None or left - seconds >= needed(call_seconds)
 
 
 def require(call_seconds: float, what: str) -> None:

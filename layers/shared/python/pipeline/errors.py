@@ -5,6 +5,9 @@
   reason (the SQS redrive policy catches crashes).
 - `PermanentError`: will never succeed as is (4xx, validation). The record goes to the DLQ at
   once with its reason, without burning retries.
+- `HandedBack`: not tried, only put off (Telegram's pacing or flood control asks to wait longer
+  than the invocation has left): the record goes back to its queue with the delay, uncounted
+  (`pipeline.worker`).
 - `AccountRefused`: the remote refused the whole account (revoked token, blocked, unpaid, out
   of balance). The record is paused: it stays queued and comes back later, uncounted, so it
   succeeds by itself once the account works again (`pipeline.worker`).
@@ -29,6 +32,16 @@ class TransientError(ConsumerError):
     def __init__(self, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
+
+
+class HandedBack(TransientError):
+    """Not an attempt: the record must wait `delay` seconds (the pacing's slot or the bot-wide
+    flood wait), longer than this invocation may sleep. The worker returns it to its queue with
+    that delay and counts nothing against it (`pipeline.worker`)."""
+
+    def __init__(self, reason: str, delay: float) -> None:
+        super().__init__(reason, delay)
+        self.delay = delay
 
 
 class PermanentError(ConsumerError):
@@ -56,11 +69,13 @@ class RemoteRefused(PermanentError):
 
 # Why a remote refused the account (not one message); consumers use it as a metric dimension.
 UNAUTHORIZED = "unauthorized"
+FLOOD_CONTROL = "flood_control"
 ACCOUNT_CAUSES = (
     UNAUTHORIZED,  # the credential is invalid or revoked, also after re-reading its secret
     "blocked",  # the vendor blocked the account (amoCRM 403, a Bitrix24 portal deleted/blocked)
     "unpaid",  # the plan expired or the API is not paid for (amoCRM 402, Bitrix24 ACCESS_DENIED)
     "out_of_balance",  # an SMS gateway has no money left to send with
+    FLOOD_CONTROL,  # Telegram asked the whole bot to wait longer than a hand-back may (`pipeline.pacing`)
 )
 
 

@@ -39,12 +39,14 @@ PAUSE_CAUSES = {
     "blocked": "the vendor blocked the account (amoCRM 403, a Bitrix24 portal deleted or REST blocked)",
     "unpaid": "the plan ended or does not include the API (amoCRM 402, Bitrix24 ACCESS_DENIED)",
     "out_of_balance": "the SMS gateway has no balance left",
+    "flood_control": "Telegram's 429 asked the whole bot to wait longer than the hand-back cap",
 }
 PAUSE_FIXES = {
     "unauthorized": "put the new token in the consumer's secret (it is re-read at the next refusal)",
     "blocked": "have the vendor unblock the account",
     "unpaid": "pay for the plan",
     "out_of_balance": "top up the gateway's balance",
+    "flood_control": "wait it out; if it recurs, lower telegram_messages_per_second",
 }
 
 # A consumer whose latest pause is older than this many of its pause waits has resumed: a record
@@ -72,6 +74,17 @@ def first_sent_ms(record: SQSRecord) -> int:
     carried = (record.raw_event.get("messageAttributes") or {}).get(FIRST_SENT_ATTRIBUTE) or {}
     value = str(carried.get("stringValue") or record.attributes.sent_timestamp or "")
     return int(value) if value.isdigit() and int(value) > 0 else int(time.time() * 1000)
+
+
+def outliving_age(consumer: Consumer, record: SQSRecord, delay: int, receive_count: int) -> float | None:
+    """The record's age in seconds when keeping it `delay` more would outlive its queue's
+    retention (or, ordered, its redrive count of receives); None while it may be kept."""
+    age = time.time() - first_sent_ms(record) / 1000
+    if age + delay < RETENTION_SECONDS and not (
+        consumer.ordered and receive_count >= consumer.redrive_max_receive_count
+    ):
+        return None
+    return age
 
 
 def resend(queue_url: str, record: SQSRecord, first_sent: int, delay: int) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.deadline import needed
-from pipeline.errors import ACCOUNT_CAUSES, UNAUTHORIZED
+from pipeline.errors import ACCOUNT_CAUSES, FLOOD_CONTROL, UNAUTHORIZED
 from pipeline.pacing import SEND_RATE_ENV, TELEGRAM_CHAT_INTERVAL_SECONDS, paced_environment
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
@@ -300,7 +300,8 @@ CONSUMERS: tuple[Consumer, ...] = (
         max_concurrency=5,
         retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
         secrets=("telegram_bot_token",),
-        account_causes=(UNAUTHORIZED,),
+        # A flood wait past the cap pauses it too (`pipeline.pacing`).
+        account_causes=(UNAUTHORIZED, FLOOD_CONTROL),
         unless_setting="bot_application",
         # Its messages are spaced so its environments together stay under Telegram's limits.
         sends_to_telegram=True,
@@ -323,7 +324,7 @@ CONSUMERS: tuple[Consumer, ...] = (
         secrets=("telegram_bot_token", "crm_api"),
         # Its state: read by key, written in one transaction of conditional puts and deletes.
         tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "bot_state": (DELETE_ITEM, GET_ITEM, PUT_ITEM)},
-        account_causes=(UNAUTHORIZED,),
+        account_causes=(UNAUTHORIZED, FLOOD_CONTROL),
         requires_setting="bot_application",
     ),
     Consumer(

@@ -64,6 +64,12 @@ REDELIVERY_MARGIN = redelivery_margin()
 # The longest a message can take to come back after its event was recorded as done.
 REDELIVERY_BOUND = CONSUMER_QUEUE_RETENTION + DLQ_RETENTION + REDELIVERY_MARGIN
 
+# The longest bot-wide flood wait (a Telegram 429's `retry_after`, `pipeline.pacing`) a record is
+# handed back for, uncounted and unalarmed: a 96th of its queue's retention (1 h of 4 days). A
+# longer one is a pause (`pipeline.worker`: alarmed, `ops doctor` says it), never a sleep, and no
+# record waits past its retention without a dead letter naming why.
+TELEGRAM_RETRY_AFTER_CAP_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds()) // 96
+
 # The Powertools idempotency TTL every worker uses by default and the shortest it accepts.
 IDEMPOTENCY_TTL_SECONDS = int(REDELIVERY_BOUND.total_seconds())
 # The shortest SMS journal retention accepted, in its unit (days).

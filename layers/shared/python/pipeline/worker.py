@@ -44,7 +44,10 @@ bound: a paused record is dead-lettered, with the reason, when it would outlive 
 retention (CONSUMER_QUEUE_RETENTION after it was first sent), never lost silently. Each pause
 emits `AccountPaused{consumer, cause}` (alarmed from the first) and writes the consumer's
 latest pause to the journal (`<consumer>#paused`), which `ops doctor` reads. The rest of the
-batch pauses with the first record without calling the remote again.
+batch pauses with the first record without calling the remote again. A record handed back
+(`HandedBack`: Telegram's pacing or flood wait is longer than the invocation may sleep,
+`pipeline.pacing`) goes back the same way, uncounted, with that wait as its delay (counted in
+RecordsHandedBack); a wait past TELEGRAM_RETRY_AFTER_CAP_SECONDS is a `flood_control` pause.
 
 Dead-lettering sends to the FIFO DLQ in the record's group (its chat), named in the log line,
 and publishes a notice naming the chat to the alarm topic (`ALARM_TOPIC_ARN`): the DLQ's
@@ -77,11 +80,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline import aws, deadline, pause
 from pipeline.envelope import Envelope
-from pipeline.errors import AccountRefused, PermanentError, TransientError
+from pipeline.errors import FLOOD_CONTROL, AccountRefused, HandedBack, PermanentError, TransientError
 from pipeline.observability import mask_phones, service_logger
 from pipeline.pause import MAX_VISIBILITY_SECONDS
 from pipeline.registry import Consumer, RetryPolicy, by_name
-from pipeline.retention import CONSUMER_QUEUE_RETENTION, IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
+from pipeline.retention import (
+    CONSUMER_QUEUE_RETENTION,
+    IDEMPOTENCY_TTL_SECONDS,
+    TELEGRAM_RETRY_AFTER_CAP_SECONDS,
+    check_idempotency_ttl,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
@@ -153,6 +161,7 @@ class Outcome:
     """What happened to one record; the local runtime and tests count these."""
 
     # "processed" | "duplicate" | "retry" | "dead_lettered" | "held" (ordered: skipped) | "paused"
+    # | "handed_back"
     status: str
     reason: str | None = None
     delay_seconds: int | None = None
@@ -192,6 +201,7 @@ class ConsumerWorker:
         self._group_delays: dict[str, int] = {}
         # Per invocation: the account refusal that paused a record; the rest of the batch waits too.
         self._paused: AccountRefused | None = None
+        self._envelope: Envelope | None = None  # the record's in hand (a dead letter's notice names it)
 
     # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
     @property
@@ -346,12 +356,15 @@ class ConsumerWorker:
         self.logger.set_correlation_id(envelope.correlation_id)
         self.logger.append_keys(event_id=envelope.event_id, event_type=envelope.type)
         self._executed = False
+        self._envelope = envelope
         try:
             if self._paused is not None:
                 raise self._paused
             idempotent_process(event=envelope.model_dump(mode="json"))
         except AccountRefused as error:
-            self._pause(record, error, log_keys, receive_count, envelope)
+            self._pause(record, error, log_keys, receive_count)
+        except HandedBack as error:
+            self._hand_back(record, error, log_keys, receive_count)
         except PermanentError as error:
             self._dead_letter(record, error.reason, log_keys, envelope)
             return
@@ -419,27 +432,15 @@ class ConsumerWorker:
         raise TransientError(reason, retry_after)
 
     def _pause(
-        self,
-        record: SQSRecord,
-        error: AccountRefused,
-        log_keys: dict[str, Any],
-        receive_count: int,
-        envelope: Envelope,
+        self, record: SQSRecord, error: AccountRefused, log_keys: dict[str, Any], receive_count: int
     ) -> None:
         """Keep the record for later, uncounted (see the module docstring); raise to report it
         failed when it stays in place (ordered), return when a copy was re-sent (unordered)."""
         first = self._paused is None
         self._paused = error
-        first_sent_ms = pause.first_sent_ms(record)
-        age = time.time() - first_sent_ms / 1000
         delay = pause.pause_seconds(self.consumer)
         reason = f"account refused ({error.cause}): {error.reason}"
-        if age + delay >= pause.RETENTION_SECONDS or (
-            self.consumer.ordered and receive_count >= self.consumer.redrive_max_receive_count
-        ):
-            # Kept past this it would expire in (or be moved from) its queue without a reason.
-            held = f"paused {age / 86_400:.1f} days, the queue's retention: {reason}"
-            self._dead_letter(record, held, log_keys, envelope)
+        if not self._keepable(record, "paused", reason, delay, receive_count, log_keys):
             return
         with single_metric(name=pause.PAUSED_METRIC, unit=MetricUnit.Count, value=1) as metric:
             metric.add_dimension(name="consumer", value=self.consumer.name)
@@ -458,17 +459,45 @@ class ConsumerWorker:
             "record paused: the remote refused the account",
             extra={**log_keys, "reason": reason, "cause": error.cause, "delay": delay},
         )
+        self._put_back(record, reason, delay, log_keys)
+
+    def _hand_back(self, record: SQSRecord, error: HandedBack, log_keys: dict[str, Any], count: int) -> None:
+        """The pacing's wait is spent in the queue (see the module docstring); past the cap, a pause."""
+        if error.delay > TELEGRAM_RETRY_AFTER_CAP_SECONDS:
+            over = f"{error.reason}, over the {TELEGRAM_RETRY_AFTER_CAP_SECONDS} s cap"
+            self._pause(record, AccountRefused(over, FLOOD_CONTROL), log_keys, count)
+            return
+        # SQS delays a re-sent record 900 s at most: a longer wait is handed back again for the rest.
+        longest = MAX_VISIBILITY_SECONDS if self.consumer.ordered else pause.PAUSE_SECONDS
+        delay = min(max(1, math.ceil(error.delay)), longest)
+        reason = f"handed back: {error.reason}"
+        if self._keepable(record, "handed back", error.reason, delay, count, log_keys):
+            self._record(Outcome("handed_back", reason, delay))
+            self.metrics.add_metric(name="RecordsHandedBack", unit=MetricUnit.Count, value=1)
+            self.logger.info("record handed back", extra={**log_keys, "reason": reason, "delay": delay})
+            self._put_back(record, reason, delay, log_keys)
+
+    def _keepable(self, record: SQSRecord, doing: str, why: str, delay: int, count: int, log: Any) -> bool:
+        """Whether it may be kept `delay` s more; if not (it would expire unexplained), dead-lettered."""
+        age = pause.outliving_age(self.consumer, record, delay, count)
+        if age is not None:
+            reason = f"{doing} {age / 86_400:.1f} days, the queue's retention: {why}"
+            self._dead_letter(record, reason, log, self._envelope)
+        return age is None
+
+    def _put_back(self, record: SQSRecord, reason: str, delay: int, log_keys: dict[str, Any]) -> None:
+        """Back in `delay` s, uncounted: unordered, re-sent (its receive count anew; the original
+        acknowledged); ordered (FIFO: a re-send breaks the order), hidden with its group (raises)."""
         if not self.consumer.ordered:
-            pause.resend(self.settings.queue_url, record, first_sent_ms, delay)
+            pause.resend(self.settings.queue_url, record, pause.first_sent_ms(record), delay)
             return
         try:
             aws.client("sqs").change_message_visibility(
                 QueueUrl=self.settings.queue_url, ReceiptHandle=record.receipt_handle, VisibilityTimeout=delay
             )
         except Exception:
-            self.logger.exception("could not set the pause", extra=log_keys)
-        group = record.attributes.message_group_id
-        if group:
+            self.logger.exception("could not set the delay", extra=log_keys)
+        if group := record.attributes.message_group_id:
             self._group_delays[group] = delay
         raise TransientError(reason)
 

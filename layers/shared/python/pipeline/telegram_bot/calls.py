@@ -63,7 +63,7 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from pipeline import aws, pacing
-from pipeline.bot_api import already_done, verdict
+from pipeline.bot_api import TIMEOUT_SECONDS, already_done, verdict
 from pipeline.bot_api_errors import Verdict
 from pipeline.errors import PermanentError
 from pipeline.http import JsonResponse
@@ -357,8 +357,10 @@ class JournaledRequest(BaseRequest):
         pacer = pacing.shared()
         if pacer is not None and pacing.is_message(api_method):
             chat_id = (request_data.parameters if request_data is not None else {}).get("chat_id")
-            await asyncio.sleep(pacer.reserve(chat_id))
+            await asyncio.sleep(pacer.reserve(chat_id, TIMEOUT_SECONDS))
         status, payload = await self.inner.do_request(url, method, request_data, **timeouts)
+        if status == 429 and pacer is not None:  # the whole bot waits (`pipeline.pacing`)
+            raise pacer.flood(payload, pacer.clock())
         status, payload = judged(api_method, request_data, status, payload)
         if 200 <= status < 300 and len(payload) <= MAX_JOURNALED_BYTES:
             self.journal.put(step.event_id, index, api_method, digest, status, payload, parts)

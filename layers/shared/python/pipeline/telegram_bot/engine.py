@@ -23,7 +23,8 @@ Per update (`BotRunner.process`, the worker's `process`):
    captures it) fails the record. A refused Bot API call is judged by the table the autoreply
    consumer reads too (`pipeline.bot_api_errors`): an answer saying its effect already held
    ("message is not modified" for a replayed edit, a callback query already answered) never
-   fails the step (pipeline.telegram_bot.calls); 429 -> retried after `retry_after`; 5xx,
+   fails the step (pipeline.telegram_bot.calls); 429 -> the whole bot waits `retry_after`, the
+   record handed back (`pipeline.pacing`); 5xx,
    timeouts and network errors -> retried with backoff; 401 (the bot token revoked) -> paused,
    not dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); a
    chat that can no longer be written to (the user blocked the bot, deleted the account) ->
