@@ -56,6 +56,13 @@ async def forget_user(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     context.application.drop_user_data(int(user_id))
 
 
+async def forget_then_fail(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """`/forgetbroken <chat id>`: drops a chat's data, then fails (a handler bug)."""
+    [chat_id] = context.args or []
+    context.application.drop_chat_data(int(chat_id))
+    raise ValueError("handler bug after a drop")
+
+
 async def count(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """`/count`, group 0."""
     assert context.chat_data is not None
@@ -76,6 +83,7 @@ def build(builder: ApplicationBuilder) -> Application[Any, Any, Any, Any, Any, A
     application.add_handler(CommandHandler("peek", peek))
     application.add_handler(CommandHandler("forgetchat", forget_chat))
     application.add_handler(CommandHandler("forgetuser", forget_user))
+    application.add_handler(CommandHandler("forgetbroken", forget_then_fail))
     application.add_handler(CommandHandler("count", count))
     application.add_handler(CommandHandler("count", seen), group=1)
     return application

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from telegram.ext import ApplicationBuilder
 
 from local.fakes.telegram import TelegramFake
@@ -110,6 +112,16 @@ def test_drop_user_data_deletes_the_item(bot: DeployedConsumer) -> None:
     assert stored(f"user#{ANNA}") is None
 
 
+def test_a_failed_step_s_drop_reaches_neither_the_table_nor_the_next_update(bot: DeployedConsumer) -> None:
+    """PTB keeps what a handler dropped for the next `update_persistence`; the failed step's
+    changes are discarded, and its drop must not be carried into the next update's commit."""
+    deliver(bot, message(GROUP, "/note hello"))
+    assert bot.deliver(telegram_envelope(message(ANNA, f"/forgetbroken {GROUP}"))).failed != []
+    assert stored(f"chat#{GROUP}") == {"note": "hello"}
+    deliver(bot, message(GROUP, "/count"))  # the same warm instance's next update (Anna's waits)
+    assert stored(f"chat#{GROUP}") == {"note": "hello", "count": 1, "seen": 1}
+
+
 def test_another_chat_s_data_is_what_the_table_holds_now(
     bot: DeployedConsumer, telegram: TelegramFake
 ) -> None:
@@ -195,3 +207,80 @@ def test_the_ptb_internals_begin_replaces_are_those_of_the_pinned_version(bot: D
     assert isinstance(application._chat_data, StoredData) and isinstance(application._user_data, StoredData)
     assert application.chat_data[GROUP] is application._chat_data[GROUP] == {"note": "hello"}
     assert application.user_data[JONAS] is application._user_data[JONAS] == {"notes": 1}
+
+
+# The generated sequences' steps: (chat the message comes from, its text or a migration).
+STEPS = [
+    (GROUP, "/note g"),
+    (GROUP, "/count"),
+    (SUPERGROUP, "/note s"),
+    (SUPERGROUP, "/count"),
+    (ANNA, "/note a"),
+    (ANNA, f"/tell {GROUP} from anna"),
+    (ANNA, f"/tell {SUPERGROUP} from anna"),
+    (ANNA, f"/forgetchat {GROUP}"),
+    (ANNA, f"/forgetchat {SUPERGROUP}"),
+    (ANNA, f"/forgetuser {JONAS}"),
+    (GROUP, f"/forgetuser {ANNA}"),
+    (GROUP, "migrate_to"),  # the old group's service message
+    (SUPERGROUP, "migrate_from"),  # the supergroup's
+]
+
+
+def step_update(chat_id: int, text: str) -> dict[str, Any]:
+    if text == "migrate_to":
+        return message(chat_id, migrate_to_chat_id=SUPERGROUP)
+    if text == "migrate_from":
+        return message(chat_id, migrate_from_chat_id=GROUP)
+    return message(chat_id, text)
+
+
+def reference_data(telegram: TelegramFake, updates: list[dict[str, Any]]) -> dict[str, Any]:
+    """What PTB itself holds after `updates`: one Application in memory, no persistence."""
+    from telegram import Update
+
+    from tests.unit.consumers.data_bot import build
+
+    async def run() -> dict[str, Any]:
+        builder = ApplicationBuilder().token(BOT_TOKEN).base_url(f"{telegram.url}/bot")
+        application = build(builder.updater(None).job_queue(None))
+        await application.initialize()
+        for update in updates:
+            await application.process_update(Update.de_json(update, application.bot))
+        await application.shutdown()
+        kept = {f"chat#{k}": dict(v) for k, v in application.chat_data.items() if v}
+        return kept | {f"user#{k}": dict(v) for k, v in application.user_data.items() if v}
+
+    return asyncio.run(run())
+
+
+def table_data() -> dict[str, Any]:
+    items = aws.client("dynamodb").scan(TableName=BOT_STATE_TABLE)["Items"]  # the test's view
+    return {
+        i["pk"]["S"]: json.loads(i["data"]["S"]) for i in items if i["pk"]["S"].startswith(("chat#", "user#"))
+    }
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(st.tuples(st.sampled_from(STEPS), st.integers(0, 2)), min_size=1, max_size=8),
+)
+@example(steps=[((GROUP, "/note g"), 0), ((GROUP, "migrate_to"), 1)])
+@example(steps=[((GROUP, "/count"), 0), ((ANNA, f"/tell {GROUP} from anna"), 1), ((GROUP, "/count"), 0)])
+def test_the_table_holds_what_ptb_itself_holds_after_any_sequence_on_any_instances(
+    bot: DeployedConsumer, telegram: TelegramFake, steps: list[tuple[tuple[int, str], int]]
+) -> None:
+    """Each update run by one of two warm instances or a cold one (2); afterwards the table holds
+    the chat and user data one in-memory PTB Application holds after the same updates."""
+    from pipeline.telegram_bot.runner import BotRunner
+
+    for item in aws.client("dynamodb").scan(TableName=BOT_STATE_TABLE)["Items"]:
+        aws.client("dynamodb").delete_item(TableName=BOT_STATE_TABLE, Key={"pk": item["pk"]})
+    instances = [BotRunner(), BotRunner()]
+    updates = []
+    for (chat_id, text), instance in steps:
+        update = step_update(chat_id, text)
+        updates.append(update)
+        runner = instances[instance] if instance < 2 else BotRunner()
+        runner.process(telegram_envelope(update).envelope)
+    assert table_data() == reference_data(telegram, updates)
