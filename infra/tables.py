@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from infra.environment import JOURNAL
 from pipeline.sms.journal import BY_STATE_INDEX
+from pipeline.telegram_bot.state import BY_CHAT_INDEX, CHAT_ATTRIBUTE
 
 TTL_ATTRIBUTE = "expiration"
 
@@ -49,5 +50,9 @@ TABLE_KEYS: dict[str, TableKeys] = {
     "conversations": TableKeys(partition="pk", sort="sk"),
     # The bot consumer's python-telegram-bot state (pipeline.telegram_bot.state): one item per
     # "<kind>#<key>" (a conversation of a handler, a chat's or a user's data, the bot's data).
-    "bot_state": TableKeys(partition="pk"),
+    # Its sparse `by_chat` index (conversation items carry their chat id) lets the console read
+    # one chat's conversations by that key, never scanning other chats' items.
+    "bot_state": TableKeys(
+        partition="pk", indexes=(GlobalIndex(name=BY_CHAT_INDEX, partition=CHAT_ATTRIBUTE, sort="pk"),)
+    ),
 }

@@ -27,6 +27,7 @@ from ops.stack import StackOutputs
 from pipeline import aws
 from pipeline.observability import mask_phones
 from pipeline.registry import CONSUMERS, Consumer
+from pipeline.telegram_bot.state import BY_CHAT_INDEX, CHAT_ATTRIBUTE, conversation_chat
 
 # How many of a chat's latest bot steps the conversation view lists, with their Bot API calls.
 BOT_STEPS = 5
@@ -217,45 +218,28 @@ def find_sms(where: Where, order: str, phone: str) -> list[dict[str, Any]]:
 
 
 # -- bot conversations -----------------------------------------------------------------------------
-CONVERSATION_PREFIX = "conversation#"
-
-
-def conversation_of_chat(pk: str, chat_id: int) -> bool:
-    """Whether a `bot_state` key `conversation#<name>#<key as JSON>` (`pipeline.telegram_bot.state.
-    conversation_key`) is this chat's: its key's first element (the chat, or in a per-user
-    conversation the user, whose id is the chat's in a private chat) is the chat id, whole."""
-    if not pk.startswith(CONVERSATION_PREFIX):
-        return False
-    _, _, key = pk[len(CONVERSATION_PREFIX) :].rpartition("#")
-    try:
-        parts = json.loads(key)
-    except ValueError:
-        return False
-    first = parts[0] if isinstance(parts, list) and parts else None
-    return type(first) is int and first == chat_id
-
-
 def bot_state_keys(where: Where, chat_id: int) -> list[str]:
     """The `bot_state` keys of a chat: its chat and user items by their keys, and its
-    conversations' keys, found among the conversation keys alone (no item's data is read for
-    that: another chat's state never leaves the table)."""
+    conversations' keys by a Query of the `by_chat` index on the chat id (pipeline.telegram_bot.
+    state): only that chat's keys are read, never another chat's item, and no item's data."""
     table = aws.resource("dynamodb").Table(where.stack().require(OutputKey.table_name("bot_state")))
     keys = [f"chat#{chat_id}", f"user#{chat_id}"]
-    scan: dict[str, Any] = {
+    query: dict[str, Any] = {
+        "IndexName": BY_CHAT_INDEX,
+        "KeyConditionExpression": "#chat = :chat",
+        "ExpressionAttributeNames": {"#chat": CHAT_ATTRIBUTE},
+        "ExpressionAttributeValues": {":chat": str(chat_id)},
         "ProjectionExpression": "pk",
-        "FilterExpression": "begins_with(pk, :conversation)",
-        "ExpressionAttributeValues": {":conversation": CONVERSATION_PREFIX},
     }
     while True:
-        page = table.scan(**scan)
+        page = table.query(**query)
+        # The key itself names the chat: an item the index holds under a wrong chat stays out.
         keys.extend(
-            str(item["pk"])
-            for item in page.get("Items", [])
-            if conversation_of_chat(str(item["pk"]), chat_id)
+            str(item["pk"]) for item in page.get("Items", []) if conversation_chat(str(item["pk"])) == chat_id
         )
         if "LastEvaluatedKey" not in page:
             break
-        scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     return keys
 
 

@@ -30,6 +30,7 @@ from infra.naming import pascal_case
 from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.journal import BY_STATE_INDEX
+from pipeline.telegram_bot.state import BY_CHAT_INDEX
 
 FOURTEEN_DAYS = 14 * 24 * 3600
 # What a function reading a secret calls (`pipeline.secrets`): never DescribeSecret.
@@ -398,6 +399,20 @@ def test_journal_has_the_sparse_by_state_index_the_sms_journal_queries(synth: Sy
     assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     conversations = props(synth.resources, _id(synth, synth.stack.tables.by_name["conversations"]))
     assert "GlobalSecondaryIndexes" not in conversations
+
+
+def test_bot_state_has_the_sparse_by_chat_index_the_console_queries(synth: Synthesized) -> None:
+    """The console reads one chat's conversations by its id (issue 40), never scanning the table;
+    the bot function is granted nothing on the index (grant_items: the table's items only)."""
+    properties = props(synth.resources, _id(synth, synth.stack.tables.by_name["bot_state"]))
+    types = {a["AttributeName"]: a["AttributeType"] for a in properties["AttributeDefinitions"]}
+    (index,) = properties["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == BY_CHAT_INDEX
+    assert [(k["AttributeName"], k["KeyType"], types[k["AttributeName"]]) for k in index["KeySchema"]] == [
+        ("chat", "HASH", "S"),
+        ("pk", "RANGE", "S"),
+    ]
+    assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
 def test_without_settings_only_unconditional_consumers_exist(default_synth: Synthesized) -> None:

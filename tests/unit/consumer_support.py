@@ -364,7 +364,20 @@ def create_tables() -> None:
     dynamodb.create_table(
         TableName=BOT_STATE_TABLE,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "chat", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[  # infra.tables: conversation items by their chat
+            {
+                "IndexName": "by_chat",
+                "KeySchema": [
+                    {"AttributeName": "chat", "KeyType": "HASH"},
+                    {"AttributeName": "pk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
         BillingMode="PAY_PER_REQUEST",
     )
 

@@ -551,17 +551,17 @@ async def _stage(
     await persistence.update_user_data(7, user_data)
 
 
-def test_state_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
+def test_bot_data_an_update_did_not_read_is_never_written(moto_aws: None) -> None:
     """PTB hands over bot_data after every update; one that ran no handler did not read it, and
-    the in-memory copy may be an earlier update's: writing it would clobber newer state."""
+    the in-memory copy may be an earlier update's: writing it would clobber newer state. (Chat
+    and user data are never an earlier update's: `DynamoDBPersistence.begin`, test_bot_persistence.)"""
     import asyncio
 
     table = StateTable(BOT_STATE_TABLE)
     persistence = DynamoDBPersistence(table)
-    asyncio.run(_stage(persistence, {"stale": True}, {"stale": True}))
+    asyncio.run(_stage(persistence, {"stale": True}, {}))
     assert persistence.staged == {}
     persistence._read("bot")
-    persistence._read("user#7")
     asyncio.run(_stage(persistence, {"fresh": True}, {}))
     assert persistence.staged == {"bot": '{"fresh":true}'}  # the user's data was and stays empty
 

@@ -10,6 +10,8 @@ import time
 import boto3
 
 from infra.outputs import OutputKey
+from infra.tables import TABLE_KEYS
+from pipeline.telegram_bot.state import item_attributes
 from tests.unit.ops.support import create_resources
 
 STACK = "Guard"
@@ -36,21 +38,40 @@ def published(event_id: str, source: str, kind: str, group: str, at: int) -> dic
     }
 
 
+def create_bot_state_table(name: str) -> None:
+    """The bot_state table with its key and index schema as deployed (infra.tables)."""
+    keys = TABLE_KEYS["bot_state"]
+    boto3.client("dynamodb").create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": keys.partition, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys.key_attributes],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition, "KeyType": "HASH"},
+                    *([{"AttributeName": index.sort, "KeyType": "RANGE"}] if index.sort else []),
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+            for index in keys.indexes
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def seed_console_stack() -> dict[str, str]:
     """The stack `STACK` (outputs, its log group) with each chat's and order's event and state."""
     deployed = create_resources()
-    dynamodb = boto3.resource("dynamodb")
-    dynamodb.create_table(
-        TableName=BOT_STATE_TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    state = dynamodb.Table(BOT_STATE_TABLE)
-    for chat in CHATS:
-        state.put_item(Item={"pk": f"chat#{chat}", "data": json.dumps({"of": chat}), "version": 1})
-        state.put_item(Item={"pk": f"user#{chat}", "data": json.dumps({"user": chat}), "version": 1})
-        state.put_item(Item={"pk": f"conversation#order#[{chat},{chat}]", "data": '"ASK"', "version": 1})
+    create_bot_state_table(BOT_STATE_TABLE)
+    dynamodb = boto3.client("dynamodb")
+    for chat in CHATS:  # as the bot writes them
+        for pk, data in (
+            (f"chat#{chat}", {"of": chat}),
+            (f"user#{chat}", {"user": chat}),
+            (f"conversation#order#[{chat},{chat}]", "ASK"),
+        ):
+            dynamodb.put_item(TableName=BOT_STATE_TABLE, Item=item_attributes(pk, json.dumps(data), 1))
     outputs = {**deployed.outputs, OutputKey.table_name("bot_state"): BOT_STATE_TABLE}
     template = {
         "Resources": {

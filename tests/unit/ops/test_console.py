@@ -21,6 +21,8 @@ from ops.console.data import Where, alarm_rows, bot_conversation
 from ops.dlq import peek_messages
 from ops.stack import DEFAULT_STACK_NAME, StackOutputs
 from pipeline.registry import by_name
+from pipeline.telegram_bot.state import item_attributes
+from tests.unit.ops.console_stack import create_bot_state_table
 from tests.unit.ops.support import Deployed, dead_letter, depth, drain
 
 PORT = 8765
@@ -229,19 +231,21 @@ def test_a_chat_s_conversation_shows_its_state_and_its_latest_steps_bot_api_call
 ) -> None:
     with mock_aws():
         dynamodb = boto3.resource("dynamodb")
-        for name, key in (("bot_state", "pk"), ("journal", "id")):
-            dynamodb.create_table(
-                TableName=name,
-                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        state = dynamodb.Table("bot_state")
-        state.put_item(Item={"pk": "chat#42", "data": '{"phone": "+375291234567"}', "version": 1})
-        state.put_item(Item={"pk": "conversation#order#[42,42]", "data": '"ASK_ADDRESS"', "version": 3})
-        state.put_item(Item={"pk": "user#42", "data": '{"phone": "+375297654321"}', "version": 2})
-        state.put_item(Item={"pk": "chat#43", "data": '{"other": 1}', "version": 1})
-        state.put_item(Item={"pk": "user#43", "data": '{"other": 1}', "version": 1})
+        create_bot_state_table("bot_state")
+        dynamodb.create_table(
+            TableName="journal",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for pk, data, version in (
+            ("chat#42", '{"phone": "+375291234567"}', 1),
+            ("conversation#order#[42,42]", '"ASK_ADDRESS"', 3),
+            ("user#42", '{"phone": "+375297654321"}', 2),
+            ("chat#43", '{"other": 1}', 1),
+            ("user#43", '{"other": 1}', 1),
+        ):
+            boto3.client("dynamodb").put_item(TableName="bot_state", Item=item_attributes(pk, data, version))
         calls = dynamodb.Table("journal")
         for index, method in enumerate(("sendMessage", "answerCallbackQuery")):
             calls.put_item(Item={"id": f"botcall#tg:5#{index}", "method": method, "status": 200})

@@ -7,14 +7,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
 from moto import mock_aws
 from starlette.testclient import TestClient
 
 from ops.console.app import SESSION_COOKIE, Console, build_app
 from ops.console.data import Where
-from tests.unit.ops.console_stack import CHATS, ORDERS, STACK, seed_console_stack
+from pipeline import aws
+from pipeline.telegram_bot.state import item_attributes
+from tests.unit.ops.console_stack import BOT_STATE_TABLE, CHATS, ORDERS, STACK, seed_console_stack
 
 PORT = 8765
 BASE = f"http://127.0.0.1:{PORT}"
@@ -116,3 +120,33 @@ def test_a_chat_s_conversation_view_holds_that_chat_s_state_only(console: Consol
     assert page.status_code == 200
     keys = set(re.findall(r"<td>((?:chat|user|conversation)#[^<]+)</td>", page.text))
     assert keys == {"chat#12", "user#12", "conversation#order#[12,12]"}
+
+
+def test_a_chat_s_conversation_view_reads_that_chat_by_its_key_and_never_scans(console: Console) -> None:
+    """Chat 123's conversations (one of them with user 12 in it) stay in the table: the view
+    reads chat 12's items by their keys and Queries the `by_chat` index on 12, no Scan."""
+    dynamodb = boto3.client("dynamodb")
+    for pk in ("conversation#order#[123,12]", "conversation#quiz#[123]"):
+        dynamodb.put_item(TableName=BOT_STATE_TABLE, Item=item_attributes(pk, '"ASK"', 1))
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+        calls.append((model.name, params))
+
+    events = aws.resource("dynamodb").meta.client.meta.events
+    events.register("before-parameter-build.dynamodb", record)
+    try:
+        page = logged_in(console).get("/bot?chat=12")
+    finally:
+        events.unregister("before-parameter-build.dynamodb", record)
+
+    assert page.status_code == 200
+    keys = set(re.findall(r"<td>((?:chat|user|conversation)#[^<]+)</td>", page.text))
+    assert keys == {"chat#12", "user#12", "conversation#order#[12,12]"}
+    assert "123" not in " ".join(keys) and "[123" not in page.text
+    state_calls = [(name, params) for name, params in calls if params.get("TableName") == BOT_STATE_TABLE]
+    assert "Scan" not in {name for name, _ in state_calls}
+    [query] = [params for name, params in state_calls if name == "Query"]
+    assert query["IndexName"] == "by_chat" and query["ExpressionAttributeValues"] == {":chat": {"S": "12"}}
+    read = sorted(params["Key"]["pk"]["S"] for name, params in state_calls if name == "GetItem")
+    assert read == ["chat#12", "conversation#order#[12,12]", "user#12"]

@@ -11,9 +11,8 @@ from hypothesis import strategies as st
 
 from ops.console import events
 from ops.console.app import LANDING_PATH, same_site_path
-from ops.console.data import conversation_of_chat
 from pipeline.envelope import fifo_id
-from pipeline.telegram_bot.state import conversation_key
+from pipeline.telegram_bot.state import CHAT_ATTRIBUTE, conversation_key, item_attributes
 
 GENERATED = settings(max_examples=300, deadline=None)
 BASE = "http://127.0.0.1:8765/"
@@ -53,10 +52,13 @@ def test_an_order_filter_keeps_an_event_only_of_that_very_order(
 @GENERATED
 @given(asked=chat_ids, chat=chat_ids, user=chat_ids, name=st.text(min_size=1, max_size=10))
 @example(asked=12, chat=123, user=12, name="order")
-def test_a_conversation_key_is_a_chat_s_only_for_that_very_chat(
+def test_a_conversation_item_is_indexed_under_its_own_chat_only(
     asked: int, chat: int, user: int, name: str
 ) -> None:
-    assert conversation_of_chat(conversation_key(name, [chat, user]), asked) == (asked == chat)
+    """The console queries the `by_chat` index on the asked chat: an item is found for it only if
+    its index value, as the bot writes it, is that chat's whole id."""
+    item = item_attributes(conversation_key(name, [chat, user]), '"STATE"', 1)
+    assert (item[CHAT_ATTRIBUTE]["S"] == str(asked)) == (asked == chat)
 
 
 # Paths built from the pieces open redirects are made of.

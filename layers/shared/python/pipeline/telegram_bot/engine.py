@@ -15,8 +15,8 @@ Per update (`BotRunner.process`, the worker's `process`):
 
 1. an update whose state was committed already (`applied#<event id>`) is not run again;
 2. the stored conversation states of the update's keys replace the in-memory ones (another
-   instance may have moved the conversation on); chat, user and bot data are read by PTB's
-   `refresh_*` calls before a handler runs;
+   instance may have moved the conversation on); chat and user data are read on first use
+   (any chat's or user's, `DynamoDBPersistence.begin`), the bot's by PTB's `refresh_bot_data`;
 3. `Application.process_update` runs the handlers, each Bot API call journaled
    (pipeline.telegram_bot.calls);
 4. an error a handler raised (PTB hands it to the error handlers: the user's run, and ours
@@ -240,7 +240,7 @@ class BotEngine:
         update = Update.de_json(envelope.payload, application.bot)
         if update is None:
             raise PermanentError("telegram update could not be read")
-        persistence.discard()
+        persistence.begin(application)
         self._errors.clear()
         with journaled(envelope.event_id) as step:
             handlers = [h for group in application.handlers.values() for h in group]
@@ -248,8 +248,13 @@ class BotEngine:
             # PTB's own test (Application.process_update), asked first to count what it drops.
             unhandled = not any(h.check_update(update) not in (None, False) for h in handlers)
             await application.process_update(update)
-            if not self._errors and step.diverged is None:
-                await application.update_persistence()  # stages the changes (errors captured too)
+            # Stages the changes (errors captured too); after a failed step as well, which then
+            # discards them: PTB's marks and drops of that step must not reach the next update.
+            try:
+                await application.update_persistence()
+            except Exception:
+                if not self._errors and step.diverged is None:
+                    raise
         if step.diverged is not None:
             persistence.discard()
             self._errors.clear()

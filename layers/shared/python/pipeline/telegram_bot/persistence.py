@@ -4,32 +4,46 @@ What differs from PTB's file-based persistences, and why (several Lambda instanc
 bot, each for a while, and any of them may get a chat's next update):
 
 - nothing is loaded in bulk: `get_chat_data`/`get_user_data`/`get_conversations` answer empty at
-  `initialize()` (no table scan at a cold start), and the data of the update's chat, user and bot
-  is read in `refresh_*_data`, which PTB calls before a handler runs; the conversation states of
-  the update's keys are read by `reload_conversations` before the update is processed;
-- `update_*` only stages what changed in this update (compared with what it read; an item it
-  did not read is not written); `commit(event_id)` writes it all in one conditional transaction
-  after the update, so a warm instance never writes over a state another instance has moved
-  on, and a lost race retries the update on fresh state.
+  `initialize()` (no table scan at a cold start). Instead `begin(application)` starts each
+  update with the Application's chat and user data emptied and read on first use:
+  `application.chat_data[any id]` (the update's chat via `refresh_chat_data`, which PTB calls
+  before a handler runs, or another chat a handler reaches, as `migrate_chat_data` does) is the
+  stored item as of this update, never a copy an earlier update left in this instance's memory.
+  The bot's data is read by `refresh_bot_data`; the conversation states of the update's keys by
+  `reload_conversations`. Each item is read once per update (`refresh_chat_data` finds the
+  chat already read by its first use);
+- `update_*` and `drop_*` only stage what changed in this update (compared with what it read).
+  Chat and user data PTB hands over (the update's, one marked with
+  `mark_data_for_update_persistence`, the new id of `migrate_chat_data`) are written, and
+  dropped ones deleted, each conditional on the version read in this update (an item first met
+  at staging is read then: PTB's "overridden" of a migration's new id). The bot's data and a
+  conversation this update did not read are not written: what PTB holds of them is as some
+  earlier update left it. `commit(event_id)` writes it all in one conditional transaction after
+  the update, so a warm instance never writes over a state another instance has moved on, and
+  a lost race retries the update on fresh state; `flush()` (PTB's `Application.stop`) commits
+  whatever is staged outside an update.
 
 Values must be JSON-serializable (dicts with string keys, lists, numbers, strings, booleans); a
 conversation's key is the handler's own tuple. Arbitrary callback data is not stored (the engine
-refuses it at build: pipeline.telegram_bot.inspection).
+refuses it at build: pipeline.telegram_bot.inspection): `get_callback_data` answers None and
+`update_callback_data` is never called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from telegram.ext import BasePersistence, PersistenceInput
 
-from pipeline.telegram_bot.state import StateTable, Stored, conversation_key, dumps
+from pipeline.telegram_bot.state import CONVERSATION_PREFIX, StateTable, Stored, conversation_key, dumps
 
 if TYPE_CHECKING:
     from telegram import Update
-    from telegram.ext import ConversationHandler
+    from telegram.ext import Application, ConversationHandler
     from telegram.ext._utils.types import CDCData, ConversationDict, ConversationKey
 
 logger = Logger(child=True)
@@ -65,6 +79,22 @@ def persistent_conversations(handlers: Iterable[Any]) -> list[ConversationHandle
     return found
 
 
+class StoredData(defaultdict[int, Any]):
+    """`Application.chat_data`/`user_data` during an update: an id's entry is read from the table
+    the first time it is used (`begin` empties it before each update)."""
+
+    def __init__(self, factory: Callable[[], Any], read: Callable[[int], Any]) -> None:
+        super().__init__(factory)
+        self._read_value = read
+
+    def __missing__(self, key: int) -> Any:
+        assert self.default_factory is not None
+        value = self.default_factory()
+        _replace(value, self._read_value(key))
+        self[key] = value
+        return value
+
+
 class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[Any, Any]]):
     def __init__(self, table: StateTable | None = None) -> None:
         super().__init__(
@@ -77,6 +107,29 @@ class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[A
         self._staged: dict[str, str | None] = {}
 
     # -- reading --------------------------------------------------------------------------------
+    def begin(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        """Start an update: forget what the last one read and staged, and empty the Application's
+        chat and user data, read again on first use (`StoredData`). Replaces PTB 22.8's
+        `Application._chat_data`/`_user_data` and their read-only views (pinned by a test)."""
+        self.discard()
+        chat_data, user_data = application._chat_data, application._user_data
+        if not isinstance(chat_data, StoredData):
+            chat_data = StoredData(application.context_types.chat_data, self._chat_value)
+            application._chat_data = chat_data
+            application.chat_data = MappingProxyType(chat_data)
+        if not isinstance(user_data, StoredData):
+            user_data = StoredData(application.context_types.user_data, self._user_value)
+            application._user_data = user_data
+            application.user_data = MappingProxyType(user_data)
+        chat_data.clear()
+        user_data.clear()
+
+    def _chat_value(self, chat_id: int) -> Any:
+        return self._read(chat_key(chat_id))
+
+    def _user_value(self, user_id: int) -> Any:
+        return self._read(user_key(user_id))
+
     def _read(self, pk: str) -> Any:
         stored: Stored = self.table.get(pk)
         self._known[pk] = (None if stored.value is None else dumps(stored.value, pk), stored.version)
@@ -97,14 +150,20 @@ class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[A
     async def get_conversations(self, name: str) -> ConversationDict:
         return {}
 
+    def _refresh(self, pk: str, target: dict[Any, Any]) -> None:
+        """Fill `target` with the stored value, unless this update read it already (its first use
+        in `StoredData`): read again, it would lose what was changed since."""
+        if pk not in self._known:
+            _replace(target, self._read(pk))
+
     async def refresh_user_data(self, user_id: int, user_data: dict[Any, Any]) -> None:
-        _replace(user_data, self._read(user_key(user_id)))
+        self._refresh(user_key(user_id), user_data)
 
     async def refresh_chat_data(self, chat_id: int, chat_data: dict[Any, Any]) -> None:
-        _replace(chat_data, self._read(chat_key(chat_id)))
+        self._refresh(chat_key(chat_id), chat_data)
 
     async def refresh_bot_data(self, bot_data: dict[Any, Any]) -> None:
-        _replace(bot_data, self._read(BOT_DATA))
+        self._refresh(BOT_DATA, bot_data)
 
     def reload_conversations(self, handlers: Iterable[Any], update: Update) -> None:
         """Set each persistent conversation's state for this update's key to the stored one.
@@ -127,16 +186,21 @@ class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[A
 
     # -- staging --------------------------------------------------------------------------------
     def _stage(self, pk: str, value: Any) -> None:
-        """Stage a change of an item this update read. PTB hands over `bot_data` after every
-        update, read or not, and the data of any chat or user marked for an update: an item this
-        update did not read is in memory as some earlier update left it, so it is not written."""
+        """Stage a change (None: a deletion) of an item, conditional on the version this update
+        read. PTB hands over `bot_data` after every update, read or not, and conversation states
+        it holds from earlier updates: unread, they are as some earlier update left them, so they
+        are not written. Chat and user data are only ever this update's (`begin`): one not read
+        yet (a migration's new id, a drop) is read now, and written over."""
         known = self._known.get(pk)
         if known is None:
-            if pk != BOT_DATA and value not in (None, {}):
-                logger.warning(
-                    "bot state changed without being read in this update: not saved", extra={"pk": pk}
-                )
-            return
+            if pk == BOT_DATA or pk.startswith(CONVERSATION_PREFIX):
+                if pk != BOT_DATA and value is not None:
+                    logger.warning(
+                        "bot state changed without being read in this update: not saved", extra={"pk": pk}
+                    )
+                return
+            self._read(pk)
+            known = self._known[pk]
         data = None if value is None or value == {} else dumps(value, pk)
         if known[0] != data:
             self._staged[pk] = data
@@ -163,7 +227,10 @@ class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[A
         self._stage(user_key(user_id), None)
 
     async def flush(self) -> None:
-        """Nothing to do: each update's changes are committed by `commit`."""
+        """Commit what is staged (PTB's `Application.stop` and `shutdown` call
+        `update_persistence` and then this). The engine commits each update itself."""
+        if self._staged:
+            self.commit(None)
 
     # -- per update -----------------------------------------------------------------------------
     def discard(self) -> None:
@@ -175,8 +242,9 @@ class DynamoDBPersistence(BasePersistence[dict[Any, Any], dict[Any, Any], dict[A
     def staged(self) -> dict[str, str | None]:
         return dict(self._staged)
 
-    def commit(self, event_id: str) -> int:
-        """Write the staged changes (StateConflict if any item moved on); returns how many."""
+    def commit(self, event_id: str | None) -> int:
+        """Write the staged changes with the event's marker (StateConflict if any item moved on);
+        returns how many."""
         writes = {pk: (data, self._known.get(pk, (None, 0))[1]) for pk, data in self._staged.items()}
         try:
             versions = self.table.commit(writes, event_id)

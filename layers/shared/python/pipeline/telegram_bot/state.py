@@ -2,6 +2,10 @@
 
 Items are `pk = "<kind>#<key>"` with the value as JSON (`data`) and a `version` counter:
 `conversation#<handler name>#<key as JSON>`, `chat#<chat id>`, `user#<user id>`, `bot`.
+Items written carry `schema_version` (1; an item without it is version 0, the same shape less
+`chat`). A conversation item whose key starts with a chat id (the handler's chat, or its user's,
+which is the chat in a private chat) also carries that id as `chat`: the sparse `by_chat` index
+lets the operator's console read one chat's conversations by their key, never scanning others'.
 
 Every read is strongly consistent and remembers the version it saw; every write is conditional
 on that version (or on the item not existing), and an update's writes go in one transaction
@@ -35,6 +39,12 @@ TABLE = "bot_state"
 TTL_ATTRIBUTE = "expiration"
 # DynamoDB's limit on the items of one TransactWriteItems call.
 MAX_TRANSACTION_ITEMS = 100
+# The items' format (see the module docstring); an item without `schema_version` is version 0.
+STATE_SCHEMA_VERSION = 1
+# The sparse index of conversation items by the chat their key starts with (infra.tables).
+BY_CHAT_INDEX = "by_chat"
+CHAT_ATTRIBUTE = "chat"
+CONVERSATION_PREFIX = "conversation#"
 
 
 class StateConflict(TransientError):
@@ -57,7 +67,45 @@ def dumps(value: Any, what: str) -> str:
 
 
 def conversation_key(name: str, key: Iterable[Any]) -> str:
-    return f"conversation#{name}#{json.dumps(list(key), separators=(',', ':'))}"
+    return f"{CONVERSATION_PREFIX}{name}#{json.dumps(list(key), separators=(',', ':'))}"
+
+
+def conversation_chat(pk: str) -> int | None:
+    """The chat id a conversation item's key starts with (None: not a conversation, or a key
+    that starts with no integer, as an inline message's does)."""
+    if not pk.startswith(CONVERSATION_PREFIX):
+        return None
+    _, _, key = pk[len(CONVERSATION_PREFIX) :].rpartition("#")
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return None
+    first = parts[0] if isinstance(parts, list) and parts else None
+    return first if type(first) is int else None
+
+
+def item_attributes(pk: str, data: str, version: int) -> dict[str, Any]:
+    """The item written for `pk` (low-level attribute values)."""
+    item: dict[str, Any] = {
+        "pk": {"S": pk},
+        "data": {"S": data},
+        "version": {"N": str(version)},
+        "schema_version": {"N": str(STATE_SCHEMA_VERSION)},
+    }
+    chat = conversation_chat(pk)
+    if chat is not None:
+        item[CHAT_ATTRIBUTE] = {"S": str(chat)}
+    return item
+
+
+def schema_version(item: dict[str, Any]) -> int:
+    """An item's format version (low-level attribute values); refuses one newer than this code."""
+    version = int(item["schema_version"]["N"]) if "schema_version" in item else 0
+    if version > STATE_SCHEMA_VERSION:
+        raise PermanentError(
+            f"bot state item has schema_version {version}, newer than this code ({STATE_SCHEMA_VERSION})"
+        )
+    return version
 
 
 class StateTable:
@@ -79,6 +127,7 @@ class StateTable:
         item = response.get("Item")
         if not item:
             return Stored(None, 0)
+        schema_version(item)  # versions 0 and 1 differ only in attributes this read ignores
         return Stored(json.loads(item["data"]["S"]), int(item["version"]["N"]))
 
     def applied(self, event_id: str) -> bool:
@@ -91,8 +140,9 @@ class StateTable:
         )
         return bool(response.get("Item"))
 
-    def commit(self, writes: dict[str, tuple[str | None, int]], event_id: str) -> dict[str, int]:
-        """Write `pk -> (JSON or None to delete, version read)` and the event's marker at once.
+    def commit(self, writes: dict[str, tuple[str | None, int]], event_id: str | None) -> dict[str, int]:
+        """Write `pk -> (JSON or None to delete, version read)` and the event's marker at once
+        (no marker without an event: a flush outside an update).
 
         Returns the new version per written pk; raises StateConflict when any item changed since
         it was read."""
@@ -116,15 +166,18 @@ class StateTable:
                 )
                 versions[pk] = 0
             else:
-                item = {"pk": {"S": pk}, "data": {"S": data}, "version": {"N": str(version + 1)}}
+                item = item_attributes(pk, data, version + 1)
                 items.append({"Put": {"TableName": self.table_name, "Item": item, **condition}})
                 versions[pk] = version + 1
         if not items:
             return versions
-        marker = {"pk": {"S": f"applied#{event_id}"}, TTL_ATTRIBUTE: expiration}
-        items.append({"Put": {"TableName": self.table_name, "Item": marker}})
+        if event_id is not None:
+            marker = {"pk": {"S": f"applied#{event_id}"}, TTL_ATTRIBUTE: expiration}
+            items.append({"Put": {"TableName": self.table_name, "Item": marker}})
         if len(items) > MAX_TRANSACTION_ITEMS:
-            raise PermanentError(f"one update changed {len(items) - 1} bot state items (at most 99)")
+            raise PermanentError(
+                f"one update changed {len(versions)} bot state items (at most {MAX_TRANSACTION_ITEMS - 1})"
+            )
         try:
             aws.client("dynamodb").transact_write_items(TransactItems=items)
         except ClientError as error:
