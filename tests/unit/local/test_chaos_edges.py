@@ -4,13 +4,22 @@ invariants they are checked by (`hidden`, `catch-up`), on what the pipeline's lo
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from local.chaos.checks import Observed, Sent, check
-from local.chaos.edges import CREDENTIALS, KINDS
+from local.chaos.edges import CREDENTIALS, KINDS, EdgeFaults
 from local.chaos.observe import HIDDEN_MESSAGE, hidden_orders
-from local.chaos.workload import FAULT_WEIGHTS, ROTATED_VENDORS, plan
+from local.chaos.workload import FAULT_WEIGHTS, ROTATED_VENDORS, Step, plan
+from local.fakes.amocrm import AmoCrmFake
+from local.fakes.bitrix24 import Bitrix24PortalFake
+from local.fakes.telegram import TelegramFake
+from local.resources import LOCAL_SECRET_VALUES
+from local.settings import LocalSettings
+from pipeline import aws
 from pipeline.crm.sources import HIDDEN_METRIC
 
 SEED = 2095
@@ -79,3 +88,95 @@ def test_the_observer_reads_the_hidden_orders_the_crm_consumers_logged_and_count
     named, counted = hidden_orders(SimpleNamespace(log_dir=tmp_path))  # type: ignore[arg-type]
 
     assert sorted(named) == ["amocrm lead 3", "bitrix24 deal 7"] and counted == 2
+
+
+# -- played against the stand-ins and moto's Secrets Manager (`EdgeFaults`) ------------------------------
+class World:
+    """What `EdgeFaults` plays on: the stand-ins, the settings and the secrets of a runtime."""
+
+    def __init__(self, fakes: dict[str, Any]) -> None:
+        self.fakes = fakes
+        self.settings = LocalSettings.from_cdk_json(crm_sweep_every_seconds=0.2)
+        client = aws.client("secretsmanager")
+        secrets = {}
+        for name, (secret, _) in CREDENTIALS.items():
+            value = LOCAL_SECRET_VALUES[secret](self.settings, self.fake_urls()) if name in fakes else "-"
+            secrets[secret] = client.create_secret(Name=f"chaos-{secret}", SecretString=value)["ARN"]
+        self.resources = SimpleNamespace(secrets=secrets)
+
+    def fake_urls(self) -> dict[str, str]:
+        return {name: fake.url for name, fake in self.fakes.items()}
+
+    def client(self, service: str) -> Any:
+        return aws.client(service)
+
+    def secret(self, name: str) -> str:
+        value: str = aws.client("secretsmanager").get_secret_value(SecretId=self.resources.secrets[name])[
+            "SecretString"
+        ]
+        return value
+
+
+def edge_faults(
+    world: World, portal_ids: dict[str, int] | None = None
+) -> tuple[EdgeFaults, set[str], list[str]]:
+    hidden: set[str] = set()
+    errors: list[str] = []
+    return EdgeFaults(lambda: world, threading.Lock(), portal_ids or {}, hidden, errors), hidden, errors
+
+
+def test_a_revoked_bot_token_is_replaced_in_the_stand_in_and_the_secret_and_kept_across_a_restart(
+    moto_aws: None,
+) -> None:
+    with TelegramFake(token=LocalSettings.from_cdk_json().telegram_bot_token) as telegram:
+        world = World({"telegram": telegram})
+        faults, _, errors = edge_faults(world)
+        old = telegram.token
+
+        faults.inject(Step(1, "bot_token_revoked", {"value": "AAchaosTestRevokedThenNew01", "seconds": 0.05}))
+        assert telegram.account.state()["blocked"] == "revoked"
+        time.sleep(0.3)
+
+        new = f"{telegram.bot_id}:AAchaosTestRevokedThenNew01"
+        assert telegram.token == new != old and telegram.account.state()["blocked"] is None
+        assert world.secret("telegram_bot_token") == new
+        # A restart makes the secrets again with their local values; the operator's is put back.
+        aws.client("secretsmanager").put_secret_value(
+            SecretId=world.resources.secrets["telegram_bot_token"], SecretString=old
+        )
+        faults.restore_secrets()
+        assert world.secret("telegram_bot_token") == new and errors == []
+
+
+def test_a_rotation_reaches_the_secret_only_after_its_gap_or_when_the_faults_are_cleared(
+    moto_aws: None,
+) -> None:
+    with AmoCrmFake(
+        token=LocalSettings.from_cdk_json().amocrm_token, handler_url="http://127.0.0.1:9/"
+    ) as amo:
+        world = World({"amocrm": amo})
+        faults, _, errors = edge_faults(world)
+        before = world.secret("amocrm_api")
+
+        faults.inject(
+            Step(1, "token_rotated", {"vendor": "amocrm", "value": "AAchaosNewAmoToken0001", "gap": 60})
+        )
+
+        assert amo.token == "AAchaosNewAmoToken0001" and world.secret("amocrm_api") == before
+        faults.finish()
+        assert json.loads(world.secret("amocrm_api"))["token"] == "AAchaosNewAmoToken0001" and errors == []
+
+
+def test_a_hidden_deal_is_named_and_shown_again_and_a_portal_outage_ends_by_itself(moto_aws: None) -> None:
+    with Bitrix24PortalFake(handler_url="http://127.0.0.1:9/") as portal:
+        world = World({"bitrix24": portal})
+        deal = portal.create_deal("Order", emit=False).deal_id
+        faults, hidden, errors = edge_faults(world, {"b1x1": deal})
+
+        faults.inject(Step(1, "deal_hidden", {"portal": "bitrix24", "pick": 7, "seconds": 0.05}))
+        assert not portal.access.may_read(deal, 0) and hidden == {f"bitrix24 deal {deal}"}
+        faults.inject(Step(2, "portal_outage", {"portal": "bitrix24", "periods": 1.5}))  # 0.3 s here
+        time.sleep(0.1)
+        assert portal.is_down and portal.access.may_read(deal, 0)
+        time.sleep(0.5)
+        assert not portal.is_down and errors == []
