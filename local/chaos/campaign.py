@@ -123,9 +123,7 @@ class Campaign:
         self.inflight = InFlight()
         # Per consumer, the events the operator redrove (their effects come late, by their decision).
         self.redriven_events: dict[str, set[str]] = {}
-        self.edges = EdgeFaults(
-            lambda: self.runtime, self._pipeline_down, self.sent.portal_ids, self.sent.hidden, self.errors
-        )
+        self.edges = EdgeFaults(lambda: self.runtime, self._pipeline_down, self.sent, self.errors)
 
     # -- sending -------------------------------------------------------------------------------------
     def event_id(self, step: Step) -> str:

@@ -11,8 +11,9 @@ as a vendor and an operator would:
   the secret past the cache and go on (`pipeline.secrets`); meanwhile they pause, never dead-letter;
 - `bot_token_revoked`: the bot token revoked in @BotFather (every Bot API call 401) for seconds,
   then a new one issued: the stand-in takes it, the operator puts it, the chats resume;
-- `deal_hidden`: a deal or lead the integration's user may no longer read, for seconds (the
-  CRM's list methods leave its history out, reading it is refused): a look meanwhile is counted
+- `deal_hidden`: the deal or lead of the portal moved last (its look likely still on its way), which
+  the integration's user may no longer read, for seconds (the CRM's list methods leave its
+  history out, reading it is refused): a look meanwhile is counted
   and named (`CrmOrdersHidden`, a warning naming the order), and once visible its moves are read
   again (the sweep's overlap, or the deal's next move) and texted;
 - `portal_outage`: a portal's API down and its webhooks lost for `periods` of the catch-up sweep's
@@ -31,6 +32,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from local.chaos.checks import Sent
 from local.chaos.workload import Step
 from local.resources import LOCAL_SECRET_VALUES
 
@@ -55,14 +57,12 @@ class EdgeFaults:
         self,
         runtime: Callable[[], Any],
         pipeline_down: threading.Lock,
-        portal_ids: dict[str, int],
-        hidden: set[str],
+        sent: Sent,
         errors: list[str],
     ) -> None:
         self._runtime = runtime
         self._pipeline_down = pipeline_down
-        self._portal_ids = portal_ids
-        self._hidden_names = hidden
+        self._sent = sent
         self._errors = errors
         self._lock = threading.Lock()
         self._pending: list[tuple[threading.Timer, Callable[[], None]]] = []
@@ -168,15 +168,22 @@ class EdgeFaults:
 
     # -- permissions ------------------------------------------------------------------------------------
     def _hide(self, portal: str, pick: int, seconds: float) -> None:
-        """One of the portal's deals hidden from the integration's user for `seconds`."""
-        ids = sorted(number for key, number in self._portal_ids.items() if key.startswith(portal[0]))
-        if not ids:
+        """The portal's deal moved last (else one `pick`s) hidden from the integration's user for
+        `seconds`."""
+        ids = self._sent.portal_ids
+        moved = [  # in the order they were sent (a lane may still be making the newest)
+            step.args["deal"]
+            for step in list(self._sent.steps.values())
+            if step.kind == "portal_move" and step.args["portal"] == portal and step.args["deal"] in ids
+        ]
+        made = sorted(number for key, number in list(ids.items()) if key.startswith(portal[0]))
+        if not made:
             return  # no deal made yet in that portal: nothing to hide
-        order_id = ids[pick % len(ids)]
+        order_id = ids[moved[-1]] if moved else made[pick % len(made)]
         fake = self._runtime().fakes[portal]
         with self._lock:
             self._hidden.setdefault(portal, set()).add(order_id)
-            self._hidden_names.add(f"{portal} {NOUNS[portal]} {order_id}")
+            self._sent.hidden.add(f"{portal} {NOUNS[portal]} {order_id}")
             fake.access.control("POST", {"hidden_orders": sorted(self._hidden[portal])})
 
         def shown() -> None:

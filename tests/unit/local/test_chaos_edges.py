@@ -117,12 +117,10 @@ class World:
         return value
 
 
-def edge_faults(
-    world: World, portal_ids: dict[str, int] | None = None
-) -> tuple[EdgeFaults, set[str], list[str]]:
-    hidden: set[str] = set()
+def edge_faults(world: World, sent: Sent | None = None) -> tuple[EdgeFaults, set[str], list[str]]:
+    sent = sent or Sent()
     errors: list[str] = []
-    return EdgeFaults(lambda: world, threading.Lock(), portal_ids or {}, hidden, errors), hidden, errors
+    return EdgeFaults(lambda: world, threading.Lock(), sent, errors), sent.hidden, errors
 
 
 def test_a_revoked_bot_token_is_replaced_in_the_stand_in_and_the_secret_and_kept_across_a_restart(
@@ -170,11 +168,15 @@ def test_a_rotation_reaches_the_secret_only_after_its_gap_or_when_the_faults_are
 def test_a_hidden_deal_is_named_and_shown_again_and_a_portal_outage_ends_by_itself(moto_aws: None) -> None:
     with Bitrix24PortalFake(handler_url="http://127.0.0.1:9/") as portal:
         world = World({"bitrix24": portal})
-        deal = portal.create_deal("Order", emit=False).deal_id
-        faults, hidden, errors = edge_faults(world, {"b1x1": deal})
+        first, deal = (portal.create_deal(name, emit=False).deal_id for name in ("First", "Moved last"))
+        sent = Sent(portal_ids={"b1x1": first, "b1x2": deal})
+        move = {"portal": "bitrix24", "deal": "b1x2", "stages": ["PREPARATION"]}
+        sent.steps["portal:b1x2:5"] = Step(5, "portal_move", move)
+        faults, hidden, errors = edge_faults(world, sent)
 
         faults.inject(Step(1, "deal_hidden", {"portal": "bitrix24", "pick": 7, "seconds": 0.05}))
         assert not portal.access.may_read(deal, 0) and hidden == {f"bitrix24 deal {deal}"}
+        assert portal.access.may_read(first, 0)  # the deal moved last is the one hidden
         faults.inject(Step(2, "portal_outage", {"portal": "bitrix24", "periods": 1.5}))  # 0.3 s here
         time.sleep(0.1)
         assert portal.is_down and portal.access.may_read(deal, 0)
