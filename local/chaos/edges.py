@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from local.chaos.checks import Sent
+from local.chaos.portals import NOUNS
 from local.chaos.workload import Step
 from local.resources import LOCAL_SECRET_VALUES
 
@@ -44,8 +45,6 @@ CREDENTIALS: dict[str, tuple[str, str]] = {
     "bitrix24": ("bitrix24_api", "bitrix24_webhook_code"),
     "telegram": ("telegram_bot_token", "telegram_bot_token"),
 }
-# How the pipeline names an order it logs (`pipeline.crm.sync`: "<crm> <noun> <id>").
-NOUNS = {"bitrix24": "deal", "amocrm": "lead"}
 # Lost webhooks while a portal is down: more than it posts meanwhile.
 OUTAGE_LOST_WEBHOOKS = 1_000
 

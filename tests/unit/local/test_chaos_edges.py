@@ -182,3 +182,20 @@ def test_a_hidden_deal_is_named_and_shown_again_and_a_portal_outage_ends_by_itse
         assert portal.is_down and portal.access.may_read(deal, 0)
         time.sleep(0.5)
         assert not portal.is_down and errors == []
+
+
+def test_a_deal_left_untexted_is_excused_only_by_a_named_hidden_skip_of_it() -> None:
+    """README: a hidden order is counted, named and alarmed, nothing marked handled; its next event
+    texts it. A deal whose last move was skipped so, and which never moved again, owes no SMS; any
+    other untexted deal is still a violation."""
+    sent = Sent(portal_ids={"b1": 42}, hidden={"bitrix24 deal 42"})
+    move = {"portal": "bitrix24", "deal": "b1", "name": "Portalb1", "phone": "+4915778000001"}
+    sent.steps["portal:b1:0"] = Step(0, "portal_move", {**move, "stages": ["EXECUTING"], "create": True})
+    rules = frozenset({"ready_for_pickup"})
+
+    [untexted] = check(SEED, sent, Observed(), rules)
+    assert untexted.detail.startswith("no SMS for bitrix24 deal 42")
+    assert check(SEED, sent, Observed(hidden_named=["bitrix24 deal 42"], hidden_counted=1), rules) == []
+    others = check(SEED, sent, Observed(hidden_named=["bitrix24 deal 43"], hidden_counted=1), rules)
+    # Another deal's skip excuses nothing, and the campaign never hid that one.
+    assert sorted(v.invariant for v in others) == ["hidden", "portal"]
