@@ -93,6 +93,8 @@ ACCOUNT_CAUSES: dict[str, tuple[str, ...]] = {
     "telegram": ("revoked",),
     "end_user_messaging": ("out_of_balance", "blocked"),
 }
+# How long a vendor refuses a whole account at most (`account_blocked`, `bot_token_revoked`).
+LONGEST_REFUSAL_SECONDS = 12.0
 # The vendors whose credential `token_rotated` rotates (`local.chaos.edges.CREDENTIALS`).
 ROTATED_VENDORS = ("amocrm", "bitrix24", "telegram")
 # A restart of the whole pipeline saves and restores every queue and table (`local.snapshot`):
@@ -252,13 +254,23 @@ class _Planner:
             vendor = pick.choice(sorted(ACCOUNT_CAUSES))
             cause = pick.choice(ACCOUNT_CAUSES[vendor])
             return Step(
-                index, kind, {"vendor": vendor, "cause": cause, "seconds": round(pick.uniform(2.0, 12.0), 1)}
+                index,
+                kind,
+                {
+                    "vendor": vendor,
+                    "cause": cause,
+                    "seconds": round(pick.uniform(2.0, LONGEST_REFUSAL_SECONDS), 1),
+                },
             )
         if kind in ("token_rotated", "bot_token_revoked"):
             # A credential each vendor accepts (a bot token's part after the id: 20+ [A-Za-z0-9_-]).
             value = f"AAchaos{self.seed}r{index}x{pick.getrandbits(64):016x}"
             if kind == "bot_token_revoked":
-                return Step(index, kind, {"value": value, "seconds": round(pick.uniform(2.0, 12.0), 1)})
+                return Step(
+                    index,
+                    kind,
+                    {"value": value, "seconds": round(pick.uniform(2.0, LONGEST_REFUSAL_SECONDS), 1)},
+                )
             vendor = pick.choice(ROTATED_VENDORS)
             return Step(
                 index, kind, {"vendor": vendor, "value": value, "gap": round(pick.uniform(0.0, 3.0), 1)}

@@ -13,7 +13,8 @@ from typing import Any
 from local.chaos.checks import Observed, Sent, check
 from local.chaos.edges import CREDENTIALS, KINDS, EdgeFaults
 from local.chaos.observe import HIDDEN_MESSAGE, hidden_orders
-from local.chaos.workload import FAULT_WEIGHTS, ROTATED_VENDORS, Step, plan
+from local.chaos.shape import campaign_consumers
+from local.chaos.workload import FAULT_WEIGHTS, LONGEST_REFUSAL_SECONDS, ROTATED_VENDORS, Step, plan
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.fakes.telegram import TelegramFake
@@ -21,6 +22,7 @@ from local.resources import LOCAL_SECRET_VALUES
 from local.settings import LocalSettings
 from pipeline import aws
 from pipeline.crm.sources import HIDDEN_METRIC
+from pipeline.secrets import REFRESH_ON_MISMATCH_INTERVAL_SECONDS
 
 SEED = 2095
 RULES = frozenset({"shipped"})
@@ -199,3 +201,18 @@ def test_a_deal_left_untexted_is_excused_only_by_a_named_hidden_skip_of_it() -> 
     others = check(SEED, sent, Observed(hidden_named=["bitrix24 deal 43"], hidden_counted=1), rules)
     # Another deal's skip excuses nothing, and the campaign never hid that one.
     assert sorted(v.invariant for v in others) == ["hidden", "portal"]
+
+
+def test_chaos_seed_40_an_ordered_consumers_pauses_outlast_a_revoked_token_and_a_re_read_interval() -> None:
+    """Seed 40 (6,000 events): the bot token revoked for up to 12 s, then replaced; a worker that had
+    re-read the secret while it was revoked may re-read it again only a minute later, and autoreply's
+    ordered chats, paused 3 s at a time within their queue's 24 receives (72 s), dead-lettered 14
+    replies as "paused ... the queue's retention". Each ordered consumer's pauses now outlast the
+    longest refusal plus one re-read interval, twice over."""
+    for consumer in campaign_consumers():
+        if consumer.ordered:
+            assert consumer.retry.pause_seconds is not None
+            budget = consumer.retry.pause_seconds * consumer.redrive_max_receive_count
+            assert budget >= 2 * (LONGEST_REFUSAL_SECONDS + REFRESH_ON_MISMATCH_INTERVAL_SECONDS), (
+                consumer.name
+            )
