@@ -122,7 +122,7 @@ class Campaign:
         self.operator_errors: list[str] = []
         self.inflight = InFlight()
         # Per consumer, the events the operator redrove (their effects come late, by their decision).
-        self.redriven_events: dict[str, set[str]] = {}
+        self.redriven_events: dict[str, dict[str, str]] = {}
         self.edges = EdgeFaults(lambda: self.runtime, self._pipeline_down, self.sent, self.errors)
 
     # -- sending -------------------------------------------------------------------------------------
@@ -438,7 +438,7 @@ class Campaign:
         held = dead_letters(self.runtime)
         moved = operator.redrive(self.runtime)
         for name, events in held.items():
-            self.redriven_events.setdefault(name, set()).update(events)
+            self.redriven_events.setdefault(name, {}).update(events)
         if moved:
             self.redriven.update(moved)
             self.say(f"chaos seed {self.options.seed}: redrove {moved}")

@@ -123,7 +123,8 @@ class Observed:
     unanswered_callbacks: list[str] = field(default_factory=list)
     # Per consumer, the events the operator redrove from its DLQ: their effects come after the
     # ones behind them, by the operator's decision, not out of the chat's order.
-    redriven: dict[str, set[str]] = field(default_factory=dict)
+    # With the reason each was dead-lettered for (the `account` invariant reads it too).
+    redriven: dict[str, dict[str, str]] = field(default_factory=dict)
     # The operator decided every SMS record that waited on a person (`local.chaos.operator`):
     # none may wait any more, and none excuses a missing SMS.
     decided_by_operator: bool = False
@@ -198,10 +199,17 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     _check_sms(sent, observed, rules, violation)
     _check_portals(sent, observed, rules, violation)
     found.extend(_check_edges(seed, sent, observed))
-    for name, events in observed.dead.items():
-        for event_id, reason in events.items():
-            if any(word.lower() in (reason or "").lower() for word in ACCOUNT_REFUSAL_WORDS):
-                violation("account", f"dead-lettered by {name} for a refusal of the whole account", event_id)
+    # What the DLQs hold at the end, and what the operator redrove from them before (seed 40's 14
+    # autoreply replies paused past their queue's receives were redriven, and went unseen).
+    dead_lettered = {
+        (name, event_id): reason
+        for letters in (observed.redriven, observed.dead)
+        for name, events in letters.items()
+        for event_id, reason in events.items()
+    }
+    for (name, event_id), reason in dead_lettered.items():
+        if any(word.lower() in (reason or "").lower() for word in ACCOUNT_REFUSAL_WORDS):
+            violation("account", f"dead-lettered by {name} for a refusal of the whole account", event_id)
     for key, status in observed.idempotency_records:
         if status == "INPROGRESS":
             found.append(Violation("journal", f"idempotency record {key} left INPROGRESS", key, seed))
@@ -249,7 +257,7 @@ def _window(observed: Observed, event_id: str, lost: int, count: int, consumer: 
 
 def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
     dead = observed.dead.get("autoreply", {})
-    redriven = observed.redriven.get("autoreply", set())
+    redriven = observed.redriven.get("autoreply", {})
     lost_replies = Counter(observed.unanswered_replies)
     lost_answers = Counter(observed.unanswered_callbacks)
     by_chat: dict[int, list[str]] = defaultdict(list)

@@ -216,3 +216,16 @@ def test_chaos_seed_40_an_ordered_consumers_pauses_outlast_a_revoked_token_and_a
             assert budget >= 2 * (LONGEST_REFUSAL_SECONDS + REFRESH_ON_MISMATCH_INTERVAL_SECONDS), (
                 consumer.name
             )
+
+
+def test_chaos_seed_40_an_account_refusal_dead_lettered_then_redriven_is_still_a_violation() -> None:
+    """Seed 40's 14 autoreply replies, dead-lettered as paused past their queue's receives, were
+    redriven by the operator before the checks read the DLQs, and no invariant saw them."""
+    reason = "paused 0.0 days, the queue's retention: account refused (unauthorized): telegram sendMessage"
+    redriven = Observed(redriven={"autoreply": {"telegram:1:10": reason}})
+    [found] = [v for v in check(SEED, Sent(), redriven, RULES) if v.invariant == "account"]
+    assert found.detail == "dead-lettered by autoreply for a refusal of the whole account"
+    transient = Observed(
+        redriven={"bitrix24": {"look": "retries exhausted after 8 attempts: connection failed"}}
+    )
+    assert check(SEED, Sent(), transient, RULES) == []
