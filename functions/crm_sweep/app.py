@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pipeline.crm.sweep import SOURCES_ENV, SweepCursor, SweepSource, sweep
 from pipeline.envelope import utc_now
 from pipeline.observability import service_logger, service_tracer
+from pipeline.registry import by_name
 
 logger = service_logger()
 tracer = service_tracer()
@@ -35,6 +36,8 @@ def amocrm_source() -> SweepSource:
 
 
 ADAPTERS: dict[str, Callable[[], SweepSource]] = {"bitrix24": bitrix24_source, "amocrm": amocrm_source}
+# The secret each CRM's credential is in: its consumer's (the one it reads), re-read after a 401.
+SECRETS: dict[str, str] = {name: by_name(name).secrets[0] for name in ADAPTERS}
 
 
 def connected() -> dict[str, Callable[[], SweepSource]]:
@@ -57,5 +60,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         SweepCursor(os.environ["JOURNAL_TABLE"]),
         utc_now(),
         lambda: context.get_remaining_time_in_millis() / 1000,
+        secrets=SECRETS,
     )
     return {name: result.looked for name, result in swept.items()}

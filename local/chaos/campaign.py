@@ -34,6 +34,8 @@ from typing import Any
 
 from local.chaos import operator, portals
 from local.chaos.checks import INTERMEDIATE_SMS_STATES, Sent, Violation, check, reply_text, split
+from local.chaos.edges import KINDS as EDGE_FAULTS
+from local.chaos.edges import EdgeFaults
 from local.chaos.inflight import InFlight
 from local.chaos.observe import dead_letters, observe
 from local.chaos.posts import crm_move, telegram_update
@@ -120,7 +122,8 @@ class Campaign:
         self.operator_errors: list[str] = []
         self.inflight = InFlight()
         # Per consumer, the events the operator redrove (their effects come late, by their decision).
-        self.redriven_events: dict[str, set[str]] = {}
+        self.redriven_events: dict[str, dict[str, str]] = {}
+        self.edges = EdgeFaults(lambda: self.runtime, self._pipeline_down, self.sent, self.errors)
 
     # -- sending -------------------------------------------------------------------------------------
     def event_id(self, step: Step) -> str:
@@ -158,6 +161,7 @@ class Campaign:
             with self._lock:
                 self.sent.steps[event_id] = step
             self._answer(event_id, portals.apply(self.runtime, step.args, self.sent.portal_ids))
+            self.sent.portal_moved_at[step.args["portal"]] = time.time()
             return
         if step.kind in ("resend", "crm_resend"):
             with self._lock:
@@ -226,22 +230,14 @@ class Campaign:
             portals.webhook_faults(runtime, args["portal"], late)
         elif kind == "crm_outage":
             fakes["crm"].go_down(args["seconds"])
-        elif kind == "account_blocked":
-            switch = fakes[args["vendor"]].account  # type: ignore[attr-defined]
-            switch.block(args["cause"])
-            timer = threading.Timer(args["seconds"], switch.unblock)
-            timer.daemon = True
-            timer.start()
-        elif kind == "sns_publish_error":
-            fakes["sns"].add_faults(
-                {"fail_next": args["count"], "status": args["status"], "match": "Publish"}
+        elif kind in EDGE_FAULTS:
+            self.edges.inject(step)
+        elif kind.startswith("sns_publish_"):  # at SNS's Publish: an error, a late or a lost answer
+            name = {"sns_publish_error": "fail_next", "sns_publish_timeout": "hang_next"}.get(
+                kind, "drop_answer_next"
             )
-        elif kind == "sns_publish_timeout":
-            fakes["sns"].add_faults(
-                {"hang_next": args["count"], "seconds": args["seconds"], "match": "Publish"}
-            )
-        elif kind == "sns_publish_lost_answer":
-            fakes["sns"].add_faults({"drop_answer_next": args["count"], "match": "Publish"})
+            options = {key: value for key, value in args.items() if key != "count"}
+            fakes["sns"].add_faults({name: args["count"], **options, "match": "Publish"})
         elif kind.startswith(("dynamodb_", "sqs_")):
             self._aws_faults("POST", {key: args[key] for key in ("target", "kind", "count")})
         elif kind == "kill_worker":
@@ -292,6 +288,7 @@ class Campaign:
             assert self.runtime is not None
             with self._pipeline_down:
                 self.pipeline_restarts.append(round(self.runtime.restart_pipeline(), 1))
+            self.edges.restore_secrets()  # the operator's, which a restart made again with local values
         except Exception as error:  # the campaign goes on; the report shows it
             self.errors.append(f"restart of the pipeline: {type(error).__name__}: {error}")
         finally:
@@ -311,6 +308,7 @@ class Campaign:
     def clear_faults(self) -> None:
         assert self.runtime is not None
         self._aws_faults("DELETE")
+        self.edges.finish()
         for name, fake in self.runtime.fakes.items():
             fake.clear_faults()
             if (switch := getattr(fake, "account", None)) is not None:
@@ -440,7 +438,7 @@ class Campaign:
         held = dead_letters(self.runtime)
         moved = operator.redrive(self.runtime)
         for name, events in held.items():
-            self.redriven_events.setdefault(name, set()).update(events)
+            self.redriven_events.setdefault(name, {}).update(events)
         if moved:
             self.redriven.update(moved)
             self.say(f"chaos seed {self.options.seed}: redrove {moved}")
@@ -527,6 +525,7 @@ class Campaign:
                 1 for kill in self.inflight.kills if kill.cause == "timed out"
             ),
             "sender_errors": self.errors[:20],
+            "hidden_orders_skipped": observed.hidden_counted,  # `deal_hidden`: counted, named, then texted
             "journal_settled": settled,
             "startup_seconds": round(startup, 1),
             "sending_seconds": round(sending, 1),

@@ -32,6 +32,13 @@ N` replays the same workload and faults. The invariants, once the faults stop an
 - `account`: no dead letter was refused for the whole account (a vendor's `account_blocked`: the
   record pauses and resumes once the account works, `pipeline.worker`), whether classified as
   such (`account refused`) or not (the vendors' own words for it in the reason);
+- `hidden` (`deal_hidden`): an order the pipeline skipped as hidden from the integration's user is
+  counted (`CrmOrdersHidden`) and named (the warning names the order), and is one the campaign hid;
+  once visible again its moves are texted when something reads them (the sweep's overlap, the
+  deal's next move: the portal invariant above); a deal whose SMS is missing is excused only by
+  such a named skip (README: nothing is marked handled, the order's next event reads it whole);
+- `catch-up` (`portal_outage`, and every lost webhook): each portal's catch-up sweep has read its
+  history past the campaign's last move there (its cursor's `read_to`), however long the outage;
 - the journal: no idempotency record left `INPROGRESS`, no SMS record left `pending` or `sending`,
   nor `failed` or `unknown` once the operator has decided.
 """
@@ -43,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.chaos.conversations import BOT_KINDS, STEP_OUTPUTS, outputs
-from local.chaos.portals import FIRST_STAGE, status_transitions
+from local.chaos.portals import FIRST_STAGE, NOUNS, status_transitions
 from local.chaos.workload import Step
 from pipeline.sms.journal import State
 
@@ -78,6 +85,9 @@ class Sent:
     first_posted: dict[str, float] = field(default_factory=dict)
     # Each portal deal's id in its stand-in, by the plan's key (`local.chaos.portals`).
     portal_ids: dict[str, int] = field(default_factory=dict)
+    # Each portal's last move (wall clock), and the orders the campaign hid ("bitrix24 deal 7").
+    portal_moved_at: dict[str, float] = field(default_factory=dict)
+    hidden: set[str] = field(default_factory=set)
 
     def accepted(self, event_id: str) -> bool:
         return 200 in self.answers.get(event_id, [])
@@ -113,10 +123,16 @@ class Observed:
     unanswered_callbacks: list[str] = field(default_factory=list)
     # Per consumer, the events the operator redrove from its DLQ: their effects come after the
     # ones behind them, by the operator's decision, not out of the chat's order.
-    redriven: dict[str, set[str]] = field(default_factory=dict)
+    # With the reason each was dead-lettered for (the `account` invariant reads it too).
+    redriven: dict[str, dict[str, str]] = field(default_factory=dict)
     # The operator decided every SMS record that waited on a person (`local.chaos.operator`):
     # none may wait any more, and none excuses a missing SMS.
     decided_by_operator: bool = False
+    # The orders the CRM consumers' warnings name as hidden, and their CrmOrdersHidden count.
+    hidden_named: list[str] = field(default_factory=list)
+    hidden_counted: int = 0
+    # Per portal: up to when its catch-up sweep has read the history (unix seconds), if at all.
+    sweep_read_to: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -182,10 +198,18 @@ def check(seed: int, sent: Sent, observed: Observed, rules: frozenset[str]) -> l
     _check_leads(sent, observed, violation)
     _check_sms(sent, observed, rules, violation)
     _check_portals(sent, observed, rules, violation)
-    for name, events in observed.dead.items():
-        for event_id, reason in events.items():
-            if any(word.lower() in (reason or "").lower() for word in ACCOUNT_REFUSAL_WORDS):
-                violation("account", f"dead-lettered by {name} for a refusal of the whole account", event_id)
+    found.extend(_check_edges(seed, sent, observed))
+    # What the DLQs hold at the end, and what the operator redrove from them before (seed 40's 14
+    # autoreply replies paused past their queue's receives were redriven, and went unseen).
+    dead_lettered = {
+        (name, event_id): reason
+        for letters in (observed.redriven, observed.dead)
+        for name, events in letters.items()
+        for event_id, reason in events.items()
+    }
+    for (name, event_id), reason in dead_lettered.items():
+        if any(word.lower() in (reason or "").lower() for word in ACCOUNT_REFUSAL_WORDS):
+            violation("account", f"dead-lettered by {name} for a refusal of the whole account", event_id)
     for key, status in observed.idempotency_records:
         if status == "INPROGRESS":
             found.append(Violation("journal", f"idempotency record {key} left INPROGRESS", key, seed))
@@ -233,7 +257,7 @@ def _window(observed: Observed, event_id: str, lost: int, count: int, consumer: 
 
 def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
     dead = observed.dead.get("autoreply", {})
-    redriven = observed.redriven.get("autoreply", set())
+    redriven = observed.redriven.get("autoreply", {})
     lost_replies = Counter(observed.unanswered_replies)
     lost_answers = Counter(observed.unanswered_callbacks)
     by_chat: dict[int, list[str]] = defaultdict(list)
@@ -351,7 +375,16 @@ def _check_portals(sent: Sent, observed: Observed, rules: frozenset[str], violat
             violation(
                 "portal", f"{count} SMS for {due} entries into a status with a rule ({where})", last_event
             )
-        if entered and entered[-1] in rules and count == 0 and not in_dlq and name not in decided:
+        # Skipped as hidden, counted and named: README's rule texts it at the order's next event only.
+        skipped = f"{portal} {NOUNS[portal]} {deal_id}" in observed.hidden_named
+        if (
+            entered
+            and entered[-1] in rules
+            and count == 0
+            and not in_dlq
+            and name not in decided
+            and not skipped
+        ):
             violation(
                 "portal", f"no SMS for {where}, now {entered[-1]}, nor a record to decide on", last_event
             )
@@ -389,3 +422,24 @@ def _check_conversations(sent: Sent, observed: Observed, violation: Any) -> None
         seen = list(dict.fromkeys(got))
         if [output for output in seen if output in owed] != [output for output in owed if output in seen]:
             violation("order", f"chat {chat}: the bot's outputs out of order: {seen}", steps[0][0])
+
+
+def _check_edges(seed: int, sent: Sent, observed: Observed) -> list[Violation]:
+    """`hidden` and `catch-up` (module docstring)."""
+    found = []
+    for what in sorted(set(observed.hidden_named) - sent.hidden):
+        found.append(
+            Violation("hidden", f"{what} skipped as hidden, but the campaign never hid it", what, seed)
+        )
+    if observed.hidden_counted < len(observed.hidden_named):
+        detail = f"{len(observed.hidden_named)} orders skipped as hidden, {observed.hidden_counted} counted"
+        found.append(Violation("hidden", detail, "CrmOrdersHidden", seed))
+    for portal, moved_at in sorted(sent.portal_moved_at.items()):
+        read_to = observed.sweep_read_to.get(portal)
+        # The portals date their history in whole seconds.
+        if read_to is None or read_to < moved_at - 1:
+            detail = (
+                f"{portal}'s sweep read its history to {read_to}, not past the last move at {moved_at:.0f}"
+            )
+            found.append(Violation("catch-up", detail, f"crm-sweep-cursor#{portal}", seed))
+    return found

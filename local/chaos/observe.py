@@ -3,17 +3,24 @@ records (Bot API calls, leads, SMS), the tables (conversations, journal) and the
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import Any
 
 from local.chaos.checks import Observed, run_of
 from local.runtime import Runtime
 from ops.dlq import read_and_release, summarize_body
 from pipeline.bot_api import TIMEOUT_SECONDS
+from pipeline.crm.sources import HIDDEN_METRIC
+from pipeline.crm.sweep import CURSOR_PREFIX
 from pipeline.registry import JOURNAL
 from pipeline.sms.journal import KEY_PREFIX
 
 # Bot API faults after which the call took effect: none, a slow answer, an answer lost.
 TOOK_EFFECT = (None, "hang", "drop_answer")
+# The CRM consumers' warning for an order hidden from the integration's user (`pipeline.crm.sources`).
+HIDDEN_MESSAGE = "CRM order hidden from the integration's user"
+PORTALS = ("bitrix24", "amocrm")
 # More than a campaign's DLQ ever holds: read them all.
 EVERY_DEAD_LETTER = 1_000_000
 
@@ -70,7 +77,36 @@ def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> 
         elif "S" in item.get("status", {}):  # the bot's call journal keeps an HTTP status, a number
             observed.idempotency_records.append((key, item["status"]["S"]))
     observed.dead = dead_letters(runtime)
+    observed.hidden_named, observed.hidden_counted = hidden_orders(runtime)
+    for portal in PORTALS:
+        item = dynamodb.get_item(
+            TableName=resources.tables[JOURNAL],
+            Key={"id": {"S": CURSOR_PREFIX + portal}},
+            ConsistentRead=True,
+        ).get("Item", {})
+        if "S" in item.get("read_to", {}):
+            observed.sweep_read_to[portal] = datetime.fromisoformat(item["read_to"]["S"]).timestamp()
     return observed
+
+
+def hidden_orders(runtime: Runtime) -> tuple[list[str], int]:
+    """The orders the CRM consumers' logs name as hidden, and how many `CrmOrdersHidden` they count."""
+    named: list[str] = []
+    counted = 0
+    for portal in PORTALS:
+        for path in sorted(runtime.log_dir.glob(f"{portal}*.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                if HIDDEN_MESSAGE not in line and HIDDEN_METRIC not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("message") == HIDDEN_MESSAGE:
+                    named.append(str(entry.get("what")))
+                value = entry.get(HIDDEN_METRIC)
+                counted += int(sum(value) if isinstance(value, list) else value or 0)
+    return named, counted
 
 
 def _scan(dynamodb: Any, table: str, projection: str, state: bool = False) -> list[dict[str, Any]]:

@@ -29,6 +29,8 @@ STATUSES: dict[str, dict[str, str]] = {
     "amocrm": dict(LOCAL_AMOCRM_STATUSES[str(LOCAL_AMOCRM_PIPELINE)]),
 }
 FIRST_STAGE = {"bitrix24": "NEW", "amocrm": "70011"}
+# How the pipeline names an order it logs (`pipeline.crm.sync`: "<crm> <noun> <id>").
+NOUNS = {"bitrix24": "deal", "amocrm": "lead"}
 # A deal in one of these is done: no more moves are planned for it.
 FINAL_STAGES = {"bitrix24": frozenset({"WON", "LOSE", "APOLOGY"}), "amocrm": frozenset({"142", "143"})}
 OPEN_DEALS = 8

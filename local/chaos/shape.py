@@ -9,10 +9,11 @@ import json
 import math
 
 from local.chaos.checks import reply_text
-from local.chaos.workload import STEPS
+from local.chaos.workload import LONGEST_REFUSAL_SECONDS, STEPS
 from local.settings import LocalSettings
 from pipeline.registry import Consumer, RetryPolicy, by_name
 from pipeline.replies import DEFAULT_REPLIES
+from pipeline.secrets import REFRESH_ON_MISMATCH_INTERVAL_SECONDS
 from pipeline.sms.rules import load_rules
 
 # Pauses of seconds too: an account refused for a few seconds (`account_blocked`) resumes within it.
@@ -45,9 +46,30 @@ def _autoreply() -> Consumer:
     )
 
 
+# What an ordered consumer's paused record must outlast before its queue's redrive count of
+# receives runs out: the longest refusal, then a token put just after a refused worker re-read it
+# (re-read again at most once per REFRESH_ON_MISMATCH_INTERVAL_SECONDS), twice over. Seed 40 paused
+# autoreply's chats 24 times 3 s and dead-lettered 14 replies to a bot token revoked then replaced.
+ORDERED_PAUSE_OUTLASTS_SECONDS = 2 * (LONGEST_REFUSAL_SECONDS + REFRESH_ON_MISMATCH_INTERVAL_SECONDS)
+
+
+def outlasting(consumer: Consumer) -> Consumer:
+    """An ordered consumer with pauses long enough for ORDERED_PAUSE_OUTLASTS_SECONDS (in AWS its
+    pauses spread over the queue's retention: `pipeline.pause.pause_seconds`)."""
+    if not consumer.ordered or consumer.retry.pause_seconds is None:
+        return consumer
+    wait = math.ceil(ORDERED_PAUSE_OUTLASTS_SECONDS / consumer.redrive_max_receive_count)
+    retry = dataclasses.replace(consumer.retry, pause_seconds=max(consumer.retry.pause_seconds, wait))
+    return dataclasses.replace(consumer, retry=retry)
+
+
 def campaign_consumers() -> tuple[Consumer, ...]:
     """The consumers, with timeouts and retry delays of seconds: a killed worker's record comes
     back after the visibility timeout (6x the function's timeout), within the campaign."""
+    return tuple(outlasting(consumer) for consumer in _consumers())
+
+
+def _consumers() -> tuple[Consumer, ...]:
     sms = by_name("sms")
     return (
         dataclasses.replace(by_name("store"), timeout_seconds=6, retry=FAST_RETRY),

@@ -15,8 +15,11 @@ Faults (at the hops the stand-ins and the runtime have hooks for): Telegram 5xx,
 answers, answers later than the client waits and answers lost (those two after the call took
 effect); SMS gateway errors, refusals and timeouts; the CRM's outages; a vendor refusing the whole
 account for seconds (a portal unpaid, deleted or blocked, amoCRM unpaid or blocked, the bot token
-revoked, the SMS account out of balance or blocked), then working again; the portals' webhooks lost or
-posted late; SNS publish errors (the
+revoked, the SMS account out of balance or blocked), then working again; and the edges
+(`local.chaos.edges`): a credential rotated mid-run (the vendor first, the secret `gap` seconds
+later), the bot token revoked then a new one issued, a deal hidden from the integration's user
+for seconds, a portal's API down and its webhooks lost for longer than a catch-up sweep's period;
+the portals' webhooks lost or posted late; SNS publish errors (the
 webhook's hop); DynamoDB throttling and lost answers, SQS receive and delete failures (at
 moto's door, `local.moto_faults`); a worker process killed (SIGKILL, between any two of its
 calls); a function's processes replaced at once; the whole pipeline stopped and started again
@@ -64,6 +67,11 @@ FAULT_WEIGHTS: dict[str, int] = {
     "sms_timeout": 2,
     "crm_outage": 4,
     "account_blocked": 2,
+    # The edges (`local.chaos.edges`): credentials rotated or revoked, orders hidden, long outages.
+    "token_rotated": 2,
+    "bot_token_revoked": 1,
+    "deal_hidden": 2,
+    "portal_outage": 1,
     "portal_webhook_lost": 2,
     "portal_webhook_late": 2,
     "sns_publish_error": 5,
@@ -85,6 +93,10 @@ ACCOUNT_CAUSES: dict[str, tuple[str, ...]] = {
     "telegram": ("revoked",),
     "end_user_messaging": ("out_of_balance", "blocked"),
 }
+# How long a vendor refuses a whole account at most (`account_blocked`, `bot_token_revoked`).
+LONGEST_REFUSAL_SECONDS = 12.0
+# The vendors whose credential `token_rotated` rotates (`local.chaos.edges.CREDENTIALS`).
+ROTATED_VENDORS = ("amocrm", "bitrix24", "telegram")
 # A restart of the whole pipeline saves and restores every queue and table (`local.snapshot`):
 # seconds early in a campaign, longer as the journal grows; at most one per this many events.
 RESTART_RUNTIME_SPACING = 1500
@@ -242,7 +254,37 @@ class _Planner:
             vendor = pick.choice(sorted(ACCOUNT_CAUSES))
             cause = pick.choice(ACCOUNT_CAUSES[vendor])
             return Step(
-                index, kind, {"vendor": vendor, "cause": cause, "seconds": round(pick.uniform(2.0, 12.0), 1)}
+                index,
+                kind,
+                {
+                    "vendor": vendor,
+                    "cause": cause,
+                    "seconds": round(pick.uniform(2.0, LONGEST_REFUSAL_SECONDS), 1),
+                },
+            )
+        if kind in ("token_rotated", "bot_token_revoked"):
+            # A credential each vendor accepts (a bot token's part after the id: 20+ [A-Za-z0-9_-]).
+            value = f"AAchaos{self.seed}r{index}x{pick.getrandbits(64):016x}"
+            if kind == "bot_token_revoked":
+                return Step(
+                    index,
+                    kind,
+                    {"value": value, "seconds": round(pick.uniform(2.0, LONGEST_REFUSAL_SECONDS), 1)},
+                )
+            vendor = pick.choice(ROTATED_VENDORS)
+            return Step(
+                index, kind, {"vendor": vendor, "value": value, "gap": round(pick.uniform(0.0, 3.0), 1)}
+            )
+        if kind == "deal_hidden":
+            seconds = round(pick.uniform(2.0, 20.0), 1)
+            return Step(
+                index,
+                kind,
+                {"portal": pick.choice(PORTALS), "pick": pick.randrange(1_000_000), "seconds": seconds},
+            )
+        if kind == "portal_outage":  # in periods of the catch-up sweep: longer than one run's window
+            return Step(
+                index, kind, {"portal": pick.choice(PORTALS), "periods": round(pick.uniform(1.5, 3.0), 2)}
             )
         if kind == "crm_outage":
             return Step(index, kind, {"seconds": round(pick.uniform(0.5, 4.0), 1)})

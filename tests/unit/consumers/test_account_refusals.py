@@ -32,6 +32,7 @@ from tests.unit.consumer_support import (
     telegram_update,
 )
 from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer
+from tests.unit.consumers.test_bot import bot, contact, start  # noqa: F401 - fixture, re-used
 from tests.unit.consumers.test_crm_sources import (  # noqa: F401 - fixtures, re-used
     AMO_TOKEN,
     WEBHOOK_CODE,
@@ -166,6 +167,40 @@ def test_telegram_a_new_bot_token_works_at_the_next_delivery(
 
     assert autoreply.dead_letter_reasons() == [] and autoreply.waiting() == []
     assert send_message_calls(telegram) == 3  # sent; refused (401) with the old token; sent
+
+
+def test_the_bot_engine_re_reads_a_rotated_token_and_rebuilds_its_application(
+    bot: DeployedConsumer, telegram: TelegramFake
+) -> None:
+    """The python-telegram-bot Application holds the token it was built with: after a 401 the
+    engine re-reads the secret once past its cache and, the token being new, rebuilds the
+    Application with it and runs the update again, as autoreply re-reads (the warm instance, not
+    a new environment, picks up the rotation)."""
+    assert bot.deliver(telegram_envelope(start())).failed == []  # built with the old token
+    control(telegram.url, "/_credential/rotate", {"value": NEW_BOT_TOKEN})
+    rotate_secret("telegram_bot_token", NEW_BOT_TOKEN)
+
+    assert bot.deliver(telegram_envelope(contact())).failed == []
+
+    assert bot.dead_letter_reasons() == [] and bot.waiting() == []
+    answered = [call["body"] or {} for call in telegram.calls() if call.get("status") == 200]
+    said = [body["text"] for body in answered if "text" in body]
+    assert [t for t in said if t.startswith("Got it")] == ["Got it."] and said[-1].startswith("Shall we")
+    refused = [call for call in telegram.calls() if call.get("status") == 401]
+    assert refused  # the old token was tried once, then the new one
+
+
+def test_the_bot_engine_still_pauses_when_the_re_read_token_is_the_refused_one(
+    bot: DeployedConsumer, telegram: TelegramFake
+) -> None:
+    """Revoked and nothing new put: one re-read, the same token, the chat paused (not rebuilt,
+    not dead-lettered)."""
+    assert bot.deliver(telegram_envelope(start())).failed == []
+    control(telegram.url, "/_credential/rotate", {"value": NEW_BOT_TOKEN})
+
+    delivery = bot.deliver(telegram_envelope(contact()))
+
+    assert delivery.failed == delivery.message_ids and bot.dead_letter_reasons() == []
 
 
 def test_a_flood_of_refusals_re_reads_the_secret_once_a_minute_not_once_a_message(

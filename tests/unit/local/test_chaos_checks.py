@@ -172,9 +172,9 @@ def test_replies_out_of_a_chats_order_are_a_violation_of_order() -> None:
 def test_a_reply_the_operator_redrove_from_the_dlq_may_come_after_the_chats_later_ones() -> None:
     sent, observed = healthy()
     observed.replies.reverse()  # step 1's message sat in the DLQ while step 2 was answered
-    observed.redriven["crm"] = {"telegram:1:10"}  # redriven, but from another consumer's DLQ
+    observed.redriven["crm"] = {"telegram:1:10": "timed out"}  # redriven, but from another consumer's DLQ
     assert [v.invariant for v in check(SEED, sent, observed, RULES)] == ["order"]
-    observed.redriven["autoreply"] = {"telegram:1:10"}
+    observed.redriven["autoreply"] = {"telegram:1:10": "timed out"}
     assert check(SEED, sent, observed, RULES) == []
 
 

@@ -30,6 +30,10 @@ item without one is version 0, the old plain `cursor` string, which the adapter 
 On a CRM's first run the sweep starts `SMS_MAX_AGE_SECONDS` back: anything older could not be
 texted anyway.
 
+A CRM refusing the sweep's credential (401) makes it re-read that CRM's secret once past the
+cache and sweep again if it changed (`pipeline.secrets.with_refreshed_secret`, the consumers'
+rule), so a rotated token is used by the next run, not after the cache expires.
+
 One CRM failing (its API down, its secret wrong) is logged and counted (`CrmSweepFailures`) and
 fails the run once the other CRMs are swept (the function's Errors alarm); the next run goes on
 from the last page saved.
@@ -372,11 +376,15 @@ def sweep(
     now: datetime,
     remaining_seconds: Callable[[], float],
     clock: Clock | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> dict[str, Swept]:
     """Sweep every connected CRM within the run's time (`remaining_seconds`: the Lambda
     context's, less SAFETY_MARGIN_SECONDS; each CRM gets its share of what is left), each
-    adapter built inside its own try: a wrong secret of one stops only that one. Emits the lag;
-    SweepFailed after all were tried if one failed."""
+    adapter built inside its own try: a wrong secret of one stops only that one; `secrets`: the
+    secret each CRM's adapter reads its credential from, re-read once after a 401 (module
+    docstring). Emits the lag; SweepFailed after all were tried if one failed."""
+    from pipeline.secrets import with_refreshed_secret  # at first use: it loads boto3 (cold start)
+
     clock = clock or SystemClock()
     started = clock.monotonic()
     end = started + remaining_seconds() - SAFETY_MARGIN_SECONDS
@@ -386,11 +394,17 @@ def sweep(
     names = list(sources)
     for index, name in enumerate(names):
         swept = results.setdefault(name, Swept())
-        try:
+        left = len(names) - index
+
+        def one(name: str = name, swept: Swept = swept, left: int = left) -> Swept:
             source = sources[name]()
-            share = (end - clock.monotonic()) / (len(names) - index)
+            share = (end - clock.monotonic()) / left
             budget = Budget(clock, clock.monotonic() + share, 1.0 / source.requests_per_second)
-            sweep_source(source, cursor_store, now, correlation_id, budget, swept)
+            return sweep_source(source, cursor_store, now, correlation_id, budget, swept)
+
+        try:
+            secret = (secrets or {}).get(name)
+            with_refreshed_secret(secret, one) if secret else one()
         except Exception as error:  # one CRM down must not stop the others: counted, logged, raised below
             failed.append(name)
             metrics.add_metric(name=FAILURES_METRIC, unit=MetricUnit.Count, value=1)

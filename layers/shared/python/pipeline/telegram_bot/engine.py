@@ -25,7 +25,10 @@ Per update (`BotRunner.process`, the worker's `process`):
    ("message is not modified" for a replayed edit, a callback query already answered) never
    fails the step (pipeline.telegram_bot.calls); 429 -> the whole bot waits `retry_after`, the
    record handed back (`pipeline.pacing`); 5xx,
-   timeouts and network errors -> retried with backoff; 401 (the bot token revoked) -> paused,
+   timeouts and network errors -> retried with backoff; 401 (the bot token revoked or rotated) ->
+   the token secret re-read once past its cache (`pipeline.secrets.refresh_secret`) and, when it
+   differs from the token the Application holds, the Application rebuilt with it and the update
+   run once more (its calls that went out are answered from the journal); still refused -> paused,
    not dead-lettered (`AccountRefused`: the chat waits, in order, until the token works); a
    chat that can no longer be written to (the user blocked the bot, deleted the account) ->
    recorded as `blocked#<chat id>` in the journal and acknowledged, when it is the update's own
@@ -82,6 +85,8 @@ POOL_TIMEOUT_SECONDS = 1.0
 CONNECTION_POOL_SIZE = 8
 # What `build_refusals` builds with: shaped like a token, never sent (nothing is initialized).
 INSPECTION_TOKEN = "0:build-time-inspection"  # noqa: S105 - a placeholder, not a credential
+# The registry's name of the secret the Application's token comes from.
+TOKEN_SECRET = "telegram_bot_token"  # noqa: S105 - a secret's name, not its value
 
 
 def bot_request(journal: CallJournal | None = None) -> JournaledRequest:
@@ -185,6 +190,7 @@ class BotEngine:
         self._persistence = persistence
         self._journal = journal
         self._application: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._token: str | None = None  # the one the Application was built with
         self._loop: asyncio.AbstractEventLoop | None = None
         self._errors: list[BaseException] = []
 
@@ -211,9 +217,8 @@ class BotEngine:
 
             reference = ApplicationReference.parse(os.environ.get(APPLICATION_ENV, ""))
             factory = load_application_factory(reference)
-            builder = configured_builder(
-                secret_string("telegram_bot_token").strip(), self.persistence, bot_request(self._journal)
-            )
+            self._token = secret_string(TOKEN_SECRET).strip()
+            builder = configured_builder(self._token, self.persistence, bot_request(self._journal))
             application = factory(builder)
             if not isinstance(application, Application):
                 raise PermanentError(f"{APPLICATION_ENV}: {reference} did not return an Application")
@@ -229,7 +234,37 @@ class BotEngine:
         return self._application
 
     def process(self, envelope: Envelope) -> dict[str, Any]:
-        return self.loop.run_until_complete(self.process_update(envelope))
+        return self.loop.run_until_complete(self.process_refreshing(envelope))
+
+    async def process_refreshing(self, envelope: Envelope) -> dict[str, Any]:
+        """`process_update`, once more after a 401 if the token secret now holds another token
+        (the consumers' rule, `pipeline.secrets.with_refreshed_secret`): a token rotated with
+        @BotFather works at the next delivery, not with the next execution environment."""
+        try:
+            return await self.process_update(envelope)
+        except AccountRefused as error:
+            if error.cause != UNAUTHORIZED or not await self._rebuilt_with_new_token():
+                raise
+        return await self.process_update(envelope)
+
+    async def _rebuilt_with_new_token(self) -> bool:
+        """Re-read the token past the cache (at most once a minute: `refresh_secret`); when it is
+        not the one the Application holds, forget the Application (the next `application()`
+        builds one with it). Compared with the held token, not the cache: the cache may have
+        expired into the new value while the Application kept the old one."""
+        from pipeline.secrets import refresh_secret, secret_string
+
+        refresh_secret(TOKEN_SECRET)
+        if secret_string(TOKEN_SECRET).strip() == self._token:
+            return False
+        old, self._application, self._token = self._application, None, None
+        if old is not None:
+            try:
+                await old.bot.shutdown()  # its HTTP client; state lives in the persistence
+            except Exception:  # a client that will not close is only dropped
+                logger.warning("the old Application's Bot API client did not close")
+        logger.info("bot token changed in its secret: Application rebuilt with it")
+        return True
 
     async def process_update(self, envelope: Envelope) -> dict[str, Any]:
         application = await self.application()
