@@ -46,9 +46,10 @@ def local_stack_file(stage: str) -> Path:
     return REPO_ROOT / local_state_dir(stage) / "stack.json"
 
 
-def stage_settings(stage: str | None, cdk_json: Path = CDK_JSON) -> PipelineSettings:
+def stage_settings(stage: str | None, cdk_json: Path | None = None) -> PipelineSettings:
     """cdk.json's settings for `stage` (None: the stage cdk.json pins, else the default), as
     `cdk deploy -c stage=<stage>` reads them; OpsError (one line per problem) if refused."""
+    cdk_json = cdk_json or CDK_JSON
     try:
         document = json.loads(cdk_json.read_text(encoding="utf-8")) if cdk_json.is_file() else {}
         context = dict(document.get("context") or {}) if isinstance(document, dict) else {}
