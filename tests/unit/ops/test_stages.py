@@ -52,11 +52,14 @@ def test_a_stage_not_deployed_names_its_stack(prod_deployed: Deployed, run) -> N
 
 
 @pytest.mark.parametrize("stage", ["Prod", "prod-1", "1prod", "", "p" * 17])
-def test_a_stage_name_that_is_none_is_refused_before_anything_is_read(run, stage: str) -> None:
+def test_a_stage_name_that_is_none_is_refused_before_anything_is_read(
+    run, stage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_:
         run("--stage", stage, "outputs")
 
     assert exit_.value.code == 2
+    assert "a stage name is 1-16 lowercase letters and digits" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
