@@ -10,6 +10,10 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
+# The stage of `make synth`, `make local`, `make demo` and `make doctor`: make local STAGE=prod
+# (unset: cdk.json's stage, else dev; README "Stages").
+STAGE ?=
+STAGE_ARG := $(if $(STAGE),--stage $(STAGE),)
 
 .PHONY: install lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
 
@@ -37,16 +41,16 @@ test-infra: install
 	$(PY) -m pytest tests/infra
 
 synth: install
-	$(PY) app.py
+	$(PY) app.py $(if $(STAGE),-c stage=$(STAGE),)
 
 # No AWS account needed: moto + local stand-ins of Telegram, the CRM, Bedrock and the SMS gateways (see local/README.md).
 # Options after ARGS, e.g. make local ARGS="--persist --no-ai" (python -m local --help lists them).
 local: install
-	$(PY) -m local $(ARGS)
+	$(PY) -m local $(STAGE_ARG) $(ARGS)
 
 # Runs beside a running `make local`: its own state directory (.local/demo) and free ports.
 demo: install
-	$(PY) -m local demo $(ARGS)
+	$(PY) -m local demo $(STAGE_ARG) $(ARGS)
 
 # A seeded random fault campaign through the whole local pipeline, checked against invariants
 # (README "Reliability"): make chaos ARGS="--seed 7 --events 50000 --minutes 30".
@@ -56,7 +60,7 @@ chaos: install
 # Is the deployed stack ready (secrets, webhook, CRMs, alarms, DLQs, SMS, Bedrock)? OK/WARN/FAIL with fixes.
 # make doctor ARGS=--local checks the running `make local`; ARGS="--stack NAME --region REGION --json".
 doctor: install
-	$(PY) -m ops doctor $(ARGS)
+	$(PY) -m ops doctor $(STAGE_ARG) $(ARGS)
 
 # Figures, not tests: latency, throughput and a cost model (see bench/README.md).
 bench: install

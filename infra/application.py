@@ -92,7 +92,7 @@ def build_app(
         raise SettingsError([Problem("bedrock_model_id", problem, settings.bedrock_model_id)])
     stack = PipelineStack(
         app,
-        settings.stack_name,
+        settings.stage_stack_name,
         settings=settings,
         # Unset offline: the stack stays environment-agnostic and synthesizes without an account.
         env=Environment(account=os.getenv("CDK_DEFAULT_ACCOUNT"), region=region),
@@ -125,7 +125,7 @@ def synth_summary(stack: PipelineStack) -> list[str]:
 
     off = [why_off(consumer) for consumer in CONSUMERS if consumer.name not in on]
     lines = [
-        f"stack {stack.stack_name}",
+        f"stack {stack.stack_name} (stage {settings.stage})",
         f"  consumers on: {', '.join(on) or 'none'}; off: {', '.join(off) or 'none'}",
         f"  SMS gateway: {_sms_summary(stack)}",
         f"  alarm e-mail: {settings.alarm_email or 'none: alarms notify the topic only'}",

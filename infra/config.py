@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -70,7 +72,35 @@ LOG_RETENTION_DAYS = (
 )
 # fmt: on
 
-METRICS_NAMESPACE = "TelegramCrmPipeline"
+# The stack name of the default stage (and of every deployment made before stages existed).
+DEFAULT_STACK_NAME = "TelegramCrmPipeline"
+# -- stages ------------------------------------------------------------------------------------
+# One deployment of the pipeline (`cdk deploy -c stage=prod`); several share an account and region.
+DEFAULT_STAGE = "dev"
+# Short lowercase letters and digits: a stage ends every name made from it (stack, topics,
+# dashboards, the metric namespace, the SMS configuration set) and a path of `make local`'s.
+STAGE_PATTERN = r"^[a-z][a-z0-9]{0,15}$"
+# cdk.json's per-stage settings, laid over the others: {"stages": {"prod": {"alarms": "full"}}}.
+STAGES_KEY = "stages"
+# CloudFormation's longest stack name.
+STACK_NAME_MAX = 128
+# `make local`'s state (stack.json, logs, persisted queues and tables), relative to the project.
+LOCAL_STATE_DIR = Path(".local")
+
+
+def local_state_dir(stage: str) -> Path:
+    """`make local`'s state folder of a stage, relative to the project: `.local` for the default
+    stage (where it always was), `.local/stages/<stage>` for another (beside `.local/demo`)."""
+    return LOCAL_STATE_DIR if stage == DEFAULT_STAGE else LOCAL_STATE_DIR / "stages" / stage
+
+
+def valid_stage(stage: str) -> str:
+    """`stage` if it is a stage name (STAGE_PATTERN); ValueError saying what one is."""
+    if re.fullmatch(STAGE_PATTERN, stage) is None:
+        raise ValueError(
+            f"stage {stage!r}: a stage name is 1-16 lowercase letters and digits, starting with a letter"
+        )
+    return stage
 
 
 def _true_or_false(value: Any) -> Any:
@@ -142,8 +172,14 @@ class PipelineSettings(BaseModel):
     # Every number finite: `inf` passes `gt=0` and would reach the template as Infinity.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    # CloudFormation's stack name rule (the CDK refuses any other name at synth).
-    stack_name: str = Field(default="TelegramCrmPipeline", max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9-]*$")
+    # The deployment this synth is (DEFAULT_STAGE, or a key of cdk.json's "stages", whose
+    # settings are laid over the others): it names the stack and everything in it.
+    stage: str = Field(default=DEFAULT_STAGE, pattern=STAGE_PATTERN)
+    # The default stage's CloudFormation stack name; any other stage's is `<stack_name>-<stage>`
+    # (`stage_stack_name`). CloudFormation's rule (the CDK refuses any other name at synth).
+    stack_name: str = Field(
+        default=DEFAULT_STACK_NAME, max_length=STACK_NAME_MAX, pattern=r"^[A-Za-z][A-Za-z0-9-]*$"
+    )
     # Version of the AWS-managed Powertools layer (resolved from its public SSM parameter);
     # keep equal to the aws-lambda-powertools pin in requirements.txt. "latest" is accepted.
     powertools_version: str = Field(default="3.37.0", pattern=r"^(latest|\d+\.\d+\.\d+)$")
@@ -296,6 +332,29 @@ class PipelineSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _stage_stack_name_fits(self) -> PipelineSettings:
+        if len(self.stage_stack_name) > STACK_NAME_MAX:
+            raise ValueError(
+                f"stack_name: {self.stack_name!r} with the stage ({self.stage_stack_name!r}) is longer than"
+                f" CloudFormation's {STACK_NAME_MAX} characters"
+            )
+        return self
+
+    @property
+    def stage_stack_name(self) -> str:
+        """The CloudFormation stack of this stage, which every physical name and the metric
+        namespace derive from: `stack_name` for the default stage (the name a deployment made
+        before stages existed keeps), `<stack_name>-<stage>` for any other."""
+        return self.stack_name if self.stage == DEFAULT_STAGE else f"{self.stack_name}-{self.stage}"
+
+    @property
+    def metrics_namespace(self) -> str:
+        """Where this stage's functions write their Powertools metrics (POWERTOOLS_METRICS_NAMESPACE)
+        and its alarms and dashboards read them: its stack name, so no two stages (nor stacks) of
+        an account and region mix their metrics."""
+        return self.stage_stack_name
+
+    @model_validator(mode="after")
     def _sms_gateway_is_complete(self) -> PipelineSettings:
         if self.sms_gateway == "http" and not self.sms_http_base_url:
             raise ValueError("sms_gateway=http needs sms_http_base_url")
@@ -328,13 +387,13 @@ class PipelineSettings(BaseModel):
     def unknown_context_keys(cls, context: Mapping[str, Any]) -> list[str]:
         """Keys that look like this app's (APP_CONTEXT_KEY) but that it does not read: a typo
         (`alarm_emial`) would otherwise deploy silently without the setting."""
-        known = set(cls.context_keys())
+        known = {*cls.context_keys(), STAGES_KEY}
         return sorted(key for key in context if is_app_key(key) and key not in known)
 
     @classmethod
     def suggestion(cls, key: str) -> str | None:
         """The known context key closest to a mistyped one, if any is close."""
-        known = {name.lower(): name for name in cls.context_keys()}
+        known = {name.lower(): name for name in (*cls.context_keys(), STAGES_KEY)}
         close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.6)
         return known[close[0]] if close else None
 
@@ -344,7 +403,9 @@ class PipelineSettings(BaseModel):
 
         The context may hold the CDK's own keys (ignored); an unknown key that looks like this
         app's is refused (pydantic's `extra_forbidden`, next to any refused value, so one run
-        reports every problem; `settings_problems` adds the closest known key)."""
+        reports every problem; `settings_problems` adds the closest known key). The stage's
+        block of "stages" (`stage_context`) is laid over the other keys first."""
+        context = stage_context(context)
         declared = {
             name: context.get(name)
             for name in cls.model_fields
@@ -382,6 +443,42 @@ class PipelineSettings(BaseModel):
     def registry_settings(self) -> dict[str, Any]:
         """The mapping `pipeline.registry.enabled()` reads `requires_setting` keys from."""
         return {**self.model_dump(exclude={CONSUMER_SETTINGS}), **self.consumer_settings}
+
+
+def stage_context(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The context this stage is synthesized from: its block of "stages" laid over the other keys
+    (of cdk.json and `-c` alike), "stages" itself left out. SettingsError for a block that is no
+    object of settings, a block that names a stage, or a stage that has no block while others have
+    one (`-c stage=prdo` would deploy a whole new stack)."""
+    given = {key: value for key, value in context.items() if key != STAGES_KEY}
+    stages = context.get(STAGES_KEY)
+    if isinstance(stages, str):  # `-c stages=...` arrives as text
+        try:
+            stages = json.loads(stages) if stages.strip() else None
+        except json.JSONDecodeError as error:
+            raise SettingsError([Problem(STAGES_KEY, f"not JSON ({error.msg})", stages)]) from None
+    if not stages:
+        return given
+    if not isinstance(stages, Mapping) or not all(isinstance(block, Mapping) for block in stages.values()):
+        raise SettingsError([Problem(STAGES_KEY, 'must map each stage to its settings, {"prod": {...}}')])
+    problems = [
+        Problem(f"{STAGES_KEY}.{name}", f"a stage name is lowercase letters and digits ({STAGE_PATTERN})")
+        for name in stages
+        if not isinstance(name, str) or re.fullmatch(STAGE_PATTERN, name) is None
+    ]
+    problems += [
+        Problem(f"{STAGES_KEY}.{name}.{key}", "a stage's settings cannot choose the stage")
+        for name, block in stages.items()
+        for key in block
+        if key in ("stage", STAGES_KEY)
+    ]
+    stage = str(given.get("stage") or DEFAULT_STAGE)
+    if stage not in stages and stage != DEFAULT_STAGE:
+        known = ", ".join(sorted({DEFAULT_STAGE, *map(str, stages)}))
+        problems.append(Problem("stage", f"no such stage in cdk.json's {STAGES_KEY} (known: {known})", stage))
+    if problems:
+        raise SettingsError(problems)
+    return {**given, **stages.get(stage, {})}
 
 
 # -- refused settings, one line each ---------------------------------------------------------------

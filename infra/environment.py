@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from infra.config import (
-    METRICS_NAMESPACE,
     TELEGRAM_CIDRS,
     PipelineSettings,
     Problem,
     SettingsError,
     validation_problems,
 )
+from infra.naming import stack_scoped_name
 from pipeline import deadline, pacing
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import CRM_AUTH_ENV
@@ -45,6 +45,8 @@ from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
 JOURNAL = "journal"
 # The consumer that sends SMS; the reconciler and delivery-event handler exist with it.
 SMS_CONSUMER = "sms"
+# End User Messaging's longest configuration set name.
+SMS_CONFIGURATION_SET_NAME_MAX = 64
 # The webhook's secrets, by the logical names whose `secret_env_var` is its env contract.
 TELEGRAM_SECRET = "telegram"  # noqa: S105 - a logical name, not a value
 CRM_SECRET = "crm"  # noqa: S105 - a logical name, not a value
@@ -134,7 +136,7 @@ class FunctionEnvironments:
         tracing = {} if self.settings.tracing else {TRACE_DISABLED_ENV: "true"}
         return {
             "POWERTOOLS_SERVICE_NAME": service_name,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_METRICS_NAMESPACE": self.settings.metrics_namespace,
             "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
             **tracing,
         }
@@ -282,7 +284,9 @@ class FunctionEnvironments:
         None with an HTTP gateway."""
         if self.settings.sms_gateway != "end_user_messaging":
             return None
-        return self.settings.sms_configuration_set or f"{self.stack_name[:60]}-sms"
+        return self.settings.sms_configuration_set or stack_scoped_name(
+            self.stack_name, "-sms", SMS_CONFIGURATION_SET_NAME_MAX
+        )
 
     def sms(self, consumer: Consumer) -> dict[str, str]:
         """SMS settings, identical for the worker, the reconciler and `sms_events`.

@@ -12,11 +12,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Node
 
-from infra.config import LOG_RETENTION_DAYS, METRICS_NAMESPACE, TELEGRAM_CIDRS, LogLevel, PipelineSettings
+from infra.config import LOG_RETENTION_DAYS, TELEGRAM_CIDRS, LogLevel, PipelineSettings
 
 __all__ = [
     "LAMBDA_LOG_LEVELS",
-    "METRICS_NAMESPACE",
     "RETENTION_DAYS",
     "TELEGRAM_CIDRS",
     "UNLEVELLED_LINE_LEVEL",

@@ -33,7 +33,8 @@ class PipelineStack(Stack):
         super().__init__(
             scope,
             construct_id,
-            description="Telegram bot and CRM event pipeline (API Gateway, SNS, SQS, Lambda)",
+            description=f"Telegram bot and CRM event pipeline (API Gateway, SNS, SQS, Lambda), stage "
+            f"{settings.stage}",
             **kwargs,
         )
         self.settings = settings

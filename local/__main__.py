@@ -4,6 +4,8 @@
 
 The demo runs beside a running `make local`: by default it has its own state directory
 (`.local/demo`) and a free API port, so neither overwrites the other's logs or stack.json.
+`--stage prod` runs that stage's settings (cdk.json's "stages") with its own state directory
+(`.local/stages/prod`, `infra.config.local_state_dir`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from infra.config import SettingsError, local_state_dir, settings_error_lines, valid_stage
 from local.runtime import DEFAULT_STATE_DIR, LocalRuntimeError, Ports, Runtime
-from local.settings import LocalSettings
+from local.settings import PROJECT_ROOT, LocalSettings
 
 DEFAULT_API_PORT = 8080
-# `make demo` beside `make local`: its own state directory, and any free port for its API.
+# `make demo` beside `make local`: its own state directory (in the stage's), and any free port.
 DEMO_STATE_DIR = DEFAULT_STATE_DIR / "demo"
+DEMO_DIR_NAME = DEMO_STATE_DIR.name
 DEMO_API_PORT = 0
 REFRESH_SECONDS = 1.0
 EXAMPLE_UPDATE = json.dumps(
@@ -46,6 +52,12 @@ EXAMPLE_UPDATE = json.dumps(
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
     parser.add_argument("command", nargs="?", choices=("run", "demo"), default="run")
+    parser.add_argument(
+        "--stage",
+        type=_stage,
+        help="the stage whose settings to run (cdk.json's stages.<stage>; default: cdk.json's stage, "
+        "else dev), with its own state directory (.local/stages/<stage>; dev: .local/)",
+    )
     parser.add_argument(
         "--port",
         type=int,
@@ -95,7 +107,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--state-dir",
         type=Path,
-        help="where stack.json and logs go (default .local/, for demo .local/demo/)",
+        help="where stack.json and logs go (default the stage's: .local/ for dev, for demo .local/demo/)",
     )
     parser.add_argument(
         "--no-reload",
@@ -110,9 +122,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.port is None:
         args.port = DEMO_API_PORT if args.command == "demo" else DEFAULT_API_PORT
+    # cdk.json's settings of the stage (refused ones end here, one line each, exit 2).
+    try:
+        args.settings = LocalSettings.from_cdk_json(context={"stage": args.stage} if args.stage else None)
+    except (ValidationError, SettingsError) as error:
+        parser.error("invalid deployment settings (cdk.json): " + "; ".join(settings_error_lines(error)))
     if args.state_dir is None:
-        args.state_dir = DEMO_STATE_DIR if args.command == "demo" else DEFAULT_STATE_DIR
+        args.state_dir = state_dir(args.settings.deployment.stage, args.command)
     return args
+
+
+def _stage(text: str) -> str:
+    try:
+        return valid_stage(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def state_dir(stage: str, command: str) -> Path:
+    """The stage's state directory (`infra.config.local_state_dir`), the demo's inside it."""
+    base = PROJECT_ROOT / local_state_dir(stage)
+    return base / DEMO_DIR_NAME if command == "demo" else base
 
 
 def port_is_free(port: int) -> bool:
@@ -259,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    settings = LocalSettings.from_cdk_json()
+    settings: LocalSettings = args.settings
     if args.bot:
         try:
             settings = settings.with_bot(args.bot)

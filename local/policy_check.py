@@ -557,7 +557,7 @@ class StackSynthesis:
 
     def __init__(self, deployment: PipelineSettings, outdir: Path) -> None:
         self.outdir = outdir
-        self.stack_name = deployment.stack_name
+        self.stack_name = deployment.stage_stack_name
         outdir.mkdir(parents=True, exist_ok=True)
         self.log_path = outdir / "synth.log"
         env = {

@@ -100,7 +100,7 @@ class LocalResources:
 
     @property
     def environments(self) -> FunctionEnvironments:
-        return FunctionEnvironments(self.deployment, stack_name=self.deployment.stack_name)
+        return FunctionEnvironments(self.deployment, stack_name=self.deployment.stage_stack_name)
 
     def webhook_environment(self) -> dict[str, str]:
         """The webhook's environment variables, as the stack sets them (`infra.environment`)."""
@@ -249,7 +249,7 @@ def create_resources(
             f"the registry names tables with no key schema: {unknown_tables}; declare them in infra/tables.py"
         )
 
-    prefix = deployment.stack_name
+    prefix = deployment.stage_stack_name
     sns = client("sns")
     sqs = client("sqs")
     topic_arn = sns.create_topic(Name=f"{prefix}-{EVENTS_TOPIC}", Attributes=EVENTS_TOPIC_ATTRIBUTES)[

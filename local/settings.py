@@ -76,7 +76,7 @@ class LocalSettings:
 
     @property
     def stack_name(self) -> str:
-        return self.deployment.stack_name
+        return self.deployment.stage_stack_name
 
     @property
     def telegram_bot_id(self) -> str:

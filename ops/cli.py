@@ -25,6 +25,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from infra.config import DEFAULT_STAGE, valid_stage
 from infra.paths import CDK_JSON
 from infra.region import apply_region
 from ops import dlq, journal, outputs, scaffold, webhook
@@ -32,7 +33,7 @@ from ops.configure import configure
 from ops.context import Context
 from ops.doctor import doctor
 from ops.errors import OpsError
-from ops.stack import DEFAULT_LOCAL_FILE, DEFAULT_STACK_NAME, LOCAL_STACK_FILE, local_runtime_running
+from ops.stack import LOCAL_STACK_FILE, local_runtime_running
 from ops.telegram import API_BASE_ENV, BOT_TOKEN_ENV, DEFAULT_MAX_CONNECTIONS
 from pipeline import aws
 
@@ -58,12 +59,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _stage(text: str) -> str:
+    try:
+        return valid_stage(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# None: resolved from the stage (`Context.stack_name`, `Context.local_file`).
 GLOBAL_DEFAULTS: dict[str, Any] = {
-    "stack": DEFAULT_STACK_NAME,
+    "stage": None,
+    "stack": None,
     "region": None,
     "local": False,
-    "local_file": str(DEFAULT_LOCAL_FILE),
+    "local_file": None,
 }
+STAGE_HELP = f"the stage (cdk deploy -c stage=...; default: cdk.json's stage, else {DEFAULT_STAGE})"
 
 
 def _add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -76,10 +87,11 @@ def _add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None
         return argparse.SUPPRESS if suppress else GLOBAL_DEFAULTS[name]
 
     where = parser.add_argument_group("where the pipeline is (before or after the command)")
+    where.add_argument("--stage", type=_stage, default=default("stage"), help=STAGE_HELP)
     where.add_argument(
         "--stack",
         default=default("stack"),
-        help=f"CloudFormation stack name (default {DEFAULT_STACK_NAME})",
+        help="CloudFormation stack name (default: the stage's, e.g. TelegramCrmPipeline-prod for prod)",
     )
     where.add_argument(
         "--region",
@@ -95,7 +107,7 @@ def _add_global_options(parser: argparse.ArgumentParser, suppress: bool) -> None
     where.add_argument(
         "--local-file",
         default=default("local_file"),
-        help=f"the local runtime's stack file (default {DEFAULT_LOCAL_FILE})",
+        help="the local runtime's stack file (default: the stage's, .local/stack.json for dev)",
     )
 
 
@@ -417,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
     settings.add_argument("assignments", nargs="*", metavar="KEY=VALUE", help="settings to write")
     settings.add_argument(
         "--unset", action="append", metavar="KEY", help="remove a setting (its default applies)"
+    )
+    settings.add_argument(
+        "--stage",
+        type=_stage,
+        default=argparse.SUPPRESS,
+        help="show or change this stage's own settings (cdk.json's stages.<stage>), laid over the others",
     )
     settings.set_defaults(handler=_configure, region=None)
     return parser

@@ -21,7 +21,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infra.config import PipelineSettings, SettingsError, assignment, is_app_key, settings_error_lines
+from infra.config import (
+    DEFAULT_STAGE,
+    STAGES_KEY,
+    PipelineSettings,
+    SettingsError,
+    assignment,
+    is_app_key,
+    settings_error_lines,
+)
 from ops.context import Context
 from ops.errors import OpsError
 
@@ -45,10 +53,36 @@ def app_settings(context: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in context.items() if is_app_key(key)}
 
 
-def configured(document: dict[str, Any], changes: dict[str, str], unset: list[str]) -> dict[str, Any]:
-    """cdk.json's context with the changes applied, validated as the synth validates it. Only
-    this app's settings are set here: a key the synth would ignore (not shaped like this app's,
-    `stack-name`) would deploy without the setting, so it is refused like a misspelt one."""
+def stage_block(context: dict[str, Any], stage: str) -> dict[str, Any]:
+    """The settings of `stage` in a context (its "stages" block; none: empty)."""
+    stages = context.get(STAGES_KEY) or {}
+    if not isinstance(stages, dict) or not isinstance(stages.get(stage, {}), dict):
+        raise OpsError(
+            f'{CDK_JSON_NAME}: its "{STAGES_KEY}" is not an object of objects: fix it by hand first'
+        )
+    return dict(stages.get(stage, {}))
+
+
+def validated(context: dict[str, Any]) -> None:
+    """Refuse a context any stage's synth would refuse: the default stage, the pinned one and
+    every stage of "stages" (a top-level change applies to each of them)."""
+    stages = context.get(STAGES_KEY)
+    named = list(stages) if isinstance(stages, dict) else []
+    for stage in dict.fromkeys([context.get("stage") or DEFAULT_STAGE, DEFAULT_STAGE, *named]):
+        try:
+            PipelineSettings.from_context({**context, "stage": stage})
+        except (ValidationError, SettingsError) as error:
+            where = f"stage {stage}: " if named else ""
+            raise OpsError(where + "; ".join(settings_error_lines(error))) from error
+
+
+def configured(
+    document: dict[str, Any], changes: dict[str, str], unset: list[str], stage: str | None = None
+) -> dict[str, Any]:
+    """cdk.json's context with the changes applied (to `stage`'s block of "stages" if given),
+    validated as the synth of every stage validates it. Only this app's settings are set here: a
+    key the synth would ignore (not shaped like this app's, `stack-name`) would deploy without
+    the setting, so it is refused like a misspelt one."""
     for key in changes:
         if not is_app_key(key):
             close = PipelineSettings.suggestion(key)
@@ -57,15 +91,22 @@ def configured(document: dict[str, Any], changes: dict[str, str], unset: list[st
                 f"{key}: not a setting of this app; {hint} (the CDK's own keys: edit {CDK_JSON_NAME})"
             )
     context = dict(document.get("context", {}))
+    if stage is not None:
+        for key in changes:
+            if key in ("stage", STAGES_KEY):
+                raise OpsError(f"{key}: a stage's settings cannot choose the stage (drop --stage)")
+    target = stage_block(context, stage) if stage is not None else context
+    where = f"{CDK_JSON_NAME} (stage {stage})" if stage is not None else CDK_JSON_NAME
     for key in unset:
-        if key not in context:
-            raise OpsError(f"{key}: not set in {CDK_JSON_NAME}")
-        del context[key]
-    context.update(changes)
-    try:
-        PipelineSettings.from_context(context)
-    except (ValidationError, SettingsError) as error:
-        raise OpsError("; ".join(settings_error_lines(error))) from error
+        if key not in target:
+            raise OpsError(f"{key}: not set in {where}")
+        del target[key]
+    target.update(changes)
+    if stage is not None:
+        stages = dict(context.get(STAGES_KEY) or {})
+        stages[stage] = target
+        context[STAGES_KEY] = stages
+    validated(context)
     return context
 
 
@@ -117,11 +158,16 @@ def write_atomically(path: Path, document: dict[str, Any], read: bytes) -> None:
 
 
 def configure(ctx: Context, cdk_json: Path) -> None:
-    """Show (no arguments) or change the settings in cdk.json."""
+    """Show (no arguments) or change the settings in cdk.json (with --stage: that stage's own)."""
     read, document = read_document(cdk_json)
     changes = parse_assignments(list(ctx.option("assignments") or []))
     unset = list(ctx.option("unset") or [])
-    before = app_settings(document.get("context", {}))
+    stage = ctx.option("stage")
+
+    def settings_of(context: dict[str, Any]) -> dict[str, Any]:
+        return app_settings(stage_block(context, stage) if stage else context)
+
+    before = settings_of(document.get("context", {}))
     if not changes and not unset:
         if ctx.wants_json():
             ctx.json({"settings": before})
@@ -131,14 +177,14 @@ def configure(ctx: Context, cdk_json: Path) -> None:
         if not before:
             ctx.line(f"no settings in {CDK_JSON_NAME}: every setting has its default")
         return
-    context = configured(document, changes, unset)
-    after = app_settings(context)
+    context = configured(document, changes, unset, stage)
+    after = settings_of(context)
     changed = sorted(key for key in before.keys() | after.keys() if before.get(key) != after.get(key))
     if not changed:
         ctx.line(f"nothing to change in {CDK_JSON_NAME}")
         return
     summary = ", ".join(f"{key}={after[key]}" if key in after else f"unset {key}" for key in changed)
-    if not ctx.confirm(f"write {summary} into {cdk_json}"):
+    if not ctx.confirm(f"write {summary} into {cdk_json}" + (f" for stage {stage}" if stage else "")):
         return
     write_atomically(cdk_json, {**document, "context": context}, read)
     for key in changed:

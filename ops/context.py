@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from botocore.exceptions import ClientError
 
+from infra.config import PipelineSettings
 from infra.outputs import OutputKey
 from ops import stack as stack_source
 from ops.errors import OpsError
@@ -27,6 +28,7 @@ class Context:
     args: argparse.Namespace
     out: TextIO = field(default_factory=lambda: sys.stdout)
     _stack: StackOutputs | None = None
+    _deployment: PipelineSettings | None = None
 
     def option(self, name: str, default: Any = None) -> Any:
         return getattr(self.args, name, default)
@@ -34,10 +36,31 @@ class Context:
     def stack(self) -> StackOutputs:
         if self._stack is None:
             if self.option("local"):
-                self._stack = stack_source.from_local_file(Path(self.option("local_file")))
+                self._stack = stack_source.from_local_file(self.local_file())
             else:
-                self._stack = stack_source.from_cloudformation(self.option("stack"))
+                self._stack = stack_source.from_cloudformation(self.stack_name())
         return self._stack
+
+    # -- which stage ------------------------------------------------------------------------------
+    def stage(self) -> str:
+        """--stage, else the stage cdk.json pins, else the default (as a plain `cdk deploy`)."""
+        given = self.option("stage")
+        return str(given) if given else self.deployment().stage
+
+    def deployment(self) -> PipelineSettings:
+        """cdk.json's settings for --stage (as `cdk deploy -c stage=<it>` reads them)."""
+        if self._deployment is None:
+            self._deployment = stack_source.stage_settings(self.option("stage"))
+        return self._deployment
+
+    def stack_name(self) -> str:
+        """--stack, else the stage's stack (`PipelineSettings.stage_stack_name`)."""
+        return str(self.option("stack") or self.deployment().stage_stack_name)
+
+    def local_file(self) -> Path:
+        """--local-file, else the stage's `make local` stack file."""
+        given = self.option("local_file")
+        return Path(given) if given else stack_source.local_stack_file(self.stage())
 
     # -- output ----------------------------------------------------------------------------------
     def line(self, text: str = "") -> None:

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
-from pydantic import ValidationError
 
 from infra.config import PipelineSettings, SettingsError
 from infra.paths import CDK_JSON
 from ops.context import Context
 from ops.errors import OpsError
-from ops.stack import DEFAULT_STACK_NAME, StackOutputs
+from ops.stack import StackOutputs, stage_settings
 
 Status = Literal["OK", "WARN", "FAIL"]
 STATUSES: tuple[Status, ...] = ("OK", "WARN", "FAIL")
@@ -80,27 +79,27 @@ def _local_settings(path: str) -> tuple[PipelineSettings | None, str | None]:
         return None, f"{path}: {' '.join(why.split())[:200]}"
 
 
-def _cdk_json_settings() -> tuple[PipelineSettings | None, str | None]:
-    """cdk.json's settings: what the stack was (and the next deploy will be) synthesized with."""
+def _cdk_json_settings(stage: str | None) -> tuple[PipelineSettings | None, str | None]:
+    """cdk.json's settings of the stage: what its stack was (and the next deploy will be)
+    synthesized with."""
     try:
-        document = json.loads(CDK_JSON.read_text(encoding="utf-8"))
-        return PipelineSettings.from_context(document.get("context", {})), None
-    except (OSError, ValueError, SettingsError) as error:
-        if isinstance(error, ValidationError):
-            return None, f"{CDK_JSON.name}: invalid settings (bin/ops configure shows them)"
-        return None, f"{CDK_JSON.name}: {' '.join(str(error).split())[:200]}"
+        return stage_settings(stage, CDK_JSON), None
+    except OpsError as error:
+        return None, str(error)
 
 
 def target(ctx: Context) -> Target:
     stack = ctx.stack()  # an unreadable stack is the one error that stops the doctor (exit 2)
     if ctx.option("local"):
-        settings, problem = _local_settings(ctx.option("local_file"))
+        settings, problem = _local_settings(str(ctx.local_file()))
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
         ops = "bin/ops --local"
         return Target(stack, settings, problem, True, f"aws --endpoint-url {endpoint}", ops)
-    settings, problem = _cdk_json_settings()
+    settings, problem = _cdk_json_settings(ctx.option("stage"))
     ops = "bin/ops"
-    if ctx.option("stack") != DEFAULT_STACK_NAME:
+    if ctx.option("stage"):
+        ops += f" --stage {ctx.option('stage')}"
+    if ctx.option("stack"):
         ops += f" --stack {ctx.option('stack')}"
     if ctx.option("region"):
         ops += f" --region {ctx.option('region')}"

@@ -17,17 +17,49 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from botocore.exceptions import ClientError
+from pydantic import ValidationError
 
+from infra.config import (
+    DEFAULT_STACK_NAME,
+    DEFAULT_STAGE,
+    PipelineSettings,
+    SettingsError,
+    local_state_dir,
+    settings_error_lines,
+    valid_stage,
+)
 from infra.outputs import OutputKey  # the stack names its outputs with it (no CDK import)
+from infra.paths import CDK_JSON
 from ops import REPO_ROOT
 from ops.errors import OpsError
 from pipeline import aws
 from pipeline.registry import CONSUMERS
 
-DEFAULT_STACK_NAME = "TelegramCrmPipeline"
+__all__ = ["DEFAULT_STACK_NAME"]  # the default stage's stack (infra.config)
 # Where `make local` writes it (local.runtime's state directory): the same from any directory.
-LOCAL_STACK_FILE = Path(".local") / "stack.json"
+LOCAL_STACK_FILE = local_state_dir(DEFAULT_STAGE) / "stack.json"
 DEFAULT_LOCAL_FILE = REPO_ROOT / LOCAL_STACK_FILE
+
+
+def local_stack_file(stage: str) -> Path:
+    """The stack file `make local --stage <stage>` writes (`infra.config.local_state_dir`)."""
+    return REPO_ROOT / local_state_dir(stage) / "stack.json"
+
+
+def stage_settings(stage: str | None, cdk_json: Path | None = None) -> PipelineSettings:
+    """cdk.json's settings for `stage` (None: the stage cdk.json pins, else the default), as
+    `cdk deploy -c stage=<stage>` reads them; OpsError (one line per problem) if refused."""
+    cdk_json = cdk_json or CDK_JSON
+    try:
+        document = json.loads(cdk_json.read_text(encoding="utf-8")) if cdk_json.is_file() else {}
+        context = dict(document.get("context") or {}) if isinstance(document, dict) else {}
+        if stage is not None:
+            context["stage"] = valid_stage(stage)
+        return PipelineSettings.from_context(context)
+    except (ValidationError, SettingsError) as error:
+        raise OpsError(f"{cdk_json.name}: {'; '.join(settings_error_lines(error))}") from None
+    except (OSError, ValueError, AttributeError) as error:
+        raise OpsError(f"{cdk_json.name}: {' '.join(str(error).split())[:200]}") from None
 
 
 # botocore's service-specific endpoint variables, as `local.overlay` sets them for the functions.

@@ -6,7 +6,7 @@ import json
 
 import jsii
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import Duration, Validations
+from aws_cdk import Duration, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -135,6 +135,8 @@ class Ingress(Construct):
         self.api = apigwv2.HttpApi(
             self,
             "Api",
+            # The stage's stack name (CDK would name every stage's API "Api"); renaming keeps the API.
+            api_name=Stack.of(self).stack_name,
             description="Telegram webhook and CRM notifications",
             create_default_stage=False,
         )

@@ -13,7 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.config import METRICS_NAMESPACE, PipelineSettings
+from infra.config import PipelineSettings
 from infra.constructs.layers import ARCHITECTURE, RUNTIME
 from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR
 from infra.settings import cdk_log_level, cdk_log_retention, cdk_removal_policy
@@ -75,6 +75,8 @@ class PipelineFunction(Construct):
                 f"{construct_id}: the environment must name the Powertools service {service_name!r}"
             )
         self.service_name = service_name
+        # Where the code writes its metrics: its environment's, the one source alarms read too.
+        self.metrics_namespace = environment["POWERTOOLS_METRICS_NAMESPACE"]
         self.log_group = logs.LogGroup(
             self, "Logs", retention=defaults.log_retention, removal_policy=defaults.removal_policy
         )
@@ -141,7 +143,7 @@ class PipelineFunction(Construct):
         the code adds (e.g. the worker's `consumer`).
         """
         return cloudwatch.Metric(
-            namespace=METRICS_NAMESPACE,
+            namespace=self.metrics_namespace,
             metric_name=name,
             dimensions_map={**(dimensions or {}), "service": self.service_name},
             statistic=statistic,

@@ -44,7 +44,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.config import METRICS_NAMESPACE, PipelineSettings
+from infra.config import PipelineSettings
 from infra.constructs.consumers import ConsumerPipeline
 from infra.constructs.crm_sweep import CrmSweep
 from infra.constructs.events_topic import AlarmTopic
@@ -552,8 +552,8 @@ class Monitoring(Construct):
                 section.graph(
                     "Webhook: accepted and rejected events",
                     [
-                        self._search("EventsAccepted", "source,type"),
-                        self._search("EventsRejected", "source,reason"),
+                        self._search(ingress.webhook, "EventsAccepted", "source,type"),
+                        self._search(ingress.webhook, "EventsRejected", "source,reason"),
                     ],
                 ),
                 section.graph(
@@ -667,9 +667,10 @@ class Monitoring(Construct):
         return section
 
     @staticmethod
-    def _search(metric_name: str, dimensions: str) -> cloudwatch.MathExpression:
+    def _search(webhook: PipelineFunction, metric_name: str, dimensions: str) -> cloudwatch.MathExpression:
         """Every dimension combination of a webhook metric (one line per source/type or reason)."""
-        search = f'{{{METRICS_NAMESPACE},service,{dimensions}}} MetricName="{metric_name}" service="webhook"'
+        namespace, service = webhook.metrics_namespace, webhook.service_name
+        search = f'{{{namespace},service,{dimensions}}} MetricName="{metric_name}" service="{service}"'
         return cloudwatch.MathExpression(
             expression=f"SEARCH('{search}', 'Sum', 300)",
             using_metrics={},

@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
@@ -344,7 +343,7 @@ def run(ctx: Context) -> None:
     """The `console` command: serve until Ctrl-C."""
     import uvicorn
 
-    where = Where(bool(ctx.option("local")), Path(ctx.option("local_file")), str(ctx.option("stack")))
+    where = Where(bool(ctx.option("local")), ctx.local_file(), ctx.stack_name())
     where.stack()  # a missing stack or state file is said now, not on the first page
     sock = listen(int(ctx.option("port")))
     console = Console(where, sock.getsockname()[1])

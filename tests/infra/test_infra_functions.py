@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
-from infra.config import METRICS_NAMESPACE, LogLevel, PipelineSettings
+from infra.config import LogLevel, PipelineSettings
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
 from infra.constructs.layers import (
     PipLocalBundling,
@@ -309,7 +309,7 @@ def test_metrics_reach_cloudwatch_and_logs_are_filtered_at_log_level_at_every_lo
     child = Logger(child=True)
     for emit in (logger.debug, logger.info, logger.warning, child.info, child.error):
         emit(f"{emit.__name__} line")
-    metrics = Metrics(namespace=METRICS_NAMESPACE)
+    metrics = Metrics(namespace=PipelineSettings().metrics_namespace)
     metrics.add_metric(name="Probe", unit=MetricUnit.Count, value=1)
     metrics.flush_metrics()
 

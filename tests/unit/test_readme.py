@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from infra.config import PipelineSettings, settings_error_lines
+from infra.config import STAGES_KEY, PipelineSettings, settings_error_lines
 from ops.cli import build_parser
 from pipeline.crm.forms import MAX_BODY_BYTES
 from pipeline.registry import CONSUMERS
@@ -66,7 +66,8 @@ def test_the_configuration_table_documents_no_setting_the_stack_does_not_read() 
     context_rows = re.search(r"\| context key \|.*?\n\n", section("Configuration"), flags=re.S)
     assert context_rows
     documented = table_keys(context_rows.group(0))
-    assert documented - set(PipelineSettings.model_fields) == set()
+    # `stages` is read before the model: each stage's block of settings (infra.config.stage_context).
+    assert documented - set(PipelineSettings.model_fields) - {STAGES_KEY} == set()
 
 
 def test_every_make_target_the_readme_names_exists() -> None:

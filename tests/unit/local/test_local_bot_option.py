@@ -51,4 +51,6 @@ def test_a_bot_that_is_not_there_is_refused_before_anything_starts(
 
 def test_make_local_hands_args_to_python_m_local() -> None:
     makefile = (PROJECT_ROOT / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^local: .*\n\t\$\(PY\) -m local \$\(ARGS\)$", makefile, re.MULTILINE)
+    assert re.search(
+        r"^local: .*\n\t\$\(PY\) -m local (\$\(STAGE_ARG\) )?\$\(ARGS\)$", makefile, re.MULTILINE
+    )
