@@ -27,6 +27,7 @@ from ops.stack import local_runtime_running
 from pipeline.envelope import Envelope, utc_now
 from pipeline.errors import PermanentError
 from pipeline.registry import CONSUMERS, WORKER_JOURNAL_ACTIONS, RetryPolicy, by_name, discover
+from tests.support.repository import changed, tracked_copy
 from tests.unit.consumer_support import crm_envelope, crm_event, telegram_envelope, telegram_update
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,23 +81,6 @@ def test_the_new_folder_is_discovered_as_a_consumer_with_the_defaults(tree: Path
     assert consumer_requirements(tree / "functions" / NAME) == ()
 
 
-def tracked_copy(destination: Path) -> Path:
-    """The working tree's files (tracked or not, minus ignored ones) in a fresh git repository."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, listed):
-        if (ROOT / name).is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, destination / name)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
-    subprocess.run([*git, "init", "-q"], cwd=destination, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=destination, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "copy"], cwd=destination, check=True)
-    return destination
-
-
 def test_make_consumer_changes_no_file_outside_the_new_folder(tmp_path: Path) -> None:
     """`git status` after `python -m ops new-consumer` (what `make consumer` runs): only new
     files, all inside functions/<name>/."""
@@ -109,10 +93,7 @@ def test_make_consumer_changes_no_file_outside_the_new_folder(tmp_path: Path) ->
         check=True,
         capture_output=True,
     )
-    status = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"],
-        cwd=copy, capture_output=True, text=True, check=True,
-    ).stdout.splitlines()  # fmt: skip
+    status = changed(copy)
     assert status, "the scaffold wrote nothing"
     assert [line for line in status if not line.startswith(f"?? functions/{NAME}/")] == []
 
