@@ -353,9 +353,9 @@ def declared(declaration: Mapping[str, Any], where: str) -> Consumer:
         raise DeclarationError(f"{where}: [tables] must be a table of action lists")
     journal = sorted({*WORKER_JOURNAL_ACTIONS, *tables.get(JOURNAL, ())})
     values["tables"] = {JOURNAL: tuple(journal), **{t: tuple(a) for t, a in tables.items() if t != JOURNAL}}
-    for key in ("secrets", "account_causes"):
-        if key in values:
-            values[key] = tuple(values[key])
+    for listed in ("secrets", "account_causes"):
+        if listed in values:
+            values[listed] = tuple(values[listed])
     if "secrets_when" in values:
         values["secrets_when"] = {secret: tuple(when) for secret, when in values["secrets_when"].items()}
     key = values.get("idempotency_key")
