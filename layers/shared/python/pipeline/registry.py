@@ -295,7 +295,9 @@ REQUIREMENTS = "requirements.txt"
 # Where the folders are: this variable if set; in Lambda the code asset (`LAMBDA_TASK_ROOT`, the
 # whole `functions/` folder); else the repository's `functions/`.
 FUNCTIONS_DIR_ENV = "PIPELINE_FUNCTIONS_DIR"
-_REPOSITORY_FUNCTIONS = Path(__file__).resolve().parents[4] / "functions"
+# layers/shared/python/pipeline/ in the repository; in Lambda /opt/python/pipeline/, too shallow
+# for `parents[4]` (an IndexError at import), and `.parent` stops at the root.
+_REPOSITORY_FUNCTIONS = Path(__file__).resolve().parent.parent.parent.parent.parent / "functions"
 # Declaration keys that are not Consumer fields of the same name.
 _DECLARATION_ONLY = {"events", "retry", "tables"}
 _NOT_DECLARED = {"filter_policy", "retry", "tables"}
