@@ -293,3 +293,32 @@ def test_metrics_reach_cloudwatch_and_logs_are_filtered_at_log_level_at_every_lo
     order = list(get_args(LogLevel))
     written = ["DEBUG", "INFO", "WARNING", "INFO", "ERROR"]
     assert logged == [level for level in written if order.index(level) >= order.index(log_level)]
+
+
+def test_an_environment_above_lambdas_4_kb_is_refused_at_synth_naming_the_largest_variable() -> None:
+    """A team's SMS texts travel in SMS_RULES_JSON: Lambda refuses more than 4 KB of environment at
+    deploy, so the synth refuses it first."""
+    settings = PipelineSettings()
+    environment = FunctionEnvironments(settings, stack_name="Big").powertools("big")
+
+    def build(extra: int) -> None:
+        PipelineFunction(
+            Stack(App(), "Big"),
+            "Function",
+            defaults=FunctionDefaults.create(settings, []),
+            handler="webhook.app.lambda_handler",
+            service_name="big",
+            description="a big environment",
+            environment={**environment, "SMS_RULES_JSON": "x" * extra},
+            timeout_seconds=3,
+            memory_mb=128,
+        )
+
+    used = sum(len(k) + len(v) for k, v in environment.items()) + len("SMS_RULES_JSON")
+    build(4096 - used)  # exactly the limit
+    with pytest.raises(
+        ValueError,
+        match=r"Function: its environment would be 4097 bytes, above Lambda's 4096 \(the largest: "
+        r"SMS_RULES_JSON",
+    ):
+        build(4097 - used)
