@@ -4,7 +4,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
+# Each consumer's own pins (functions/<name>/requirements.txt) are installed too, for tests and `make local`.
+CONSUMER_REQUIREMENTS := $(sort $(wildcard functions/*/requirements.txt))
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS) | sha1sum | cut -c1-12)
 
 # jsii prints a banner on Node 20; the CDK still synthesizes fine.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -17,10 +19,10 @@ STAGE_ARG := $(if $(STAGE),--stage $(STAGE),)
 
 .PHONY: install lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt $(addprefix -r ,$(CONSUMER_REQUIREMENTS))
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -70,7 +72,8 @@ bench: install
 bench-smoke: install
 	$(PY) -m bench --quick
 
-# A new consumer, ready to edit: registry entry, functions/<name>/, its unit test, README row.
+# A new consumer, ready to edit: the folder functions/<name>/ (declaration, handler, requirements.txt,
+# tests), and no other file.
 consumer: install
 	@test -n "$(NAME)" || { echo "usage: make consumer NAME=<name>" >&2; exit 2; }
 	$(PY) -m ops new-consumer "$(NAME)"

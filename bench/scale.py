@@ -66,7 +66,7 @@ ATTRIBUTES: dict[str, dict[str, str]] = {
     "edited_message": {"source": "telegram", "type": "edited_message", "chat_type": "private"},
     "crm": {"source": "crm", "type": "order.status_changed"},
 }
-# Of the CRM events, those whose status has an SMS rule (pipeline/sms/rules.json): assumed.
+# Of the CRM events, those whose status has an SMS rule (team/sms_rules.json): assumed.
 SMS_RULE_SHARE = 0.5
 SMS_PARTS = 1  # message parts per SMS (a text of up to 160 GSM characters)
 SMS_SEND_MS = 100.0  # End User Messaging's SendTextMessage, assumed

@@ -9,6 +9,7 @@ its functions with exactly the environment they get in AWS (plus its documented 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import Consumer, enabled, secret_env_var, table_env_var
 from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.sms.gateways import HTTP_SECRET
-from pipeline.sms.rules import RULES_ENV, RULES_FILE, load_rules
+from pipeline.sms.rules import RULES_ENV, load_rules, rules_file
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.telegram import BOT_USERNAME_ENV
 from pipeline.worker import ALARM_TOPIC_ENV, WorkerSettings
@@ -298,6 +299,9 @@ class FunctionEnvironments:
         environment = {
             "SMS_RETRY_BASE_SECONDS": str(consumer.retry.base_delay_seconds),
             "SMS_RETRY_MAX_SECONDS": str(consumer.retry.max_delay_seconds),
+            # The team's rules and texts (team/sms_rules.json), read here: no file of theirs ships
+            # in a layer, and a changed text is a changed function configuration.
+            RULES_ENV: team_sms_rules(),
             **consumer.environment,
             "SMS_GATEWAY": settings.sms_gateway,
             "SMS_MESSAGE_TYPE": settings.sms_message_type,
@@ -356,6 +360,21 @@ class FunctionEnvironments:
         return {**self.powertools(SMS_EVENTS.service_name), **self.sms(sms), "JOURNAL_TABLE": journal_table}
 
 
+def team_sms_rules() -> str:
+    """The team's SMS rules file (`pipeline.sms.rules.rules_file`), compact, as `SMS_RULES_JSON`
+    carries it; its own text if it is not JSON (the check below names the problem)."""
+    path = rules_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        problem = Problem(f"{path}", f"cannot read the SMS rules file: {error.strerror}")
+        raise SettingsError([problem]) from None
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
+
+
 def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) -> SmsSettings:
     """Fail the synth (or the local start), not the first SMS, on settings `pipeline.sms.settings`
     would refuse.
@@ -378,7 +397,7 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
         ) from None
     # The rules the functions load, refused here if invalid.
     source = environment.get(RULES_ENV)
-    rules_name = RULES_ENV if source and source.strip() else f"{RULES_FILE.name} (no {RULES_ENV})"
+    rules_name = RULES_ENV if source and source.strip() else f"{rules_file()} (no {RULES_ENV})"
     try:
         load_rules(source)
     except ValidationError as error:

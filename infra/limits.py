@@ -75,6 +75,14 @@ class Limits:
         "account default per region (a new account may start lower); shared by every function",
         adjustable=True,
     )
+    lambda_environment_bytes: Limit = Limit(
+        4_096,
+        "bytes",
+        LAMBDA_QUOTAS,
+        "memory",
+        "a function's environment variables together, names and values; a larger one is refused at"
+        " deploy (infra.constructs.lambda_function refuses it at synth)",
+    )
     lambda_sqs_scale_up_per_minute: Limit = Limit(
         300,
         "more concurrent batches/min",

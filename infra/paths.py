@@ -11,8 +11,6 @@ FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 SHARED_LAYER_DIR = PROJECT_ROOT / "layers" / "shared"
 # Source of the phonenumbers layer: only its requirements file (the pin); bundling installs it.
 PHONENUMBERS_LAYER_DIR = PROJECT_ROOT / "layers" / "phonenumbers"
-# Source of the python-telegram-bot layer (the bot consumer's only): its pinned requirement.
-TELEGRAM_BOT_LAYER_DIR = PROJECT_ROOT / "layers" / "telegram_bot"
 CDK_JSON = PROJECT_ROOT / "cdk.json"
 
 # Files that are never shipped in an asset (and must not change its hash).
@@ -20,6 +18,7 @@ ASSET_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
     "**/tests",
+    "**/conftest.py",
     "**/.pytest_cache",
     "**/.mypy_cache",
     "**/.ruff_cache",

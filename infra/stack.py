@@ -13,7 +13,7 @@ from infra.constructs.events_topic import AlarmTopic, EventsTopic
 from infra.constructs.ingress import Ingress
 from infra.constructs.journal import DataTables
 from infra.constructs.lambda_function import FunctionDefaults
-from infra.constructs.layers import BOT_CONSUMER, PipelineLayers, validates_crm_events
+from infra.constructs.layers import PipelineLayers, validates_crm_events
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.secrets import ConsumerSecrets, WebhookSecrets
 from infra.constructs.sms import SmsSupport
@@ -139,9 +139,11 @@ class PipelineStack(Stack):
         ]
         for function in self.phonenumbers_functions:
             function.function.add_layers(layers.phonenumbers)
-        # python-telegram-bot (and httpx): only the bot consumer runs it.
-        if BOT_CONSUMER in self.pipelines:
-            self.pipelines[BOT_CONSUMER].worker.function.add_layers(layers.telegram_bot)
+        # A consumer's own requirements (the bot's python-telegram-bot): its layer, its alone.
+        for pipeline in self.pipelines.values():
+            own = layers.requirements_of(pipeline.consumer)
+            if own is not None:
+                pipeline.worker.function.add_layers(own)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

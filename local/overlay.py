@@ -48,7 +48,7 @@ LOCAL_BEDROCK_MODEL_ID = "anthropic.claude-3-haiku-20240307-v1:0"
 # The example bot of functions/bot/examples (a conversation that ends in a CRM lead).
 LOCAL_BOT_APPLICATION = "bot.examples.lead_bot:build"
 BOT_CONSUMER = "bot"
-# The demo pipelines of the CRM stand-ins, in the statuses of pipeline/sms/rules.json: Bitrix24's
+# The demo pipelines of the CRM stand-ins, in the statuses of team/sms_rules.json: Bitrix24's
 # default deal category (its system stages), and an amoCRM pipeline with the system statuses
 # 142 (won) and 143 (lost).
 LOCAL_BITRIX24_STAGES = {

@@ -186,10 +186,10 @@ def _new_consumer(context: Context) -> None:
         written = scaffold.new_consumer(context.args.name, description=context.args.description)
     except scaffold.ScaffoldError as error:
         raise OpsError(str(error)) from error
-    for path in (*written.created, *written.edited):
+    for path in written.created:
         print(f"wrote {path}", file=context.out)
     print(
-        f"next: fill in functions/{written.name}/logic.py and its registry entry, then make test",
+        f"next: fill in functions/{written.name}/logic.py and consumer.toml, then make test",
         file=context.out,
     )
     if local_runtime_running(scaffold.ROOT / LOCAL_STACK_FILE):
@@ -408,12 +408,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)"
     )
     scaffold_help = (
-        "Scaffold a consumer (make consumer NAME=<name>): its registry entry, handler package, "
-        "unit test and README row."
+        "Scaffold a consumer (make consumer NAME=<name>): its folder functions/<name>/ with its "
+        "declaration, handler package, requirements.txt and unit test; no other file changes."
     )
     new_consumer = commands.add_parser("new-consumer", help=scaffold_help, description=scaffold_help)
-    new_consumer.add_argument("name", help="a lowercase Python identifier not yet in the registry")
-    new_consumer.add_argument("--description", help="one line for the registry and the README table")
+    new_consumer.add_argument("name", help="a lowercase Python identifier no folder under functions/ has yet")
+    new_consumer.add_argument("--description", help="one line for its declaration (consumer.toml)")
     new_consumer.set_defaults(handler=_new_consumer, region=None)
     configure_help = (
         "Show or change the deploy settings kept in cdk.json (every synth and deploy reads them; "

@@ -1,73 +1,86 @@
 """`make consumer NAME=<name>` (`python -m ops new-consumer <name>`): a new consumer, ready to edit.
 
-Writes what the project's own checks require of a consumer, so the new one passes them as
-generated: its registry entry (appended to `CONSUMERS`: every Telegram update, the default
-retries, the journal table only, no secrets), its handler package `functions/<name>/` (the thin
-`app.py` every consumer has, and `logic.py` with the function to fill in), a unit test running
-it through the worker runtime, and its row in the README's consumer table. A consumer that needs
-a secret also needs its local value in `local/resources.py` (`LOCAL_SECRET_VALUES`); one that
-needs a new table, a key schema in `infra/tables.py`: `make test` says so by name.
+A consumer is a folder, and the scaffold writes into that folder only: `functions/<name>/` with
+its declaration `consumer.toml` (every Telegram update, the default retries, the journal table
+only, no secrets), its handler package (the thin `app.py` every consumer has, and `logic.py` with
+the function to fill in), an empty `requirements.txt` for its own pins (bundled into its own
+layer), and `tests/` with a unit test running it through the worker runtime. No file outside the
+folder changes: the registry discovers it (`pipeline.registry.discover`). A consumer that needs a
+secret also needs its local value in `local/resources.py` (`LOCAL_SECRET_VALUES`); one that needs
+a new table, a key schema in `infra/tables.py`: `make test` says so by name.
 
 Nothing is written unless every file can be: a bad or taken name changes no file.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import keyword
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-REGISTRY = Path("layers/shared/python/pipeline/registry.py")
-README = Path("README.md")
-FUNCTIONS = Path("functions")
-TESTS = Path("tests/unit/consumers")
+from pipeline.registry import DECLARATION, REQUIREMENTS
 
-# Where the entry goes: the end of the CONSUMERS tuple.
-_CONSUMERS_START = "CONSUMERS: tuple[Consumer, ...] = (\n"
+ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS = Path("functions")
+
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
-# The description's registry line stays within the project's line length (110).
+# The description stays one line of the declaration within the project's line length (110).
 MAX_DESCRIPTION = 85
 
 
 class ScaffoldError(Exception):
-    """A refused name or a repository the scaffold cannot edit; the message says which."""
+    """A refused name or a repository the scaffold cannot write to; the message says which."""
 
 
 @dataclass(frozen=True)
 class Scaffold:
-    """The new consumer's files (path relative to the root -> text) and the two edited files."""
+    """The new consumer's files (path relative to the root -> text), all inside its folder."""
 
     name: str
     created: dict[Path, str]
-    edited: dict[Path, str]
 
 
-def check_name(name: str, existing: set[str]) -> None:
+def check_name(name: str, root: Path) -> None:
     if not _NAME.fullmatch(name) or keyword.iskeyword(name):
         raise ScaffoldError(
             f"consumer name {name!r} must be a lowercase Python identifier (letters, digits, '_', "
             "starting with a letter), e.g. loyalty or order_audit"
         )
-    if name in existing:
-        raise ScaffoldError(f"a consumer named {name!r} already exists in {REGISTRY}")
+    folder = FUNCTIONS / name
+    if (root / folder).exists():
+        raise ScaffoldError(f"{folder} already exists: pick another name or remove it")
+    # Its package is imported by its name (handler "<name>.app.lambda_handler"): a name the
+    # standard library or an installed package has would hide one or the other.
+    if name in sys.stdlib_module_names or name == "conftest" or importlib.util.find_spec(name) is not None:
+        raise ScaffoldError(f"consumer name {name!r} is a module's name already: pick another name")
 
 
-def registry_entry(name: str, description: str) -> str:
-    return (
-        "    Consumer(\n"
-        f'        name="{name}",\n'
-        f"        description={json.dumps(description, ensure_ascii=False)},\n"
-        '        filter_policy={"source": ["telegram"]},\n'
-        "        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=60),\n"
-        "    ),\n"
-    )
+def declaration_source(name: str, description: str) -> str:
+    return f"""# The {name} consumer's declaration: the registry (pipeline.registry) reads every
+# functions/*/consumer.toml; README "Adding a consumer" lists every key.
+name = "{name}"
+description = {json.dumps(description, ensure_ascii=False)}
+
+[events]
+# The SNS filter policy on the webhook's attributes: source, type, chat_type, command, status.
+source = ["telegram"]
+
+[retry]
+max_receive_count = 5
+base_delay_seconds = 2
+max_delay_seconds = 60
+"""
 
 
-def readme_row(name: str, description: str) -> str:
-    return f"| `{name}` | {description} | `source=telegram` | 5, 2 s .. 60 s |\n"
+def requirements_source(name: str) -> str:
+    return f"""# The {name} consumer's own dependencies, pinned (`package==version`, any number of them):
+# bundled into its own layer for python3.13/arm64 at synth, installed by `make install` for
+# `make local` and the tests.
+"""
 
 
 def app_source(name: str) -> str:
@@ -100,7 +113,7 @@ def logic_source(name: str) -> str:
 
 The worker runs `handle` at most once per event (Powertools idempotency on the journal) and
 keeps what it returns in the journal. Raise `TransientError` to have the record retried later
-(backoff per the registry's `RetryPolicy`), `PermanentError` to dead-letter it now.
+(backoff per its declaration's [retry]), `PermanentError` to dead-letter it now.
 """
 
 from __future__ import annotations
@@ -118,7 +131,7 @@ logger = Logger(child=True)
 
 
 def handle(envelope: Envelope) -> dict[str, Any]:
-    """One Telegram update (the registry entry's filter policy: `source=telegram`)."""
+    """One Telegram update (its declaration's [events]: `source=telegram`)."""
     if envelope.source != "telegram":
         raise PermanentError(f"{name} takes Telegram updates, got a {{envelope.source}} event")
     try:
@@ -181,63 +194,33 @@ def test_an_event_of_another_source_is_dead_lettered(run_consumer: Callable[[str
 '''
 
 
-def _insert_registry_entry(text: str, entry: str) -> str:
-    start = text.find(_CONSUMERS_START)
-    end = text.find("\n)\n", start)
-    if start < 0 or end < 0:
-        raise ScaffoldError(f"cannot find the CONSUMERS tuple in {REGISTRY}")
-    return text[: end + 1] + entry + text[end + 1 :]
-
-
-def _insert_readme_row(text: str, row: str) -> str:
-    section = re.search(r"^## Consumers\n(.*?)(?=^## )", text, flags=re.S | re.M)
-    if not section:
-        raise ScaffoldError(f"{README} has no '## Consumers' section")
-    rows = list(re.finditer(r"^\| `[^`]+` \|.*\n", section.group(1), flags=re.M))
-    if not rows:
-        raise ScaffoldError(f"cannot find the consumer table in the '## Consumers' section of {README}")
-    at = section.start(1) + rows[-1].end()
-    return text[:at] + row + text[at:]
-
-
 def plan(name: str, root: Path | None = None, description: str | None = None) -> Scaffold:
     """What `new_consumer` would write, without writing; raises ScaffoldError on a refused name."""
     root = root or ROOT
-    registry_text = (root / REGISTRY).read_text()
-    existing = set(re.findall(r"^\s+name=[\"']([^\"']+)[\"'],", registry_text, flags=re.M))
-    check_name(name, existing)
-    package = root / FUNCTIONS / name
-    test = TESTS / f"test_{name}.py"
-    taken = [str(path.relative_to(root)) for path in (package, root / test) if path.exists()]
-    if taken:
-        raise ScaffoldError(f"{', '.join(taken)} already exist(s): pick another name or remove it")
+    check_name(name, root)
     text = " ".join((description or f"TODO: what {name} does with each Telegram update.").split())
-    if "|" in text or "`" in text:
-        raise ScaffoldError("the description goes in a markdown table cell: no '|' or '`' in it")
     if len(json.dumps(text, ensure_ascii=False)) > MAX_DESCRIPTION + 2:
         raise ScaffoldError(f"the description is one line of at most {MAX_DESCRIPTION} characters")
+    folder = FUNCTIONS / name
     return Scaffold(
         name=name,
         created={
-            FUNCTIONS / name / "__init__.py": "",
-            FUNCTIONS / name / "app.py": app_source(name),
-            FUNCTIONS / name / "logic.py": logic_source(name),
-            test: test_source(name),
-        },
-        edited={
-            REGISTRY: _insert_registry_entry(registry_text, registry_entry(name, text)),
-            README: _insert_readme_row((root / README).read_text(), readme_row(name, text)),
+            folder / DECLARATION: declaration_source(name, text),
+            folder / REQUIREMENTS: requirements_source(name),
+            folder / "__init__.py": "",
+            folder / "app.py": app_source(name),
+            folder / "logic.py": logic_source(name),
+            folder / "tests" / "__init__.py": "",
+            folder / "tests" / f"test_{name}.py": test_source(name),
         },
     )
 
 
 def new_consumer(name: str, root: Path | None = None, description: str | None = None) -> Scaffold:
-    """Write the new consumer's files under `root` (the repository); returns what was written."""
+    """Write the new consumer's folder under `root` (the repository); returns what was written."""
     root = root or ROOT
     scaffold = plan(name, root, description)
     for path, text in scaffold.created.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text)
-    for path, text in scaffold.edited.items():
         (root / path).write_text(text)
     return scaffold

@@ -15,6 +15,7 @@ from constructs import Construct
 
 from infra.config import PipelineSettings
 from infra.constructs.layers import ARCHITECTURE, RUNTIME
+from infra.limits import LIMITS
 from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR
 from infra.settings import cdk_log_level, cdk_log_retention, cdk_removal_policy
 
@@ -73,6 +74,14 @@ class PipelineFunction(Construct):
         if environment.get("POWERTOOLS_SERVICE_NAME") != service_name:
             raise ValueError(
                 f"{construct_id}: the environment must name the Powertools service {service_name!r}"
+            )
+        size = sum(len(name.encode()) + len(value.encode()) for name, value in environment.items())
+        if size > LIMITS.lambda_environment_bytes.value:
+            largest = max(environment, key=lambda name: len(environment[name].encode()))
+            raise ValueError(
+                f"{construct_id}: its environment would be {size} bytes, above Lambda's "
+                f"{LIMITS.lambda_environment_bytes.value:g} (the largest: {largest}, "
+                f"{len(environment[largest].encode())} bytes)"
             )
         self.service_name = service_name
         # Where the code writes its metrics: its environment's, the one source alarms read too.

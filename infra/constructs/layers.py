@@ -1,25 +1,33 @@
 """The layers: our shared `pipeline` package and AWS's Powertools, which every function runs
-with; `phonenumbers`, which only the functions that validate CRM events get; and
-`python-telegram-bot`, which only the bot consumer gets. The last two are one pinned
-requirement each, pip-installed for the Lambda runtime on this machine (no Docker)."""
+with; `phonenumbers`, which only the functions that validate CRM events get; and one layer per
+consumer whose folder has a `requirements.txt` (`functions/<name>/requirements.txt`, any number
+of pins), which only that consumer gets. Pinned requirements are pip-installed for the Lambda
+runtime on this machine (no Docker), once per set of pins: the result is cached by their hash
+(`layer_cache_dir`), so a synth re-bundles only requirements that changed."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.config import powertools_parameter_name
-from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR, TELEGRAM_BOT_LAYER_DIR
-from pipeline.registry import Consumer
+from infra.naming import pascal_case
+from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR
+from pipeline.registry import REQUIREMENTS, Consumer, functions_dir
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -27,20 +35,35 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 PIP_PYTHON_VERSION = "3.13"
 PHONENUMBERS_REQUIREMENTS = PHONENUMBERS_LAYER_DIR / "requirements.txt"
-TELEGRAM_BOT_REQUIREMENTS = TELEGRAM_BOT_LAYER_DIR / "requirements.txt"
-# The consumer running the user's python-telegram-bot Application: the only one with its layer.
-BOT_CONSUMER = "bot"
 CRM_SOURCE = "crm"
 # Sources whose consumers validate `CrmEvent`: the order events, and the CRM webhooks whose
 # consumers build one (Bitrix24, amoCRM).
 CRM_EVENT_SOURCES = frozenset({CRM_SOURCE, "bitrix24", "amocrm"})
+# Where bundled requirements are kept between synths, one folder per hash of the pins:
+# this variable, else $XDG_CACHE_HOME (or ~/.cache)/telegram-crm-pipeline/layers.
+LAYER_CACHE_ENV = "PIPELINE_LAYER_CACHE"
+# A pinned requirement: `package==version`, extras allowed (what a layer is built from).
+PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[0-9][0-9A-Za-z.+!_-]*")
+
+
+def requirement_pins(requirements: Path) -> tuple[str, ...]:
+    """The pins of a requirements file (comments and blank lines aside); anything that is not
+    `package==version` is refused, naming the line: a layer must be the same at every synth."""
+    pins = []
+    for number, raw in enumerate(requirements.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if not PIN.fullmatch(line):
+            raise ValueError(f"{requirements}:{number}: {line!r} is not a pin (`package==version`)")
+        pins.append(line)
+    return tuple(pins)
 
 
 def layer_pin(requirements: Path, package: str) -> str:
     """`<package>==<version>`: a layer's one requirement, read from its requirements file."""
-    lines = [line.strip() for line in requirements.read_text(encoding="utf-8").splitlines()]
-    pins = [line for line in lines if line and not line.startswith("#")]
-    if len(pins) != 1 or not re.fullmatch(rf"{re.escape(package)}==[0-9][0-9A-Za-z.]*", pins[0]):
+    pins = requirement_pins(requirements)
+    if len(pins) != 1 or not pins[0].startswith(f"{package}=="):
         raise ValueError(f"{requirements} must hold exactly one `{package}==<version>` line")
     return pins[0]
 
@@ -49,13 +72,29 @@ def phonenumbers_pin(requirements: Path = PHONENUMBERS_REQUIREMENTS) -> str:
     return layer_pin(requirements, "phonenumbers")
 
 
-def telegram_bot_pin(requirements: Path = TELEGRAM_BOT_REQUIREMENTS) -> str:
-    """python-telegram-bot's pin; pip resolves its dependencies (httpx) within PTB's own bounds."""
-    return layer_pin(requirements, "python-telegram-bot")
+def consumer_requirements(folder: Path) -> tuple[str, ...]:
+    """A consumer folder's own pins (its `requirements.txt`; none without one)."""
+    requirements = folder / REQUIREMENTS
+    return requirement_pins(requirements) if requirements.is_file() else ()
 
 
-def pip_install_command(target: str, requirement: str) -> list[str]:
-    """pip installing `requirement` for the Lambda runtime (not this machine) into `target`.
+def requirements_key(requirements: Sequence[str]) -> str:
+    """What a bundle of these pins is cached under: their hash, with the target runtime's."""
+    text = "\n".join([PIP_PLATFORM, PIP_PYTHON_VERSION, *sorted(requirements)])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def layer_cache_dir() -> Path:
+    configured = os.environ.get(LAYER_CACHE_ENV)
+    if configured:
+        return Path(configured)
+    return (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "telegram-crm-pipeline" / "layers"
+    )
+
+
+def pip_install_command(target: str, *requirements: str) -> list[str]:
+    """pip installing `requirements` for the Lambda runtime (not this machine) into `target`.
 
     Binary wheels only, for python3.13 on aarch64, so what runs here never decides what Lambda
     gets; no .pyc (they would be this interpreter's, not 3.13's)."""
@@ -74,8 +113,29 @@ def pip_install_command(target: str, requirement: str) -> list[str]:
         "--no-compile",
         "--target",
         target,
-        requirement,
+        *requirements,
     ]
+
+
+def bundled(requirements: Sequence[str], name: str) -> Path:
+    """The folder holding these pins installed for the Lambda runtime: from the cache, or
+    pip-installed into it first (into a temporary folder, renamed when complete, so a failed or
+    interrupted install never leaves a cache entry)."""
+    cached = layer_cache_dir() / requirements_key(requirements)
+    if cached.is_dir():
+        return cached
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cached.parent, prefix=".partial-") as partial:
+        command = pip_install_command(partial, *requirements)
+        result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+        if result.returncode != 0:
+            raise RuntimeError(f"bundling the {name} layer failed:\n{result.stderr[-2000:]}")
+        try:
+            os.rename(partial, cached)
+        except OSError:
+            if not cached.is_dir():  # another synth completed the same entry first: use it
+                raise
+    return cached
 
 
 @jsii.implements(ILocalBundling)
@@ -83,26 +143,28 @@ class PipLocalBundling:
     """Builds the layer with this machine's pip: no Docker needed (CDK falls back to Docker only
     if this returns False, which it never does; a failing pip fails the synth instead)."""
 
-    def __init__(self, requirement: str) -> None:
-        self.requirement = requirement
-        self.name = requirement.split("==")[0]
+    def __init__(self, requirements: Sequence[str], name: str) -> None:
+        self.requirements = tuple(requirements)
+        self.name = name
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: Any) -> bool:
         # Lambda mounts a layer's `python/` folder at /opt/python, which is on sys.path.
-        command = pip_install_command(str(Path(output_dir) / "python"), self.requirement)
-        result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
-        if result.returncode != 0:
-            raise RuntimeError(f"bundling the {self.name} layer failed:\n{result.stderr[-2000:]}")
+        shutil.copytree(
+            bundled(self.requirements, self.name), Path(output_dir) / "python", dirs_exist_ok=True
+        )
         return True
 
 
-def pinned_layer_code(layer_dir: Path, requirement: str) -> lambda_.Code:
-    """A pinned layer's asset: bundled locally by pip; with bundling skipped (tests: the context
-    `aws:cdk:bundling-stacks=[]`) the CDK stages the requirements folder and never runs pip."""
+def pinned_layer_code(source_dir: Path, requirements: Sequence[str], name: str) -> lambda_.Code:
+    """A pinned layer's asset, named by its pins' hash: bundled locally by pip; with bundling
+    skipped (tests: the context `aws:cdk:bundling-stacks=[]`) the CDK never runs pip."""
     return lambda_.Code.from_asset(
-        str(layer_dir),
+        str(source_dir),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=requirements_key(requirements),
+        exclude=["*", f"!{REQUIREMENTS}"],
         bundling=BundlingOptions(
-            local=PipLocalBundling(requirement),
+            local=PipLocalBundling(requirements, name),
             # Required by the CDK, and equivalent should anyone bundle with Docker instead.
             image=RUNTIME.bundling_image,
             platform="linux/arm64",
@@ -145,27 +207,31 @@ class PipelineLayers(Construct):
         self.phonenumbers = lambda_.LayerVersion(
             self,
             "Phonenumbers",
-            code=pinned_layer_code(PHONENUMBERS_LAYER_DIR, phonenumbers_pin()),
+            code=pinned_layer_code(PHONENUMBERS_LAYER_DIR, (phonenumbers_pin(),), "phonenumbers"),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description=f"{phonenumbers_pin()} (CRM phone normalisation, pipeline.phones)",
         )
-        # Only the bot consumer gets it (`telegram_bot`); created on first use, so a stack
-        # without the bot has no such layer to bundle.
-        self._telegram_bot: lambda_.LayerVersion | None = None
+        # One per consumer with its own requirements, created on first use: a stack without
+        # that consumer has no such layer to bundle.
+        self._requirements: dict[str, lambda_.LayerVersion] = {}
 
-    @property
-    def telegram_bot(self) -> lambda_.LayerVersion:
-        if self._telegram_bot is None:
-            self._telegram_bot = lambda_.LayerVersion(
+    def requirements_of(self, consumer: Consumer) -> lambda_.LayerVersion | None:
+        """The layer of a consumer's own requirements (`functions/<name>/requirements.txt`),
+        which only that consumer gets; None if it has none."""
+        if consumer.name not in self._requirements:
+            requirements = consumer_requirements(functions_dir() / consumer.name)
+            if not requirements:
+                return None
+            self._requirements[consumer.name] = lambda_.LayerVersion(
                 self,
-                "TelegramBot",
-                code=pinned_layer_code(TELEGRAM_BOT_LAYER_DIR, telegram_bot_pin()),
+                f"{pascal_case(consumer.name)}Requirements",
+                code=pinned_layer_code(functions_dir() / consumer.name, requirements, consumer.name),
                 compatible_runtimes=[RUNTIME],
                 compatible_architectures=[ARCHITECTURE],
-                description=f"{telegram_bot_pin()} (the bot consumer's Application, pipeline.telegram_bot)",
+                description=f"{', '.join(requirements)} (functions/{consumer.name}/{REQUIREMENTS})"[:256],
             )
-        return self._telegram_bot
+        return self._requirements[consumer.name]
 
     @property
     def all(self) -> list[lambda_.ILayerVersion]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -19,12 +18,7 @@ from template_queries import function_env, of_type, props, ref_name, role_permis
 
 from infra.config import LogLevel, PipelineSettings
 from infra.constructs.lambda_function import FunctionDefaults, PipelineFunction
-from infra.constructs.layers import (
-    PipLocalBundling,
-    phonenumbers_pin,
-    pip_install_command,
-    telegram_bot_pin,
-)
+from infra.constructs.layers import consumer_requirements, phonenumbers_pin, pip_install_command
 from infra.environment import CRM_SWEEP, RECONCILER, SMS_EVENTS, WEBHOOK, FunctionEnvironments
 from infra.paths import FUNCTIONS_DIR, PROJECT_ROOT
 from pipeline.observability import service_logger
@@ -66,7 +60,7 @@ def _layer_id(synth: Synthesized, name: str) -> str:
 def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(synth: Synthesized) -> None:
     parameters = synth.template.to_json()["Parameters"]
     shared_layer_id = _layer_id(synth, "Shared")
-    own_layers = {_layer_id(synth, "Phonenumbers"), _layer_id(synth, "TelegramBot")}
+    own_layers = {_layer_id(synth, "Phonenumbers"), _layer_id(synth, "BotRequirements")}
     for function_id in _functions(synth):
         function = props(synth.resources, function_id)
         assert function["Runtime"] == "python3.13"
@@ -84,7 +78,7 @@ def test_every_function_is_python313_on_arm64_with_powertools_and_shared_layers(
 
 def test_our_layers_target_the_same_runtime_and_architecture(synth: Synthesized) -> None:
     layers = of_type(synth.resources, "AWS::Lambda::LayerVersion")
-    assert set(layers) == {_layer_id(synth, name) for name in ("Shared", "Phonenumbers", "TelegramBot")}
+    assert set(layers) == {_layer_id(synth, name) for name in ("Shared", "Phonenumbers", "BotRequirements")}
     for layer in layers.values():
         assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
         assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
@@ -114,28 +108,25 @@ def test_the_layer_and_requirements_txt_pin_the_same_phonenumbers() -> None:
     assert [line for line in requirements if line.startswith("phonenumbers")] == [pin]
 
 
-def test_the_bot_layer_and_requirements_txt_pin_the_same_python_telegram_bot() -> None:
+def test_the_bot_folder_pins_the_python_telegram_bot_the_tests_run() -> None:
     import telegram
 
-    pin = telegram_bot_pin()
-    assert pin == "python-telegram-bot==22.8"
-    requirements = (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
-    assert [line for line in requirements if line.startswith("python-telegram-bot")] == [pin]
-    # What the tests and the local runtime run is what Lambda gets.
-    assert telegram.__version__ == pin.split("==")[1]
+    assert consumer_requirements(FUNCTIONS_DIR / "bot") == ("python-telegram-bot==22.8",)
+    # What the tests and the local runtime run (`make install` installs it) is what Lambda gets.
+    assert telegram.__version__ == "22.8"
 
 
 @pytest.mark.parametrize("synth_name", ["default_synth", "full_synth"])
-def test_only_the_bot_consumer_gets_the_python_telegram_bot_layer(
+def test_only_the_bot_consumer_gets_its_requirements_layer(
     request: pytest.FixtureRequest, synth_name: str
 ) -> None:
     synth: Synthesized = request.getfixturevalue(synth_name)
     layers = synth.stack.node.find_child("Layers").node
     if synth_name == "default_synth":
         # No bot configured: no such layer to bundle at all.
-        assert layers.try_find_child("TelegramBot") is None
+        assert layers.try_find_child("BotRequirements") is None
         return
-    layer_id = _layer_id(synth, "TelegramBot")
+    layer_id = _layer_id(synth, "BotRequirements")
     with_layer = {
         function_env(synth.resources, fid)["POWERTOOLS_SERVICE_NAME"]
         for fid, function in _functions(synth).items()
@@ -143,11 +134,11 @@ def test_only_the_bot_consumer_gets_the_python_telegram_bot_layer(
     }
     assert with_layer == {"bot"}
     description = props(synth.resources, layer_id)["Description"]
-    assert description.startswith(telegram_bot_pin())
+    assert description == "python-telegram-bot==22.8 (functions/bot/requirements.txt)"
 
 
 def test_the_layer_is_pip_installed_for_python313_arm64_from_binary_wheels_without_pyc() -> None:
-    command = pip_install_command("/out/python", phonenumbers_pin())
+    command = pip_install_command("/out/python", phonenumbers_pin(), "tinydep==1.0")
     flags = " ".join(command)
     assert command[:4] == [sys.executable, "-m", "pip", "install"]
     for expected in (
@@ -158,25 +149,7 @@ def test_the_layer_is_pip_installed_for_python313_arm64_from_binary_wheels_witho
         "--target /out/python",
     ):
         assert expected in flags
-    assert command[-1] == phonenumbers_pin()
-
-
-def test_local_bundling_installs_into_the_layers_python_folder_and_fails_loudly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ran: list[list[str]] = []
-
-    def fake_run(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
-        ran.append(command)
-        return subprocess.CompletedProcess(command, returncode=len(ran) - 1, stdout="", stderr="no network")
-
-    monkeypatch.setattr(subprocess, "run", fake_run)
-    bundling = PipLocalBundling(phonenumbers_pin())
-
-    assert bundling.try_bundle(str(tmp_path), image=None) is True  # type: ignore[arg-type]
-    assert ran[0] == pip_install_command(str(tmp_path / "python"), phonenumbers_pin())
-    with pytest.raises(RuntimeError, match="no network"):
-        bundling.try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
+    assert command[-2:] == [phonenumbers_pin(), "tinydep==1.0"]
 
 
 def test_with_bundling_skipped_synth_never_installs_the_layer(synth: Synthesized) -> None:
@@ -320,3 +293,32 @@ def test_metrics_reach_cloudwatch_and_logs_are_filtered_at_log_level_at_every_lo
     order = list(get_args(LogLevel))
     written = ["DEBUG", "INFO", "WARNING", "INFO", "ERROR"]
     assert logged == [level for level in written if order.index(level) >= order.index(log_level)]
+
+
+def test_an_environment_above_lambdas_4_kb_is_refused_at_synth_naming_the_largest_variable() -> None:
+    """A team's SMS texts travel in SMS_RULES_JSON: Lambda refuses more than 4 KB of environment at
+    deploy, so the synth refuses it first."""
+    settings = PipelineSettings()
+    environment = FunctionEnvironments(settings, stack_name="Big").powertools("big")
+
+    def build(extra: int) -> None:
+        PipelineFunction(
+            Stack(App(), "Big"),
+            "Function",
+            defaults=FunctionDefaults.create(settings, []),
+            handler="webhook.app.lambda_handler",
+            service_name="big",
+            description="a big environment",
+            environment={**environment, "SMS_RULES_JSON": "x" * extra},
+            timeout_seconds=3,
+            memory_mb=128,
+        )
+
+    used = sum(len(k) + len(v) for k, v in environment.items()) + len("SMS_RULES_JSON")
+    build(4096 - used)  # exactly the limit
+    with pytest.raises(
+        ValueError,
+        match=r"Function: its environment would be 4097 bytes, above Lambda's 4096 \(the largest: "
+        r"SMS_RULES_JSON",
+    ):
+        build(4097 - used)

@@ -37,13 +37,13 @@ from pipeline.replies import REPLIES_ENV, parse_replies
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.rules import RULES_ENV
 
-# The default deployment's consumers: every one without a required setting, in registry order
+# The default deployment's consumers: every one without a required setting, in registry order (by folder name)
 # (a consumer `make consumer` adds is on by default), and the five gated ones off: issue 23, a
 # Telegram-only deploy has no `crm` consumer (nor its secret) failing on a CRM it has not got.
 DEFAULT_CONSUMERS_LINE = (
     f"  consumers on: {', '.join(c.name for c in CONSUMERS if c.requires_setting is None)};"
-    " off: crm (crm_leads=false), bot (no bot_application), ai (no bedrock_model_id),"
-    " bitrix24 (no bitrix24_stages), amocrm (no amocrm_statuses)"
+    " off: ai (no bedrock_model_id), amocrm (no amocrm_statuses), bitrix24 (no bitrix24_stages),"
+    " bot (no bot_application), crm (crm_leads=false)"
 )
 
 

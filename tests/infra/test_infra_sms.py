@@ -25,6 +25,7 @@ from template_queries import function_env, of_type, props, ref_name, role_permis
 from infra.application import build_app, settings_error_message
 from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
 from infra.environment import SMS_CONSUMER, SettingsError, check_sms_environment
+from infra.paths import PROJECT_ROOT
 from pipeline import aws
 from pipeline.registry import by_name
 from pipeline.sms.journal import Clock, Draft, Finish, Journal, State, iso
@@ -74,6 +75,9 @@ def _ids(synth: Synthesized) -> dict[str, str]:
     return ids
 
 
+TEAM_RULES = PROJECT_ROOT / "team" / "sms_rules.json"
+
+
 def _sms_settings(env: dict[str, Any]) -> dict[str, Any]:
     return {
         name: value
@@ -89,6 +93,10 @@ def _expected_sms_settings(**deployment: str) -> dict[str, str]:
         "SMS_RETRY_MAX_SECONDS": str(SMS.retry.max_delay_seconds),
         "SMS_MAX_ATTEMPTS": SMS.environment["SMS_MAX_ATTEMPTS"],
         "SMS_LEASE_SECONDS": SMS.environment["SMS_LEASE_SECONDS"],
+        # The team's rules and texts, read from their file at synth (no rules ship in a layer).
+        "SMS_RULES_JSON": json.dumps(
+            json.loads(TEAM_RULES.read_text()), ensure_ascii=False, separators=(",", ":")
+        ),
         **deployment,
     }
 

@@ -86,9 +86,9 @@ def test_the_routing_line_names_reached_consumers_and_why_the_others_were_not() 
 
     line = explain(edit, consumers)
 
-    assert line.startswith("event t:1:2 (telegram edited_message) -> store, analytics; not ")
+    assert line.startswith("event t:1:2 (telegram edited_message) -> analytics, store; not ")
     kinds = ", ".join(MESSAGE_KINDS)
-    assert f"crm, ai: type 'edited_message' is not in [{kinds}]" in line
+    assert f"ai, crm: type 'edited_message' is not in [{kinds}]" in line
     assert "sms: source 'telegram' is not 'crm'" in line
     # Exactly the consumers of the registry, each named once.
     named = {

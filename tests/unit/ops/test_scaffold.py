@@ -10,7 +10,6 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -21,11 +20,14 @@ from types import ModuleType
 
 import pytest
 
+from infra.constructs.layers import consumer_requirements
 from ops import scaffold
 from ops.cli import main
 from ops.stack import local_runtime_running
 from pipeline.envelope import Envelope, utc_now
 from pipeline.errors import PermanentError
+from pipeline.registry import CONSUMERS, WORKER_JOURNAL_ACTIONS, RetryPolicy, by_name, discover
+from tests.support.repository import changed, tracked_copy
 from tests.unit.consumer_support import crm_envelope, crm_event, telegram_envelope, telegram_update
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,29 +36,9 @@ NAME = "scaffolded_probe"
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """The two files the scaffold edits, copied to a temporary root."""
-    for path in (scaffold.REGISTRY, scaffold.README):
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / path, tmp_path / path)
+    """A temporary root holding a copy of the consumer folders (all the scaffold looks at)."""
+    shutil.copytree(ROOT / "functions", tmp_path / "functions", ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
-
-
-def load_registry(root: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("scaffolded_registry", root / scaffold.REGISTRY)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building the class
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
-def consumer_table(readme: str) -> set[str]:
-    section = re.search(r"^## Consumers\n(.*?)(?=^## )", readme, flags=re.S | re.M)
-    assert section
-    return set(re.findall(r"^\| `([^`]+)` \|", section.group(1), flags=re.M))
 
 
 @pytest.fixture
@@ -74,29 +56,46 @@ def generated(tree: Path) -> Iterator[tuple[Path, ModuleType, ModuleType]]:
             del sys.modules[name]
 
 
-def test_the_registry_and_the_readme_table_gain_the_same_consumer(tree: Path) -> None:
+def test_the_new_folder_is_discovered_as_a_consumer_with_the_defaults(tree: Path) -> None:
     written = scaffold.new_consumer(NAME, root=tree, description="Counts loyalty points per user.")
-    registry = load_registry(tree)
-    consumer = registry.by_name(NAME, registry.CONSUMERS)
-    assert registry.CONSUMERS[-1] is consumer
+    consumers = discover(tree / "functions")
+    consumer = by_name(NAME, consumers)
     assert consumer.filter_policy == {"source": ["telegram"]}
     assert consumer.description == "Counts loyalty points per user."
     assert (consumer.secrets, consumer.tables, consumer.handler) == (
         (),
-        {"journal": registry.WORKER_JOURNAL_ACTIONS},
+        {"journal": WORKER_JOURNAL_ACTIONS},
         f"{NAME}.app.lambda_handler",
     )
-    readme = (tree / scaffold.README).read_text()
-    assert consumer_table(readme) == {c.name for c in registry.CONSUMERS}
-    assert f"| `{NAME}` | Counts loyalty points per user. | `source=telegram` | 5, 2 s .. 60 s |" in readme
-    original = load_registry(ROOT)
-    assert [c.name for c in registry.CONSUMERS[:-1]] == [c.name for c in original.CONSUMERS]
+    assert consumer.retry == RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=60)
+    assert sorted(c.name for c in consumers) == sorted([*(c.name for c in CONSUMERS), NAME])
     assert sorted(map(str, written.created)) == [
         f"functions/{NAME}/__init__.py",
         f"functions/{NAME}/app.py",
+        f"functions/{NAME}/consumer.toml",
         f"functions/{NAME}/logic.py",
-        f"tests/unit/consumers/test_{NAME}.py",
+        f"functions/{NAME}/requirements.txt",
+        f"functions/{NAME}/tests/__init__.py",
+        f"functions/{NAME}/tests/test_{NAME}.py",
     ]
+    assert consumer_requirements(tree / "functions" / NAME) == ()
+
+
+def test_make_consumer_changes_no_file_outside_the_new_folder(tmp_path: Path) -> None:
+    """`git status` after `python -m ops new-consumer` (what `make consumer` runs): only new
+    files, all inside functions/<name>/."""
+    copy = tracked_copy(tmp_path / "copy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    subprocess.run(
+        [sys.executable, "-m", "ops", "new-consumer", NAME],
+        cwd=copy,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    status = changed(copy)
+    assert status, "the scaffold wrote nothing"
+    assert [line for line in status if not line.startswith(f"?? functions/{NAME}/")] == []
 
 
 def test_the_generated_handler_is_the_thin_worker_shape_and_its_logic_runs(
@@ -129,6 +128,9 @@ def test_the_generated_handler_is_the_thin_worker_shape_and_its_logic_runs(
         ("", "lowercase Python identifier"),
         ("crm", "already exists"),
         ("analytics", "already exists"),
+        ("json", "a module's name already"),
+        ("pipeline", "a module's name already"),
+        ("conftest", "a module's name already"),
     ],
 )
 def test_a_bad_or_taken_name_is_refused_and_nothing_is_written(tree: Path, name: str, message: str) -> None:
@@ -144,7 +146,7 @@ def test_an_existing_handler_package_is_not_overwritten(tree: Path) -> None:
         scaffold.new_consumer(NAME, root=tree)
 
 
-@pytest.mark.parametrize("description", ["a | b", "uses `x`", "x" * 90])
+@pytest.mark.parametrize("description", ["x" * 90])
 def test_a_description_that_breaks_the_table_or_the_line_length_is_refused(
     tree: Path, description: str
 ) -> None:
@@ -160,7 +162,7 @@ def test_the_cli_writes_the_files_or_refuses_in_one_line(
     assert f"wrote functions/{NAME}/app.py" in capsys.readouterr().out
     assert main(["new-consumer", NAME]) == 2
     assert capsys.readouterr().err == (
-        f"error: a consumer named '{NAME}' already exists in layers/shared/python/pipeline/registry.py\n"
+        f"error: functions/{NAME} already exists: pick another name or remove it\n"
     )
 
 
@@ -209,7 +211,7 @@ def test_the_generated_unit_test_passes_in_a_copy_of_the_project(tmp_path: Path)
             "-q",
             "-p",
             "no:cacheprovider",
-            f"tests/unit/consumers/test_{NAME}.py",
+            f"functions/{NAME}/tests/test_{NAME}.py",
         ],
         cwd=tmp_path,
         env=env,

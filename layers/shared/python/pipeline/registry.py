@@ -1,8 +1,10 @@
-"""The one declaration of every consumer.
+"""Every consumer, discovered from its folder: what a consumer may declare, and how it is read.
 
-The CDK stack (queues, DLQs, subscriptions, functions), the local runtime (workers) and the
-tests all read `CONSUMERS`. Adding a consumer is one entry here plus one handler package
-`functions/<name>/app.py` exposing `lambda_handler`.
+The CDK stack (queues, DLQs, subscriptions, functions, layers), the local runtime (workers) and
+the tests all read `CONSUMERS`. A consumer is a folder `functions/<name>/`: its declaration
+`consumer.toml`, its handler package (`app.py` exposing `lambda_handler`), its own
+`requirements.txt` (bundled into its own layer) and its `tests/`. The built-in consumers are
+folders like any other; adding one (`make consumer NAME=x`) edits nothing outside its folder.
 
 A filter policy is an SNS filter policy on the message attributes the webhook sets:
 `source`, `type`, and where they apply `chat_type`, `command`, `status`.
@@ -14,13 +16,16 @@ source's consumer publishes), and the CRMs whose own webhooks the webhook accept
 
 from __future__ import annotations
 
+import os
+import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.deadline import needed
-from pipeline.errors import ACCOUNT_CAUSES, FLOOD_CONTROL, UNAUTHORIZED
+from pipeline.errors import ACCOUNT_CAUSES
 from pipeline.pacing import SEND_RATE_ENV, TELEGRAM_CHAT_INTERVAL_SECONDS, paced_environment
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
@@ -272,131 +277,126 @@ class Consumer:
         return sources[0] if isinstance(sources, list) and len(sources) == 1 else None
 
 
-CONSUMERS: tuple[Consumer, ...] = (
-    Consumer(
-        name="store",
-        description="Saves every Telegram update into the conversations table (by chat and update).",
-        filter_policy={"source": ["telegram"]},
-        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=120),
-        # One UpdateItem per update (`store.logic`: written once, whatever the redeliveries).
-        tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "conversations": (UPDATE_ITEM,)},
-    ),
-    Consumer(
-        name="crm",
-        description="Turns a new contact (/start, a shared contact, a first message) into a CRM lead.",
-        filter_policy={"source": ["telegram"], "type": list(MESSAGE_KINDS)},
-        timeout_seconds=30,
-        max_concurrency=2,
-        retry=RetryPolicy(max_receive_count=8, base_delay_seconds=5, max_delay_seconds=900),
-        secrets=("crm_api",),
-        account_causes=(UNAUTHORIZED, "blocked", "unpaid"),
-        requires_setting="crm_leads",
-    ),
-    Consumer(
-        name="autoreply",
-        description="Answers through the Telegram Bot API (sendMessage, answerCallbackQuery).",
-        filter_policy={"source": ["telegram"], "type": [*MESSAGE_KINDS, "callback_query"]},
-        timeout_seconds=20,
-        max_concurrency=5,
-        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
-        secrets=("telegram_bot_token",),
-        # A flood wait past the cap pauses it too (`pipeline.pacing`).
-        account_causes=(UNAUTHORIZED, FLOOD_CONTROL),
-        unless_setting="bot_application",
-        # Its messages are spaced so its environments together stay under Telegram's limits.
-        sends_to_telegram=True,
-        least_timeout_seconds=needed(BOT_API_TIMEOUT_SECONDS),
-    ),
-    Consumer(
-        name="bot",
-        description="Runs the user's python-telegram-bot Application on each chat's updates, in order.",
-        # Every kind: the user's handlers decide what they answer (PTB ignores the rest).
-        filter_policy={"source": ["telegram"]},
-        ordered=True,
-        # A conversation step is a few Bot API calls (8 s timeout each); a crashed step comes
-        # back after the visibility timeout (6x this), so keep it short.
-        timeout_seconds=15,
-        memory_mb=512,
-        max_concurrency=5,
-        sends_to_telegram=True,
-        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=1, max_delay_seconds=60),
-        # crm_api: the example bot creates its lead through the CRM sink (functions/crm).
-        secrets=("telegram_bot_token", "crm_api"),
-        # Its state: read by key, written in one transaction of conditional puts and deletes.
-        tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "bot_state": (DELETE_ITEM, GET_ITEM, PUT_ITEM)},
-        account_causes=(UNAUTHORIZED, FLOOD_CONTROL),
-        requires_setting="bot_application",
-    ),
-    Consumer(
-        name="analytics",
-        description="Emits EMF metrics per update type, chat type and command, plus an analytics log line.",
-        filter_policy={"source": ["telegram"]},
-        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=2, max_delay_seconds=60),
-    ),
-    Consumer(
-        name="ai",
-        description="Classifies intent, extracts lead fields with Bedrock Converse. Off unless configured.",
-        filter_policy={"source": ["telegram"], "type": list(MESSAGE_KINDS)},
-        timeout_seconds=60,
-        memory_mb=512,
-        max_concurrency=2,
-        retry=RetryPolicy(max_receive_count=5, base_delay_seconds=10, max_delay_seconds=600),
-        # The classification goes onto the conversation's item (`ai.logic`: one UpdateItem).
-        tables={JOURNAL: WORKER_JOURNAL_ACTIONS, "conversations": (UPDATE_ITEM,)},
-        requires_setting="bedrock_model_id",
-    ),
-    Consumer(
-        name="sms",
-        description="Texts the customer on order status changes that have a rule, through a send journal.",
-        # Every status change, not only statuses with a rule (pipeline/sms/rules.json): the
-        # journal keeps each order's history, which tells a new entry into a status from a repeat.
-        filter_policy={"source": ["crm"], "type": ["order.status_changed"]},
-        timeout_seconds=30,
-        max_concurrency=5,
-        # The journal bounds gateway refusals (SMS_MAX_ATTEMPTS, below this) and sets each delay.
-        retry=RetryPolicy(max_receive_count=10, base_delay_seconds=10, max_delay_seconds=600),
-        # The HTTP gateway's token: End User Messaging (the default) needs none.
-        secrets=("sms_gateway",),
-        secrets_when={"sms_gateway": ("sms_gateway", "http")},
-        # The gateway out of balance (HTTP 402, End User Messaging's monthly spend limit), its
-        # credential refused after a re-read (401, an IAM denial), the account disabled: paused.
-        account_causes=(UNAUTHORIZED, "blocked", "out_of_balance"),
-        asks_crm_to_look=True,
-        # A CRM may reuse an event id for another change: the change itself is the event.
-        # (The same fields SNS dedupes a CRM event on: pipeline.envelope.deduplication_id.)
-        idempotency_key=jmespath_list(CRM_CHANGE_KEY),
-        environment={
-            "SMS_GATEWAY": "end_user_messaging",
-            "SMS_MAX_ATTEMPTS": "5",
-            "SMS_LEASE_SECONDS": "120",
-        },
-    ),
-    Consumer(
-        name="bitrix24",
-        description="Reads a Bitrix24 deal and its contact on each deal event; publishes its order status.",
-        filter_policy={"source": ["bitrix24"]},
-        timeout_seconds=30,
-        max_concurrency=2,
-        # The portal's REST API: QUERY_LIMIT_EXCEEDED and outages retry for about 20 minutes.
-        retry=RetryPolicy(max_receive_count=10, base_delay_seconds=5, max_delay_seconds=300),
-        secrets=("bitrix24_api",),
-        requires_setting="bitrix24_stages",
-        account_causes=(UNAUTHORIZED, "blocked", "unpaid"),
-        publishes=True,
-    ),
-    Consumer(
-        name="amocrm",
-        description="Reads an amoCRM lead's contact on each lead status change; publishes its order status.",
-        filter_policy={"source": ["amocrm"]},
-        timeout_seconds=30,
-        max_concurrency=2,
-        retry=RetryPolicy(max_receive_count=10, base_delay_seconds=5, max_delay_seconds=300),
-        secrets=("amocrm_api",),
-        requires_setting="amocrm_statuses",
-        account_causes=(UNAUTHORIZED, "blocked", "unpaid"),
-        publishes=True,
-    ),
-)
+# What a declaration may name instead of spelling out a value the pipeline derives elsewhere.
+NAMED_IDEMPOTENCY_KEYS: dict[str, str] = {
+    "event_id": "event_id",
+    # One CRM order-status change, whatever event id the CRM gave it (CRM_CHANGE_KEY).
+    "crm_change": jmespath_list(CRM_CHANGE_KEY),
+}
+NAMED_LEAST_TIMEOUTS: dict[str, float] = {
+    # One Bot API call, made and recorded (pipeline.deadline).
+    "bot_api_call": needed(BOT_API_TIMEOUT_SECONDS),
+}
+# A consumer is a folder `functions/<name>/` holding this file (its declaration), its handler
+# package (`app.py` exposing `lambda_handler`), optionally its `requirements.txt` (bundled into its
+# own layer) and its `tests/`.
+DECLARATION = "consumer.toml"
+REQUIREMENTS = "requirements.txt"
+# Where the folders are: this variable if set; in Lambda the code asset (`LAMBDA_TASK_ROOT`, the
+# whole `functions/` folder); else the repository's `functions/`.
+FUNCTIONS_DIR_ENV = "PIPELINE_FUNCTIONS_DIR"
+# layers/shared/python/pipeline/ in the repository; in Lambda /opt/python/pipeline/, too shallow
+# for `parents[4]` (an IndexError at import), and `.parent` stops at the root.
+_REPOSITORY_FUNCTIONS = Path(__file__).resolve().parent.parent.parent.parent.parent / "functions"
+# Declaration keys that are not Consumer fields of the same name.
+_DECLARATION_ONLY = {"events", "retry", "tables"}
+_NOT_DECLARED = {"filter_policy", "retry", "tables"}
+
+
+class DeclarationError(ValueError):
+    """A consumer folder whose declaration the registry refuses; the message names the file."""
+
+
+def functions_dir() -> Path:
+    """The folder holding one folder per function (see FUNCTIONS_DIR_ENV)."""
+    configured = os.environ.get(FUNCTIONS_DIR_ENV) or os.environ.get("LAMBDA_TASK_ROOT")
+    return Path(configured) if configured else _REPOSITORY_FUNCTIONS
+
+
+def _retry(value: Any, where: str) -> RetryPolicy:
+    if not isinstance(value, dict):
+        raise DeclarationError(f"{where}: [retry] must be a table")
+    known = {f.name for f in fields(RetryPolicy)}
+    if set(value) - known:
+        raise DeclarationError(
+            f"{where}: unknown [retry] keys {sorted(set(value) - known)}; known: {sorted(known)}"
+        )
+    try:
+        return RetryPolicy(**value)
+    except (TypeError, ValueError) as error:
+        raise DeclarationError(f"{where}: [retry] {error}") from error
+
+
+def declared(declaration: Mapping[str, Any], where: str) -> Consumer:
+    """The Consumer a declaration (a parsed consumer.toml) describes.
+
+    Its keys are Consumer's fields, except `events` (the SNS filter policy), `retry` (a
+    RetryPolicy's fields) and `tables` (the tables besides the journal, which every consumer has
+    with WORKER_JOURNAL_ACTIONS). `idempotency_key` and `least_timeout_seconds` may also name a
+    value of NAMED_IDEMPOTENCY_KEYS / NAMED_LEAST_TIMEOUTS.
+    """
+    known = ({f.name for f in fields(Consumer)} - _NOT_DECLARED) | _DECLARATION_ONLY
+    unknown = sorted(set(declaration) - known)
+    if unknown:
+        raise DeclarationError(f"{where}: unknown keys {unknown}; known: {sorted(known)}")
+    values = {key: value for key, value in declaration.items() if key not in _DECLARATION_ONLY}
+    if "events" not in declaration or not isinstance(declaration["events"], dict):
+        raise DeclarationError(
+            f"{where}: needs an [events] table (the SNS filter policy, e.g. source = [...])"
+        )
+    for attribute, allowed in declaration["events"].items():
+        if not isinstance(allowed, list) or not allowed:
+            raise DeclarationError(f"{where}: [events] {attribute} must be a non-empty list of values")
+    values["filter_policy"] = dict(declaration["events"])
+    if "retry" in declaration:
+        values["retry"] = _retry(declaration["retry"], where)
+    tables = declaration.get("tables", {})
+    if not isinstance(tables, dict):
+        raise DeclarationError(f"{where}: [tables] must be a table of action lists")
+    journal = sorted({*WORKER_JOURNAL_ACTIONS, *tables.get(JOURNAL, ())})
+    values["tables"] = {JOURNAL: tuple(journal), **{t: tuple(a) for t, a in tables.items() if t != JOURNAL}}
+    for listed in ("secrets", "account_causes"):
+        if listed in values:
+            values[listed] = tuple(values[listed])
+    if "secrets_when" in values:
+        values["secrets_when"] = {secret: tuple(when) for secret, when in values["secrets_when"].items()}
+    key = values.get("idempotency_key")
+    if isinstance(key, str) and key in NAMED_IDEMPOTENCY_KEYS:
+        values["idempotency_key"] = NAMED_IDEMPOTENCY_KEYS[key]
+    least = values.get("least_timeout_seconds")
+    if isinstance(least, str):
+        if least not in NAMED_LEAST_TIMEOUTS:
+            raise DeclarationError(
+                f"{where}: least_timeout_seconds is seconds or one of {sorted(NAMED_LEAST_TIMEOUTS)}"
+            )
+        values["least_timeout_seconds"] = NAMED_LEAST_TIMEOUTS[least]
+    try:
+        return Consumer(**values)
+    except (TypeError, ValueError) as error:
+        raise DeclarationError(f"{where}: {error}") from error
+
+
+def discover(root: Path | None = None) -> tuple[Consumer, ...]:
+    """Every consumer folder under `root` (default `functions_dir()`), by name: the folders
+    holding a DECLARATION. A folder's declaration must name the folder."""
+    root = root if root is not None else functions_dir()
+    consumers = []
+    for path in sorted(root.glob(f"*/{DECLARATION}")):
+        where = f"{path.parent.name}/{DECLARATION}"
+        try:
+            declaration = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as error:
+            raise DeclarationError(f"{where}: not TOML ({error})") from error
+        consumer = declared(declaration, where)
+        if consumer.name != path.parent.name:
+            raise DeclarationError(
+                f"{where}: name {consumer.name!r} must be its folder's, {path.parent.name!r}"
+            )
+        consumers.append(consumer)
+    return tuple(consumers)
+
+
+CONSUMERS: tuple[Consumer, ...] = discover()
 
 
 def secret_env_var(secret: str) -> str:

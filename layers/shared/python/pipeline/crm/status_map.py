@@ -4,7 +4,7 @@ Bitrix24 names a deal's stage by `STAGE_ID` within a pipeline (`CATEGORY_ID`; st
 category other than the default one read `C<id>:<code>`), amoCRM a lead's by a numeric
 `status_id` within a `pipeline_id` (the system statuses 142 "won" and 143 "lost" are shared by
 every pipeline, hence the map per pipeline). The deployment maps each stage of the pipelines it
-connects to an order status, the name the SMS rules (`pipeline/sms/rules.json`) speak of:
+connects to an order status, the name the SMS rules (`team/sms_rules.json`) speak of:
 
     {"0": {"NEW": "new", "EXECUTING": "ready_for_pickup", "WON": "completed"}}
 

@@ -1,6 +1,7 @@
 """Order-status SMS notifications, sent at most once per notification through a send journal.
 
-- `rules`: which status transitions send an SMS, and its text (configuration, `rules.json`).
+- `rules`: which status transitions send an SMS, and its text (the team's configuration,
+  `team/sms_rules.json`).
 - `journal`: one DynamoDB record per notification, created before any gateway call; its
   state (pending, sending, accepted, failed, unknown) says what may happen next.
 - `gateways`: AWS End User Messaging SMS, a generic HTTP gateway and an in-memory fake.

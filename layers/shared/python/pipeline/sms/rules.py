@@ -1,9 +1,11 @@
 """Which order status transitions send an SMS, and with which text: configuration, not code.
 
-The rules ship in the layer as `rules.json`; `SMS_RULES_JSON` (inline JSON, or a file path)
-overrides them for local runs and tests. They are validated when loaded, and at synth
-(`infra.environment`), so a typo in a placeholder or two rules claiming the same transition fail
-a deployment, not a customer's SMS. A template may also name any field of the order,
+The rules are the team's, not the pipeline's: `team/sms_rules.json` (README "What is yours, what
+is ours"; the shipped one is an example). The stack and the local runtime read that file at synth
+or start and pass it to the functions in `SMS_RULES_JSON` (inline JSON, or a file path;
+`infra.environment`); without the variable the file is read. They are validated when loaded, and
+at synth, so a typo in a placeholder or two rules claiming the same transition fail a deployment,
+not a customer's SMS. A template may also name any field of the order,
 `{order.<field>}` (`{order.tracking_number}`: orders carry the CRM's extra fields); whether an
 order has it is known only per event, so an order without it fails the event at render
 (`MissingOrderFieldError`, a permanent error: dead-lettered before anything is recorded).
@@ -23,8 +25,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pipeline.crm.contract import CrmEvent
 from pipeline.errors import PermanentError
 
-RULES_FILE = Path(__file__).with_name("rules.json")
 RULES_ENV = "SMS_RULES_JSON"
+# Where the team's folder is: this variable if set, else the repository's `team/` (found from
+# layers/shared/python/pipeline/sms/; in Lambda the stack sets RULES_ENV and no file is read).
+TEAM_DIR_ENV = "PIPELINE_TEAM_DIR"
+RULES_FILE_NAME = "sms_rules.json"
+_REPOSITORY_TEAM = Path(__file__).resolve().parent.parent.parent.parent.parent.parent / "team"
+
+
+def rules_file() -> Path:
+    """The team's SMS rules file."""
+    return Path(os.environ.get(TEAM_DIR_ENV) or _REPOSITORY_TEAM) / RULES_FILE_NAME
+
 
 # What a template may use, all taken from the CRM event.
 PLACEHOLDERS = frozenset({"order_id", "status", "previous_status", "customer_name"})
@@ -146,10 +158,10 @@ class SmsRules(BaseModel):
 
 
 def load_rules(source: str | None = None) -> SmsRules:
-    """The rules from `source` (inline JSON or a path), else `SMS_RULES_JSON`, else `rules.json`."""
+    """The rules from `source` (inline JSON or a path), else `SMS_RULES_JSON`, else `rules_file()`."""
     source = source if source is not None else os.environ.get(RULES_ENV, "")
     if not source.strip():
-        text = RULES_FILE.read_text(encoding="utf-8")
+        text = rules_file().read_text(encoding="utf-8")
     elif source.lstrip().startswith("{"):
         text = source
     else:
