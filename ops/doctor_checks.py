@@ -21,8 +21,8 @@ from infra.outputs import OutputKey
 from infra.secret_specs import GENERATED_SECRET_LENGTH, unfilled
 from ops import dlq
 from ops.context import Context
-from ops.doctor import Check, Finding, NotApplicable, Target, findings_of, why_not_run
 from ops.errors import OpsError
+from ops.findings import Check, Finding, NotApplicable, Target, findings_of, why_not_run
 from ops.telegram import check_bot_token
 from ops.webhook import allowed_updates
 from pipeline import aws

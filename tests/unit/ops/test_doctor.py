@@ -18,7 +18,8 @@ from infra.outputs import OutputKey
 from infra.secret_specs import CONSUMER_SECRET_SPECS, unfilled
 from ops import doctor_checks
 from ops.context import Context
-from ops.doctor import Finding, Target, exit_code, run_checks
+from ops.doctor import exit_code, run_checks
+from ops.findings import Finding, Target
 from ops.stack import StackOutputs
 from ops.webhook import allowed_updates
 from pipeline import aws
