@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from infra.config import powertools_parameter_name
 from infra.outputs import OutputKey
 from infra.secret_specs import GENERATED_SECRET_LENGTH, unfilled
+from infra.version import CHANGELOG, release_version, version_key
 from ops import dlq
 from ops.context import Context
 from ops.errors import OpsError
@@ -472,7 +473,35 @@ def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")) if re.fullmatch(r"\d+(\.\d+)*", text) else (-1,)
 
 
+def check_version(ctx: Context, where: Target) -> Iterator[Finding]:
+    """The release deployed (the stack's Version output) against this checkout's: a newer checkout
+    points at CHANGELOG.md's upgrade notes; an older one would deploy code that may not read the
+    items the stack's release wrote."""
+    found = findings_of("version")
+    here = release_version()
+    deployed = where.stack.get(OutputKey.VERSION)
+    notes = (
+        f"read the upgrade notes in {CHANGELOG.name} ({here} and every release after {deployed or '0.4.0'})"
+    )
+    if deployed is None:
+        # Releases before 0.5.0 exported no version.
+        yield found("WARN", "release", f"deployed 0.4.0 or earlier, this checkout {here}: {notes}", notes)
+    elif deployed == here:
+        yield found("OK", "release", f"deployed {deployed}, this checkout {here}")
+    elif version_key(deployed) < version_key(here):
+        yield found("WARN", "release", f"deployed {deployed}, this checkout {here}: {notes}", notes)
+    else:
+        yield found(
+            "FAIL",
+            "release",
+            f"deployed {deployed}, this checkout {here} is older: deploying it would run code that may "
+            f"not read what {deployed} wrote",
+            f"check out release {deployed} (or newer) before deploying",
+        )
+
+
 CHECKS: tuple[tuple[str, Check], ...] = (
+    ("version", check_version),
     ("secrets", check_secrets),
     ("webhook", check_webhook),
     ("crm", check_crms),
