@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ FIXTURES_DIR = PROJECT_ROOT / "tests" / "fixtures" / "upgrade"
 # The demo prints this line last in its summary (the scheduled reconciler's).
 SUMMARY_LAST_LINE = "  reconciler"
 DEMO_SECONDS = 600
+# How long the pipeline gets to act on each step of `leave_work_behind`.
+SETTLE_SECONDS = 8.0
 
 
 @contextlib.contextmanager
@@ -97,9 +99,62 @@ def published_messages(sns_stand_in: str) -> list[dict[str, Any]]:
     return messages
 
 
-def run_demo(tree: Path, state: Path) -> list[dict[str, Any]]:
-    """The release's demo with `--persist`; returns what it published once its summary is out,
-    then stops it (Ctrl-C), which saves the tables under `state/persisted/`."""
+def _post(url: str, document: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Any:
+    data = json.dumps(document or {}).encode()
+    request = urllib.request.Request(  # noqa: S310 - the local stand-ins, on loopback
+        url, data=data, method="POST", headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+        raw = answer.read()
+    return json.loads(raw) if raw else None
+
+
+def _telegram_update(update_id: int, text: str) -> dict[str, Any]:
+    user = {"id": 2001, "is_bot": False, "first_name": "Carla"}
+    chat = {"id": 2001, "type": "private", "first_name": "Carla"}
+    message = {"message_id": update_id, "date": int(time.time()), "chat": chat, "from": user, "text": text}
+    return {"update_id": update_id, "message": message}
+
+
+def leave_work_behind(stack: dict[str, Any], log: Any) -> None:
+    """After the demo, what a deploy may meet: a Bitrix24 deal moved (its sync marks and SMS), a
+    reply Telegram refused for good (a dead letter in the bot's DLQ) and replies waiting while
+    Telegram is down (messages in flight in the queues). Each step is best effort: a release whose
+    stand-ins lack a control endpoint captures the rest."""
+    fakes = stack["fakes"]
+    secret = {"X-Telegram-Bot-Api-Secret-Token": stack["telegram_secret"]}
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        (
+            "bitrix24 deal",
+            lambda: _post(
+                f"{fakes['bitrix24']}/_deals",
+                {"title": "Order 7", "contact": {"name": "Ann", "phone": "+375291234567"}},
+            ),
+        ),
+        ("bitrix24 move", lambda: _post(f"{fakes['bitrix24']}/_deals/1/move", {"stage_id": "EXECUTING"})),
+        (
+            "telegram refuses",
+            lambda: _post(
+                f"{fakes['telegram']}/_faults", {"fail_next": 3, "status": 400, "match": "sendMessage"}
+            ),
+        ),
+        ("update refused", lambda: _post(stack["webhook_url"], _telegram_update(900, "/start"), secret)),
+        ("settle", lambda: time.sleep(SETTLE_SECONDS)),
+        ("telegram down", lambda: _post(f"{fakes['telegram']}/_faults", {"down_for": 600})),
+        ("update waiting", lambda: _post(stack["webhook_url"], _telegram_update(901, "/start"), secret)),
+        ("settle", lambda: time.sleep(SETTLE_SECONDS)),
+    ]
+    for name, step in steps:
+        try:
+            step()
+        except (OSError, ValueError) as error:
+            print(f"capture: {name} skipped ({type(error).__name__}: {error})", file=log)
+
+
+def run_demo(tree: Path, state: Path, log: Any = sys.stderr) -> list[dict[str, Any]]:
+    """The release's demo with `--persist`; returns what it published once its summary is out and
+    `leave_work_behind` ran, then stops it (Ctrl-C), which saves the queues and tables under
+    `state/persisted/`."""
     command = [sys.executable, "-m", "local", "demo", "--persist", "--keep-running", "--no-reload"]
     command += ["--state-dir", str(state)]
     env = {**os.environ, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "eu-central-1")}
@@ -117,6 +172,7 @@ def run_demo(tree: Path, state: Path) -> list[dict[str, Any]]:
         else:
             raise OpsError(f"the demo stopped before its summary (exit {process.wait()})")
         stack = json.loads((state / "stack.json").read_text())
+        leave_work_behind(stack, log)
         messages = published_messages(stack["fakes"]["sns"])
     finally:
         process.send_signal(signal.SIGINT)
@@ -136,12 +192,22 @@ def logical_tables(saved: dict[str, list[dict[str, Any]]]) -> dict[str, list[dic
     }
 
 
+def logical_queues(saved: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """ "<Stack>-bot-dlq.fifo" -> "bot-dlq": the messages each queue and DLQ held at the stop."""
+    named: dict[str, list[dict[str, Any]]] = {}
+    for name, messages in sorted(saved.items()):
+        logical = name.removesuffix(".fifo").split("-", 1)[-1]
+        named.setdefault(logical, []).extend(messages)
+    return named
+
+
 def capture_fixtures(ref: str | None, version: str | None, out: Path | None) -> Path:
     with checkout(ref) as tree, tempfile.TemporaryDirectory(prefix="release-state-") as state_dir:
         version = version or _version_of(tree)
         state = Path(state_dir)
         messages = run_demo(tree, state)
         saved = json.loads((state / "persisted" / "tables.json").read_text())
+        queues = json.loads((state / "persisted" / "queues.json").read_text())
         target = out or FIXTURES_DIR / version
         target.mkdir(parents=True, exist_ok=True)
         document = {
@@ -152,6 +218,7 @@ def capture_fixtures(ref: str | None, version: str | None, out: Path | None) -> 
         _write(target / "capture.json", document)
         _write(target / "tables.json", logical_tables(saved))
         _write(target / "messages.json", messages)
+        _write(target / "queues.json", logical_queues(queues))
     return target
 
 

@@ -104,6 +104,9 @@ def idempotency_records(release: str) -> dict[str, int]:
 
 
 CASES = [(release, consumer) for release in RELEASES for consumer in sorted(idempotency_records(release))]
+# Run again, these read their vendor (the Bitrix24 portal's deal), which `deploy_as_captured` does
+# not stand in for: their re-runs are the CRM sweep tests' (tests/unit/crm_sources).
+READS_ITS_VENDOR_AGAIN = {"bitrix24", "amocrm"}
 
 
 @pytest.fixture
@@ -158,7 +161,9 @@ def test_every_message_in_flight_at_the_upgrade_is_a_duplicate_found_by_its_old_
     assert vendor_calls(http_fake, telegram) == []
 
 
-@pytest.mark.parametrize(("release", "consumer"), CASES)
+@pytest.mark.parametrize(
+    ("release", "consumer"), [case for case in CASES if case[1] not in READS_ITS_VENDOR_AGAIN]
+)
 def test_with_the_idempotency_records_gone_the_old_items_still_keep_sends_single(
     release: str,
     consumer: str,
