@@ -27,6 +27,7 @@ from ops.findings import Check, Finding, NotApplicable, Target, findings_of, why
 from ops.telegram import check_bot_token
 from ops.webhook import allowed_updates
 from pipeline import aws
+from pipeline.formats import FormatTooNew, format_of
 from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_KEY, STILL_PAUSED_WAITS, pause_seconds
 from pipeline.registry import CONSUMERS
 
@@ -500,8 +501,42 @@ def check_version(ctx: Context, where: Target) -> Iterator[Finding]:
         )
 
 
+# Items `check_formats` reads: one page of the journal, enough to meet every kind a stack writes.
+FORMAT_SAMPLE_ITEMS = 200
+
+
+def check_formats(ctx: Context, where: Target) -> Iterator[Finding]:
+    """The journal holds only formats this checkout reads (`pipeline.formats`): an item of a
+    schema_version newer than this code's is a FAIL (a newer release wrote it), a kind no format
+    claims a WARN. Reads one page, never a whole table."""
+    found = findings_of("formats")
+    table = where.stack.get(OutputKey.JOURNAL_TABLE)
+    if not table:
+        raise NotApplicable("the stack has no journal table")
+    page = aws.client("dynamodb").scan(TableName=table, Limit=FORMAT_SAMPLE_ITEMS)
+    newer: dict[str, str] = {}
+    unknown = 0
+    for item in page.get("Items", []):
+        fmt = format_of("journal", item)
+        if fmt is None:
+            unknown += 1
+            continue
+        try:
+            fmt.version_of(item)
+        except FormatTooNew as error:
+            newer[fmt.name] = str(error)
+    for name, detail in sorted(newer.items()):
+        fix = f"deploy release {release_version()} or newer (the one that wrote it); see {CHANGELOG.name}"
+        yield found("FAIL", name, f"{detail}: written by a newer release", fix)
+    if unknown:
+        yield found("WARN", "journal", f"{unknown} item(s) of a kind this checkout does not know")
+    if not newer and not unknown:
+        yield found("OK", "journal", f"{len(page.get('Items', []))} item(s) read, every format known")
+
+
 CHECKS: tuple[tuple[str, Check], ...] = (
     ("version", check_version),
+    ("formats", check_formats),
     ("secrets", check_secrets),
     ("webhook", check_webhook),
     ("crm", check_crms),
