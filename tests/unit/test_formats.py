@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crm.contacts import CONTACT_SCHEMA_VERSION
 
 from pipeline import formats
 from pipeline.crm.sweep import CURSOR_SCHEMA_VERSION
@@ -94,3 +95,4 @@ def test_the_writers_versions_are_the_registered_ones() -> None:
     """A writer bumping its own constant without the registry (and a sample) fails here."""
     assert formats.by_name("crm_sweep_cursor").version == CURSOR_SCHEMA_VERSION
     assert formats.by_name("consumer_paused").version == PAUSED_SCHEMA_VERSION
+    assert formats.by_name("crm_lead_contact").version == CONTACT_SCHEMA_VERSION

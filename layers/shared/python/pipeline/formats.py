@@ -72,7 +72,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "sms_reconcile_cursor", "journal", re.compile(r"sms-reconcile-cursor#\w+"), 0, "pipeline.sms.journal"
     ),
-    Format("crm_lead_contact", "journal", re.compile(r"contact#-?\d+"), 0, "functions/crm/contacts.py"),
+    Format("crm_lead_contact", "journal", re.compile(r"contact#-?\d+"), 1, "functions/crm/contacts.py"),
     Format("crm_history_marks", "journal", re.compile(r"crm-history#.+"), 0, "pipeline.crm.sync"),
     Format("crm_sweep_cursor", "journal", re.compile(r"crm-sweep-cursor#\w+"), 1, "pipeline.crm.sweep"),
     Format("bot_api_call", "journal", re.compile(r"botcall#.+#\d+"), 0, "pipeline.telegram_bot.calls"),
