@@ -1,12 +1,17 @@
 # The two commands users need: `make local` (the whole pipeline on this machine) and
 # `make test` (installs what it needs, then lints and runs every test).
 SHELL := /bin/bash
-PYTHON ?= python3
+# Python 3.13, Lambda's runtime, when this machine has it (bin/find-python: on PATH or in pyenv);
+# `.ci/run` installs it where it is missing. Otherwise python3 (3.11 or newer: the code stays valid
+# on 3.11, ruff's target). `make PYTHON=python3.11 test` picks another.
+PYTHON ?= $(or $(shell bin/find-python 2>/dev/null),python3)
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 VENV := .venv
 PY := $(VENV)/bin/python
 # Each consumer's own pins (functions/<name>/requirements.txt) are installed too, for tests and `make local`.
 CONSUMER_REQUIREMENTS := $(sort $(wildcard functions/*/requirements.txt))
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS) | sha1sum | cut -c1-12)
+# The stamp names the interpreter too: a .venv of another Python is made anew.
+STAMP := $(VENV)/.installed-py$(PYTHON_VERSION)-$(shell cat requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS) | sha1sum | cut -c1-12)
 
 # jsii prints a banner on Node 20; the CDK still synthesizes fine.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -17,9 +22,11 @@ export AWS_DEFAULT_REGION ?= eu-central-1
 STAGE ?=
 STAGE_ARG := $(if $(STAGE),--stage $(STAGE),)
 
-.PHONY: install lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
+.PHONY: python-version install lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
 
 $(STAMP): requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS)
+	@if test -x $(PY) && ! $(PY) -c 'import sys; sys.exit("%d.%d" % sys.version_info[:2] != "$(PYTHON_VERSION)")'; then \
+	  echo "$(VENV) is not Python $(PYTHON_VERSION): making it anew"; rm -rf $(VENV); fi
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt $(addprefix -r ,$(CONSUMER_REQUIREMENTS))
@@ -27,6 +34,10 @@ $(STAMP): requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS)
 	@touch $@
 
 install: $(STAMP)
+
+# Which Python `make` runs the tests on (CI prints it).
+python-version:
+	@echo "$(PYTHON) (Python $(PYTHON_VERSION))"
 
 lint: install
 	$(PY) -m ruff check .

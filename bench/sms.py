@@ -35,7 +35,7 @@ from bench.common import (
     require,
 )
 from local.lambda_host import LocalLambdaContext
-from local.worker_process import sqs_record
+from local.sqs_poller import sqs_record
 from pipeline import aws
 from pipeline.envelope import Envelope, crm_event_id, sns_attributes
 from pipeline.registry import by_name

@@ -37,7 +37,7 @@ from bench.common import (
     telegram_start,
 )
 from local.lambda_host import LocalLambdaContext
-from local.worker_process import sqs_record
+from local.sqs_poller import sqs_record
 from pipeline import aws
 from pipeline.envelope import Envelope, sns_attributes
 from pipeline.publication import publication

@@ -26,6 +26,8 @@ class OutputKey:
     # Monitoring: subscribe to the alarm topic; the dashboard shows the whole pipeline.
     ALARM_TOPIC_ARN = "AlarmTopicArn"
     DASHBOARD_NAME = "DashboardName"
+    # The release deployed (`infra.version`): `ops doctor` compares it with the checkout's.
+    VERSION = "Version"
     # SMS (with the `sms` consumer); the delivery events exist only with End User Messaging.
     SMS_RECONCILER_NAME = "SmsReconcilerName"
     SMS_EVENTS_TOPIC_ARN = "SmsEventsTopicArn"
@@ -87,6 +89,7 @@ class OutputKey:
             ),
             cls.ALARM_TOPIC_ARN,
             cls.DASHBOARD_NAME,
+            cls.VERSION,
             cls.SMS_RECONCILER_NAME,
             cls.SMS_EVENTS_TOPIC_ARN,
             cls.SMS_CONFIGURATION_SET,

@@ -21,6 +21,7 @@ from infra.environment import SMS_CONSUMER, FunctionEnvironments
 from infra.naming import pascal_case
 from infra.outputs import OutputKey
 from infra.settings import PipelineSettings, cdk_removal_policy
+from infra.version import release_version
 from pipeline.registry import Consumer, enabled
 
 
@@ -222,6 +223,7 @@ class PipelineStack(Stack):
             self.monitoring.dashboard.dashboard_name,
             "CloudWatch dashboard of the pipeline",
         )
+        output(OutputKey.VERSION, release_version(), "The release deployed (CHANGELOG.md; bin/ops doctor)")
         if self.sms:
             output(
                 OutputKey.SMS_RECONCILER_NAME,

@@ -45,6 +45,7 @@ from infra.environment import (
     WEBHOOK,
     webhook_routes,
 )
+from infra.version import release_version
 from local import aws_calls, loaded_code, routing, snapshot, status_views
 from local.child_process import ChildProcess
 from local.fakes.amocrm import AmoCrmFake
@@ -578,6 +579,7 @@ class Runtime:
             "telegram_bot_token": self.settings.telegram_bot_token,
             "aws_endpoint": self.aws_endpoint,
             "region": self.settings.region,
+            "version": release_version(),
             "fakes": self.fake_urls(),
             "logs": str(self.log_dir),
         }

@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from local.aws_calls import as_local_emulation
 from local.lambda_host import EXIT_STOPPED, EXIT_TIMED_OUT
-from local.worker_process import SqsPoller, report_invocation
+from local.sqs_poller import SqsPoller, report_invocation
 
 # Lambda's asynchronous invocation: the first try plus two retries, then the on-failure destination.
 ASYNC_ATTEMPTS = 3

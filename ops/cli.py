@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import (
@@ -437,7 +438,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="show or change this stage's own settings (cdk.json's stages.<stage>), laid over the others",
     )
     settings.set_defaults(handler=_configure, region=None)
+    release_help = "Release chores (CHANGELOG.md, Releasing)."
+    release_parser = commands.add_parser("release", help=release_help, description=release_help)
+    release_commands = release_parser.add_subparsers(dest="release_command", required=True)
+    capture_help = (
+        "Capture a release's items of every table and the messages it publishes (its demo through "
+        "the local pipeline) as the next release's upgrade-test fixtures."
+    )
+    capture = release_commands.add_parser("capture-fixtures", help=capture_help, description=capture_help)
+    capture.add_argument("--ref", help="a git commit or tag to capture (default: this checkout)")
+    capture.add_argument("--version", help="the release it is (default: its pyproject.toml's)")
+    capture.add_argument("--out", type=Path, help="where to write (default tests/fixtures/upgrade/<version>)")
+    capture.set_defaults(handler=_capture_fixtures, region=None)
     return parser
+
+
+def _capture_fixtures(context: Context) -> None:
+    # Imported here: only this command runs a release's demo.
+    from ops.release import capture_fixtures
+
+    args = context.args
+    print(f"wrote {capture_fixtures(args.ref, args.version, args.out)}", file=context.out)
 
 
 def _configure(context: Context) -> None:

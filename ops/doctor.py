@@ -14,58 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
-
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from infra.config import PipelineSettings, SettingsError
 from infra.paths import CDK_JSON
 from ops.context import Context
+from ops.doctor_checks import CHECKS
 from ops.errors import OpsError
-from ops.stack import StackOutputs, stage_settings
-
-Status = Literal["OK", "WARN", "FAIL"]
-STATUSES: tuple[Status, ...] = ("OK", "WARN", "FAIL")
-# botocore error codes meaning "this caller may not", "this endpoint does not serve that call".
-DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
-UNSERVED_CODES = frozenset({"UnknownOperationException", "InvalidAction", "NotImplemented"})
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    status: Status
-    subject: str
-    detail: str
-    fix: str | None = None
-
-
-class NotApplicable(Exception):
-    """The check does not apply to this stack (its reason is listed under "not checked")."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the checks look at: the stack's outputs, the settings it runs with, and how an
-    operator's fix command reaches it (`aws --endpoint-url ...` and `bin/ops --local` locally)."""
-
-    stack: StackOutputs
-    settings: PipelineSettings | None
-    settings_problem: str | None
-    local: bool
-    aws: str
-    ops: str
-
-    def require_settings(self) -> PipelineSettings:
-        if self.settings is None:
-            raise OpsError(f"cannot read the settings: {self.settings_problem}")
-        return self.settings
-
-
-Check = Callable[[Context, Target], Iterable[Finding]]
+from ops.findings import STATUSES, Check, Finding, NotApplicable, Target, why_not_run
+from ops.stack import stage_settings
 
 
 def _local_settings(path: str) -> tuple[PipelineSettings | None, str | None]:
@@ -106,24 +65,6 @@ def target(ctx: Context) -> Target:
     return Target(stack, settings, problem, False, "aws", ops)
 
 
-def why_not_run(error: Exception) -> str:
-    """Why a check could not run, in one line that holds no secret."""
-    if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "?")
-        message = " ".join(str(error.response.get("Error", {}).get("Message", "")).split())[:160]
-        if code in DENIED_CODES:
-            return f"no permission for {error.operation_name} ({code}): {message}"
-        if code in UNSERVED_CODES:
-            return f"{error.operation_name} is not served here ({code}: {message})"
-        return f"{error.operation_name} failed: {code}: {message}"
-    if isinstance(error, EndpointConnectionError):
-        return f"cannot reach {error.kwargs.get('endpoint_url', 'the endpoint')}"
-    if isinstance(error, (OpsError, BotoCoreError)):
-        return " ".join(str(error).split())
-    # Anything else: its type only (its text might carry a URL with a credential in it).
-    return f"unexpected {type(error).__name__}"
-
-
 def run_checks(
     ctx: Context, where: Target, checks: Iterable[tuple[str, Check]]
 ) -> tuple[list[Finding], list[dict[str, str]]]:
@@ -157,8 +98,6 @@ def _print(ctx: Context, findings: list[Finding], skipped: list[dict[str, str]])
 
 
 def doctor(ctx: Context) -> int:
-    from ops.doctor_checks import CHECKS  # the checks import this module's types
-
     where = target(ctx)
     findings, skipped = run_checks(ctx, where, CHECKS)
     code = exit_code(findings, bool(ctx.option("strict")))
@@ -174,12 +113,3 @@ def doctor(ctx: Context) -> int:
     else:
         _print(ctx, findings, skipped)
     return code
-
-
-def findings_of(check: str) -> Callable[..., Finding]:
-    """A `Finding` factory for one check: `found("FAIL", subject, detail, fix)`."""
-
-    def found(status: Status, subject: str, detail: str, fix: str | None = None) -> Finding:
-        return Finding(check, status, subject, detail, fix)
-
-    return found

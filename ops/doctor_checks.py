@@ -19,13 +19,15 @@ from botocore.exceptions import ClientError
 from infra.config import powertools_parameter_name
 from infra.outputs import OutputKey
 from infra.secret_specs import GENERATED_SECRET_LENGTH, unfilled
+from infra.version import CHANGELOG, release_version, version_key
 from ops import dlq
 from ops.context import Context
-from ops.doctor import Check, Finding, NotApplicable, Target, findings_of, why_not_run
 from ops.errors import OpsError
+from ops.findings import Check, Finding, NotApplicable, Target, findings_of, why_not_run
 from ops.telegram import check_bot_token
 from ops.webhook import allowed_updates
 from pipeline import aws
+from pipeline.formats import FormatTooNew, format_of
 from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_KEY, STILL_PAUSED_WAITS, pause_seconds
 from pipeline.registry import CONSUMERS
 
@@ -472,7 +474,69 @@ def _version_key(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")) if re.fullmatch(r"\d+(\.\d+)*", text) else (-1,)
 
 
+def check_version(ctx: Context, where: Target) -> Iterator[Finding]:
+    """The release deployed (the stack's Version output) against this checkout's: a newer checkout
+    points at CHANGELOG.md's upgrade notes; an older one would deploy code that may not read the
+    items the stack's release wrote."""
+    found = findings_of("version")
+    here = release_version()
+    deployed = where.stack.get(OutputKey.VERSION)
+    notes = (
+        f"read the upgrade notes in {CHANGELOG.name} ({here} and every release after {deployed or '0.4.0'})"
+    )
+    if deployed is None:
+        # Releases before 0.5.0 exported no version.
+        yield found("WARN", "release", f"deployed 0.4.0 or earlier, this checkout {here}: {notes}", notes)
+    elif deployed == here:
+        yield found("OK", "release", f"deployed {deployed}, this checkout {here}")
+    elif version_key(deployed) < version_key(here):
+        yield found("WARN", "release", f"deployed {deployed}, this checkout {here}: {notes}", notes)
+    else:
+        yield found(
+            "FAIL",
+            "release",
+            f"deployed {deployed}, this checkout {here} is older: deploying it would run code that may "
+            f"not read what {deployed} wrote",
+            f"check out release {deployed} (or newer) before deploying",
+        )
+
+
+# Items `check_formats` reads: one page of the journal, enough to meet every kind a stack writes.
+FORMAT_SAMPLE_ITEMS = 200
+
+
+def check_formats(ctx: Context, where: Target) -> Iterator[Finding]:
+    """The journal holds only formats this checkout reads (`pipeline.formats`): an item of a
+    schema_version newer than this code's is a FAIL (a newer release wrote it), a kind no format
+    claims a WARN. Reads one page, never a whole table."""
+    found = findings_of("formats")
+    table = where.stack.get(OutputKey.JOURNAL_TABLE)
+    if not table:
+        raise NotApplicable("the stack has no journal table")
+    page = aws.client("dynamodb").scan(TableName=table, Limit=FORMAT_SAMPLE_ITEMS)
+    newer: dict[str, str] = {}
+    unknown = 0
+    for item in page.get("Items", []):
+        fmt = format_of("journal", item)
+        if fmt is None:
+            unknown += 1
+            continue
+        try:
+            fmt.version_of(item)
+        except FormatTooNew as error:
+            newer[fmt.name] = str(error)
+    for name, detail in sorted(newer.items()):
+        fix = f"deploy release {release_version()} or newer (the one that wrote it); see {CHANGELOG.name}"
+        yield found("FAIL", name, f"{detail}: written by a newer release", fix)
+    if unknown:
+        yield found("WARN", "journal", f"{unknown} item(s) of a kind this checkout does not know")
+    if not newer and not unknown:
+        yield found("OK", "journal", f"{len(page.get('Items', []))} item(s) read, every format known")
+
+
 CHECKS: tuple[tuple[str, Check], ...] = (
+    ("version", check_version),
+    ("formats", check_formats),
     ("secrets", check_secrets),
     ("webhook", check_webhook),
     ("crm", check_crms),

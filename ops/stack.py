@@ -176,6 +176,7 @@ def _local_outputs(data: Mapping[str, Any]) -> dict[str, str]:
         OutputKey.EVENTS_TOPIC_ARN: data.get("topic_arn"),
         OutputKey.JOURNAL_TABLE: tables.get("journal"),
         OutputKey.ALARM_TOPIC_ARN: data.get("alarm_topic_arn"),
+        OutputKey.VERSION: data.get("version"),
         OutputKey.SMS_CONFIGURATION_SET: delivery_events.get("configuration_set"),
         OutputKey.SMS_EVENTS_TOPIC_ARN: delivery_events.get("topic_arn"),
         OutputKey.sms_events_dlq_url("failed"): delivery_events.get("failed_events_queue_url"),

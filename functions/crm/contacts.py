@@ -19,9 +19,11 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from crm.leads import Lead
-from pipeline import aws
+from pipeline import aws, formats
 
 PENDING = "pending"
+# The contact item's format (`pipeline.formats`); items from before release 0.5.0 have none (0).
+CONTACT_SCHEMA_VERSION = formats.by_name("crm_lead_contact").version
 PUSHED = "pushed"
 # A new user, or a retry of the event that already claimed this user.
 CLAIM_CONDITION = "attribute_not_exists(id) OR (#status = :pending AND event_id = :event_id)"
@@ -96,6 +98,7 @@ class ContactBook:
         """True when this event owns the user's lead: the user is new, or this event claimed it before."""
         item: dict[str, Any] = {
             "id": self.key(lead.telegram_user_id),
+            formats.SCHEMA_VERSION: CONTACT_SCHEMA_VERSION,
             "status": PENDING,
             "event_id": lead.event_id,
             "telegram_user_id": lead.telegram_user_id,

@@ -1,25 +1,5 @@
-"""Local stand-ins for the services outside AWS (and for Bedrock), with recording and faults."""
+"""Local stand-ins for the services outside AWS (and for Bedrock), with recording and faults.
 
-from __future__ import annotations
-
-from local.fakes.amocrm import AmoCrmFake
-from local.fakes.base import FakeService
-from local.fakes.bedrock import BedrockFake
-from local.fakes.bitrix24 import Bitrix24PortalFake
-from local.fakes.crm import CrmFake
-from local.fakes.end_user_messaging import EndUserMessagingFake
-from local.fakes.sms import SmsGatewayFake
-from local.fakes.sns import SnsFaultProxy
-from local.fakes.telegram import TelegramFake
-
-__all__ = [
-    "AmoCrmFake",
-    "BedrockFake",
-    "Bitrix24PortalFake",
-    "CrmFake",
-    "EndUserMessagingFake",
-    "FakeService",
-    "SmsGatewayFake",
-    "SnsFaultProxy",
-    "TelegramFake",
-]
+Each stand-in is imported from its own module (`local.fakes.telegram.TelegramFake`...): this
+package imports none of them, so loading one stand-in loads no other (and no import cycle runs
+through the package)."""

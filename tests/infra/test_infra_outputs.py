@@ -6,6 +6,7 @@ import pytest
 from synthesized import Synthesized
 
 from infra.outputs import OutputKey
+from infra.version import release_version
 
 
 @pytest.mark.parametrize("synth_name", ["default_synth", "full_synth", "custom_synth"])
@@ -29,3 +30,9 @@ def test_the_operator_outputs_exist_where_their_feature_does(
     always = {OutputKey.ALARM_TOPIC_ARN, OutputKey.DASHBOARD_NAME, OutputKey.SMS_RECONCILER_NAME}
     assert always | sms_events <= with_events
     assert always <= http_gateway and not sms_events & http_gateway
+
+
+def test_the_stack_exports_the_release_version_of_pyproject(default_synth: Synthesized) -> None:
+    """One source: the `Version` output is `pyproject.toml`'s version (`bin/ops doctor` reads it)."""
+    outputs = default_synth.template.to_json()["Outputs"]
+    assert outputs[OutputKey.VERSION]["Value"] == release_version()

@@ -4,8 +4,9 @@ The graph is read from the source with `ast`, not from what one run happened to 
 import statement counts wherever it is (module level, inside a function, under TYPE_CHECKING),
 as does `importlib.import_module("<literal>")`. Importing `a.b.c` runs `a` and `a.b` first, so
 `a.b.c`, and every import of it, is an edge to each of them too: a package's `__init__` importing
-one of its own modules is a cycle. Nodes are the modules of the shared layer (`pipeline`) and of
-`functions/`; third-party modules cannot import ours back, so they are left out.
+one of its own modules is a cycle. Nodes are the modules of the shared layer (`pipeline`), of
+`functions/` and of the tools around them (`local`, `ops`, `infra`, `bench`); third-party modules
+cannot import ours back, so they are left out.
 
 A cycle hidden inside a function works until someone imports the two modules in the other
 order, or moves the import to the top; this test fails at once instead.
@@ -24,15 +25,20 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers/shared/python"
 FUNCTIONS = ROOT / "functions"
 CRM_PACKAGE = "pipeline.crm"
+# The packages around the Lambda code, run on a developer's machine or at synth.
+TOOL_PACKAGES = ("local", "ops", "infra", "bench")
 
 # The cycles known today, each a set of modules: none may be added, and one fixed is taken off.
 KNOWN_CYCLES: list[frozenset[str]] = []
 
 
 def module_files() -> dict[str, Path]:
-    """Module name -> its file, for the layer's `pipeline` and every package of `functions/`."""
+    """Module name -> its file, for the layer's `pipeline`, every package of `functions/` and the
+    tools around them (`local`, `ops`, `infra`, `bench`)."""
     found: dict[str, Path] = {}
-    for root, paths in ((LAYER, (LAYER / "pipeline").rglob("*.py")), (FUNCTIONS, FUNCTIONS.rglob("*.py"))):
+    sources = [(LAYER, (LAYER / "pipeline").rglob("*.py")), (FUNCTIONS, FUNCTIONS.rglob("*.py"))]
+    sources += [(ROOT, (ROOT / package).rglob("*.py")) for package in TOOL_PACKAGES]
+    for root, paths in sources:
         for path in paths:
             if "__pycache__" in path.parts:
                 continue

@@ -179,7 +179,7 @@ def _readmes() -> list[str]:
     return sorted(found)
 
 
-MARKDOWN = _readmes()
+MARKDOWN = [*_readmes(), "CHANGELOG.md"]  # the changelog names paths and modules too
 LAYER = ROOT / "layers/shared/python"
 
 

@@ -58,6 +58,7 @@ def test_start_makes_exactly_one_lead_despite_redeliveries_and_later_messages(
         "lead-1",
         start.envelope.event_id,
     )
+    assert record["schema_version"] == 1  # pipeline.formats: crm_lead_contact
     assert webhook_crm.queues.dead_letters() == []
 
 

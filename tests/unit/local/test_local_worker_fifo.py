@@ -18,14 +18,8 @@ from aws_lambda_powertools.utilities.parser.models import SqsModel
 from moto import mock_aws
 
 from local.resources import FIFO_QUEUE_ATTRIBUTES
-from local.worker_process import (
-    LOCAL_CONSUMER_ENV,
-    SqsPoller,
-    apply_local_consumer,
-    consumer_from_json,
-    consumer_json,
-    sqs_record,
-)
+from local.sqs_poller import SqsPoller, sqs_record
+from local.worker_process import LOCAL_CONSUMER_ENV, apply_local_consumer, consumer_from_json, consumer_json
 from pipeline import registry, worker
 from pipeline.registry import CONSUMERS, RetryPolicy, by_name
 

@@ -23,7 +23,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from moto import mock_aws
 
 from local.lambda_host import FunctionHost, LocalLambdaContext
-from local.worker_process import event_id_of, failed_message_ids, scheduled_event, sqs_record
+from local.sqs_poller import event_id_of, failed_message_ids, sqs_record
+from local.worker_process import scheduled_event
 
 REGION = "eu-central-1"
 

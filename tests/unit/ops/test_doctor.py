@@ -18,7 +18,8 @@ from infra.outputs import OutputKey
 from infra.secret_specs import CONSUMER_SECRET_SPECS, unfilled
 from ops import doctor_checks
 from ops.context import Context
-from ops.doctor import Finding, Target, exit_code, run_checks
+from ops.doctor import exit_code, run_checks
+from ops.findings import Finding, Target
 from ops.stack import StackOutputs
 from ops.webhook import allowed_updates
 from pipeline import aws
@@ -437,3 +438,24 @@ def test_a_missing_secret_fails_without_stopping_the_consumer_secrets_after_it(d
 
     assert found["CRM token"] == "FAIL"
     assert found["telegram_bot_token"] == "OK"
+
+
+# -- formats ---------------------------------------------------------------------------------------
+def test_the_journal_of_a_newer_release_fails_and_a_known_one_is_ok(deployed: Deployed) -> None:
+    """An item whose schema_version is newer than this code's means a newer release wrote it:
+    deploying this checkout would run code that cannot read it."""
+    dynamodb = aws.client("dynamodb")
+    dynamodb.put_item(
+        TableName=deployed.journal_table, Item={"id": {"S": "crm-sweep-cursor#amocrm"}, "cursor": {"S": "x"}}
+    )
+    assert statuses(check(doctor_checks.check_formats, deployed.outputs)) == {"journal": "OK"}
+    newer = {"id": {"S": "crm-sweep-cursor#bitrix24"}, "schema_version": {"N": "99"}}
+    dynamodb.put_item(TableName=deployed.journal_table, Item=newer)
+    dynamodb.put_item(TableName=deployed.journal_table, Item={"id": {"S": "mystery#1"}})
+
+    found = {f.subject: f for f in check(doctor_checks.check_formats, deployed.outputs)}
+
+    assert (
+        found["crm_sweep_cursor"].status == "FAIL" and "schema_version 99" in found["crm_sweep_cursor"].detail
+    )
+    assert found["journal"].status == "WARN"
