@@ -31,6 +31,7 @@ from tests.e2e.support import (
     CRM_SWEEP_EVERY_SECONDS,
     OTHER_PIPELINES,
     SEVERAL_WORKERS,
+    SHORT_BOT_TIMEOUT_SECONDS,
     Pipeline,
     is_refused,
     other_pipeline,
@@ -88,8 +89,8 @@ def bot_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory) -
     workers each."""
     settings = dataclasses.replace(pipeline.settings, bot_consumer=True, **SEVERAL_WORKERS)
     # A shorter timeout than the registry's 15 s: a crashed worker's record comes back after the
-    # visibility timeout (6x), 48 s instead of 90 s, and the crash test waits for exactly that.
-    bot = dataclasses.replace(by_name("bot"), timeout_seconds=8)
+    # visibility timeout (6x), 72 s instead of 90 s, and the crash test waits for exactly that.
+    bot = dataclasses.replace(by_name("bot"), timeout_seconds=SHORT_BOT_TIMEOUT_SECONDS)
     with other_pipeline(tmp_path_factory, "bot", settings, (bot, by_name("crm"))) as other:
         yield other
 

@@ -26,12 +26,17 @@ from boto3.dynamodb.types import TypeDeserializer
 from infra.config import PipelineSettings
 from local.runtime import LAYER_DIR, PROJECT_ROOT, Ports, Runtime
 from local.settings import LocalSettings
+from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
+from pipeline.deadline import needed
 from pipeline.registry import Consumer
 
 TELEGRAM_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 BOT_USERNAME = "local_pipeline_bot"
 POLL_SECONDS = 0.25
+# The shortest bot timeout the stack accepts (one Bot API call made and recorded, and room to pace
+# a second message: infra.environment's telegram_pacing): shorter crash-recovery waits in tests.
+SHORT_BOT_TIMEOUT_SECONDS = int(needed(BOT_API_TIMEOUT_SECONDS)) + 1
 T = TypeVar("T")
 # Pipelines started besides the session's (the HTTP-gateway one): the log scan reads theirs too.
 OTHER_PIPELINES: list[Pipeline] = []

@@ -25,7 +25,16 @@ from local.runtime import Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
 from pipeline.telegram_bot.state import conversation_key
-from tests.e2e.support import Ids, Pipeline, callback_query, message, private_chat, user, wait_for
+from tests.e2e.support import (
+    SHORT_BOT_TIMEOUT_SECONDS,
+    Ids,
+    Pipeline,
+    callback_query,
+    message,
+    private_chat,
+    user,
+    wait_for,
+)
 from tests.e2e.test_bot_conversation import assert_valid_bot_api_calls, bot_calls
 
 pytestmark = pytest.mark.e2e
@@ -42,7 +51,7 @@ def isolated_scenario() -> Iterator[None]:
 @contextlib.contextmanager
 def bot_runtime(application: str, state_dir: Path) -> Iterator[Pipeline]:
     settings = LocalSettings.from_cdk_json().with_bot(application)
-    bot = dataclasses.replace(by_name("bot"), timeout_seconds=8)
+    bot = dataclasses.replace(by_name("bot"), timeout_seconds=SHORT_BOT_TIMEOUT_SECONDS)
     with Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=(bot,)) as runtime:
         yield Pipeline(runtime)
 

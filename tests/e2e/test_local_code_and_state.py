@@ -24,7 +24,7 @@ from local import child_process
 from local.runtime import FUNCTIONS_DIR, Ports, Runtime
 from local.settings import LocalSettings
 from pipeline.registry import by_name
-from tests.e2e.support import Pipeline, message, private_chat, user, wait_for
+from tests.e2e.support import SHORT_BOT_TIMEOUT_SECONDS, Pipeline, message, private_chat, user, wait_for
 from tests.e2e.test_bot_conversation import bot_calls, sent_texts
 from tests.unit.consumer_support import telegram_envelope
 
@@ -332,7 +332,7 @@ def test_editing_the_users_bot_module_restarts_the_bot_worker_with_the_new_code(
         ports=Ports(),
         settings=settings,
         state_dir=tmp_path / "state",
-        consumers=(dataclasses.replace(by_name("bot"), timeout_seconds=8),),
+        consumers=(dataclasses.replace(by_name("bot"), timeout_seconds=SHORT_BOT_TIMEOUT_SECONDS),),
         reload=True,
         functions_dir=functions_copy,
     )
