@@ -290,7 +290,11 @@ def _single(argv: Argv, env: dict[str, str]) -> dict[Argv, Result]:
 
 
 def _shared(argvs: list[Argv], command: list[str]) -> dict[Argv, Result]:
-    return dict.fromkeys(argvs, _run(command, {}))
+    """One run for all; when it fails, each again on its own, so the failure names its command."""
+    result = _run(command, {})
+    if result[0] == 0:
+        return dict.fromkeys(argvs, result)
+    return {argv: _run(list(argv), {}) for argv in argvs}
 
 
 def _in_one_interpreter(module: str, argvs: list[Argv], envs: list[dict[str, str]]) -> dict[Argv, Result]:
