@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # Tests and synth never need real credentials; these keep boto3 from looking for any.
 export AWS_DEFAULT_REGION ?= eu-central-1
 # The stage of `make synth`, `make local`, `make demo` and `make doctor`: make local STAGE=prod
-# (unset: cdk.json's stage, else dev; README "Stages").
+# (unset: cdk.json's stage, else dev; docs/deploy.md "Stages").
 STAGE ?=
 STAGE_ARG := $(if $(STAGE),--stage $(STAGE),)
 
@@ -66,7 +66,7 @@ demo: install
 	$(PY) -m local demo $(STAGE_ARG) $(ARGS)
 
 # A seeded random fault campaign through the whole local pipeline, checked against invariants
-# (README "Reliability"): make chaos ARGS="--seed 7 --events 50000 --minutes 30".
+# (docs/reliability.md): make chaos ARGS="--seed 7 --events 50000 --minutes 30".
 chaos: install
 	$(PY) -m local chaos $(ARGS)
 

@@ -387,7 +387,7 @@ def _delay(seconds: float) -> str:
 
 
 def summary_rows(results: Mapping[str, Any], deployment: Deployment = DEFAULT) -> list[list[str]]:
-    """README's "At scale" tables: rate, first limit, growing queues, reply delay, cost per hour."""
+    """docs/at-scale.md's tables: rate, first limit, growing queues, reply delay, cost per hour."""
     rows = []
     for at in results["deployments"][deployment.label]:
         first = (

@@ -135,7 +135,7 @@ def synth_summary(stack: PipelineStack) -> list[str]:
         f"  settings not at their default: {_non_default_summary(settings)}",
         f"  removal policy: {settings.removal_policy} "
         + (
-            "(cdk destroy keeps the retained resources; see README's Teardown)"
+            "(cdk destroy keeps the retained resources; see Teardown in docs/deploy.md)"
             if settings.removal_policy == "retain"
             else "(cdk destroy deletes tables, keys and log groups: development only)"
         ),

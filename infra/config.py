@@ -545,7 +545,7 @@ def settings_problems(error: ValidationError) -> list[Problem]:
     for problem, detail in zip(validation_problems(error), error.errors(), strict=True):
         if detail["type"] == "extra_forbidden":
             close = PipelineSettings.suggestion(problem.name)
-            hint = f"did you mean `{close}`?" if close else "see README's Configuration table"
+            hint = f"did you mean `{close}`?" if close else "see the table in docs/configuration.md"
             problem = Problem(problem.name, f"not a setting of this app; {hint}", problem.value)
         problems.append(problem)
     return problems

@@ -1,13 +1,13 @@
 """Every AWS and Telegram limit the scale model meets, in one dated table with the page each comes from.
 
-The scale model (`python -m bench scale`, bench/scale.py) reads them from here, and README's
-"At scale" quotes them. The Telegram rows' values are `pipeline.pacing`'s, which paces the sending
+The scale model (`python -m bench scale`, bench/scale.py) reads them from here, and docs/at-scale.md
+quotes them. The Telegram rows' values are `pipeline.pacing`'s, which paces the sending
 consumers by them (the Lambda layer cannot import `infra`): one source. Like `infra.prices`, each
 row says when it was recorded and how:
 `checked` rows were read on their page (a stored copy of it, through the docs search available
 here) on that date; `memory` rows are from memory of the page and must be re-checked there
 before anyone relies on them. Quotas are per account and region unless the row says otherwise,
-and many can be raised (`adjustable`): the README's "At scale" lists which to ask for before a
+and many can be raised (`adjustable`): docs/at-scale.md lists which to ask for before a
 campaign.
 
 No CDK import: plain data.

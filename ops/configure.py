@@ -86,7 +86,7 @@ def configured(
     for key in changes:
         if not is_app_key(key):
             close = PipelineSettings.suggestion(key)
-            hint = f"did you mean `{close}`?" if close else "see README's Configuration table"
+            hint = f"did you mean `{close}`?" if close else "see the table in docs/configuration.md"
             raise OpsError(
                 f"{key}: not a setting of this app; {hint} (the CDK's own keys: edit {CDK_JSON_NAME})"
             )

@@ -1,4 +1,4 @@
-"""The checks of `bin/ops doctor`, in README's post-deploy order: secrets (step 1), the Telegram
+"""The checks of `bin/ops doctor`, in docs/deploy.md's post-deploy order: secrets (step 1), the Telegram
 webhook (step 2), the connected CRMs (step 3), the alarm subscriptions (step 4), then what keeps
 the pipeline working: DLQs, consumers paused by a refused account, End User Messaging, Bedrock,
 the Powertools parameter.
@@ -191,7 +191,7 @@ def check_webhook(ctx: Context, where: Target) -> Iterator[Finding]:
     message = str(info.get("last_error_message") or "")
     pending = int(info.get("pending_update_count") or 0)
     if message:
-        fix = set_webhook if "401" in message else f"{where.ops} webhook-info (see README, Operate)"
+        fix = set_webhook if "401" in message else f"{where.ops} webhook-info (see docs/operate.md)"
         status = "FAIL" if "401" in message else "WARN"
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(info.get("last_error_date") or 0)))
         yield found(status, "delivery", f"last error at {when}: {message}; {pending} pending", fix)

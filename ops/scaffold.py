@@ -61,7 +61,7 @@ def check_name(name: str, root: Path) -> None:
 
 def declaration_source(name: str, description: str) -> str:
     return f"""# The {name} consumer's declaration: the registry (pipeline.registry) reads every
-# functions/*/consumer.toml; README "Adding a consumer" lists every key.
+# functions/*/consumer.toml; docs/consumers.md "Adding a consumer" lists every key.
 name = "{name}"
 description = {json.dumps(description, ensure_ascii=False)}
 

@@ -241,7 +241,7 @@ def test_a_bot_worker_crash_mid_step_repeats_no_reply_and_loses_no_step(bot_pipe
 def test_the_console_shows_a_conversation_its_masked_phone_and_each_step_s_calls_in_a_browser(
     bot_pipeline: Pipeline,
 ) -> None:
-    """The ops console's Bot conversations page (README), in Chromium, mid-conversation: the
+    """The ops console's Bot conversations page (docs/operate.md), in Chromium, mid-conversation: the
     conversation's state, the user's data with the phone masked, each step's Bot API calls."""
     chat = Conversation(bot_pipeline, CONSOLE_SCENARIO)
     chat.start()

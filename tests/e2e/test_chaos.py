@@ -4,7 +4,7 @@ Its own runtime (several workers per consumer, short retry delays), a seeded wor
 Telegram updates (resends, concurrent deliveries, edits, button presses), CRM order moves and
 deals moved in the Bitrix24 and amoCRM stand-ins, with faults at every hop the stand-ins and the
 runtime have hooks for; once the faults stop and the queues drain, no invariant may be broken.
-The long campaign's figures are in README's "Reliability" section.
+The long campaign's figures are in docs/reliability.md.
 """
 
 from __future__ import annotations

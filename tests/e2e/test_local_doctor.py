@@ -1,4 +1,4 @@
-"""`bin/ops doctor --local` against the local runtime, as README's post-deploy checklist uses it:
+"""`bin/ops doctor --local` against the local runtime, as docs/deploy.md's post-deploy checklist uses it:
 a placeholder bot token and an unset webhook are found (exit 1), and are OK once fixed (the real
 token put back, `set-webhook` against the Telegram stand-in)."""
 

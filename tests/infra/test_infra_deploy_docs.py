@@ -1,4 +1,4 @@
-"""README's Deploy section against the synthesized stack: the idle cost it quotes, what a
+"""docs/deploy.md (Deploy) against the synthesized stack: the idle cost it quotes, what a
 `cdk destroy` leaves behind under each removal policy, and the Powertools parameter to check."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from infra.prices import (
 )
 from tests.unit.test_readme import flowing, section
 
-DEPLOY = section("Deploy")
+DEPLOY = section("docs/deploy.md", "Deploy")
 # The teardown table's rows, by the resource type each stands for (and, for queues, whether the
 # row is about the dead-letter ones: every DLQ's logical id says `Dlq`).
 TEARDOWN_ROWS: dict[str, tuple[str, bool | None]] = {
@@ -64,19 +64,19 @@ def test_the_readme_quotes_the_idle_cost_of_the_default_template_per_alarm_profi
         f"${CUSTOM_METRIC_USD:.2f} per metric-month each beyond the account's free 10:"
         f" ${reconciler_metrics * CUSTOM_METRIC_USD:.2f} a month",
         f"as recorded on {PRICES_RECORDED}",
-        "[`infra/prices.py`](infra/prices.py)",
+        "[`infra/prices.py`](../infra/prices.py)",
     ]
     assert [phrase for phrase in expected if phrase not in text] == []
     # Each priced resource is there at all (a count of 0 would mean the figure misses a cost).
     assert all(cost.units.values())
-    # What README says of them holds: every dashboard free-tier eligible, essential's alarm
+    # What docs/deploy.md says of them holds: every dashboard free-tier eligible, essential's alarm
     # metrics all within the free ones.
     assert cost.free_eligible["AWS::CloudWatch::Dashboard"] == cost.units["AWS::CloudWatch::Dashboard"]
     assert essential.units["AWS::CloudWatch::Alarm"] <= free["alarm metric"]
 
 
 def _alarm_patterns(text: str) -> set[str]:
-    """The alarm names a README passage lists (`Errors-<function>`, `Api5xx`)."""
+    """The alarm names a docs passage lists (`Errors-<function>`, `Api5xx`)."""
     return set(re.findall(r"`([A-Z][A-Za-z0-9]+(?:-[a-z<>-]+)?)`", text))
 
 
@@ -93,7 +93,7 @@ def _matches(pattern: str, name: str) -> bool:
 def test_the_alarms_operate_lists_per_profile_are_the_templates(
     profile: str, synths: tuple[str, ...], request: pytest.FixtureRequest
 ) -> None:
-    operate = flowing(section("Operate"))
+    operate = flowing(section("docs/operate.md", "Operate"))
     full, essential = operate.split("With `alarms=full`", 1)[1].split("With `alarms=essential`", 1)
     listed = _alarm_patterns(full if profile == "full" else essential.split(" only.", 1)[0])
     used = set()
@@ -103,14 +103,14 @@ def test_the_alarms_operate_lists_per_profile_are_the_templates(
         for watched in synthesized.stack.monitoring.alarms:
             alarm_id = watched.alarm.node.id
             matching = {pattern for pattern in listed if _matches(pattern, alarm_id)}
-            assert matching, f"{alarm_id}: not in README's {profile} alarms"
+            assert matching, f"{alarm_id}: not in docs/operate.md's {profile} alarms"
             used |= matching
     # Nothing listed that no template makes (the fullest template for `full`).
     assert listed == used
 
 
 def teardown_rows() -> dict[str, list[str]]:
-    rows = re.findall(r"^\| (.+?) \| (.+?) \| (.+?) \| (.*?) \|$", section("Deploy"), flags=re.M)
+    rows = re.findall(r"^\| (.+?) \| (.+?) \| (.+?) \| (.*?) \|$", DEPLOY, flags=re.M)
     return {name.split(" (")[0]: [retain, destroy] for name, retain, destroy, _ in rows if name != "resource"}
 
 
@@ -158,7 +158,7 @@ def test_the_teardown_table_names_every_table_and_secret_of_the_fullest_template
 ) -> None:
     """The fullest template, and the HTTP SMS gateway's (`custom`: its token's secret exists only
     with `sms_gateway=http`)."""
-    [listed] = re.findall(rf"^\| {row} \((.+?)\) \|", section("Deploy"), flags=re.M)
+    [listed] = re.findall(rf"^\| {row} \((.+?)\) \|", DEPLOY, flags=re.M)
     made = set()
     resources = [*full_synth.resources.items(), *custom_synth.resources.items()]
     for logical_id, resource in resources:
@@ -167,7 +167,7 @@ def test_the_teardown_table_names_every_table_and_secret_of_the_fullest_template
         name = re.sub(r"[0-9A-F]{8}$", "", logical_id)
         for prefix in prefixes:
             name = name.removeprefix(prefix)
-        assert name in TEARDOWN_NAMES, f"{logical_id}: give it a name in README's Teardown table"
+        assert name in TEARDOWN_NAMES, f"{logical_id}: give it a name in docs/deploy.md's Teardown table"
         made.add(TEARDOWN_NAMES[name])
     assert sorted(part.strip() for part in listed.split(",")) == sorted(made)
 

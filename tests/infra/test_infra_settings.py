@@ -310,7 +310,7 @@ def test_an_unknown_key_is_refused_with_the_closest_known_one() -> None:
     [line] = _refusal_lines({"alarmEmail": "ops@example.org"})
     assert "did you mean `alarm_email`?" in line
     [line] = _refusal_lines({"frobnicate": "1"})
-    assert line == "frobnicate: not a setting of this app; see README's Configuration table (given '1')"
+    assert line == "frobnicate: not a setting of this app; see the table in docs/configuration.md (given '1')"
 
 
 @pytest.mark.parametrize("key", ["tracing", "telegram_ip_allowlist"])
@@ -452,7 +452,7 @@ def test_the_synth_summary_says_what_will_be_deployed(
         f"  region: {synth_region_summary(None)}",
         "  tracing: off",
         "  settings not at their default: none",
-        "  removal policy: retain (cdk destroy keeps the retained resources; see README's Teardown)",
+        "  removal policy: retain (cdk destroy keeps the retained resources; see Teardown in docs/deploy.md)",
     ]
     custom = "\n".join(synth_summary(custom_synth.stack))
     assert "SMS gateway: http, host sms.example.org\n" in custom  # the host only, never a path or query

@@ -1,5 +1,5 @@
 """The scale model (bench/scale.py) and its limits table (infra/limits.py): every limit it meets is
-recorded with its page and date, capacities follow the registry, and README quotes its table."""
+recorded with its page and date, capacities follow the registry, and docs/at-scale.md quotes its table."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from infra.limits import LIMITS
 from pipeline import pacing
 from pipeline.registry import by_name
 
-README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+AT_SCALE = (Path(__file__).resolve().parents[3] / "docs" / "at-scale.md").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +86,9 @@ def test_readmes_at_scale_tables_are_the_models(
     deployment: scale.Deployment, results: dict[str, Any]
 ) -> None:
     rows = scale.summary_rows(results, deployment)
-    quoted = re.findall(r"^\| (.+) \|$", README, flags=re.M)
+    quoted = re.findall(r"^\| (.+) \|$", AT_SCALE, flags=re.M)
     for row in rows:
-        assert " | ".join(row) in quoted, f"README's At scale tables lack the model's row {row}"
+        assert " | ".join(row) in quoted, f"docs/at-scale.md's tables lack the model's row {row}"
 
 
 def test_raising_a_sending_consumers_concurrency_keeps_its_telegram_budget() -> None:

@@ -66,7 +66,7 @@ def test_the_synth_summary_says_which_setting_chose_the_region_or_that_none_did(
 def test_ops_works_in_the_region_aws_region_names(
     run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """README's "Before the first deploy" sets AWS_REGION; boto3 alone reads only AWS_DEFAULT_REGION."""
+    """docs/deploy.md's "Before the first deploy" sets AWS_REGION; boto3 reads only AWS_DEFAULT_REGION."""
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_REGION", "ap-southeast-2")

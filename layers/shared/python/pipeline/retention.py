@@ -5,7 +5,7 @@ idempotency TTL they accept), the SMS journal (its record retention) and the loc
 
     REDELIVERY_BOUND = CONSUMER_QUEUE_RETENTION + DLQ_RETENTION + REDELIVERY_MARGIN
 
-(the README states the resulting numbers; tests/unit/test_readme.py checks them against these).
+(the docs state the resulting numbers; tests/unit/test_readme.py checks them against these).
 
 Why that sum, counted from the moment a consumer records an event as done: a copy of the
 event (a Telegram or CRM resend, an SNS duplicate, a redelivery) can be dead-lettered only when

@@ -7,7 +7,7 @@ change of every order and keeps, per order (source-qualified: Bitrix24 deal 42 a
 42 are two orders), one journal item holding the current status *entry* (a run of the order in
 one status), when it began and the latest time seen in it, and the identities of the moves
 already seen. `observe` is the whole rule book, pure; the journal applies what it returns.
-`RULES` states them in words, the same words as README's "Order-status SMS" section (a test
+`RULES` states them in words, the same words as docs/crm.md's "The CRM contract" (a test
 holds the two together); `tests/unit/sms/test_sms_model.py` checks them on generated histories.
 """
 

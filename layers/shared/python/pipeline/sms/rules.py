@@ -1,6 +1,6 @@
 """Which order status transitions send an SMS, and with which text: configuration, not code.
 
-The rules are the team's, not the pipeline's: `team/sms_rules.json` (README "What is yours, what
+The rules are the team's, not the pipeline's: `team/sms_rules.json` (README.md "What is yours, what
 is ours"; the shipped one is an example). The stack and the local runtime read that file at synth
 or start and pass it to the functions in `SMS_RULES_JSON` (inline JSON, or a file path;
 `infra.environment`); without the variable the file is read. They are validated when loaded, and
