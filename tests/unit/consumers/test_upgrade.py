@@ -23,6 +23,7 @@ import pytest
 
 from pipeline import aws
 from pipeline.envelope import Envelope
+from pipeline.formats import format_of, key_of
 from pipeline.registry import by_name, matches
 from tests.unit.consumer_support import (
     BOT_STATE_TABLE,
@@ -103,6 +104,29 @@ def idempotency_records(release: str) -> dict[str, int]:
     return counts
 
 
+def written_since(
+    release: str, kept: Callable[[str, dict[str, Any]], bool] = lambda table, item: True
+) -> list[str]:
+    """Items this release's run wrote anew (keys the restored release did not leave) that are not
+    at their format's current version, or of a kind no format claims: each should be neither."""
+    left = {
+        (table, key_of(table, item))
+        for table, items in captured(release, "tables.json").items()
+        for item in items
+        if kept(table, item)
+    }
+    wrong = []
+    for table, name in TABLES.items():
+        for item in aws.client("dynamodb").scan(TableName=name)["Items"]:
+            key = key_of(table, item)
+            if (table, key) in left:
+                continue
+            fmt = format_of(table, item)
+            if fmt is None or fmt.version_of(item) != fmt.version:
+                wrong.append(f"{table} {key}: {fmt.name if fmt else 'no format'}")
+    return wrong
+
+
 CASES = [(release, consumer) for release in RELEASES for consumer in sorted(idempotency_records(release))]
 # Run again, these read their vendor (the Bitrix24 portal's deal), which `deploy_as_captured` does
 # not stand in for: their re-runs are the CRM sweep tests' (tests/unit/crm_sources).
@@ -159,6 +183,7 @@ def test_every_message_in_flight_at_the_upgrade_is_a_duplicate_found_by_its_old_
         assert delivery.failed == [], f"{consumer} failed {published.envelope.event_id}"
     assert dict(worker.counts) == {"duplicate": len(messages)}
     assert vendor_calls(http_fake, telegram) == []
+    assert written_since(release) == []
 
 
 @pytest.mark.parametrize(
@@ -175,12 +200,11 @@ def test_with_the_idempotency_records_gone_the_old_items_still_keep_sends_single
     release's items: its own marks (the lead pushed, the Bot API call recorded, the SMS journal)
     are read, so no lead, reply or SMS goes out twice; and every message is read, none lost."""
     deployed = deploy_as_captured(consumer)
-    restore(
-        release,
-        keep=lambda table, item: (
-            not item["id"]["S"].startswith(f"{consumer}#") if table == "journal" else True
-        ),
-    )
+
+    def kept(table: str, item: dict[str, Any]) -> bool:
+        return not item["id"]["S"].startswith(f"{consumer}#") if table == "journal" else True
+
+    restore(release, keep=kept)
     messages = in_flight(release, consumer)
     worker = deployed.app.worker
     for published in messages:
@@ -189,3 +213,6 @@ def test_with_the_idempotency_records_gone_the_old_items_still_keep_sends_single
     assert worker.counts["processed"] + worker.counts["duplicate"] == len(messages)
     sends = [call for call in vendor_calls(http_fake, telegram) if not call.endswith(("/getMe", "/getme"))]
     assert sends == []
+    # What this run wrote (each message's new idempotency record, with its saved response; any
+    # mark it made) is written at its format's current version.
+    assert written_since(release, kept) == []
