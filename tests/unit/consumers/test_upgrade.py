@@ -84,14 +84,19 @@ def restore(release: str, keep: Callable[[str, dict[str, Any]], bool] = lambda t
 
 
 def in_flight(release: str, consumer: str) -> list[Published]:
-    """The captured messages SNS would deliver to this release's `consumer` queue."""
+    """The captured messages SNS would deliver to this release's `consumer` queue, and those its
+    queue and DLQ still held at the capture's stop (`queues.json`; a DLQ holds them unchanged)."""
     policy = by_name(consumer).filter_policy
-    found = []
+    found: dict[str, Published] = {}
     for message in captured(release, "messages.json"):
         attributes = {name: value["StringValue"] for name, value in message["attributes"].items()}
         if matches(policy, attributes):
-            found.append(Published(Envelope.from_json(message["body"]), attributes))
-    return found
+            found.setdefault(message["body"], Published(Envelope.from_json(message["body"]), attributes))
+    queues = captured(release, "queues.json") if (UPGRADE_FIXTURES / release / "queues.json").exists() else {}
+    for message in queues.get(consumer, []) + queues.get(f"{consumer}-dlq", []):
+        attributes = {name: value["StringValue"] for name, value in message["attributes"].items()}
+        found.setdefault(message["body"], Published(Envelope.from_json(message["body"]), attributes))
+    return list(found.values())
 
 
 def idempotency_records(release: str) -> dict[str, int]:
