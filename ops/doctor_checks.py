@@ -28,7 +28,7 @@ from ops.telegram import check_bot_token
 from ops.webhook import allowed_updates
 from pipeline import aws
 from pipeline.formats import FormatTooNew, format_of
-from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_KEY, STILL_PAUSED_WAITS, pause_seconds
+from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_KEY, STILL_PAUSED_WAITS, pause_of, pause_seconds
 from pipeline.registry import CONSUMERS
 
 # What to put into each consumer secret (shown in the fix command, never a value read).
@@ -329,14 +329,12 @@ def check_pauses(ctx: Context, where: Target) -> Iterator[Finding]:
         if item is None:
             yield found("OK", consumer.name, "never paused")
             continue
-        cause = item.get("cause", {}).get("S", "?")
-        paused_at = float(item.get("paused_at", {}).get("N", "0"))
-        wait = float(item.get("pause_seconds", {}).get("N", str(pause_seconds(consumer))))
+        cause, reason, paused_at, seconds = pause_of(item)
+        wait = seconds if seconds is not None else float(pause_seconds(consumer))
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(paused_at))
         if now - paused_at > STILL_PAUSED_WAITS * wait:
             yield found("OK", consumer.name, f"running (last paused {when}, {cause})")
             continue
-        reason = item.get("reason", {}).get("S", "")
         fix = PAUSE_FIXES.get(cause, "see the reason")
         detail = f"paused since {when}: {cause} ({PAUSE_CAUSES.get(cause, cause)}): {reason}"
         yield found("FAIL", consumer.name, detail, f"{fix}; its messages resume by themselves")

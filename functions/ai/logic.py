@@ -30,6 +30,8 @@ from ai.extraction import SYSTEM_PROMPT, parse_extraction
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 from pipeline.registry import MESSAGE_KINDS
 from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id
 
@@ -136,9 +138,9 @@ def analyze(envelope: Envelope) -> dict[str, Any]:
     result = analysis(raw, stop_reason, model_id, envelope.event_id)
     aws.resource("dynamodb").Table(os.environ["CONVERSATIONS_TABLE"]).update_item(
         Key={"pk": f"chat#{chat_id}", "sk": f"update#{update_id:012d}"},
-        UpdateExpression="SET #ai = :ai",
-        ExpressionAttributeNames={"#ai": "ai"},
-        ExpressionAttributeValues={":ai": result},
+        UpdateExpression="SET #ai = :ai, #v = :v",
+        ExpressionAttributeNames={"#ai": "ai", "#v": SCHEMA_VERSION},
+        ExpressionAttributeValues={":ai": result, ":v": by_format("conversation_update").version},
     )
     metric = "AiParsed" if result["status"] == "parsed" else "AiUnparsed"
     metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)

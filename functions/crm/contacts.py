@@ -84,6 +84,13 @@ def plan_update(record: dict[str, Any], event_id: str, order: int, digest: str) 
     return "update"
 
 
+def contact_record(item: dict[str, Any]) -> dict[str, Any]:
+    """A contact item as read ({}: none), of a version this code reads (1 only adds the version)."""
+    if item:
+        formats.by_name("crm_lead_contact").version_of(item)
+    return item
+
+
 class ContactBook:
     """The `contact#<user id>` records in the journal table (no TTL: a contact stays known)."""
 
@@ -141,7 +148,7 @@ class ContactBook:
         order, digest = event_order(lead.event_id), phone_digest(lead.phone)
         plan: Plan = "wait"
         for _ in range(attempts):
-            record = self.table.get_item(Key=key, ConsistentRead=True).get("Item") or {}
+            record = contact_record(self.table.get_item(Key=key, ConsistentRead=True).get("Item") or {})
             plan = plan_update(record, lead.event_id, order, digest)
             if plan != "update":
                 return Claim(plan, record.get("lead_id"))

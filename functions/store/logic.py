@@ -22,6 +22,8 @@ from botocore.exceptions import (
 from pipeline import aws
 from pipeline.envelope import Envelope, dumps
 from pipeline.errors import ConsumerError, PermanentError, TransientError
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 from pipeline.telegram import chat_of, integer_id, user_of
 
 # DynamoDB error codes worth retrying: capacity, throttling and server-side faults.
@@ -56,6 +58,10 @@ def conversation_key(update: dict[str, Any], kind: str) -> dict[str, str]:
     return {"pk": pk, "sk": f"update#{update_id:012d}"}
 
 
+# The conversation item's format (`pipeline.formats`; the `ai` consumer writes the same item).
+FORMAT = by_format("conversation_update")
+
+
 def conversation_item(envelope: Envelope) -> dict[str, Any]:
     """The item for one update; optional attributes are left out rather than stored empty."""
     if envelope.source != "telegram":
@@ -74,6 +80,7 @@ def conversation_item(envelope: Envelope) -> dict[str, Any]:
     }
     return {
         **conversation_key(update, kind),
+        SCHEMA_VERSION: FORMAT.version,
         "event_id": envelope.event_id,
         "type": kind,
         "received_at": envelope.received_at.isoformat(),

@@ -1,41 +1,76 @@
 """Every stored and queued format knows its version, and this code reads each version up to it.
 
-`pipeline.formats.FORMATS` names each format and the `schema_version` its writer writes today;
-`tests/fixtures/formats/<name>/v<N>.json` holds a sample of every version since the format's
-first. Changing a format means bumping its version there, which fails here until a sample of the
-new version exists and the format's reader still accepts the previous one. Items a release left
-behind (`tests/fixtures/upgrade/<release>/`) must each be claimed by exactly one format, so a new
-kind of item cannot be stored without being registered with its version.
+`pipeline.formats.FORMATS` names each format, the `schema_version` its writer writes and its
+reader (the function the code reads it with); `tests/fixtures/formats/<name>/v<N>.json` holds a
+sample of every version since the format's first. Bumping a format's version fails here until a
+sample of the new version exists and the format's reader still reads every previous one; a
+version newer than the code's is refused by the reader itself. Writers take their version from
+the registry (no constant of their own: a source scan fails on one). Items a release left behind
+(`tests/fixtures/upgrade/<release>/`) must each be claimed by exactly one format, so a new kind of
+item cannot be stored without being registered with its version.
 """
 
 from __future__ import annotations
 
+import base64
+import importlib
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from crm.contacts import CONTACT_SCHEMA_VERSION
+from boto3.dynamodb.types import TypeDeserializer
 
 from pipeline import formats
-from pipeline.crm.sweep import CURSOR_SCHEMA_VERSION
-from pipeline.envelope import Envelope
 from pipeline.formats import FORMATS, Format, FormatTooNew, format_of
-from pipeline.pause import PAUSED_SCHEMA_VERSION
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
 SAMPLES = FIXTURES / "formats"
 RELEASES = sorted(p for p in (FIXTURES / "upgrade").iterdir() if (p / "capture.json").exists())
+# Where writers live: none may hold a schema_version of its own.
+WRITER_SOURCES = ("layers/shared/python", "functions", "bot")
+_OWN_VERSION = re.compile(
+    r"SCHEMA_VERSION\s*=\s*\d|[\"']schema_version[\"']\s*:\s*(\{\s*[\"']N[\"']\s*:\s*)?[\"']?\d"
+    r"|schema_version\s*=\s*:?\d"
+)
 
 
 def sample(fmt: Format, version: int) -> dict[str, Any]:
     path = SAMPLES / fmt.name / f"v{version}.json"
     assert path.exists(), (
-        f"{fmt.name} is at schema_version {fmt.version}: add {path.relative_to(FIXTURES.parent)} "
+        f"{fmt.name} is at schema_version {fmt.version}: add {path.relative_to(ROOT)} "
         "(an item its writer writes) and keep reading the versions before it"
     )
     document: dict[str, Any] = json.loads(path.read_text())
     return document
+
+
+def binaries_decoded(value: Any) -> Any:
+    """DynamoDB JSON as saved (binary values base64 text) as boto3's client returns it (bytes)."""
+    if isinstance(value, dict):
+        return {
+            kind: base64.b64decode(inner) if kind == "B" else binaries_decoded(inner)
+            for kind, inner in value.items()
+        }
+    return value
+
+
+def reader_of(fmt: Format) -> Callable[[dict[str, Any]], Any]:
+    """The format's reader, taking a sample (DynamoDB JSON or a body) in the form it reads."""
+    if fmt.reader is None:  # nothing of ours reads it back: what it has is its version
+        return fmt.version_of
+    module, _, path = fmt.reader.partition(":")
+    function: Any = importlib.import_module(module)
+    for name in path.split("."):
+        function = getattr(function, name)
+    if fmt.reads_from == "body":
+        return lambda item: function(json.dumps(item))
+    if fmt.reads_from == "resource":
+        return lambda item: function(TypeDeserializer().deserialize({"M": binaries_decoded(item)}))
+    return lambda item: function(binaries_decoded(item))
 
 
 def released_items() -> list[tuple[str, str, dict[str, Any]]]:
@@ -53,27 +88,42 @@ def released_items() -> list[tuple[str, str, dict[str, Any]]]:
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)
-def test_each_version_of_each_format_has_a_sample_this_code_reads(fmt: Format) -> None:
-    for version in range(fmt.first, fmt.version + 1):
+def test_each_version_of_each_format_has_a_sample_its_reader_reads(fmt: Format) -> None:
+    read = reader_of(fmt)
+    for version in fmt.readable:
         item = sample(fmt, version)
         assert format_of(fmt.where, item) == fmt, f"{fmt.name} v{version}: its key is not {fmt.key.pattern}"
         assert fmt.version_of(item) == version
-        if fmt.where == "queue":  # the worker's reader of every queued body
-            assert Envelope.from_json(json.dumps(item)).event_id == item["event_id"]
+        read(item)  # raises on a version its reader no longer reads
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)
+def test_the_current_version_is_written_and_the_previous_one_still_read(fmt: Format) -> None:
+    """The registry's promise: what is written is the newest version read, none skipped since
+    the format's first (a bump keeps a reader for the version before it)."""
+    assert fmt.written() == {"schema_version": {"N": str(fmt.version)}}
+    assert fmt.readable[-1] == fmt.version
+    assert fmt.version == fmt.first or fmt.version - 1 in fmt.readable
 
 
 def test_no_sample_is_of_a_version_the_registry_does_not_know() -> None:
-    known = {fmt.name: range(fmt.first, fmt.version + 1) for fmt in FORMATS}
+    known = {fmt.name: fmt.readable for fmt in FORMATS}
     for path in SAMPLES.glob("*/v*.json"):
         assert path.parent.name in known, f"{path}: no format {path.parent.name!r} in pipeline.formats"
         assert int(path.stem[1:]) in known[path.parent.name], f"{path}: not a version of its format"
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)
-def test_a_version_newer_than_this_code_is_refused_not_guessed(fmt: Format) -> None:
-    item = {**sample(fmt, fmt.version), "schema_version": {"N": str(fmt.version + 1)}}
+def test_a_version_newer_than_this_code_is_refused_by_its_reader_not_guessed(fmt: Format) -> None:
+    item = sample(fmt, fmt.version)
+    newer = fmt.version + 1
+    item = {**item, "schema_version": newer if fmt.where == "queue" else {"N": str(newer)}}
     with pytest.raises(FormatTooNew, match=fmt.name):
         fmt.version_of(item)
+    # The reader's own refusal (wrapped as its caller expects: a PermanentError, a ValidationError)
+    # names the version, never reads the item as if it were the current one.
+    with pytest.raises(Exception, match=rf"schema_version {newer}"):
+        reader_of(fmt)(item)
 
 
 def test_every_item_and_message_a_release_left_is_claimed_by_one_format() -> None:
@@ -91,8 +141,25 @@ def test_every_item_and_message_a_release_left_is_claimed_by_one_format() -> Non
         fmt.version_of(item)
 
 
-def test_the_writers_versions_are_the_registered_ones() -> None:
-    """A writer bumping its own constant without the registry (and a sample) fails here."""
-    assert formats.by_name("crm_sweep_cursor").version == CURSOR_SCHEMA_VERSION
-    assert formats.by_name("consumer_paused").version == PAUSED_SCHEMA_VERSION
-    assert formats.by_name("crm_lead_contact").version == CONTACT_SCHEMA_VERSION
+def test_no_writer_holds_a_schema_version_of_its_own() -> None:
+    """A writer takes its version from `pipeline.formats` (`by_name(...).version` or `.written()`):
+    a constant of its own could be bumped without the registry, its samples and its reader."""
+    found = []
+    for top in WRITER_SOURCES:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path.name == "formats.py" or "/tests/" in str(path):
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if _OWN_VERSION.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == []
+
+
+def test_the_registry_is_consistent() -> None:
+    names = [fmt.name for fmt in FORMATS]
+    assert len(names) == len(set(names))
+    for fmt in FORMATS:
+        assert fmt.first <= fmt.version
+        assert fmt.reads_from in ("client", "resource", "body")
+        if fmt.reader is not None:
+            reader_of(fmt)  # importable

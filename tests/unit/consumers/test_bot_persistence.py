@@ -161,7 +161,7 @@ def test_an_item_of_a_newer_schema_version_is_refused_with_its_reason(bot: Deplo
     )
     bot.deliver(telegram_envelope(message(GROUP, "/count")))
     [reason] = bot.dead_letter_reasons()
-    assert "schema_version 2, newer than this code" in reason
+    assert "bot_state has schema_version 2; this code reads 0 to 1" in reason
 
 
 def test_a_flush_outside_an_update_writes_what_is_staged(

@@ -23,6 +23,7 @@ import pytest
 
 from pipeline import aws
 from pipeline.envelope import Envelope
+from pipeline.formats import format_of, key_of
 from pipeline.registry import by_name, matches
 from tests.unit.consumer_support import (
     BOT_STATE_TABLE,
@@ -83,14 +84,19 @@ def restore(release: str, keep: Callable[[str, dict[str, Any]], bool] = lambda t
 
 
 def in_flight(release: str, consumer: str) -> list[Published]:
-    """The captured messages SNS would deliver to this release's `consumer` queue."""
+    """The captured messages SNS would deliver to this release's `consumer` queue, and those its
+    queue and DLQ still held at the capture's stop (`queues.json`; a DLQ holds them unchanged)."""
     policy = by_name(consumer).filter_policy
-    found = []
+    found: dict[str, Published] = {}
     for message in captured(release, "messages.json"):
         attributes = {name: value["StringValue"] for name, value in message["attributes"].items()}
         if matches(policy, attributes):
-            found.append(Published(Envelope.from_json(message["body"]), attributes))
-    return found
+            found.setdefault(message["body"], Published(Envelope.from_json(message["body"]), attributes))
+    queues = captured(release, "queues.json") if (UPGRADE_FIXTURES / release / "queues.json").exists() else {}
+    for message in queues.get(consumer, []) + queues.get(f"{consumer}-dlq", []):
+        attributes = {name: value["StringValue"] for name, value in message["attributes"].items()}
+        found.setdefault(message["body"], Published(Envelope.from_json(message["body"]), attributes))
+    return list(found.values())
 
 
 def idempotency_records(release: str) -> dict[str, int]:
@@ -101,6 +107,29 @@ def idempotency_records(release: str) -> dict[str, int]:
             prefix = item["id"]["S"].split("#", 1)[0]
             counts[prefix] = counts.get(prefix, 0) + 1
     return counts
+
+
+def written_since(
+    release: str, kept: Callable[[str, dict[str, Any]], bool] = lambda table, item: True
+) -> list[str]:
+    """Items this release's run wrote anew (keys the restored release did not leave) that are not
+    at their format's current version, or of a kind no format claims: each should be neither."""
+    left = {
+        (table, key_of(table, item))
+        for table, items in captured(release, "tables.json").items()
+        for item in items
+        if kept(table, item)
+    }
+    wrong = []
+    for table, name in TABLES.items():
+        for item in aws.client("dynamodb").scan(TableName=name)["Items"]:
+            key = key_of(table, item)
+            if (table, key) in left:
+                continue
+            fmt = format_of(table, item)
+            if fmt is None or fmt.version_of(item) != fmt.version:
+                wrong.append(f"{table} {key}: {fmt.name if fmt else 'no format'}")
+    return wrong
 
 
 CASES = [(release, consumer) for release in RELEASES for consumer in sorted(idempotency_records(release))]
@@ -159,6 +188,7 @@ def test_every_message_in_flight_at_the_upgrade_is_a_duplicate_found_by_its_old_
         assert delivery.failed == [], f"{consumer} failed {published.envelope.event_id}"
     assert dict(worker.counts) == {"duplicate": len(messages)}
     assert vendor_calls(http_fake, telegram) == []
+    assert written_since(release) == []
 
 
 @pytest.mark.parametrize(
@@ -175,12 +205,11 @@ def test_with_the_idempotency_records_gone_the_old_items_still_keep_sends_single
     release's items: its own marks (the lead pushed, the Bot API call recorded, the SMS journal)
     are read, so no lead, reply or SMS goes out twice; and every message is read, none lost."""
     deployed = deploy_as_captured(consumer)
-    restore(
-        release,
-        keep=lambda table, item: (
-            not item["id"]["S"].startswith(f"{consumer}#") if table == "journal" else True
-        ),
-    )
+
+    def kept(table: str, item: dict[str, Any]) -> bool:
+        return not item["id"]["S"].startswith(f"{consumer}#") if table == "journal" else True
+
+    restore(release, keep=kept)
     messages = in_flight(release, consumer)
     worker = deployed.app.worker
     for published in messages:
@@ -189,3 +218,6 @@ def test_with_the_idempotency_records_gone_the_old_items_still_keep_sends_single
     assert worker.counts["processed"] + worker.counts["duplicate"] == len(messages)
     sends = [call for call in vendor_calls(http_fake, telegram) if not call.endswith(("/getMe", "/getme"))]
     assert sends == []
+    # What this run wrote (each message's new idempotency record, with its saved response; any
+    # mark it made) is written at its format's current version.
+    assert written_since(release, kept) == []

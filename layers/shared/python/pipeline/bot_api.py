@@ -24,6 +24,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pipeline import deadline, pacing
 from pipeline.bot_api_errors import ChatUnreachable, Verdict, classify
 from pipeline.errors import PermanentError
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 from pipeline.http import JsonHttpClient, JsonResponse
 
 logger = Logger(child=True)
@@ -61,6 +63,10 @@ def already_done(found: Verdict) -> None:
     )
 
 
+# The `blocked#<chat id>` item's format (`pipeline.formats`).
+BLOCKED_FORMAT = by_format("chat_blocked")
+
+
 def unreachable(error: ChatUnreachable, event_id: str, chat_id: int) -> dict[str, Any]:
     """Acknowledge an update whose own chat `chat_id` can no longer be written to (`Scope.CHAT`):
     noted in the journal table as `blocked#<chat id>`, counted (BotBlocked) and logged; never
@@ -72,6 +78,7 @@ def unreachable(error: ChatUnreachable, event_id: str, chat_id: int) -> dict[str
     aws.resource("dynamodb").Table(os.environ["JOURNAL_TABLE"]).put_item(
         Item={
             "id": f"blocked#{chat_id}",
+            SCHEMA_VERSION: BLOCKED_FORMAT.version,
             "chat_id": chat_id,
             "description": error.description,
             "event_id": event_id,

@@ -20,12 +20,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+from pipeline.formats import SCHEMA_VERSION, by_name
 from pipeline.registry import CRM_CHANGE_KEY
 
 # `crm`: order-status events; `bitrix24`, `amocrm`: those CRMs' own webhook events.
 Source = Literal["telegram", "crm", "bitrix24", "amocrm"]
+
+# The envelope's format (`pipeline.formats`): what the webhook and the CRM sources publish today.
+FORMAT = by_name("envelope")
+# The context a body read from a queue is validated in: one without `schema_version` is version 0.
+_STORED = {"stored": True}
 
 # SNS limit for a whole message: body plus attributes (256 KiB).
 SNS_MAX_MESSAGE_BYTES = 262_144
@@ -42,13 +48,26 @@ class Envelope(BaseModel):
     correlation_id: str = Field(min_length=1, description="Traces one event across every log")
     received_at: datetime
     payload: dict[str, Any]
+    # Written with every envelope; a body without it (published before release 0.5.0) is version 0.
+    schema_version: int = FORMAT.version
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: Any, info: ValidationInfo) -> Any:
+        """A stored body without a version is version 0 (same fields); a newer one is refused."""
+        if isinstance(data, dict):
+            if info.context == _STORED and SCHEMA_VERSION not in data:
+                data = {**data, SCHEMA_VERSION: 0}
+            FORMAT.version_of(data)
+        return data
 
     def to_json(self) -> str:
         return self.model_dump_json()
 
     @classmethod
     def from_json(cls, body: str | bytes) -> Envelope:
-        return cls.model_validate_json(body)
+        """A body as a queue or DLQ holds it, of any version this code reads."""
+        return cls.model_validate_json(body, context=_STORED)
 
 
 def telegram_event_id(bot_id: str, update_id: int) -> str:

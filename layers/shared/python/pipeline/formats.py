@@ -1,17 +1,25 @@
-"""Every format this pipeline stores or queues, with the `schema_version` its writer writes today.
+"""Every format this pipeline stores or queues: the `schema_version` its writer writes and the
+versions its reader reads.
 
 A deployed stack keeps items for days (idempotency records, the SMS journal) and messages for up to
 two weeks (queues and DLQs), so the code of one release reads what the previous release wrote.
-Each item and message carries `schema_version`; one without it is version 0 (every format before
-release 0.5.0). A writer that changes its format bumps `version` here and keeps reading the
-previous one; `tests/unit/test_formats.py` fails when a format has no sample of each version up to
-the current one (`tests/fixtures/formats/<name>/v<N>.json`) that its reader accepts, and when a
-release's captured items (`tests/fixtures/upgrade/`) hold a kind no format here claims.
+Every item and message written carries `schema_version` (`version` here, the one source: writers
+take it from `by_name(...)`, never a constant of their own); one without it is version 0 (every
+format before release 0.5.0). A reader reads every version from `first` to `version`, and refuses a
+newer one (`FormatTooNew`, a rollback past the release that wrote it) instead of guessing.
+
+Changing a format: bump `version`, keep the reader (`reader`, the function the code reads the
+item with) reading the previous versions, add a sample of the new version. `tests/unit/
+test_formats.py` runs every version's sample (`tests/fixtures/formats/<name>/v<N>.json`) through
+the reader and fails when one is missing or refused, and when a release's captured items
+(`tests/fixtures/upgrade/`) hold a kind no format here claims. A new kind of item is one entry
+here (with `first` = `version` = 1) and its sample.
 
 The Powertools idempotency record is Powertools' own item; what is ours in it is its key,
-`<consumer>#<md5 of the consumer's idempotency_key JMESPath result>`: version 0 here names that
-derivation (Powertools v2 changed it once, and every record in flight was missed). The upgrade
-test (`tests/unit/consumers/test_upgrade.py`) proves it still finds the previous release's keys.
+`<consumer>#<md5 of the consumer's idempotency_key JMESPath result>` (Powertools v2 changed that
+derivation once, and every record in flight was missed), its saved response (`data`) and the
+`schema_version` our persistence layer adds (`pipeline.idempotency_store`). The upgrade test
+(`tests/unit/consumers/test_upgrade.py`) proves this release still finds the previous one's keys.
 
 No import of boto3 or pydantic: `ops doctor` and the tests read this at no cost.
 """
@@ -21,13 +29,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA_VERSION = "schema_version"
 
 
 class FormatTooNew(ValueError):
     """An item or message written by a newer release than this code (a rollback): not guessed at."""
+
+
+# How a format's reader takes the item: as DynamoDB's low-level client returns it ("client",
+# `{"id": {"S": ...}}`), as boto3's Table resource does ("resource", plain values), or the message
+# body's text ("body").
+ReadsFrom = Literal["client", "resource", "body"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +51,21 @@ class Format:
     where: str
     # Its key (`id`, or `pk` with `sk` joined by a space) matches this; for "queue", the body's event_id.
     key: re.Pattern[str]
-    # The schema_version its writer writes today (0: not written yet, the item has none).
+    # The schema_version its writer writes (0: none written, before release 0.5.0).
     version: int
     writer: str
+    # The function the code reads an item of this format with ("module:attribute.path"), which
+    # reads every version from `first` to `version` (`tests/unit/test_formats.py` runs the samples);
+    # None: no code of ours reads it back (the team's own tools do, by `schema_version`).
+    reader: str | None
+    reads_from: ReadsFrom = "client"
     # The first version that existed (a format new in a release starts at its version, not at 0).
     first: int = 0
+
+    @property
+    def readable(self) -> range:
+        """The versions this code reads: every one since the format's first."""
+        return range(self.first, self.version + 1)
 
     def version_of(self, item: Mapping[str, Any]) -> int:
         """The item's schema_version (DynamoDB JSON or plain), 0 when it has none; a version newer
@@ -50,53 +74,162 @@ class Format:
         if isinstance(raw, Mapping):
             raw = raw.get("N")
         version = 0 if raw is None else int(raw)
-        if version > self.version:
+        if version not in self.readable:
             raise FormatTooNew(
-                f"{self.name} has schema_version {version}; this code reads up to {self.version}"
+                f"{self.name} has schema_version {version}; this code reads "
+                f"{self.readable.start} to {self.version} (a newer release wrote it: deploy that one)"
             )
         return version
 
+    def written(self) -> dict[str, dict[str, str]]:
+        """The attribute its writer adds to an item (DynamoDB JSON, the low-level client's form)."""
+        return {SCHEMA_VERSION: {"N": str(self.version)}}
+
 
 _CONSUMER = r"[a-z][a-z0-9_]*"
+_J = "journal"
 FORMATS: tuple[Format, ...] = (
     # -- the journal table (key "id") --
     Format(
         "idempotency_record",
-        "journal",
+        _J,
         re.compile(rf"{_CONSUMER}#[0-9a-f]{{32}}"),
-        0,
-        "aws_lambda_powertools idempotency (pipeline.worker: key_prefix=consumer, event_key_jmespath)",
+        1,
+        "pipeline.idempotency_store (Powertools idempotency: key_prefix=consumer, event_key_jmespath)",
+        "pipeline.idempotency_store:data_record",
     ),
-    Format("sms_notification", "journal", re.compile(r"sms#[0-9a-f]{64}"), 0, "pipeline.sms.journal"),
-    Format("sms_order", "journal", re.compile(r"sms-order#[0-9a-f]{64}"), 0, "pipeline.sms.orders"),
     Format(
-        "sms_reconcile_cursor", "journal", re.compile(r"sms-reconcile-cursor#\w+"), 0, "pipeline.sms.journal"
+        "consumer_attempts",
+        _J,
+        re.compile(rf"{_CONSUMER}#attempts#.+"),
+        1,
+        "pipeline.worker (an ordered consumer's failed attempts at one message)",
+        "pipeline.worker:attempts_of",
     ),
-    Format("crm_lead_contact", "journal", re.compile(r"contact#-?\d+"), 1, "functions/crm/contacts.py"),
-    Format("crm_history_marks", "journal", re.compile(r"crm-history#.+"), 0, "pipeline.crm.sync"),
-    Format("crm_sweep_cursor", "journal", re.compile(r"crm-sweep-cursor#\w+"), 1, "pipeline.crm.sweep"),
-    Format("bot_api_call", "journal", re.compile(r"botcall#.+#\d+"), 0, "pipeline.telegram_bot.calls"),
-    Format("chat_blocked", "journal", re.compile(r"blocked#-?\d+"), 0, "pipeline.bot_api"),
-    Format("consumer_paused", "journal", re.compile(rf"{_CONSUMER}#paused"), 1, "pipeline.pause", first=1),
+    Format(
+        "sms_notification",
+        _J,
+        re.compile(r"sms#[0-9a-f]{64}"),
+        1,
+        "pipeline.sms.journal",
+        "pipeline.sms.journal:Notification.from_item",
+        "resource",
+    ),
+    Format(
+        "sms_order",
+        _J,
+        re.compile(r"sms-order#[0-9a-f]{64}"),
+        1,
+        "pipeline.sms.orders",
+        "pipeline.sms.orders:OrderState.from_item",
+        "resource",
+    ),
+    Format(
+        "sms_reconcile_cursor",
+        _J,
+        re.compile(r"sms-reconcile-cursor#\w+"),
+        1,
+        "pipeline.sms.journal",
+        "pipeline.sms.journal:cursor_of",
+        "resource",
+    ),
+    Format(
+        "crm_lead_contact",
+        _J,
+        re.compile(r"contact#-?\d+"),
+        1,
+        "functions/crm/contacts.py",
+        "crm.contacts:contact_record",
+        "resource",
+    ),
+    Format(
+        "crm_history_marks",
+        _J,
+        re.compile(r"crm-history#.+"),
+        1,
+        "pipeline.crm.sync",
+        "pipeline.crm.sync:marks_of",
+    ),
+    Format(
+        "crm_sweep_cursor",
+        _J,
+        re.compile(r"crm-sweep-cursor#\w+"),
+        1,
+        "pipeline.crm.sweep",
+        "pipeline.crm.sweep:cursor_of",
+    ),
+    Format(
+        "bot_api_call",
+        _J,
+        re.compile(r"botcall#.+#\d+"),
+        1,
+        "pipeline.telegram_bot.calls",
+        "pipeline.telegram_bot.calls:recorded_call",
+    ),
+    Format(
+        "chat_blocked",
+        _J,
+        re.compile(r"blocked#-?\d+"),
+        1,
+        "pipeline.bot_api",
+        None,
+        "resource",
+    ),
+    Format(
+        "consumer_paused",
+        _J,
+        re.compile(rf"{_CONSUMER}#paused"),
+        1,
+        "pipeline.pause",
+        "pipeline.pause:pause_of",
+        first=1,
+    ),
+    Format(
+        "telegram_not_before",
+        _J,
+        re.compile(r"telegram#not_before"),
+        1,
+        "pipeline.pacing",
+        "pipeline.pacing:not_before_of",
+        first=1,
+    ),
     # -- the conversations table (keys "pk", "sk") --
     Format(
         "conversation_update",
         "conversations",
         re.compile(r"(chat#-?\d+|user#-?\d+|update#\w+) update#\d{12}"),
-        0,
+        1,
         "functions/store/logic.py, functions/ai/logic.py",
+        None,
+        "resource",
     ),
     # -- the bot_state table (key "pk") --
     Format(
         "bot_state",
         "bot_state",
         re.compile(r"conversation#.+|chat#-?\d+|user#-?\d+|bot"),
-        0,
+        1,
         "pipeline.telegram_bot.state, pipeline.telegram_bot.persistence",
+        "pipeline.telegram_bot.state:stored_of",
     ),
-    Format("bot_update_applied", "bot_state", re.compile(r"applied#.+"), 0, "pipeline.telegram_bot.state"),
+    Format(
+        "bot_update_applied",
+        "bot_state",
+        re.compile(r"applied#.+"),
+        1,
+        "pipeline.telegram_bot.state",
+        "pipeline.telegram_bot.state:applied_of",
+    ),
     # -- queues and DLQs: the envelope SNS delivers raw (a DLQ holds it unchanged) --
-    Format("envelope", "queue", re.compile(r"[a-z0-9_]+:.+"), 0, "pipeline.envelope"),
+    Format(
+        "envelope",
+        "queue",
+        re.compile(r"[a-z0-9_]+:.+"),
+        1,
+        "pipeline.envelope",
+        "pipeline.envelope:Envelope.from_json",
+        "body",
+    ),
 )
 
 

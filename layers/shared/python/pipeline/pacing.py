@@ -51,6 +51,8 @@ from aws_lambda_powertools import Logger
 
 from pipeline import aws, deadline
 from pipeline.errors import HandedBack
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 
 # Telegram's documented limits (the Bot FAQ; infra.limits records and dates them).
 TELEGRAM_MESSAGES_PER_SECOND = 30
@@ -67,7 +69,7 @@ MAX_WAIT_SECONDS = 5.0
 TELEGRAM_MAX_MESSAGES_PER_SECOND = 1000
 # The bot-wide not-before time, in the journal table (JOURNAL_TABLE).
 NOT_BEFORE_KEY = "telegram#not_before"
-NOT_BEFORE_SCHEMA_VERSION = 1
+NOT_BEFORE_FORMAT = by_format("telegram_not_before")
 # How long the item outlives its time (the table's TTL removes it then).
 NOT_BEFORE_KEPT_SECONDS = 86_400
 logger = Logger(child=True)
@@ -111,6 +113,13 @@ def retry_after(answer: bytes | Mapping[str, Any]) -> float:
     )
 
 
+def not_before_of(item: Mapping[str, Any]) -> float:
+    """The bot-wide not-before item's time (0: none), of a version this code reads."""
+    if item:
+        NOT_BEFORE_FORMAT.version_of(item)
+    return float(item["not_before"]["N"]) if "not_before" in item else 0.0
+
+
 class BotWideWait:
     """The bot-wide not-before time (epoch seconds) in the journal table, shared by every
     environment. A failed read or write is logged and the pacing goes on with what this
@@ -129,7 +138,7 @@ class BotWideWait:
         except Exception as error:
             logger.warning("could not read the bot-wide not-before", extra={"error": type(error).__name__})
             return 0.0
-        return float(item["not_before"]["N"]) if item and "not_before" in item else 0.0
+        return not_before_of(item or {})
 
     def push(self, not_before: float, retry_after: float) -> None:
         """Move it to `not_before`, never earlier than it is."""
@@ -144,7 +153,7 @@ class BotWideWait:
                 ExpressionAttributeValues={
                     ":t": {"N": f"{not_before:.3f}"},
                     ":r": {"N": f"{retry_after:g}"},
-                    ":v": {"N": str(NOT_BEFORE_SCHEMA_VERSION)},
+                    ":v": NOT_BEFORE_FORMAT.written()[SCHEMA_VERSION],
                     ":e": {"N": str(math.ceil(not_before) + NOT_BEFORE_KEPT_SECONDS)},
                 },
             )

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from pipeline import aws
 from pipeline.errors import AccountRefused
+from pipeline.formats import by_name as by_format
 from pipeline.observability import mask_phones
 from pipeline.registry import Consumer
 from pipeline.retention import CONSUMER_QUEUE_RETENTION
@@ -28,7 +29,7 @@ MAX_VISIBILITY_SECONDS = 43_200
 FIRST_SENT_ATTRIBUTE = "first_sent_at"
 # The journal item holding a consumer's latest pause (`ops doctor` reads it).
 PAUSED_KEY = "{consumer}#paused"
-PAUSED_SCHEMA_VERSION = 1
+PAUSED_FORMAT = by_format("consumer_paused")
 # AccountPaused{consumer, cause}: one per paused record (`infra.constructs.monitoring` alarms on it).
 PAUSED_METRIC = "AccountPaused"
 RETENTION_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds())
@@ -103,12 +104,33 @@ def resend(queue_url: str, record: SQSRecord, first_sent: int, delay: int) -> No
     )
 
 
+class Paused(NamedTuple):
+    """A consumer's latest pause as noted (`seconds` None: the note does not say, its consumer's now)."""
+
+    cause: str
+    reason: str
+    paused_at: float
+    seconds: float | None
+
+
+def pause_of(item: dict[str, Any]) -> Paused:
+    """A `<consumer>#paused` item (low-level attribute values) of a version this code reads."""
+    PAUSED_FORMAT.version_of(item)
+    seconds = item.get("pause_seconds", {}).get("N")
+    return Paused(
+        item.get("cause", {}).get("S", "?"),
+        item.get("reason", {}).get("S", ""),
+        float(item.get("paused_at", {}).get("N", "0")),
+        float(seconds) if seconds is not None else None,
+    )
+
+
 def note(journal_table: str, consumer: Consumer, error: AccountRefused) -> None:
     """Write the consumer's latest pause (`<consumer>#paused`) to the journal."""
     now = int(time.time())
     item = {
         "id": {"S": PAUSED_KEY.format(consumer=consumer.name)},
-        "schema_version": {"N": str(PAUSED_SCHEMA_VERSION)},
+        **PAUSED_FORMAT.written(),
         "cause": {"S": error.cause},
         "reason": {"S": mask_phones(error.reason)[:1000]},
         "paused_at": {"N": str(now)},

@@ -81,6 +81,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline import aws, deadline, pause
 from pipeline.envelope import Envelope
 from pipeline.errors import FLOOD_CONTROL, AccountRefused, HandedBack, PermanentError, TransientError
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 from pipeline.observability import mask_phones, service_logger
 from pipeline.pause import MAX_VISIBILITY_SECONDS
 from pipeline.registry import Consumer, RetryPolicy, by_name
@@ -100,6 +102,15 @@ Process = Callable[[Envelope], dict[str, Any] | None]
 # kept as long as the message can stay in its queue.
 ATTEMPTS_KEY = "{consumer}#attempts#{message_id}"
 ATTEMPTS_TTL_SECONDS = int(CONSUMER_QUEUE_RETENTION.total_seconds())
+ATTEMPTS_FORMAT = by_format("consumer_attempts")
+
+
+def attempts_of(item: Mapping[str, Any]) -> int:
+    """The attempts counted in an attempts item (any version: each has the counter as it was)."""
+    ATTEMPTS_FORMAT.version_of(item)
+    return int(item["attempts"]["N"])
+
+
 # SNS caps a subject at 100 characters.
 SUBJECT_MAX = 100
 
@@ -236,11 +247,9 @@ class ConsumerWorker:
         if self._config is None or self._idempotent_process is None:
             # Imported with the first invocation: Powertools idempotency imports boto3 (and with it
             # s3transfer) for its DynamoDB layer, which the function's init does not need.
-            from aws_lambda_powertools.utilities.idempotency import (
-                DynamoDBPersistenceLayer,
-                IdempotencyConfig,
-                idempotent_function,
-            )
+            from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+
+            from pipeline.idempotency_store import VersionedPersistenceLayer
 
             settings = self.settings
             self._config = IdempotencyConfig(
@@ -248,9 +257,7 @@ class ConsumerWorker:
                 raise_on_no_idempotency_key=True,
                 expires_after_seconds=settings.idempotency_ttl_seconds,
             )
-            persistence = DynamoDBPersistenceLayer(
-                table_name=settings.journal_table, boto3_client=aws.client("dynamodb")
-            )
+            persistence = VersionedPersistenceLayer(settings.journal_table, aws.client("dynamodb"))
 
             def run(event: dict[str, Any]) -> dict[str, Any] | None:
                 self._executed = True
@@ -346,7 +353,10 @@ class ConsumerWorker:
         try:
             envelope = Envelope.from_json(record.body)
         except ValidationError as error:
-            fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in error.errors())
+            # A body-wide refusal says why (a schema_version newer than this code reads, FormatTooNew).
+            fields = ", ".join(
+                ".".join(str(p) for p in e["loc"]) or f"body: {e['msg']}" for e in error.errors()
+            )
             self._dead_letter(record, f"invalid envelope ({fields})", log_keys, None)
             return
 
@@ -512,14 +522,15 @@ class ConsumerWorker:
             result = aws.client("dynamodb").update_item(
                 TableName=self.settings.journal_table,
                 Key={"id": {"S": key}},
-                UpdateExpression="ADD attempts :one SET expiration = :expiration",
+                UpdateExpression="ADD attempts :one SET expiration = :expiration, schema_version = :v",
                 ExpressionAttributeValues={
                     ":one": {"N": "1"},
                     ":expiration": {"N": str(int(time.time()) + ATTEMPTS_TTL_SECONDS)},
+                    ":v": ATTEMPTS_FORMAT.written()[SCHEMA_VERSION],
                 },
                 ReturnValues="UPDATED_NEW",
             )
-            attempt = int(result["Attributes"]["attempts"]["N"])
+            attempt = attempts_of(result["Attributes"])
         except Exception:
             self.logger.exception("could not count the attempt: retried uncounted", extra=log_keys)
             return None

@@ -61,6 +61,7 @@ from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.crm.sync import max_age
 from pipeline.envelope import Envelope, publish_request, sns_attributes
 from pipeline.errors import TransientError
+from pipeline.formats import by_name as by_format
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS
 
 logger = Logger(child=True)
@@ -68,7 +69,8 @@ metrics = Metrics()
 
 SWEEP_EVENT_TYPE = LOOK_EVENT_TYPE
 CURSOR_PREFIX = "crm-sweep-cursor#"
-CURSOR_SCHEMA_VERSION = 1
+# The cursor item's format (`pipeline.formats`, the one source of its version).
+CURSOR_FORMAT = by_format("crm_sweep_cursor")
 SOURCES_ENV = "CRM_SWEEP_SOURCES"
 OVERLAP_ENV = "CRM_SWEEP_OVERLAP_SECONDS"
 DEFAULT_OVERLAP = timedelta(seconds=60)
@@ -173,6 +175,18 @@ class Cursor:
     legacy: str | None = None  # a version 0 item's plain cursor
 
 
+def cursor_of(item: Mapping[str, Any]) -> Cursor | None:
+    """A stored sweep cursor (None: none yet). Version 0 is `{"cursor": "<the adapter's string>"}`;
+    1 holds `position` (the adapter's JSON) and `read_to`; a newer one is refused (FormatTooNew)."""
+    if not item:
+        return None
+    if CURSOR_FORMAT.version_of(item) == 0:
+        legacy = item.get("cursor", {}).get("S")
+        return Cursor(None, None, str(legacy)) if legacy else None
+    read_to = item.get("read_to", {}).get("S")
+    return Cursor(json.loads(item["position"]["S"]), datetime.fromisoformat(read_to) if read_to else None)
+
+
 class SweepCursor:
     """Where each CRM's sweep has read its history to, one journal item per CRM."""
 
@@ -188,22 +202,12 @@ class SweepCursor:
             raise TransientError(
                 f"reading the {source} sweep cursor failed ({type(error).__name__})"
             ) from None
-        item = answer.get("Item")
-        if not item:
-            return None
-        if "schema_version" not in item:  # version 0: {"cursor": "<the adapter's string>"}
-            legacy = item.get("cursor", {}).get("S")
-            return Cursor(None, None, str(legacy)) if legacy else None
-        version = int(item["schema_version"]["N"])
-        if version > CURSOR_SCHEMA_VERSION:
-            raise ValueError(f"the {source} sweep cursor has schema_version {version}, newer than this code")
-        read_to = item.get("read_to", {}).get("S")
-        return Cursor(json.loads(item["position"]["S"]), datetime.fromisoformat(read_to) if read_to else None)
+        return cursor_of(answer.get("Item") or {})
 
     def save(self, source: str, cursor: Cursor, now: datetime) -> None:
         item = {
             "id": {"S": CURSOR_PREFIX + source},
-            "schema_version": {"N": str(CURSOR_SCHEMA_VERSION)},
+            **CURSOR_FORMAT.written(),
             "position": {"S": json.dumps(cursor.position, sort_keys=True)},
             "swept_at": {"S": now.isoformat()},
         }

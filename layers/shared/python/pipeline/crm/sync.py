@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -61,6 +61,8 @@ from pipeline.crm.sources import (
 from pipeline.crm.status_map import StatusMap
 from pipeline.envelope import Envelope
 from pipeline.errors import RemoteRefused, TransientError
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 from pipeline.retention import SMS_RETENTION_DAYS
 
 MAX_AGE_ENV = "SMS_MAX_AGE_SECONDS"
@@ -158,6 +160,10 @@ def transitions(
     return moves, skipped
 
 
+# The history marks item's format (`pipeline.formats`).
+MARKS_FORMAT = by_format("crm_history_marks")
+
+
 @dataclass(frozen=True)
 class Marks:
     """An order's marks item: the records handled, and the latest transition published with the
@@ -178,6 +184,17 @@ def phone_digest(phone: str) -> str:
     return hashlib.sha256(number.encode()).hexdigest()[:32]
 
 
+def marks_of(item: Mapping[str, Any]) -> Marks:
+    """An order's history marks item (any version: 1 only adds `schema_version`; none: no marks)."""
+    if item:
+        MARKS_FORMAT.version_of(item)
+    return Marks(
+        frozenset(item.get("handled", {}).get("SS", ())),
+        item.get("latest_ref", {}).get("S"),
+        item.get("latest_phone", {}).get("S"),
+    )
+
+
 class HistoryMarks:
     """Which history records of an order were handled, in one journal item per order."""
 
@@ -194,18 +211,13 @@ class HistoryMarks:
                 TableName=self.table,
                 Key={"id": {"S": self.item_id(order_key)}},
                 ConsistentRead=True,
-                ProjectionExpression="handled, latest_ref, latest_phone",
+                ProjectionExpression="handled, latest_ref, latest_phone, schema_version",
             )
         except (ClientError, BotoCoreError) as error:
             raise TransientError(
                 f"reading the order's history marks failed ({type(error).__name__})"
             ) from None
-        item = answer.get("Item", {})
-        return Marks(
-            frozenset(item.get("handled", {}).get("SS", ())),
-            item.get("latest_ref", {}).get("S"),
-            item.get("latest_phone", {}).get("S"),
-        )
+        return marks_of(answer.get("Item", {}))
 
     def handled(self, order_key: str) -> frozenset[str]:
         return self.read(order_key).handled
@@ -218,8 +230,9 @@ class HistoryMarks:
         refs = sorted(set(refs))
         if not refs and phone is None:
             return
-        update = "SET order_key = :key, expiration = :expiration"
+        update = "SET order_key = :key, expiration = :expiration, schema_version = :v"
         values: dict[str, Any] = {
+            ":v": MARKS_FORMAT.written()[SCHEMA_VERSION],
             ":key": {"S": order_key},
             ":expiration": {"N": str(int((now + MARKS_RETENTION).timestamp()))},
         }

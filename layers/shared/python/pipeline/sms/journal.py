@@ -57,6 +57,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from pipeline import aws
+from pipeline.formats import SCHEMA_VERSION, by_name
 from pipeline.retention import SMS_RETENTION_DAYS
 from pipeline.sms.clock import CLOCK, Clock, iso, parse_iso
 from pipeline.sms.orders import OrderState, order_item_id
@@ -64,6 +65,9 @@ from pipeline.sms.orders import OrderState, order_item_id
 KEY_PREFIX = "sms#"
 # The reconciler's place in its round of a state's records (`records_in_turn`).
 CURSOR_PREFIX = "sms-reconcile-cursor#"
+# The notification's and the reconciler's cursor's formats (`pipeline.formats`).
+FORMAT = by_name("sms_notification")
+CURSOR = by_name("sms_reconcile_cursor")
 BY_STATE_INDEX = "by_state"
 
 
@@ -182,6 +186,7 @@ class Notification:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> Notification:
+        FORMAT.version_of(item)  # versions 0 and 1 differ only by `schema_version` itself
         return cls(
             key=str(item["id"])[len(KEY_PREFIX) :],
             state=State(item["state"]),
@@ -225,6 +230,13 @@ class Finish:
     # The gateway refused the account (a pipeline.errors.ACCOUNT_CAUSES cause): the claim is
     # undone (back to `state`, the attempt not counted), nothing having been sent.
     paused_cause: str | None = None
+
+
+def cursor_of(item: Mapping[str, Any]) -> tuple[str, str]:
+    """Where the reconciler's last turn ended: (state_since, key), empty for none (any version)."""
+    if item:
+        CURSOR.version_of(item)
+    return str(item.get("state_since", "")), str(item.get("key", ""))
 
 
 def _is_conflict(error: ClientError) -> bool:
@@ -325,16 +337,19 @@ class Journal:
         fails every time cannot hold the others back."""
         keys = sorted((iso(since), key) for key, since in self.keys_in_state(state, newer_than=newer_than))
         cursor_id = {"id": f"{CURSOR_PREFIX}{state.value}"}
-        cursor = self.table.get_item(Key=cursor_id, ConsistentRead=True).get("Item") or {}
-        after = (str(cursor.get("state_since", "")), str(cursor.get("key", "")))
+        after = cursor_of(self.table.get_item(Key=cursor_id, ConsistentRead=True).get("Item") or {})
         turn = [entry for entry in keys if entry > after] + [entry for entry in keys if entry <= after]
         batch = turn[:limit]
         if batch:
             self.table.update_item(
                 Key=cursor_id,
-                UpdateExpression="SET #since = :since, #key = :key",
-                ExpressionAttributeNames={"#since": "state_since", "#key": "key"},
-                ExpressionAttributeValues={":since": batch[-1][0], ":key": batch[-1][1]},
+                UpdateExpression="SET #since = :since, #key = :key, #v = :v",
+                ExpressionAttributeNames={"#since": "state_since", "#key": "key", "#v": SCHEMA_VERSION},
+                ExpressionAttributeValues={
+                    ":since": batch[-1][0],
+                    ":key": batch[-1][1],
+                    ":v": CURSOR.version,
+                },
             )
         for _, key in batch:
             record = self.get(key)
@@ -360,6 +375,7 @@ class Journal:
         now = self.clock.now()
         item: dict[str, Any] = {
             "id": KEY_PREFIX + draft.key,
+            SCHEMA_VERSION: FORMAT.version,
             "channel": draft.channel,
             "event_type": draft.event_type,
             "order_id": draft.order_id,

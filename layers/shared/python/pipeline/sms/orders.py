@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from pipeline.formats import SCHEMA_VERSION, by_name
 from pipeline.sms.clock import iso, parse_iso
 
 ORDER_PREFIX = "sms-order#"
@@ -51,6 +52,8 @@ RULES: tuple[str, ...] = (
 )
 
 ObservationKind = Literal["entered", "repeat", "seen", "resave", "stale"]
+# The order item's format (`pipeline.formats`); one without `schema_version` is version 0.
+FORMAT = by_name("sms_order")
 
 
 def order_item_id(order_key: str) -> str:
@@ -131,6 +134,7 @@ class OrderState:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> OrderState:
+        FORMAT.version_of(item)  # versions 0 and 1 differ only by `schema_version` itself
         return cls(
             order_key=str(item["order_key"]),
             status=str(item["status"]),
@@ -148,6 +152,7 @@ class OrderState:
     def item(self, expiration: int) -> dict[str, Any]:
         item: dict[str, Any] = {
             "id": order_item_id(self.order_key),
+            SCHEMA_VERSION: FORMAT.version,
             "order_key": self.order_key,
             "status": self.status,
             "entry": self.entry,

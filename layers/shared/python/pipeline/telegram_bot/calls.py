@@ -66,6 +66,7 @@ from pipeline import aws, pacing
 from pipeline.bot_api import TIMEOUT_SECONDS, already_done, verdict
 from pipeline.bot_api_errors import Verdict
 from pipeline.errors import PermanentError
+from pipeline.formats import by_name as by_format
 from pipeline.http import JsonResponse
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.telegram_bot.reference import CRASH_HEADER, CRASH_HOOKS_ENV
@@ -118,6 +119,17 @@ def current_event_id() -> str | None:
     return step.event_id if step else None
 
 
+# The journal entry's format (`pipeline.formats`).
+CALL_FORMAT = by_format("bot_api_call")
+
+
+def recorded_call(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A journal entry as read (None: none), of a version this code reads (1 only adds the version)."""
+    if item:
+        CALL_FORMAT.version_of(item)
+    return item
+
+
 class CallJournal:
     """`botcall#...` entries in the journal table (JOURNAL_TABLE)."""
 
@@ -136,7 +148,7 @@ class CallJournal:
         response = aws.client("dynamodb").get_item(
             TableName=self.table_name, Key={"id": {"S": self.key(event_id, index)}}, ConsistentRead=True
         )
-        return response.get("Item")
+        return recorded_call(response.get("Item"))
 
     def put(
         self,
@@ -150,6 +162,7 @@ class CallJournal:
     ) -> None:
         item: dict[str, Any] = {
             "id": {"S": self.key(event_id, index)},
+            **CALL_FORMAT.written(),
             "method": {"S": method},
             "digest": {"S": digest},
             "status": {"N": str(status)},

@@ -32,6 +32,7 @@ from botocore.exceptions import ClientError
 
 from pipeline import aws
 from pipeline.errors import PermanentError, TransientError
+from pipeline.formats import FormatTooNew, by_name
 from pipeline.registry import table_env_var
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 
@@ -39,8 +40,10 @@ TABLE = "bot_state"
 TTL_ATTRIBUTE = "expiration"
 # DynamoDB's limit on the items of one TransactWriteItems call.
 MAX_TRANSACTION_ITEMS = 100
-# The items' format (see the module docstring); an item without `schema_version` is version 0.
-STATE_SCHEMA_VERSION = 1
+# The items' formats (`pipeline.formats`, the one source of their versions): the state, the marker.
+FORMAT = by_name("bot_state")
+APPLIED_FORMAT = by_name("bot_update_applied")
+STATE_SCHEMA_VERSION = FORMAT.version
 # The sparse index of conversation items by the chat their key starts with (infra.tables).
 BY_CHAT_INDEX = "by_chat"
 CHAT_ATTRIBUTE = "chat"
@@ -90,7 +93,7 @@ def item_attributes(pk: str, data: str, version: int) -> dict[str, Any]:
         "pk": {"S": pk},
         "data": {"S": data},
         "version": {"N": str(version)},
-        "schema_version": {"N": str(STATE_SCHEMA_VERSION)},
+        **FORMAT.written(),
     }
     chat = conversation_chat(pk)
     if chat is not None:
@@ -100,12 +103,25 @@ def item_attributes(pk: str, data: str, version: int) -> dict[str, Any]:
 
 def schema_version(item: dict[str, Any]) -> int:
     """An item's format version (low-level attribute values); refuses one newer than this code."""
-    version = int(item["schema_version"]["N"]) if "schema_version" in item else 0
-    if version > STATE_SCHEMA_VERSION:
-        raise PermanentError(
-            f"bot state item has schema_version {version}, newer than this code ({STATE_SCHEMA_VERSION})"
-        )
-    return version
+    try:
+        return FORMAT.version_of(item)
+    except FormatTooNew as error:
+        raise PermanentError(f"bot state item: {error}") from None
+
+
+def stored_of(item: dict[str, Any] | None) -> Stored:
+    """A state item as read (None: absent); versions 0 and 1 differ in attributes this ignores."""
+    if not item:
+        return Stored(None, 0)
+    schema_version(item)
+    return Stored(json.loads(item["data"]["S"]), int(item["version"]["N"]))
+
+
+def applied_of(item: dict[str, Any] | None) -> bool:
+    """Whether a marker item (`applied#<event id>`) says the update's writes were committed."""
+    if item:
+        APPLIED_FORMAT.version_of(item)
+    return bool(item)
 
 
 class StateTable:
@@ -124,11 +140,7 @@ class StateTable:
         response = aws.client("dynamodb").get_item(
             TableName=self.table_name, Key={"pk": {"S": pk}}, ConsistentRead=True
         )
-        item = response.get("Item")
-        if not item:
-            return Stored(None, 0)
-        schema_version(item)  # versions 0 and 1 differ only in attributes this read ignores
-        return Stored(json.loads(item["data"]["S"]), int(item["version"]["N"]))
+        return stored_of(response.get("Item"))
 
     def applied(self, event_id: str) -> bool:
         """Whether an update's state writes were committed already (see the module docstring)."""
@@ -136,9 +148,9 @@ class StateTable:
             TableName=self.table_name,
             Key={"pk": {"S": f"applied#{event_id}"}},
             ConsistentRead=True,
-            ProjectionExpression="pk",
+            ProjectionExpression="pk, schema_version",
         )
-        return bool(response.get("Item"))
+        return applied_of(response.get("Item"))
 
     def commit(self, writes: dict[str, tuple[str | None, int]], event_id: str | None) -> dict[str, int]:
         """Write `pk -> (JSON or None to delete, version read)` and the event's marker at once
@@ -172,7 +184,11 @@ class StateTable:
         if not items:
             return versions
         if event_id is not None:
-            marker = {"pk": {"S": f"applied#{event_id}"}, TTL_ATTRIBUTE: expiration}
+            marker = {
+                "pk": {"S": f"applied#{event_id}"},
+                TTL_ATTRIBUTE: expiration,
+                **APPLIED_FORMAT.written(),
+            }
             items.append({"Put": {"TableName": self.table_name, "Item": marker}})
         if len(items) > MAX_TRANSACTION_ITEMS:
             raise PermanentError(
