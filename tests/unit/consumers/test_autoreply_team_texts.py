@@ -69,10 +69,13 @@ def test_the_consumer_answers_with_the_team_s_texts(
     else:
         monkeypatch.delenv(REPLIES_ENV, raising=False)
 
-    assert bot.deliver(
-        telegram_envelope(telegram_update("private_start")),  # /start
-        telegram_envelope(telegram_update("group_command")),  # /help: no reply of its own
-    ).failed == []
+    assert (
+        bot.deliver(
+            telegram_envelope(telegram_update("private_start")),  # /start
+            telegram_envelope(telegram_update("group_command")),  # /help: no reply of its own
+        ).failed
+        == []
+    )
 
     assert sorted(texts_sent(http_fake).values()) == ["Servus! Schreib uns.", "Wir melden uns."]
 

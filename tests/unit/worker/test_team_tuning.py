@@ -89,8 +89,8 @@ def test_the_shipped_file_is_an_example_that_tunes_nothing(monkeypatch: pytest.M
     [
         ("[autorepli]\nmax_concurrency = 10\n", r"\['autorepli'\] name no consumer; known: \[.*'autoreply'"),
         ("[autoreply]\nordered = true\n", r"\[autoreply\]: \['ordered'\] cannot be tuned here; tunable: "),
-        ("[autoreply]\nmax_concurrency = 1\n", r"\[autoreply\]: autoreply: max_concurrency must be 2\.\.1000"),
-        ('[autoreply]\nmax_concurrency = "ten"\n', r"\[autoreply\]: \['max_concurrency'\] must be whole numbers"),
+        ("[autoreply]\nmax_concurrency = 1\n", r"autoreply: max_concurrency must be 2\.\.1000"),
+        ('[autoreply]\nmax_concurrency = "ten"\n', r"\[.max_concurrency.\] must be whole numbers"),
         ("[autoreply.retry]\nmax_receive_count = 2\n", r"\[autoreply\]: \[retry\] max_receive_count must be"),
         ("[autoreply.retry]\ntries = 3\n", r"\[autoreply\]: unknown \[retry\] keys \['tries'\]"),
         # A tuning the consumer's own rules refuse: its batch would not leave the last record its call.
