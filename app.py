@@ -13,6 +13,11 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from pydantic import ValidationError
 
+try:
+    from pipeline.registry import CONSUMERS  # noqa: F401 - read here: a refusal is one clear line
+except ValueError as refused:  # pipeline.registry.DeclarationError: it names the file
+    sys.exit(f"invalid consumer declarations or tuning:\n{refused}")
+
 from infra.application import build_app, context_arguments, settings_error_message, synth_summary
 from infra.config import SettingsError
 

@@ -33,8 +33,8 @@ from pipeline.crm.sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
 from pipeline.crm.sync import MAX_AGE_ENV
 from pipeline.observability import TRACE_DISABLED_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
-from pipeline.registry import Consumer, enabled, secret_env_var, table_env_var
-from pipeline.replies import REPLIES_ENV, parse_replies
+from pipeline.registry import TUNING, TUNING_ENV, Consumer, enabled, secret_env_var, table_env_var
+from pipeline.replies import REPLIES_ENV, RepliesError, parse_replies, team_replies
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, load_rules, rules_file
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
@@ -46,6 +46,8 @@ from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
 JOURNAL = "journal"
 # The consumer that sends SMS; the reconciler and delivery-event handler exist with it.
 SMS_CONSUMER = "sms"
+# The consumer that answers with the team's texts (`pipeline.replies`).
+AUTOREPLY_CONSUMER = "autoreply"
 # End User Messaging's longest configuration set name.
 SMS_CONFIGURATION_SET_NAME_MAX = 64
 # The webhook's secrets, by the logical names whose `secret_env_var` is its env contract.
@@ -140,6 +142,7 @@ class FunctionEnvironments:
             "POWERTOOLS_METRICS_NAMESPACE": self.settings.metrics_namespace,
             "POWERTOOLS_LOG_LEVEL": self.settings.log_level,
             **tracing,
+            **consumer_tuning(),
         }
 
     def webhook(
@@ -227,6 +230,9 @@ class FunctionEnvironments:
                     f"the {consumer.name} consumer is ordered: its environment needs the alarm topic ARN"
                 )
             environment[ALARM_TOPIC_ENV] = alarm_topic_arn
+        if consumer.name == AUTOREPLY_CONSUMER:
+            # The team's texts (team/autoreply.json), read here as the SMS rules are.
+            environment[REPLIES_ENV] = autoreply_texts()
         check_function_settings(consumer)
         environment.update(consumer.environment)
         if consumer.sends_to_telegram:
@@ -358,6 +364,24 @@ class FunctionEnvironments:
     def sms_events(self, sms: Consumer, *, journal_table: str) -> dict[str, str]:
         """End User Messaging delivery events into the SMS journal (exists only with that gateway)."""
         return {**self.powertools(SMS_EVENTS.service_name), **self.sms(sms), "JOURNAL_TABLE": journal_table}
+
+
+def consumer_tuning() -> dict[str, str]:
+    """The team's tuning of the consumers (`team/consumers.toml`) for every function: each reads
+    the registry, and its consumers (its own, and the retry schedules the retention bound is
+    made of) must be the ones the stack built. Nothing when there is none."""
+    if not TUNING:
+        return {}
+    return {TUNING_ENV: json.dumps(TUNING, ensure_ascii=False, separators=(",", ":"), sort_keys=True)}
+
+
+def autoreply_texts() -> str:
+    """The team's autoreply texts, compact, as AUTOREPLY_REPLIES carries them; refused, at synth
+    or the local start, as the function would refuse them, naming the file."""
+    try:
+        return team_replies()
+    except RepliesError as error:
+        raise SettingsError([Problem("", str(error))]) from None
 
 
 def team_sms_rules() -> str:

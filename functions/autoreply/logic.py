@@ -10,10 +10,10 @@ What gets an answer:
 - A callback query (an inline button press) gets `answerCallbackQuery`, which stops the
   button's loading spinner; Telegram expects it within seconds.
 
-Replies come from env AUTOREPLY_REPLIES, a JSON object merged over DEFAULT_REPLIES, e.g.
-`{"/start": "Hi!", "/help": "...", "default": "We'll be in touch."}`; a null or "" value turns a
-default off (`pipeline.replies`, which the stack also checks the value with at synth). Command
-keys match case-insensitively and without "@botname".
+Replies are the team's (`team/autoreply.json`), passed in env AUTOREPLY_REPLIES, the whole table,
+e.g. `{"/start": "Hi!", "/help": "...", "default": "We'll be in touch."}`; a null or "" value is
+no reply (`pipeline.replies`, which the stack also checks the file with at synth). Command keys
+match case-insensitively and without "@botname".
 
 A command naming another bot (`/start@other_bot`, in a group with several bots) gets no reply
 at all, not even the default one, when the bot's own username is known: env
@@ -31,7 +31,6 @@ pauses the record; any other refusal (400) dead-letters it with Telegram's descr
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,7 +42,7 @@ from pipeline.bot_api_errors import ChatUnreachable
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
-from pipeline.replies import DEFAULT_KEY, REPLIES_ENV, RepliesError, parse_replies
+from pipeline.replies import DEFAULT_KEY, RepliesError, replies_in_force
 from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id, own_username, user_of
 
 logger = Logger(child=True)
@@ -53,9 +52,9 @@ TOKEN_SECRET = "telegram_bot_token"  # noqa: S105 - the registry name of the sec
 
 
 def replies() -> dict[str, str]:
-    """The reply table in force (defaults merged with AUTOREPLY_REPLIES)."""
+    """The reply table in force (AUTOREPLY_REPLIES, else the team's file)."""
     try:
-        return parse_replies(os.environ.get(REPLIES_ENV, ""))
+        return replies_in_force()
     except RepliesError as error:
         raise PermanentError(str(error)) from None
 

@@ -12,7 +12,6 @@ from local.chaos.checks import reply_text
 from local.chaos.workload import LONGEST_REFUSAL_SECONDS, STEPS
 from local.settings import LocalSettings
 from pipeline.registry import Consumer, RetryPolicy, by_name
-from pipeline.replies import DEFAULT_REPLIES
 from pipeline.secrets import REFRESH_ON_MISMATCH_INTERVAL_SECONDS
 from pipeline.sms.rules import load_rules
 
@@ -23,7 +22,6 @@ FAST_RETRY = RetryPolicy(
 )
 
 
-AUTOREPLY_DEFAULTS_OFF = dict.fromkeys(DEFAULT_REPLIES, "")
 STEP_REPLIES = {f"/step{n}": reply_text(n) for n in range(1, STEPS + 1)}
 
 
@@ -37,8 +35,8 @@ def _autoreply() -> Consumer:
         by_name("autoreply"),
         ordered=True,
         batch_size=3,
-        # Its own commands off: /start is the example bot's, in the conversations' chats.
-        environment={"AUTOREPLY_REPLIES": json.dumps({**AUTOREPLY_DEFAULTS_OFF, **STEP_REPLIES})},
+        # Only its step replies (the whole table): /start is the example bot's, in the conversations' chats.
+        environment={"AUTOREPLY_REPLIES": json.dumps(STEP_REPLIES)},
         retry=FAST_RETRY,
     )
     return dataclasses.replace(

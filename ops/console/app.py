@@ -175,33 +175,35 @@ def _failure(error: Exception) -> str | None:
 def build_app(console: Console) -> Any:
     where = console.where
 
-    def view(title: str, active: str, make: Callable[[], str]) -> Response:
+    def view(title: str, active: str, template: str, make: Callable[[], dict[str, Any]]) -> Response:
+        """The page `template` with what `make` reads; a failure an operator can fix is the page's
+        error line (502)."""
         try:
-            body = make()
+            context = make()
         except Exception as error:
             message = _failure(error)
             if message is None:
                 raise
-            return _html(
-                pages.page(
-                    title, where.label, f"<p class='bad' id='error'>{pages.text(message)}</p>", active
-                ),
-                502,
-            )
-        return _html(pages.page(title, where.label, body, active))
+            return _html(pages.render("error.html", title, where.label, active, message=message), 502)
+        return _html(pages.render(template, title, where.label, active, **context))
 
     def events_page(request: Request) -> Response:
         q = request.query_params
         filters = events.Filters(
             q.get("source", ""), q.get("type", ""), q.get("chat", ""), q.get("order", "")
         )
-        return view("Events", "/events", lambda: pages.events_body(data.event_paths(where, filters), filters))
+        return view(
+            "Events",
+            "/events",
+            "events.html",
+            lambda: {"paths": data.event_paths(where, filters), "filters": filters},
+        )
 
     def consumers_page(request: Request) -> Response:
-        return view("Consumers", "/consumers", lambda: pages.consumers_body(data.consumer_rows(where)))
+        return view("Consumers", "/consumers", "consumers.html", lambda: {"rows": data.consumer_rows(where)})
 
     def dlqs_page(request: Request) -> Response:
-        def body() -> str:
+        def read() -> dict[str, Any]:
             stack = where.stack()
             rows = dlq.dlq_rows(stack)
             peeked = {
@@ -209,29 +211,32 @@ def build_app(console: Console) -> Any:
                 for r in rows
                 if r["dlq_depth"] or r["in_flight"]
             }
-            return pages.dlqs_body(rows, peeked)
+            return {"rows": rows, "peeked": peeked}
 
-        return view("Dead-letter queues", "/dlqs", body)
+        return view("Dead-letter queues", "/dlqs", "dlqs.html", read)
 
     def sms_page(request: Request) -> Response:
         order, phone = request.query_params.get("order", ""), request.query_params.get("phone", "")
 
-        def body() -> str:
+        def read() -> dict[str, Any]:
             found = data.find_sms(where, order, phone) if order or phone else None
-            return pages.sms_body(data.unknown_sms(where), found, order, phone)
+            return {"unknown": data.unknown_sms(where), "found": found, "order": order, "phone": phone}
 
-        return view("SMS journal", "/sms", body)
+        return view("SMS journal", "/sms", "sms.html", read)
 
     def bot_page(request: Request) -> Response:
         chat = request.query_params.get("chat", "")
         return view(
             "Bot conversations",
             "/bot",
-            lambda: pages.bot_body(chat, data.bot_conversation(where, chat) if chat else None),
+            "bot.html",
+            lambda: {"chat": chat, "view": data.bot_conversation(where, chat) if chat else None},
         )
 
     def alarms_page(request: Request) -> Response:
-        return view("Alarms", "/alarms", lambda: pages.alarms_body(data.alarm_rows(where), where.local))
+        return view(
+            "Alarms", "/alarms", "alarms.html", lambda: {"rows": data.alarm_rows(where), "local": where.local}
+        )
 
     def csrf_of(request: Request) -> str:
         return console.session(request) or ""
@@ -267,12 +272,18 @@ def build_app(console: Console) -> Any:
         command, options, back = actions[name]
         values = dict(request.query_params)
 
-        def body() -> str:
+        def read() -> dict[str, Any]:
             ctx = where.context(**options(values), dry_run=True, yes=False)
             command(ctx)
-            return pages.confirm_body(data.output(ctx), f"/actions/{name}", csrf_of(request), values, back)
+            return {
+                "question": data.output(ctx),
+                "path": f"/actions/{name}",
+                "csrf": csrf_of(request),
+                "fields": values,
+                "back": back,
+            }
 
-        return view(f"Confirm: {name}", back, body)
+        return view(f"Confirm: {name}", back, "confirm.html", read)
 
     def action(request: Request) -> Response:
         name = request.path_params["action"]
@@ -297,13 +308,9 @@ def build_app(console: Console) -> Any:
             console.audit(f"{stamp} console {name} {data.masked(values)}: {data.masked(line)}")
         if error:
             console.audit(f"{stamp} console {name} {data.masked(values)}: error: {data.masked(error)}")
+        title = f"{name}: {'refused' if error else 'done'}"
         return _html(
-            pages.page(
-                f"{name}: {'refused' if error else 'done'}",
-                where.label,
-                pages.result_body(lines, error, back),
-                back,
-            )
+            pages.render("result.html", title, where.label, back, lines=lines, error=error, back=back)
         )
 
     def home(request: Request) -> Response:

@@ -18,7 +18,7 @@ from local.fakes.telegram import TelegramFake
 from local.fakes.telegram_api_gen import method_models
 from pipeline import aws, bot_api, deadline, pacing
 from pipeline.registry import CONSUMERS, secret_env_var
-from pipeline.replies import DEFAULT_REPLIES
+from pipeline.replies import parse_replies, team_replies
 from pipeline.retention import CONSUMER_QUEUE_RETENTION, REDELIVERY_BOUND
 from pipeline.telegram import BOT_USERNAME_ENV
 from tests.unit.consumer_support import (
@@ -83,7 +83,8 @@ def strict_telegram(
 
 
 def default_replies() -> dict[str, str]:
-    return DEFAULT_REPLIES
+    """The texts of the team's file as shipped (team/autoreply.json, an example)."""
+    return parse_replies(team_replies())
 
 
 def api_call(request: Recorded) -> tuple[str, dict[str, Any]]:
@@ -157,7 +158,8 @@ def test_configured_replies_and_the_default_reply(
 
     calls = sorted((api_call(r)[1] for r in http_fake.requests), key=lambda params: params["chat_id"])
     assert calls == [
-        {"chat_id": -4012345678, "text": default_replies()["/help"]},  # not overridden: default kept
+        # The table is the whole table: /help has no reply in it, so it gets the default one.
+        {"chat_id": -4012345678, "text": "Danke, wir melden uns."},
         {"chat_id": ANNA_CHAT, "text": "Willkommen!"},
         # A plain message gets "default", in the business chat it came from.
         {
@@ -179,7 +181,8 @@ def test_a_command_for_another_bot_gets_no_reply_when_the_username_is_set(
     bot: DeployedConsumer, http_fake: FakeHttpServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(BOT_USERNAME_ENV, "MyShopBot")
-    monkeypatch.setenv("AUTOREPLY_REPLIES", json.dumps({"default": "We'll be in touch."}))
+    replies = {**default_replies(), "default": "We'll be in touch."}
+    monkeypatch.setenv("AUTOREPLY_REPLIES", json.dumps(replies))
     ours = _group_command("/start@myshopbot", 16)
     plain = telegram_envelope(telegram_update("private_start"))  # "/start"
     theirs = _group_command("/start@other_bot", 16)

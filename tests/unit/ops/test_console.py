@@ -117,7 +117,7 @@ def test_redrive_one_moves_only_that_message_and_an_unknown_consumer_is_refused_
     _, left = peek_messages(stack, "crm")
     assert sorted(m["event_id"] for m in left) == ["telegram:default:1", "telegram:default:3"]
     refused = client.post("/actions/redrive", data={"consumer": "nope", "csrf": csrf(console)})
-    assert "no consumer &#x27;nope&#x27;" in refused.text
+    assert "no consumer &#39;nope&#39;" in refused.text
     assert "refused" in refused.text
 
 

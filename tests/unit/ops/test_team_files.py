@@ -1,7 +1,8 @@
 """A team's things are outside the pipeline's folders: after `make consumer`, a change of the SMS
-rules and texts and the choice of a bot, `git status` of a copy of the repository names only
-files of the team's (`functions/<their folders>/`, `team/`, `cdk.json`), and the pipeline
-(settings, registry, the functions' environments) follows them."""
+rules and texts, of the autoreply texts, of a built-in consumer's tuning and the choice of a bot,
+`git status` of a copy of the repository names only files of the team's (`functions/<their
+folders>/`, `team/`, `cdk.json`), and the pipeline (settings, registry, the functions'
+environments) follows them."""
 
 from __future__ import annotations
 
@@ -25,12 +26,19 @@ from infra.application import project_context
 from infra.config import PipelineSettings
 from infra.environment import FunctionEnvironments
 from pipeline.registry import by_name, enabled
+from pipeline.replies import REPLIES_ENV
 from pipeline.sms.rules import RULES_ENV
 
 settings = PipelineSettings.from_context(project_context())
 environments = FunctionEnvironments(settings, stack_name="Copy")
+names = {"journal": "j", "telegram_bot_token": "s"}
+autoreply = by_name("autoreply")
 print(json.dumps({
     "rules": json.loads(environments.sms(by_name("sms"))[RULES_ENV]),
+    "replies": json.loads(
+        environments.worker(autoreply, queue_url="q", dlq_url="d", tables=names, secrets=names)[REPLIES_ENV]
+    ),
+    "autoreply": [autoreply.max_concurrency, autoreply.retry.max_receive_count],
     "consumers": sorted(c.name for c in enabled(settings.registry_settings())),
     "bot_application": settings.bot_application,
 }))
@@ -38,6 +46,8 @@ print(json.dumps({
 
 OUR_TEXT = "{customer_name}, your order {order_id} has been shipped."
 THEIR_TEXT = "{customer_name}, parcel {order_id} left our shop today."
+THEIR_REPLIES = {"/start": "Servus! Schreib uns.", "default": "Wir melden uns."}
+THEIR_TUNING = "[autoreply]\nmax_concurrency = 10\n\n[autoreply.retry]\nmax_receive_count = 8\n"
 
 
 def run(command: list[str], copy: Path) -> str:
@@ -59,6 +69,8 @@ def test_the_pipelines_folders_are_unchanged_by_what_a_team_does(tmp_path: Path)
     [shipped] = [rule for rule in rules["rules"] if rule["template"] == OUR_TEXT]
     shipped["template"] = THEIR_TEXT
     rules_file.write_text(json.dumps(rules, indent=2))
+    (copy / "team" / "autoreply.json").write_text(json.dumps({"version": 1, "replies": THEIR_REPLIES}))
+    (copy / "team" / "consumers.toml").write_text(THEIR_TUNING)
     (copy / "functions" / "mybot").mkdir()
     (copy / "functions" / "mybot" / "__init__.py").write_text("")
     (copy / "functions" / "mybot" / "main.py").write_text(
@@ -67,7 +79,7 @@ def test_the_pipelines_folders_are_unchanged_by_what_a_team_does(tmp_path: Path)
     )
     run([sys.executable, "-m", "ops", "configure", "bot_application=mybot.main:build", "--yes"], copy)
 
-    theirs = ("functions/loyalty/", "functions/mybot/", "team/sms_rules.json", "cdk.json")
+    theirs = ("functions/loyalty/", "functions/mybot/", "team/", "cdk.json")
     status = changed(copy)
     assert {line[3:].split("/")[0] for line in status} == {"functions", "team", "cdk.json"}
     assert [line for line in status if not line[3:].startswith(theirs)] == []
@@ -75,5 +87,7 @@ def test_the_pipelines_folders_are_unchanged_by_what_a_team_does(tmp_path: Path)
     seen = json.loads(run([sys.executable, "-c", READ_BACK], copy))
     assert THEIR_TEXT in [rule["template"] for rule in seen["rules"]["rules"]]
     assert OUR_TEXT not in json.dumps(seen["rules"])
+    assert seen["replies"] == THEIR_REPLIES
+    assert seen["autoreply"] == [10, 8]
     assert seen["bot_application"] == "mybot.main:build"
     assert {"bot", "loyalty"} <= set(seen["consumers"]) and "autoreply" not in seen["consumers"]

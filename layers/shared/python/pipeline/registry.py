@@ -16,6 +16,8 @@ source's consumer publishes), and the CRMs whose own webhooks the webhook accept
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -27,6 +29,7 @@ from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.deadline import needed
 from pipeline.errors import ACCOUNT_CAUSES
 from pipeline.pacing import SEND_RATE_ENV, TELEGRAM_CHAT_INTERVAL_SECONDS, paced_environment
+from pipeline.team import team_file
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
 # maxReceiveCount on the source queue's redrive policy to at least 5" for a queue that is a Lambda
@@ -396,7 +399,79 @@ def discover(root: Path | None = None) -> tuple[Consumer, ...]:
     return tuple(consumers)
 
 
-CONSUMERS: tuple[Consumer, ...] = discover()
+# The team's tuning of any consumer (`team/consumers.toml`), without editing its declaration:
+# `[<consumer>]` tables of these keys, and `[<consumer>.retry]` of RetryPolicy's. The stack and the
+# local runtime read the file and give every function its content in TUNING_ENV (JSON), which a
+# function reads instead (a Lambda code asset has no `team/`).
+TUNING_FILE_NAME = "consumers.toml"
+TUNING_ENV = "PIPELINE_CONSUMER_TUNING"
+TUNABLE = ("batch_size", "batching_window_seconds", "max_concurrency", "memory_mb", "timeout_seconds")
+
+
+def read_tuning() -> dict[str, Any]:
+    """The team's tuning as written: TUNING_ENV if set, else the team's file, else none."""
+    raw = os.environ.get(TUNING_ENV, "")
+    if raw.strip():
+        try:
+            loaded = json.loads(raw)
+        except ValueError as error:
+            raise DeclarationError(f"{TUNING_ENV}: not JSON ({error})") from error
+        if not isinstance(loaded, dict):
+            raise DeclarationError(f"{TUNING_ENV}: must be a JSON object of consumer names")
+        return loaded
+    path = team_file(TUNING_FILE_NAME)
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise DeclarationError(f"{path}: not TOML ({error})") from error
+
+
+def _whole_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def tuned(consumers: tuple[Consumer, ...], tuning: Mapping[str, Any], where: str) -> tuple[Consumer, ...]:
+    """`consumers` with the team's `tuning` applied, each checked as a declaration is; a tuning
+    naming no consumer, a key that is not tunable or a value the consumer refuses fails naming
+    `where` (the file) and the consumer."""
+    known = {consumer.name: consumer for consumer in consumers}
+    unknown = sorted(set(tuning) - set(known))
+    if unknown:
+        raise DeclarationError(f"{where}: {unknown} name no consumer; known: {sorted(known)}")
+    for name, values in tuning.items():
+        at = f"{where}: [{name}]"
+        if not isinstance(values, dict):
+            raise DeclarationError(f"{at} must be a table")
+        keys = sorted(set(values) - {*TUNABLE, "retry"})
+        if keys:
+            raise DeclarationError(f"{at}: {keys} cannot be tuned here; tunable: {[*TUNABLE, 'retry']}")
+        retry = values.get("retry", {})
+        if not isinstance(retry, dict):
+            raise DeclarationError(f"{at}: retry must be a table")
+        numbers = {**{k: v for k, v in values.items() if k != "retry"}, **retry}
+        wrong = sorted(key for key, value in numbers.items() if not _whole_number(value))
+        if wrong:
+            raise DeclarationError(f"{at}: {wrong} must be whole numbers")
+        changes = {key: value for key, value in values.items() if key != "retry"}
+        if retry:
+            changes["retry"] = _retry({**dataclasses.asdict(known[name].retry), **retry}, at)
+        try:
+            known[name] = dataclasses.replace(known[name], **changes)
+        except (TypeError, ValueError) as error:
+            raise DeclarationError(f"{at}: {error}") from error
+    return tuple(known[consumer.name] for consumer in consumers)
+
+
+def team_tuning_source() -> str:
+    """What names the tuning in force in errors: the variable or the file."""
+    return TUNING_ENV if os.environ.get(TUNING_ENV, "").strip() else str(team_file(TUNING_FILE_NAME))
+
+
+# The tuning in force, as written (what the stack passes on in TUNING_ENV), and every consumer.
+TUNING: dict[str, Any] = read_tuning()
+CONSUMERS: tuple[Consumer, ...] = tuned(discover(), TUNING, team_tuning_source())
 
 
 def secret_env_var(secret: str) -> str:

@@ -24,18 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pipeline.crm.contract import CrmEvent
 from pipeline.errors import PermanentError
+from pipeline.team import team_file
 
 RULES_ENV = "SMS_RULES_JSON"
-# Where the team's folder is: this variable if set, else the repository's `team/` (found from
-# layers/shared/python/pipeline/sms/; in Lambda the stack sets RULES_ENV and no file is read).
-TEAM_DIR_ENV = "PIPELINE_TEAM_DIR"
+# In the team's folder (`pipeline.team`); in Lambda the stack sets RULES_ENV and no file is read.
 RULES_FILE_NAME = "sms_rules.json"
-_REPOSITORY_TEAM = Path(__file__).resolve().parent.parent.parent.parent.parent.parent / "team"
 
 
 def rules_file() -> Path:
     """The team's SMS rules file."""
-    return Path(os.environ.get(TEAM_DIR_ENV) or _REPOSITORY_TEAM) / RULES_FILE_NAME
+    return team_file(RULES_FILE_NAME)
 
 
 # What a template may use, all taken from the CRM event.
