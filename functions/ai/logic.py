@@ -31,6 +31,7 @@ from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.registry import MESSAGE_KINDS
+from pipeline.retention import conversation_expiration
 from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id
 
 logger = Logger(child=True)
@@ -136,9 +137,13 @@ def analyze(envelope: Envelope) -> dict[str, Any]:
     result = analysis(raw, stop_reason, model_id, envelope.event_id)
     aws.resource("dynamodb").Table(os.environ["CONVERSATIONS_TABLE"]).update_item(
         Key={"pk": f"chat#{chat_id}", "sk": f"update#{update_id:012d}"},
-        UpdateExpression="SET #ai = :ai",
-        ExpressionAttributeNames={"#ai": "ai"},
-        ExpressionAttributeValues={":ai": result},
+        # The store consumer may not have written the item yet: the same TTL as it gives it.
+        UpdateExpression="SET #ai = :ai, #expiration = if_not_exists(#expiration, :expiration)",
+        ExpressionAttributeNames={"#ai": "ai", "#expiration": "expiration"},
+        ExpressionAttributeValues={
+            ":ai": result,
+            ":expiration": conversation_expiration(envelope.received_at),
+        },
     )
     metric = "AiParsed" if result["status"] == "parsed" else "AiUnparsed"
     metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
