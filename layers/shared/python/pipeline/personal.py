@@ -110,10 +110,12 @@ class Retention:
     ttl: timedelta | None
     since: str
     owner: str | None = None
+    # A TTL its writer computes apart from these settings (kinds holding no personal data).
+    writer_ttl: bool = False
 
     def describe(self) -> str:
         if self.ttl is None:
-            return f"no TTL: {self.owner}"
+            return f"TTL: {self.owner}" if self.writer_ttl else f"no TTL: {self.owner}"
         return f"{self.ttl.days} d after {self.since} (TTL)"
 
 
@@ -285,7 +287,7 @@ KINDS: tuple[Kind, ...] = (
         "journal",
         _format_key("consumer_paused"),
         "a consumer's pause (cause, time): no personal data",
-        Retention(None, "", "pipeline.pause's own retention"),
+        Retention(None, "", "pipeline.pause's own retention", writer_ttl=True),
         _NO_PERSON,
     ),
     Kind(
@@ -293,7 +295,7 @@ KINDS: tuple[Kind, ...] = (
         "journal",
         _ATTEMPTS,
         "an ordered consumer's attempt count of an SQS message: no personal data",
-        Retention(None, "", "the consumer queue's retention (pipeline.worker)"),
+        Retention(None, "", "the consumer queue's retention (pipeline.worker)", writer_ttl=True),
         _NO_PERSON,
     ),
     Kind(
@@ -301,7 +303,7 @@ KINDS: tuple[Kind, ...] = (
         "journal",
         _NOT_BEFORE,
         "the bot-wide flood wait: no personal data",
-        Retention(None, "", "a day after the wait (pipeline.pacing)"),
+        Retention(None, "", "a day after the wait (pipeline.pacing)", writer_ttl=True),
         _NO_PERSON,
     ),
     # -- the conversations table (keys "pk", "sk") --
