@@ -65,7 +65,7 @@ class TableReport:
     table: str
     present: bool = True
     scanned: int = 0
-    scan_reasons: list[str] = field(default_factory=list)
+    scan_reasons: list[str] = field(default_factory=list)  # kinds only a scan finds
     done: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, deleted|anonymised)
     left: Counter[str] = field(default_factory=Counter)  # kind (or "unclaimed") -> items
 
@@ -199,7 +199,7 @@ def forget(ctx: Context) -> int:
         dynamo = aws.resource("dynamodb").Table(name)
         kinds = [kind for kind in KINDS if kind.table == table and kind.personal]
         found = _by_key(table, dynamo, kinds, person)
-        report.scan_reasons = sorted({kind.forget.scan for kind in kinds if kind.forget.scan})
+        report.scan_reasons = [kind.name for kind in kinds if kind.forget.scan]
         if report.scan_reasons:
             found |= _scan(dynamo, person, report)
         _erase(table, dynamo, person, found, report, apply)
@@ -233,7 +233,7 @@ def _print(ctx: Context, person: Person, reports: list[TableReport], apply: bool
             continue
         how = "by key"
         if report.scan_reasons:
-            how += f", and a scan of {report.scanned} item(s): " + "; ".join(report.scan_reasons)
+            how += f"; a scan of {report.scanned} item(s): no key leads to {', '.join(report.scan_reasons)}"
         ctx.line(f"{report.table} ({how})")
         for (kind, what), count in sorted(report.done.items()):
             ctx.line(f"  {kind}: {count} {what}")

@@ -36,7 +36,7 @@ from tests.e2e.support import (
     user,
     wait_for,
 )
-from tests.e2e.test_bot_conversation import Conversation, bot_calls
+from tests.e2e.test_bot_conversation import Conversation, bot_calls, leads_for
 from tests.e2e.test_pipeline import END_USER_MESSAGING
 
 FORGET_SCENARIO = 71
@@ -172,10 +172,12 @@ def test_ops_forget_leaves_no_item_naming_the_person_and_keeps_exactly_once(pipe
     assert {"idempotency_record", "sms_notification", "crm_lead_contact", "conversation_update"} <= kinds
     assert naming(pipeline, phone, chat), "the scenario stored nothing about the person"
     replies = len(pipeline.fake("telegram").calls("/bot"))
+    leads = len(leads_for(pipeline, chat))
+    assert leads == 1
 
     output = forget(pipeline, phone, chat)
 
-    assert "journal (by key, and a scan of" in output
+    assert "journal (by key; a scan of" in output
     left = naming(pipeline, phone, chat)
     assert left == [], left
     assert naming(pipeline, other_phone, int(other["id"])), "the other person's items went too"
@@ -186,6 +188,7 @@ def test_ops_forget_leaves_no_item_naming_the_person_and_keeps_exactly_once(pipe
     assert pipeline.runtime.wait_until_drained(timeout=60)
     assert len(END_USER_MESSAGING.sends(pipeline, order)) == 1, "exactly one SMS"
     assert len(pipeline.fake("telegram").calls("/bot")) == replies, "a reply was sent again"
+    assert len(leads_for(pipeline, chat)) == leads, "a second lead for the person"
     assert naming(pipeline, phone, chat) == []
 
 

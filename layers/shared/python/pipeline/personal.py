@@ -360,10 +360,13 @@ def unlisted_formats() -> list[str]:
 
 def markdown_table() -> str:
     """docs/forget.md's table of stores (tests/unit/test_personal.py keeps the page equal to it)."""
-    rows = ["| table | item kind | holds | kept | `ops forget` |", "|---|---|---|---|---|"]
+    rows = ["| table | item kind | holds | kept | `ops forget` | found by |", "|---|---|---|---|---|---|"]
     for kind in KINDS:
         erase = kind.forget.erase.describe() if kind.forget.erase else "nothing personal: kept"
-        rows.append(
-            f"| {kind.table} | `{kind.name}` | {kind.holds} | {kind.retention.describe()} | {erase} |"
-        )
+        ways = ["key"] if kind.forget.keys else []
+        ways += ["index query" if kind.forget.partitions[0] else "query"] if kind.forget.partitions else []
+        ways += [f"scan ({kind.forget.scan})"] if kind.forget.scan else []
+        found = ", ".join(ways) if kind.personal else "-"
+        cells = [kind.table, f"`{kind.name}`", kind.holds, kind.retention.describe(), erase, found]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
