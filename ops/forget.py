@@ -18,8 +18,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from boto3.dynamodb.conditions import Key
-
 from infra.outputs import OutputKey
 from infra.tables import TABLE_KEYS
 from ops.context import Context
@@ -80,7 +78,11 @@ def _key_text(table: str, item: dict[str, Any]) -> str:
 
 
 def _query(dynamo: Any, index: str | None, attribute: str, value: str) -> list[dict[str, Any]]:
-    request: dict[str, Any] = {"KeyConditionExpression": Key(attribute).eq(value)}
+    request: dict[str, Any] = {
+        "KeyConditionExpression": "#partition = :value",
+        "ExpressionAttributeNames": {"#partition": attribute},
+        "ExpressionAttributeValues": {":value": value},
+    }
     if index:
         request["IndexName"] = index
     found: list[dict[str, Any]] = []
