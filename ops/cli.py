@@ -29,7 +29,7 @@ from botocore.exceptions import (
 from infra.config import DEFAULT_STAGE, valid_stage
 from infra.paths import CDK_JSON
 from infra.region import apply_region
-from ops import dlq, journal, outputs, scaffold, webhook
+from ops import dlq, forget, journal, outputs, scaffold, webhook
 from ops.configure import configure
 from ops.context import Context
 from ops.doctor import doctor
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ops",
         description="Operate the Telegram/CRM event pipeline: webhook, secret rotation, DLQs, SMS journal, "
-        "stack outputs, doctor.",
+        "stack outputs, doctor, forget a person.",
         epilog=f"AWS credentials come from the usual places (AWS_PROFILE, env, SSO). {API_BASE_ENV} "
         "overrides the Telegram Bot API base URL.",
     )
@@ -396,6 +396,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--abandon",
         action="store_true",
         help="never send it (e.g. the customer was told another way): close it, stop alarming",
+    )
+    forget_command = command(
+        commands,
+        "forget",
+        forget.forget,
+        "Erase or anonymise one person (--phone and/or --chat) in every table: prints what it "
+        f"removed per table, identifiers masked; exit {EXIT_FOUND} if an item still names them.",
+        confirm,
+        json_option,
+    )
+    forget_command.add_argument(
+        "--phone", help="the person's phone (international +..., or the stage's region)"
+    )
+    forget_command.add_argument(
+        "--chat", type=int, help="the person's Telegram chat id (in a private chat, also their user id)"
     )
     console_command = command(
         commands,

@@ -33,6 +33,7 @@ from pipeline.errors import PermanentError, TransientError
 from pipeline.formats import SCHEMA_VERSION
 from pipeline.formats import by_name as by_format
 from pipeline.registry import MESSAGE_KINDS
+from pipeline.retention import conversation_expiration
 from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id
 
 logger = Logger(child=True)
@@ -138,9 +139,14 @@ def analyze(envelope: Envelope) -> dict[str, Any]:
     result = analysis(raw, stop_reason, model_id, envelope.event_id)
     aws.resource("dynamodb").Table(os.environ["CONVERSATIONS_TABLE"]).update_item(
         Key={"pk": f"chat#{chat_id}", "sk": f"update#{update_id:012d}"},
-        UpdateExpression="SET #ai = :ai, #v = :v",
-        ExpressionAttributeNames={"#ai": "ai", "#v": SCHEMA_VERSION},
-        ExpressionAttributeValues={":ai": result, ":v": by_format("conversation_update").version},
+        # The store consumer may not have written the item yet: the same TTL as it gives it.
+        UpdateExpression="SET #ai = :ai, #v = :v, #expiration = if_not_exists(#expiration, :expiration)",
+        ExpressionAttributeNames={"#ai": "ai", "#v": SCHEMA_VERSION, "#expiration": "expiration"},
+        ExpressionAttributeValues={
+            ":ai": result,
+            ":v": by_format("conversation_update").version,
+            ":expiration": conversation_expiration(envelope.received_at),
+        },
     )
     metric = "AiParsed" if result["status"] == "parsed" else "AiUnparsed"
     metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)

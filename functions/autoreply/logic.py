@@ -37,7 +37,8 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from pipeline.bot_api import BotApi, unreachable
+from pipeline.blocked import unreachable
+from pipeline.bot_api import BotApi
 from pipeline.bot_api_errors import ChatUnreachable
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError

@@ -24,6 +24,7 @@ from pipeline.envelope import Envelope, dumps
 from pipeline.errors import ConsumerError, PermanentError, TransientError
 from pipeline.formats import SCHEMA_VERSION
 from pipeline.formats import by_name as by_format
+from pipeline.retention import conversation_expiration
 from pipeline.telegram import chat_of, integer_id, user_of
 
 # DynamoDB error codes worth retrying: capacity, throttling and server-side faults.
@@ -109,6 +110,7 @@ def save_update(envelope: Envelope) -> dict[str, str]:
     item = conversation_item(envelope)
     key = {"pk": item["pk"], "sk": item["sk"]}
     values = {name: value for name, value in item.items() if name not in key}
+    values["expiration"] = conversation_expiration(envelope.received_at)
     try:
         # An update, not a put: the `ai` consumer may already have added its result to this item.
         aws.resource("dynamodb").Table(table_name).update_item(

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import socket
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -247,6 +248,8 @@ def test_403_is_recorded_as_blocked_and_neither_retried_nor_dead_lettered(
     assert item["chat_id"] == ANNA_CHAT
     assert item["description"] == "Forbidden: bot was blocked by the user"
     assert item["event_id"] == start.envelope.event_id
+    # Personal data (a chat id): kept as long as the update could come back (pipeline.personal).
+    assert time.time() < item["expiration"] <= time.time() + REDELIVERY_BOUND.total_seconds()
     [logged] = out.logs("bot blocked in chat: recorded, not retried")
     assert logged["chat_id"] == ANNA_CHAT
 

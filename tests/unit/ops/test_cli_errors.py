@@ -28,6 +28,7 @@ COMMANDS = [
     ("new-consumer",),
     ("configure",),
     ("console",),
+    ("forget",),
     ("dlq", "list"),
     ("dlq", "peek"),
     ("dlq", "redrive"),

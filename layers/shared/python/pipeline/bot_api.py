@@ -7,8 +7,8 @@ handed to the HTTP client as a secret: no error reason or log line can contain i
 
 Every answer that is not `{"ok": true}` is judged by the one table (`pipeline.bot_api_errors`),
 here for the reply consumer and in `pipeline.telegram_bot.calls` for the bot engine: `verdict`
-reads the answer, `already_done` notes a call whose effect held, and `unreachable` records a
-chat the update came from that can no longer be written to.
+reads the answer, `already_done` notes a call whose effect held, and `pipeline.blocked.unreachable`
+records a chat the update came from that can no longer be written to.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from pipeline import deadline, pacing
-from pipeline.bot_api_errors import ChatUnreachable, Verdict, classify
+from pipeline.bot_api_errors import Verdict, classify
 from pipeline.errors import PermanentError
-from pipeline.formats import SCHEMA_VERSION
-from pipeline.formats import by_name as by_format
 from pipeline.http import JsonHttpClient, JsonResponse
 
 logger = Logger(child=True)
@@ -61,36 +59,6 @@ def already_done(found: Verdict) -> None:
         "telegram call already had its effect: counted as answered",
         extra={"method": found.method, "description": found.description},
     )
-
-
-# The `blocked#<chat id>` item's format (`pipeline.formats`).
-BLOCKED_FORMAT = by_format("chat_blocked")
-
-
-def unreachable(error: ChatUnreachable, event_id: str, chat_id: int) -> dict[str, Any]:
-    """Acknowledge an update whose own chat `chat_id` can no longer be written to (`Scope.CHAT`):
-    noted in the journal table as `blocked#<chat id>`, counted (BotBlocked) and logged; never
-    retried (retrying cannot help, and it is not a fault)."""
-    from datetime import UTC, datetime
-
-    from pipeline import aws
-
-    aws.resource("dynamodb").Table(os.environ["JOURNAL_TABLE"]).put_item(
-        Item={
-            "id": f"blocked#{chat_id}",
-            SCHEMA_VERSION: BLOCKED_FORMAT.version,
-            "chat_id": chat_id,
-            "description": error.description,
-            "event_id": event_id,
-            "blocked_at": datetime.now(UTC).isoformat(),
-        }
-    )
-    metrics.add_metric(name="BotBlocked", unit=MetricUnit.Count, value=1)
-    logger.warning(
-        "bot blocked in chat: recorded, not retried",
-        extra={"chat_id": chat_id, "method": error.verdict.method, "description": error.description},
-    )
-    return {"chat_id": chat_id, "method": error.verdict.method}
 
 
 class BotApi:

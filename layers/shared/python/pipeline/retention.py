@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pipeline.registry import CONSUMERS, Consumer
 
@@ -98,3 +98,13 @@ def check_idempotency_ttl(seconds: int) -> int:
             " and a record expired by then lets it repeat its side effects"
         )
     return seconds
+
+
+# How long the conversations table keeps a Telegram update (its text, names, ids) for the console
+# and the `ai` consumer's labels: long enough to look back on a support case, then gone (TTL).
+CONVERSATION_RETENTION = timedelta(days=90)
+
+
+def conversation_expiration(received_at: datetime) -> int:
+    """The TTL (epoch seconds) of the conversations item of an update received at `received_at`."""
+    return int((received_at + CONVERSATION_RETENTION).timestamp())

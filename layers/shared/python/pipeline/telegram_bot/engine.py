@@ -60,7 +60,8 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes
 from telegram.request import HTTPXRequest
 
-from pipeline.bot_api import TIMEOUT_SECONDS, api_base, unreachable
+from pipeline.blocked import unreachable
+from pipeline.bot_api import TIMEOUT_SECONDS, api_base
 from pipeline.bot_api_errors import ChatUnreachable, Scope
 from pipeline.envelope import Envelope
 from pipeline.errors import UNAUTHORIZED, AccountRefused, ConsumerError, PermanentError, TransientError
