@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import string
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -31,6 +32,12 @@ RULES_ENV = "SMS_RULES_JSON"
 TEAM_DIR_ENV = "PIPELINE_TEAM_DIR"
 RULES_FILE_NAME = "sms_rules.json"
 _REPOSITORY_TEAM = Path(__file__).resolve().parent.parent.parent.parent.parent.parent / "team"
+# How old (hours since the CRM's move) a notification may be when it is sent: past it, its news is
+# stale (`pipeline.sms.endstates`: `expired`). The rules file's `default_max_age_hours` and each
+# rule's `max_age_hours` set it; End User Messaging gets the rest as its `TimeToLive`, whose
+# longest is 72 hours (SendTextMessage's 259,200 s), the bound of both.
+DEFAULT_MAX_AGE_HOURS = 24
+MAX_AGE_LIMIT_HOURS = 72
 
 
 def rules_file() -> Path:
@@ -85,6 +92,7 @@ class SmsRule(BaseModel):
     status: str = Field(min_length=1, max_length=64)
     from_statuses: tuple[str, ...] = ()
     template: str = Field(min_length=1, max_length=1_600)
+    max_age_hours: float | None = Field(default=None, gt=0, le=MAX_AGE_LIMIT_HOURS)
 
     @field_validator("template")
     @classmethod
@@ -136,6 +144,7 @@ class SmsRules(BaseModel):
 
     version: int = Field(ge=1, le=1)
     rules: tuple[SmsRule, ...] = Field(min_length=1)
+    default_max_age_hours: float = Field(default=DEFAULT_MAX_AGE_HOURS, gt=0, le=MAX_AGE_LIMIT_HOURS)
 
     @model_validator(mode="after")
     def _unambiguous(self) -> SmsRules:
@@ -152,6 +161,12 @@ class SmsRules(BaseModel):
     def sends_for(self, status: str) -> bool:
         """Whether an entry into `status` may send an SMS (from some previous status)."""
         return any(rule.status == status for rule in self.rules)
+
+    def max_age(self, rule_name: str | None) -> timedelta:
+        """The rule's maximum age at send time; the default for a rule since removed."""
+        rule = next((rule for rule in self.rules if rule.name == rule_name), None)
+        hours = rule.max_age_hours if rule is not None and rule.max_age_hours else self.default_max_age_hours
+        return timedelta(hours=hours)
 
     def rule_for(self, status: str, previous_status: str | None) -> SmsRule | None:
         return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)
