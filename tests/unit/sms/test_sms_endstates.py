@@ -9,6 +9,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from pipeline.pause import PAUSE_SECONDS
 from pipeline.sms import endstates
 from pipeline.sms.journal import State
@@ -20,16 +22,14 @@ from tests.unit.sms.test_sms_account_refused import (  # noqa: F401 - fixtures
     waiting,
 )
 
-Gateway = tuple[str, Callable[[], int]]
-
 
 def test_a_customer_who_replied_stop_gets_nothing_and_leaves_no_dead_letter(
-    sms: SmsHarness, eum_gateway: Gateway, output: Callable[[Any], Output]
+    sms: SmsHarness, request: pytest.FixtureRequest, output: Callable[[Any], Output]
 ) -> None:
     """End User Messaging keeps the opt-out list (STOP is handled by AWS) and refuses a send to a
     listed number with ConflictException DESTINATION_PHONE_NUMBER_OPTED_OUT: `suppressed`, once,
     for every later order too; never retried, never dead-lettered. START opts back in."""
-    url, texts = eum_gateway
+    url, texts = request.getfixturevalue("eum_gateway")
     log = output(sms.worker)
     control(url, "/_inbound", {"from": PHONE, "text": "Stop"})
     first, second = order_event(), order_event("shipped", "paid")
@@ -130,14 +130,14 @@ def test_quiet_hours_delay_the_sms_durably_then_send_it(
 
 
 def test_issue_39_seed_40_a_pending_sms_behind_a_paused_message_is_superseded_by_the_newer_status(
-    sms: SmsHarness, eum_gateway: Gateway, output: Callable[[Any], Output]
+    sms: SmsHarness, request: pytest.FixtureRequest, output: Callable[[Any], Output]
 ) -> None:
     """Seed 40: End User Messaging refused the account twice for the order's first status (its
     first move, then a repeat of that entry); the record waited for its paused message, and the
     order moved on to "shipped" meanwhile. Nothing closed the old record: it stayed `pending`, or
     its paused message sent "ready for pickup" after "shipped". The rule: a newer status
     supersedes the pending notification of the entry it left (`superseded`, counted)."""
-    url, texts = eum_gateway
+    url, texts = request.getfixturevalue("eum_gateway")
     log = output(sms.worker)
     now = sms.clock.now()
     ready = order_event(occurred_at=(now - timedelta(minutes=30)).isoformat(), order_id="ORD-40")
