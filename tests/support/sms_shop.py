@@ -17,9 +17,9 @@ has a marker in the customer name, so every SMS names the run it is for. `violat
 - a run that is *due* gets exactly one SMS or a record a person must decide on (unknown, failed,
   abandoned), or a record that ended it unsent (superseded by the order's next move, expired past
   its rule's maximum age: `pipeline.sms.endstates`); a run is due when a move of it was
-  processed before the order's next move happened and after every earlier run was first processed (what any CRM without transition ids
-  can promise: a run whose move arrives after the next one happened may be stale, and then
-  nothing, or once, is right);
+  processed before the order's next move happened and after every earlier run was first
+  processed (what any CRM without transition ids can promise: a run whose move arrives after
+  the next one happened may be stale, and then nothing, or once, is right);
 - once the faults stop and everything drains, no record is left `pending` or `sending`.
 
 `tests/unit/sms/test_sms_model.py` drives it with Hypothesis's rule-based state machine;
