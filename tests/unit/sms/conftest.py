@@ -104,9 +104,9 @@ def order_event(
 
 
 def recent(minutes: int = 0) -> str:
-    """A CRM stamp `minutes` after a whole hour four hours before the test's clock: a history
-    within every rule's maximum age (`pipeline.sms.rules`), with readable gaps."""
-    base = CLOCK.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
+    """A CRM stamp `minutes` after a whole hour an hour before the test's clock (minutes up to
+    60): a history within the SMS age setting's default (2 h), with readable gaps."""
+    base = CLOCK.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     return (base + timedelta(minutes=minutes)).isoformat()
 
 

@@ -116,12 +116,12 @@ def test_4_an_expired_history_never_reuses_the_key_of_an_unresolved_unknown(sms:
     sms.fake.then(FakeBehaviour.TIMEOUT_BEFORE_ACCEPT)
     now = datetime.now(UTC)
     ready = order_event(
-        "ready_for_pickup", "paid", order_id="ORD-4", occurred_at=stamp(now - timedelta(hours=2))
+        "ready_for_pickup", "paid", order_id="ORD-4", occurred_at=stamp(now - timedelta(minutes=30))
     )
     replay(sms, ready)
     sms.clock.advance(24 * 3600)
     assembling = order_event(
-        "assembling", "ready_for_pickup", order_id="ORD-4", occurred_at=stamp(now - timedelta(hours=1))
+        "assembling", "ready_for_pickup", order_id="ORD-4", occurred_at=stamp(now - timedelta(minutes=20))
     )
     replay(sms, assembling)
     sms.clock.advance(29 * 24 * 3600)
@@ -365,7 +365,7 @@ def test_generated_a_move_stamped_after_a_clamped_entrys_receipt_is_never_its_pa
     shipped is the status paid came from, so it was taken for paid's past (stale): no SMS. A
     clamped stamp only bounds when its move happened; a true stamp after that bound is later."""
     now = datetime.now(UTC).replace(microsecond=0)
-    shipped = order_event("shipped", "new", order_id="ORD-G6", occurred_at=stamp(now - timedelta(hours=3)))
+    shipped = order_event("shipped", "new", order_id="ORD-G6", occurred_at=stamp(now - timedelta(hours=1)))
     paid = order_event("paid", "shipped", order_id="ORD-G6", occurred_at=stamp(now + timedelta(hours=1)))
     replay(sms, shipped, paid)  # paid: stamped an hour ahead of its receipt, so clamped to it
     # Within the skew tolerance of its own receipt, so trusted; later than paid's receipt.

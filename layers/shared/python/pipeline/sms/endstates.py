@@ -5,8 +5,9 @@ redrive days later, a catch-up sweep and an orphan are judged alike:
 
 - `superseded`: the order entered a newer status since (its entry's move no longer opens the
   order's current entry): the customer would read an old status after the new one;
-- `expired`: older than its rule's maximum age (`pipeline.sms.rules`, measured from the CRM's
-  move): "ready for pickup" for an order collected days ago;
+- `expired`: older than its rule's maximum age (`pipeline.sms.rules`; by default the one SMS age
+  setting, SMS_MAX_AGE_SECONDS, measured from the CRM's move): "ready for pickup" for an order
+  collected days ago;
 - `suppressed`: the number is on the suppression list (an inbound STOP, `ops sms opt-out`), or
   End User Messaging refused it as opted out (`ConflictException`
   `DESTINATION_PHONE_NUMBER_OPTED_OUT`, its own opt-out list, `pipeline.sms.service`);
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pipeline.crm.sync import max_age
 from pipeline.observability import mask_phone
 from pipeline.sms.clock import iso
 from pipeline.sms.journal import Journal, Notification, State
@@ -137,7 +139,7 @@ def time_to_live(rules: SmsRules, record: Notification, now: datetime) -> int | 
     """Seconds the notification may still be delivered in (End User Messaging's `TimeToLive`)."""
     if record.occurred_at is None:
         return None
-    left = (record.occurred_at + rules.max_age(record.rule) - now).total_seconds()
+    left = (record.occurred_at + rules.max_age(record.rule, max_age()) - now).total_seconds()
     return int(min(TTL_MAX_SECONDS, max(TTL_MIN_SECONDS, left)))
 
 
@@ -196,9 +198,9 @@ def hold(
         if order is not None and order.opened_by != record.transition:
             return Hold(State.SUPERSEDED, f"the order moved on to {order.status!r} before it was sent")
     if record.occurred_at is not None:
-        max_age = rules.max_age(record.rule)
-        if now - record.occurred_at > max_age:
-            age, limit = (now - record.occurred_at) / timedelta(hours=1), max_age / timedelta(hours=1)
+        limit_age = rules.max_age(record.rule, max_age())
+        if now - record.occurred_at > limit_age:
+            age, limit = (now - record.occurred_at) / timedelta(hours=1), limit_age / timedelta(hours=1)
             return Hold(State.EXPIRED, f"{age:.1f} h after the move, past its maximum age of {limit:g} h")
     if opted_out(journal, record.recipient):
         return Hold(State.SUPPRESSED, "the number opted out (suppression list)")

@@ -33,10 +33,10 @@ TEAM_DIR_ENV = "PIPELINE_TEAM_DIR"
 RULES_FILE_NAME = "sms_rules.json"
 _REPOSITORY_TEAM = Path(__file__).resolve().parent.parent.parent.parent.parent.parent / "team"
 # How old (hours since the CRM's move) a notification may be when it is sent: past it, its news is
-# stale (`pipeline.sms.endstates`: `expired`). The rules file's `default_max_age_hours` and each
-# rule's `max_age_hours` set it; End User Messaging gets the rest as its `TimeToLive`, whose
-# longest is 72 hours (SendTextMessage's 259,200 s), the bound of both.
-DEFAULT_MAX_AGE_HOURS = 24
+# stale (`pipeline.sms.endstates`: `expired`). A rule's `max_age_hours` sets it for that rule; the
+# others take the deployment's one SMS age setting (`sms_max_age_minutes`, SMS_MAX_AGE_SECONDS,
+# which the CRM sources use too). End User Messaging gets the rest as its `TimeToLive`, whose
+# longest is 72 hours (SendTextMessage's 259,200 s): the bound.
 MAX_AGE_LIMIT_HOURS = 72
 
 
@@ -144,7 +144,6 @@ class SmsRules(BaseModel):
 
     version: int = Field(ge=1, le=1)
     rules: tuple[SmsRule, ...] = Field(min_length=1)
-    default_max_age_hours: float = Field(default=DEFAULT_MAX_AGE_HOURS, gt=0, le=MAX_AGE_LIMIT_HOURS)
 
     @model_validator(mode="after")
     def _unambiguous(self) -> SmsRules:
@@ -162,11 +161,11 @@ class SmsRules(BaseModel):
         """Whether an entry into `status` may send an SMS (from some previous status)."""
         return any(rule.status == status for rule in self.rules)
 
-    def max_age(self, rule_name: str | None) -> timedelta:
-        """The rule's maximum age at send time; the default for a rule since removed."""
+    def max_age(self, rule_name: str | None, default: timedelta) -> timedelta:
+        """The rule's maximum age at send time; `default` for a rule without one (or removed)."""
         rule = next((rule for rule in self.rules if rule.name == rule_name), None)
-        hours = rule.max_age_hours if rule is not None and rule.max_age_hours else self.default_max_age_hours
-        return timedelta(hours=hours)
+        hours = rule.max_age_hours if rule is not None else None
+        return timedelta(hours=hours) if hours else default
 
     def rule_for(self, status: str, previous_status: str | None) -> SmsRule | None:
         return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)
