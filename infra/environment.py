@@ -312,6 +312,9 @@ class FunctionEnvironments:
             "SMS_GATEWAY": settings.sms_gateway,
             "SMS_MESSAGE_TYPE": settings.sms_message_type,
             "SMS_RECONCILE_DEADLINE_HOURS": f"{settings.sms_reconcile_deadline_hours:g}",
+            # The one SMS age: a notification older at send time ends `expired` (unless its rule
+            # sets its own), as the CRM sources count a transition seen that late too old.
+            MAX_AGE_ENV: str(settings.sms_max_age_minutes * 60),
         }
         optional = {
             "SMS_ORIGINATION_IDENTITY": settings.sms_origination_identity,

@@ -29,7 +29,7 @@ from botocore.exceptions import (
 from infra.config import DEFAULT_STAGE, valid_stage
 from infra.paths import CDK_JSON
 from infra.region import apply_region
-from ops import dlq, forget, journal, outputs, scaffold, webhook
+from ops import dlq, forget, journal, outputs, scaffold, sms, webhook
 from ops.configure import configure
 from ops.context import Context
 from ops.doctor import doctor
@@ -412,6 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
     forget_command.add_argument(
         "--chat", type=int, help="the person's Telegram chat id (in a private chat, also their user id)"
     )
+    sms_parser = commands.add_parser(
+        "sms", help="The SMS suppression list (opt-out) of HTTP gateways and local runs.", parents=[common]
+    )
+    sms_commands = sms_parser.add_subparsers(dest="sms_command", required=True, metavar="SMS_COMMAND")
+    for name, handler, help_text in (
+        ("opt-out", sms.opt_out, "Put a number on the suppression list: its order SMS end `suppressed`."),
+        ("opt-in", sms.opt_in, "Take a number off the suppression list."),
+    ):
+        command(sms_commands, name, handler, help_text).add_argument("phone", help="E.164 number")
     console_command = command(
         commands,
         "console",

@@ -37,7 +37,8 @@ from infra.constructs.events_topic import EncryptedTopic
 from infra.constructs.journal import grant_index_query, grant_items
 from infra.constructs.lambda_function import METRIC_PERIOD, FunctionDefaults, PipelineFunction, nag_arn
 from infra.constructs.secrets import grant_secret_value
-from infra.environment import RECONCILER, SMS_EVENTS, FunctionEnvironments
+from infra.environment import RECONCILER, SMS_CONFIGURATION_SET_NAME_MAX, SMS_EVENTS, FunctionEnvironments
+from infra.naming import stack_scoped_name
 from infra.settings import PipelineSettings
 from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.journal import BY_STATE_INDEX
@@ -159,6 +160,7 @@ class SmsSupport(Construct):
         if self.uses_end_user_messaging:
             check_end_user_messaging_region(self)
         self.configuration_set: smsvoice.CfnConfigurationSet | None = None
+        self.opt_out_list: smsvoice.CfnOptOutList | None = None
         self.delivery_events: EncryptedTopic | None = None
         self.delivery_events_handler: PipelineFunction | None = None
         self.delivery_events_dlqs: dict[str, sqs.Queue] = {}
@@ -321,6 +323,18 @@ class SmsSupport(Construct):
                         ),
                     )
                 ],
+            )
+            # The stack's own opt-out list (`pipeline.sms.endstates`): AWS handles STOP/START
+            # replies to an identity using it and refuses later sends to a listed number
+            # (ConflictException DESTINATION_PHONE_NUMBER_OPTED_OUT: the SMS ends `suppressed`).
+            # The origination identity is the account's, not the stack's: associate the list with
+            # it (docs/sms-endstates.md); until then the account's `Default` list does the same.
+            self.opt_out_list = smsvoice.CfnOptOutList(
+                self,
+                "OptOutList",
+                opt_out_list_name=stack_scoped_name(
+                    Stack.of(self).stack_name, "-sms-opt-outs", SMS_CONFIGURATION_SET_NAME_MAX
+                ),
             )
             # The topic's policy and key policy must admit End User Messaging before it is wired,
             # and the worker must not send with the set before it exists.

@@ -22,9 +22,10 @@ N` replays the same workload and faults. The invariants, once the faults stop an
 - `crm`: one lead per chat that sent an accepted message (the contact book's rule), never two;
 - `sms`: at most one accepted SMS per run (an order's stay in a status, begun by a real move),
   none for a status without a rule; exactly one for the last run of each order when its status
-  has a rule, unless a record a person must decide on says so (`failed`, `unknown`) or the
-  move is in sms's DLQ (earlier runs may be stale by the time their move is handled: at most one);
-  once the operator has decided every such record (`bin/ops journal resolve`), none excuses;
+  has a rule, unless a record a person must decide on says so (`failed`, `unknown`), a record
+  ended unsent by a rule (`suppressed`, `expired`: outcomes, not losses) or the move is in
+  sms's DLQ (earlier runs may be stale by the time their move is handled: at most one); once
+  the operator has decided every such record (`bin/ops journal resolve`), none of those excuses;
 - portal deals (`local.chaos.portals`): at most as many SMS as the deal's history has entries
   into a status with a rule (a move between two stages of one status is none), and at least one
   when the status the deal is in now has a rule, unless a record a person must decide on says
@@ -57,6 +58,10 @@ from pipeline.sms.journal import State
 # The SMS records a person decides on (`ops journal`): a visible outcome, not a loss.
 DECIDE_STATES = frozenset({State.FAILED, State.UNKNOWN})
 INTERMEDIATE_SMS_STATES = frozenset({State.PENDING, State.SENDING})
+# Notifications that ended unsent by a rule (`pipeline.sms.endstates`): outcomes, not losses. A run
+# whose number opted out, or whose move was past its rule's maximum age when it could be sent, owes
+# no SMS; `superseded` ends only a run the order has left (never the last), which owes at most one.
+ENDED_SMS_STATES = frozenset({State.SUPPRESSED, State.EXPIRED, State.SUPERSEDED})
 
 
 # What a dead letter's reason says when a whole account was refused: the worker's pause reason, and
@@ -346,10 +351,12 @@ def _check_sms(sent: Sent, observed: Observed, rules: frozenset[str], violation:
 
 
 def _awaiting_a_person(observed: Observed) -> set[str]:
-    """The runs (customer names) with an SMS record a person must decide on, until they have."""
+    """The runs (customer names) with an SMS record a person must decide on, until they have, or
+    one that ended unsent by a rule (suppressed, expired)."""
+    ended = {run for _, state, run in observed.sms_records if state in ENDED_SMS_STATES - {State.SUPERSEDED}}
     if observed.decided_by_operator:
-        return set()
-    return {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
+        return ended
+    return ended | {run for _, state, run in observed.sms_records if state in DECIDE_STATES}
 
 
 def _check_portals(sent: Sent, observed: Observed, rules: frozenset[str], violation: Any) -> None:

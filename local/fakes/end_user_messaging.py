@@ -36,6 +36,13 @@ ServiceQuotaExceededException `MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT` (the month'
 (the caller's role denied); `/_account/unblock` ends it. It has no credential of its own to rotate
 (SigV4 with the caller's role).
 
+The account's opt-out list (End User Messaging's default `Default` list; STOP handled by AWS):
+`POST /_inbound {"from": "+E164", "text": "STOP"}` is a customer's reply, as the carrier hands it
+to AWS: a STOP keyword puts the number on the list, START/UNSTOP takes it off; a send to a
+listed number is refused with 409 ConflictException `DESTINATION_PHONE_NUMBER_OPTED_OUT`
+(`ResourceType` opt-out-list), nothing sent. `GET /_opted_out` lists the numbers (tests only).
+A send's `TimeToLive` (seconds, 5..259,200) is checked and kept with the message.
+
 `GET /_messages` lists what "reached phones" (one entry per accepted send), `GET /_events` the
 delivery events published (or dropped).
 """
@@ -55,6 +62,7 @@ from typing import Any, ClassVar
 
 from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, FaultRequestError, status_phrase
+from pipeline.sms.endstates import inbound_keyword
 
 TARGET_PREFIX = "PinpointSMSVoiceV2."
 SIGNING_NAME = "sms-voice"
@@ -67,6 +75,8 @@ CONTEXT_VALUE = re.compile(r"^(?!\s)[\s\S]{1,800}(?<!\s)$")
 ORIGINATION_IDENTITY = re.compile(r"^[A-Za-z0-9_:/+-]{1,256}$")
 CONFIGURATION_SET = re.compile(r"^[A-Za-z0-9_:/-]{1,256}$")
 MESSAGE_TYPES = frozenset({"TRANSACTIONAL", "PROMOTIONAL"})
+TIME_TO_LIVE = (5, 259_200)  # SendTextMessage's TimeToLive bounds, seconds
+OPT_OUT_LIST = "Default"
 # The origination number in events when the send names no phone number (End User Messaging then
 # picks one of the account's; 555-01xx numbers are reserved for fiction).
 LOCAL_ORIGINATION_NUMBER = "+12065550152"
@@ -173,6 +183,7 @@ class EndUserMessagingFake(FakeService):
         self._wakeup = threading.Condition()
         self._scheduler: threading.Thread | None = None
         self.account = AccountSwitch(ACCOUNT_REFUSALS, _no_credential)
+        self._opted_out: set[str] = set()
 
     # -- configuration ---------------------------------------------------------------------------
     def add_configuration_set(self, name: str, event_topic_arn: str | None) -> None:
@@ -300,7 +311,26 @@ class EndUserMessagingFake(FakeService):
             return FakeResponse(200, self.events())
         if (switched := self.account.control(request)) is not None:
             return switched
+        if (request.method, request.path) == ("POST", "/_inbound"):
+            return self._inbound(request.json())
+        if (request.method, request.path) == ("GET", "/_opted_out"):
+            with self._data_lock:
+                return FakeResponse(200, sorted(self._opted_out))
         return super().control(request)
+
+    def _inbound(self, document: Any) -> FakeResponse:
+        """A customer's reply: AWS handles the opt-out keywords itself (the account's list)."""
+        sender = document.get("from") if isinstance(document, dict) else None
+        text = document.get("text") if isinstance(document, dict) else None
+        if not isinstance(sender, str) or not E164.fullmatch(sender) or not isinstance(text, str):
+            return FakeResponse(400, {"error": "expected {from: E.164, text}"})
+        keyword = inbound_keyword(text)
+        with self._data_lock:
+            if keyword == "stop":
+                self._opted_out.add(sender)
+            elif keyword == "start":
+                self._opted_out.discard(sender)
+        return FakeResponse(200, {"keyword": keyword})
 
     def error_response(self, status: int, retry_after: int | None = None) -> FakeResponse:
         if status >= 500:
@@ -390,7 +420,23 @@ class EndUserMessagingFake(FakeService):
             not isinstance(identity, str) or not ORIGINATION_IDENTITY.fullmatch(identity)
         ):
             raise validation_error("OriginationIdentity", "OriginationIdentity is not an identity")
+        ttl = document.get("TimeToLive")
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, int) or not TIME_TO_LIVE[0] <= ttl <= TIME_TO_LIVE[1]
+        ):
+            raise validation_error("TimeToLive", f"TimeToLive must be {TIME_TO_LIVE[0]}..{TIME_TO_LIVE[1]}")
         topic = self._event_destination(document.get("ConfigurationSetName"))
+        with self._data_lock:
+            opted_out = destination in self._opted_out
+        if opted_out:
+            raise AwsError(
+                409,
+                "ConflictException",
+                "The destination phone number is opted out",
+                Reason="DESTINATION_PHONE_NUMBER_OPTED_OUT",
+                ResourceType="opt-out-list",
+                ResourceId=OPT_OUT_LIST,
+            )
 
         message_id = str(uuid.uuid4())
         requested_at = int(time.time() * 1000)
@@ -402,6 +448,7 @@ class EndUserMessagingFake(FakeService):
                     "text": body,
                     "context": dict(context),
                     "configuration_set": document.get("ConfigurationSetName"),
+                    "time_to_live": ttl,
                     "accepted_at": requested_at / 1000,
                 }
             )

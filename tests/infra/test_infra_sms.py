@@ -454,8 +454,18 @@ def test_the_stack_makes_the_configuration_set_and_points_its_events_at_the_topi
     assert set_id in default_synth.resources[ids["worker"]]["DependsOn"]
 
 
+def test_the_stack_makes_its_own_opt_out_list_with_the_configuration_set(default_synth: Synthesized) -> None:
+    """Issue 43: End User Messaging's own opt-out list is part of the SMS configuration (STOP is
+    handled by AWS; a listed number's send ends `suppressed`). Nothing calls it: no grant."""
+    ((_, opt_outs),) = of_type(default_synth.resources, "AWS::SMSVOICE::OptOutList").items()
+    assert opt_outs["Properties"]["OptOutListName"] == DEFAULT_CONFIGURATION_SET.replace(
+        "-sms", "-sms-opt-outs"
+    )
+
+
 def test_a_given_configuration_set_is_used_not_created(full_synth: Synthesized) -> None:
     assert of_type(full_synth.resources, "AWS::SMSVOICE::ConfigurationSet") == {}
+    assert of_type(full_synth.resources, "AWS::SMSVOICE::OptOutList") == {}
     outputs = full_synth.template.to_json()["Outputs"]
     assert outputs["SmsConfigurationSet"]["Value"] == SMS_CONFIGURATION_SET
 

@@ -32,6 +32,7 @@ NAME_PROPERTIES = {
     "AWS::Events::Rule": "Name",
     "AWS::KMS::Alias": "AliasName",
     "AWS::SMSVOICE::ConfigurationSet": "ConfigurationSetName",
+    "AWS::SMSVOICE::OptOutList": "OptOutListName",
 }
 # The context of both stages: every consumer and feature, the stack's own SMS configuration set.
 STAGES_CONTEXT = {

@@ -15,10 +15,11 @@ has a marker in the customer name, so every SMS names the run it is for. `violat
 
 - never two SMS for one run, never an SMS for a status without a rule (the rules hold that);
 - a run that is *due* gets exactly one SMS or a record a person must decide on (unknown, failed,
-  abandoned); a run is due when a move of it was processed before the order's next move
-  happened and after every earlier run was first processed (what any CRM without transition ids
-  can promise: a run whose move arrives after the next one happened may be stale, and then
-  nothing, or once, is right);
+  abandoned), or a record that ended it unsent (superseded by the order's next move, expired past
+  its rule's maximum age: `pipeline.sms.endstates`); a run is due when a move of it was
+  processed before the order's next move happened and after every earlier run was first
+  processed (what any CRM without transition ids can promise: a run whose move arrives after
+  the next one happened may be stale, and then nothing, or once, is right);
 - once the faults stop and everything drains, no record is left `pending` or `sending`.
 
 `tests/unit/sms/test_sms_model.py` drives it with Hypothesis's rule-based state machine;
@@ -56,6 +57,9 @@ from pipeline.sms.orders import CLOCK_SKEW_TOLERANCE
 
 STATUSES = ("paid", "assembling", "ready_for_pickup", "shipped", "delivered")
 RULED = frozenset({"ready_for_pickup", "shipped"})
+# What a due run may end in without an SMS: a person's decision, or an end of its own (expired;
+# superseded only when the order has a later run).
+OUTCOME_STATES = frozenset({State.UNKNOWN.value, State.FAILED.value, State.EXPIRED.value})
 PHONES = ("+375291234567", "+375297654321", "+375331112233")
 AWS_FAULTS = ("crash_before", "crash_after", "lost_answer", "throttled")
 GATEWAY_FAULTS = tuple(FakeBehaviour)
@@ -544,7 +548,9 @@ class Shop:
                 if drained and run.status in RULED and self._due(order, run) and count == 0:
                     states = [item["state"] for item in records_by_run.get(run.marker, [])]
                     decided = any(run_of_key.get(key) == run.marker for key in self.abandoned)
-                    if not decided and not any(state in ("unknown", "failed") for state in states):
+                    moved_on = run.index + 1 < len(order.runs)
+                    ended = OUTCOME_STATES | ({State.SUPERSEDED.value} if moved_on else set())
+                    if not decided and not any(state in ended for state in states):
                         found.append(
                             f"run {run.marker} ({run.entered_from} -> {run.status}) was due and got no SMS"
                             f" and no record for a person (records: {states or 'none'})"

@@ -380,3 +380,21 @@ def test_the_plan_blocks_every_vendor_account_the_campaign_calls_for_seconds() -
 
     assert {step.args["vendor"] for step in steps} == {"bitrix24", "amocrm", "telegram", "end_user_messaging"}
     assert all(0 < step.args["seconds"] <= 12 for step in steps)
+
+
+def test_a_last_run_ended_suppressed_or_expired_is_an_outcome_but_superseded_is_not() -> None:
+    """Issue 43: an opted-out number and a move past its rule's maximum age end unsent by a rule,
+    visible in the journal: outcomes, not losses, also once the operator has decided the rest. A
+    last run can never be superseded (nothing came after it): that is still a missing SMS."""
+    for ended in ("suppressed", "expired"):
+        sent, observed = healthy()
+        observed.sms = []
+        observed.sms_records = [("sms#k", ended, customer_name("O-1", 2))]
+        observed.decided_by_operator = True
+        assert check(SEED, sent, observed, RULES) == [], ended
+    sent, observed = healthy()
+    observed.sms = []
+    observed.sms_records = [("sms#k", "superseded", customer_name("O-1", 2))]
+    assert [v.detail for v in check(SEED, sent, observed, RULES)] == [
+        "no SMS for the move into shipped, nor a record to decide on"
+    ]

@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
@@ -95,12 +95,19 @@ def order_event(
     event["order"]["status"] = status
     event["order"]["previous_status"] = previous_status
     event["order"]["id"] = order_id or f"ORD-{uuid.uuid4().hex[:12]}"
-    if occurred_at:
-        event["occurred_at"] = occurred_at
+    # Now, unless given: the fixture's stamp is months old, past every rule's maximum age.
+    event["occurred_at"] = occurred_at or CLOCK.now().isoformat()
     if transition_id:
         event["order"]["transition_id"] = transition_id
     event["customer"]["phone"] = phone
     return event
+
+
+def recent(minutes: int = 0) -> str:
+    """A CRM stamp `minutes` after a whole hour an hour before the test's clock (minutes up to
+    60): a history within the SMS age setting's default (2 h), with readable gaps."""
+    base = CLOCK.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    return (base + timedelta(minutes=minutes)).isoformat()
 
 
 def move_of(event: dict[str, Any]) -> Move:

@@ -68,6 +68,8 @@ def test_end_user_messaging_sends_the_right_request_with_the_key_in_context(
                 "OriginationIdentity": "arn:aws:sms-voice:eu-central-1:123456789012:pool/pool-1",
                 "ConfigurationSetName": "order-sms",
                 "Context": {"notification_key": key_of(event)},
+                # The maximum age left since the move (the SMS age setting's default, 2 h).
+                "TimeToLive": 2 * 3600,
             },
         )
         sms.publish(event)

@@ -17,14 +17,14 @@ from pipeline.sms.gateways import SimulatedCrash
 from pipeline.sms.journal import State
 from pipeline.sms.orders import Move, observe
 from tests.unit.consumer_support import Output, crm_envelope
-from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event
+from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event, recent
 
 READY = "Olga Ivanova, your order ORD-7 is ready for pickup."
 SHIPPED = "Olga Ivanova, your order ORD-7 has been shipped."
 
 
 def at(minute: int) -> str:
-    return f"2026-01-15T10:{minute:02d}:00+00:00"
+    return recent(minute)
 
 
 def replay(sms: SmsHarness, *events: dict[str, Any]) -> None:

@@ -49,6 +49,8 @@ class OutgoingSms:
     key: str
     phone: str
     body: str
+    # How long the gateway may still deliver it (its rule's maximum age left); None: its default.
+    ttl_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,10 @@ class GatewayRefused(Exception):
         transient: bool,
         retry_after: float | None = None,
         account: str | None = None,
+        opted_out: bool = False,
     ) -> None:
         self.code = code
+        self.opted_out = opted_out  # the number is on the gateway's opt-out list: suppressed
         self.detail = mask_phones(detail)[:300]
         self.transient = transient
         self.retry_after = retry_after
@@ -126,6 +130,8 @@ class EndUserMessagingGateway:
     PERMANENT_REFUSALS = frozenset(
         {"ValidationException", "AccessDeniedException", "ResourceNotFoundException", "ConflictException"}
     )
+    # The ConflictException `Reason` of a number on the account's opt-out list (a STOP reply).
+    OPTED_OUT = "DESTINATION_PHONE_NUMBER_OPTED_OUT"
     # Refusals of the whole account (error code, its `Reason`; None: any or none), per the API's
     # SendTextMessage errors: the month's spend limit reached (the account's money for SMS, raised
     # by a person), the account disabled or held for its reputation, or the role denied the call.
@@ -162,6 +168,8 @@ class EndUserMessagingGateway:
             params["OriginationIdentity"] = self.origination_identity
         if self.configuration_set:
             params["ConfigurationSetName"] = self.configuration_set
+        if sms.ttl_seconds is not None:
+            params["TimeToLive"] = sms.ttl_seconds
         return params
 
     def send(self, sms: OutgoingSms) -> Accepted:
@@ -182,7 +190,8 @@ class EndUserMessagingGateway:
             if kind in self.TRANSIENT_REFUSALS:
                 raise GatewayRefused(code, message, transient=True) from None
             if kind in self.PERMANENT_REFUSALS:
-                raise GatewayRefused(code, message, transient=False) from None
+                opted_out = kind == "ConflictException" and reason == self.OPTED_OUT
+                raise GatewayRefused(code, message, transient=False, opted_out=opted_out) from None
             # InternalServerException and anything new: the request arrived; maybe it was queued.
             raise GatewayOutcomeUnknown(code, message) from None
         except BotoConnectionError as error:

@@ -77,6 +77,10 @@ class State(StrEnum):
     ACCEPTED = "accepted"  # the gateway took it (delivery is tracked separately)
     FAILED = "failed"  # refused for good, or refused until attempts ran out
     UNKNOWN = "unknown"  # may or may not have been taken: reconcile, never resend blindly
+    # Closed without a send, each an outcome, not a loss (`pipeline.sms.endstates`):
+    SUPPRESSED = "suppressed"  # the number opted out (STOP): never sent, never retried
+    EXPIRED = "expired"  # older than its rule's maximum age at send time: its news is stale
+    SUPERSEDED = "superseded"  # the order entered a newer status before it went out
 
 
 INDEXED_STATES = frozenset({State.PENDING, State.SENDING, State.UNKNOWN, State.FAILED})
@@ -87,7 +91,7 @@ EVIDENCE_CLOSES = (State.PENDING, State.UNKNOWN, State.FAILED)
 # nothing was accepted (a resend, by the reconciler or an operator, goes to the new number).
 RECIPIENT_CHANGEABLE = (State.PENDING, State.UNKNOWN, State.FAILED)
 # Attempt outcomes that prove the gateway did not take the message.
-REFUSALS = frozenset({"refused", "refused_permanently", "account_refused"})
+REFUSALS = frozenset({"refused", "refused_permanently", "account_refused", "opted_out"})
 # Entering `unknown`: the index sorts unknowns by when they *first* became unknown (a resend that
 # ends unknown again does not make an old problem look new), which the deadline is measured from.
 _BECOME_UNKNOWN = (
@@ -168,8 +172,13 @@ class Notification:
     abandoned_at: datetime | None = None
     previous_status: str | None = None  # the status the order left for the notified entry
     order_id: str | None = None  # qualified by its CRM: `bitrix24:42`, `crm:A-1042`
+    order_status: str | None = None  # the status entered, which the SMS tells
     # When its last claim ended in the gateway refusing the account (its message is paused).
     paused_at: datetime | None = None
+    # The move that started the entry (names it), its CRM stamp, and the rule that made it.
+    transition: str | None = None
+    occurred_at: datetime | None = None
+    rule: str | None = None
 
     @property
     def attempts_this_round(self) -> int:
@@ -210,7 +219,11 @@ class Notification:
             abandoned_at=_time(item, "abandoned_at"),
             previous_status=item.get("previous_status"),
             order_id=item.get("order_id"),
+            order_status=item.get("order_status"),
             paused_at=_time(item, "paused_at"),
+            transition=item.get("transition"),
+            occurred_at=_time(item, "occurred_at"),
+            rule=item.get("rule"),
         )
 
 
@@ -715,6 +728,26 @@ class Journal:
                 ":seen_since": iso(seen_since),
                 ":true": True,
                 ":by": by,
+            },
+        )
+
+    def close(self, key: str, state: State, *, reason: str, by: str) -> Notification | None:
+        """`pending` -> a state that ends it without a send (`pipeline.sms.endstates`: suppressed,
+        expired, superseded), kept for `retention` like a settled record; None if it is no longer
+        `pending` (a worker claimed it first: its outcome stands)."""
+        now = self.clock.now()
+        return self._update(
+            key,
+            "SET #state = :state, #state_since = :now, #closed_reason = :reason, #closed_by = :by,"
+            " #expiration = :expiration REMOVE #sms_state, #next_attempt_at, #paused_at",
+            "#state = :pending",
+            {
+                ":state": state.value,
+                ":pending": State.PENDING.value,
+                ":now": iso(now),
+                ":reason": reason,
+                ":by": by,
+                ":expiration": self._expiration(now),
             },
         )
 

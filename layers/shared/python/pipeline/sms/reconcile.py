@@ -23,6 +23,8 @@ Each run (EventBridge schedule, `reconciler.app.lambda_handler`):
    message could take to come back (`redelivery_horizon`); one whose last claim the gateway
    refused for the account (`paused_at`) only once its paused message, too, could have come
    back (`pause_seconds` later): the account is a person's to fix, and the message sends it;
+   before the claim, what a worker checks (`pipeline.sms.endstates`): a record superseded,
+   expired or suppressed ends so, unsent; one in the recipient's quiet hours waits;
 4. gauges on every run: `SmsUnknownCount` and `SmsUnknownOldestAgeSeconds`.
 
 What the reconciler leaves to a person is decided with the ops CLI: `python -m ops journal
@@ -42,12 +44,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pipeline.observability import mask_phone
 from pipeline.pause import pause_seconds
 from pipeline.registry import Consumer, by_name
+from pipeline.sms.endstates import hold
 from pipeline.sms.gateways import LookupStatus
 from pipeline.sms.journal import Notification, State
 from pipeline.sms.service import (
     SmsRuntime,
     after_reconciler_resend,
     after_reconciler_send,
+    close,
     runtime,
     send_once,
 )
@@ -146,6 +150,12 @@ def send_pending(current: SmsRuntime, record: Notification, horizon: timedelta) 
     paused_for = timedelta(seconds=pause_seconds(by_name("sms")))
     reason = pending_reason(record, current.clock.now(), horizon, paused_for)
     if reason is None:
+        return None
+    # Judged as a worker judges it (`pipeline.sms.endstates`): ended unsent, or left for later.
+    held = hold(current.journal, current.rules, current.settings, record, current.clock.now())
+    if held is not None:
+        if held.state is not None:
+            close(current, record, held, "reconciler")
         return None
     owner = f"reconciler-{uuid.uuid4()}"
     claimed = current.journal.claim(

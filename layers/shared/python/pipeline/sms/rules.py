@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import string
+from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -29,6 +30,12 @@ from pipeline.team import team_file
 RULES_ENV = "SMS_RULES_JSON"
 # In the team's folder (`pipeline.team`); in Lambda the stack sets RULES_ENV and no file is read.
 RULES_FILE_NAME = "sms_rules.json"
+# How old (hours since the CRM's move) a notification may be when it is sent: past it, its news is
+# stale (`pipeline.sms.endstates`: `expired`). A rule's `max_age_hours` sets it for that rule; the
+# others take the deployment's one SMS age setting (`sms_max_age_minutes`, SMS_MAX_AGE_SECONDS,
+# which the CRM sources use too). End User Messaging gets the rest as its `TimeToLive`, whose
+# longest is 72 hours (SendTextMessage's 259,200 s): the bound.
+MAX_AGE_LIMIT_HOURS = 72
 
 
 def rules_file() -> Path:
@@ -83,6 +90,7 @@ class SmsRule(BaseModel):
     status: str = Field(min_length=1, max_length=64)
     from_statuses: tuple[str, ...] = ()
     template: str = Field(min_length=1, max_length=1_600)
+    max_age_hours: float | None = Field(default=None, gt=0, le=MAX_AGE_LIMIT_HOURS)
 
     @field_validator("template")
     @classmethod
@@ -150,6 +158,12 @@ class SmsRules(BaseModel):
     def sends_for(self, status: str) -> bool:
         """Whether an entry into `status` may send an SMS (from some previous status)."""
         return any(rule.status == status for rule in self.rules)
+
+    def max_age(self, rule_name: str | None, default: timedelta) -> timedelta:
+        """The rule's maximum age at send time; `default` for a rule without one (or removed)."""
+        rule = next((rule for rule in self.rules if rule.name == rule_name), None)
+        hours = rule.max_age_hours if rule is not None else None
+        return timedelta(hours=hours) if hours else default
 
     def rule_for(self, status: str, previous_status: str | None) -> SmsRule | None:
         return next((rule for rule in self.rules if rule.matches(status, previous_status)), None)

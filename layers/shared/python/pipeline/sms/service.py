@@ -42,9 +42,11 @@ from pydantic import ValidationError
 
 from pipeline.crm.contract import ORDER_STATUS_CHANGED, CrmEvent
 from pipeline.envelope import Envelope
-from pipeline.errors import AccountRefused, PermanentError, TransientError
+from pipeline.errors import AccountRefused, HandedBack, PermanentError, TransientError
 from pipeline.observability import mask_phone, mask_phones
+from pipeline.pause import PAUSE_SECONDS
 from pipeline.registry import RetryPolicy
+from pipeline.sms.endstates import CLOSING_METRICS, QUIET_METRIC, Hold, hold, time_to_live
 from pipeline.sms.gateways import (
     GatewayOutcomeUnknown,
     GatewayRefused,
@@ -63,7 +65,7 @@ from pipeline.sms.journal import (
     iso,
     notification_key,
 )
-from pipeline.sms.orders import Move, Observation, observe
+from pipeline.sms.orders import Move, Observation, OrderState, observe
 from pipeline.sms.recheck import ask_crm_to_look, refused_for_good
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import SmsSettings
@@ -115,7 +117,7 @@ def reset_runtime() -> None:
 
 
 # -- one gateway call ---------------------------------------------------------------------------
-OutcomeKind = Literal["accepted", "refused", "refused_permanently", "account_refused", "unknown"]
+OutcomeKind = Literal["accepted", "refused", "refused_permanently", "account_refused", "opted_out", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ def call_gateway(gateway: SmsGateway, sms: OutgoingSms, clock: Clock) -> Attempt
         kind: OutcomeKind = "refused" if refusal.transient else "refused_permanently"
         if refusal.account is not None:
             kind = "account_refused"
+        if refusal.opted_out:
+            kind = "opted_out"
         return AttemptOutcome(
             kind,
             started,
@@ -201,6 +205,8 @@ def _after_attempt(
         return Finish(State.PENDING, entry, outcome.answered_at, paused_cause=outcome.account_cause)
     if outcome.kind == "unknown":
         return Finish(State.UNKNOWN, entry)
+    if outcome.kind == "opted_out":
+        return _suppressed(entry, outcome)
     if outcome.kind == "refused_permanently":
         reason = f"gateway refused the SMS for good ({outcome.code})"
         return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason)
@@ -217,6 +223,12 @@ def _after_attempt(
     )
     delay = max(backoff_seconds(policy, record.attempts_this_round), math.ceil(outcome.retry_after or 0))
     return Finish(State.PENDING, entry, outcome.answered_at, next_attempt_at=now + timedelta(seconds=delay))
+
+
+def _suppressed(entry: dict[str, Any], outcome: AttemptOutcome) -> Finish:
+    """The gateway's own opt-out list refused the number: an end, never retried, never a DLQ entry."""
+    reason = f"the number opted out at the gateway ({outcome.code})"
+    return Finish(State.SUPPRESSED, entry, outcome.answered_at, failure_reason=reason)
 
 
 def _counting_operator_resends(finish: Finish, record: Notification, outcome: AttemptOutcome) -> Finish:
@@ -249,6 +261,8 @@ def after_reconciler_resend(
     entry = outcome.entry("reconciler", record.lease_owner or "", record.recipient)
     if outcome.kind == "accepted":
         return Finish(State.ACCEPTED, entry, outcome.answered_at, outcome.message_id, counts_as_resend=True)
+    if outcome.kind == "opted_out":
+        return _suppressed(entry, outcome)
     if outcome.kind == "refused_permanently":
         reason = f"gateway refused the resend for good ({outcome.code})"
         return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason)
@@ -262,8 +276,9 @@ def send_once(
     runtime: SmsRuntime, record: Notification, owner: str, decide: Decide
 ) -> tuple[AttemptOutcome, Finish, Notification | None]:
     """One gateway call for a record this caller has claimed, and its outcome saved."""
+    ttl = time_to_live(runtime.rules, record, runtime.clock.now())
     outcome = call_gateway(
-        runtime.gateway, OutgoingSms(record.key, record.recipient, record.body), runtime.clock
+        runtime.gateway, OutgoingSms(record.key, record.recipient, record.body, ttl), runtime.clock
     )
     finish = decide(runtime.settings, record, outcome, runtime.clock.now())
     saved = runtime.journal.finish(record.key, owner, finish)
@@ -292,6 +307,7 @@ def send_once(
             State.PENDING: "SmsRefused",
             State.FAILED: "SmsFailed",
             State.UNKNOWN: "SmsUnknown",
+            **CLOSING_METRICS,
         }.get(finish.state)
     )
     if metric:
@@ -413,6 +429,17 @@ def _correct_recipient(
     return changed
 
 
+def _supersede_previous(current: SmsRuntime, event: CrmEvent, left: OrderState) -> None:
+    """The order entered a newer status: the notification of the entry it left, if still `pending`
+    (refused for now, its account refused and its message paused), is superseded, whichever
+    message would have driven it (issue 39: a paused repeat of the entry, handled after the
+    order moved on, names no record, and the record stayed `pending`)."""
+    record = current.journal.get(key_for(event, left.opened_by))
+    if record is not None and record.state is State.PENDING:
+        held = Hold(State.SUPERSEDED, f"the order moved on to {event.order.status!r} before it was sent")
+        close(current, record, held, "newer status")
+
+
 def send_notification(envelope: Envelope) -> dict[str, Any]:
     """`process` of the sms consumer (see the module docstring)."""
     current = runtime()
@@ -440,6 +467,8 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
             observation.new_state, state.version if state else None, due
         ):
             continue  # another event of this order was saved meanwhile: decide again
+        if observation.kind == "entered" and state is not None:
+            _supersede_previous(current, event, state)
         if observation.kind in _NOTHING_TO_SEND:
             metric, message = _NOTHING_TO_SEND[observation.kind]
             metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
@@ -481,6 +510,16 @@ def send_notification(envelope: Envelope) -> dict[str, Any]:
     raise TransientError("the order's state kept changing; will look again")
 
 
+def close(current: SmsRuntime, record: Notification, held: Hold, by: str) -> Notification | None:
+    """End a `pending` record unsent (`pipeline.sms.endstates`), counted; None if it left `pending`."""
+    assert held.state is not None
+    closed = current.journal.close(record.key, held.state, reason=held.reason, by=by)
+    if closed is not None:
+        metrics.add_metric(name=CLOSING_METRICS[held.state], unit=MetricUnit.Count, value=1)
+        logger.warning(f"SMS not sent: {held.state.value}", extra=held.log_keys(record))
+    return closed
+
+
 def _until(moment: datetime, now: datetime) -> int:
     return max(1, math.ceil((moment - now).total_seconds()))
 
@@ -496,6 +535,15 @@ def _drive(current: SmsRuntime, key: str, just_read: Notification | None = None)
         if record.state is State.PENDING:
             if record.next_attempt_at is not None and record.next_attempt_at > now:
                 raise TransientError("next SMS attempt not due yet", _until(record.next_attempt_at, now))
+            held = hold(current.journal, current.rules, current.settings, record, now)
+            if held is not None:
+                if held.state is None:
+                    metrics.add_metric(name=QUIET_METRIC, unit=MetricUnit.Count, value=1)
+                    logger.info("SMS waits for the recipient's quiet hours", extra=held.log_keys(record))
+                    # Back in the queue (SQS's longest delay at most), checked again then: durable.
+                    raise HandedBack(f"SMS waits: {held.reason}", min(held.wait_seconds, PAUSE_SECONDS))
+                close(current, record, held, "worker")
+                continue
             owner = f"worker-{uuid.uuid4()}"
             claimed = current.journal.claim(key, owner, from_states=(State.PENDING,))
             if claimed is not None:

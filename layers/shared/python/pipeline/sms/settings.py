@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from typing import Literal
 
@@ -29,7 +30,11 @@ ENVIRONMENT_VARIABLES = {
     "message_type": "SMS_MESSAGE_TYPE",
     "http_base_url": "SMS_HTTP_BASE_URL",
     "http_timeout_seconds": "SMS_HTTP_TIMEOUT_SECONDS",
+    "quiet_hours": "SMS_QUIET_HOURS",
+    "quiet_statuses": "SMS_QUIET_STATUSES",
 }
+# `SMS_QUIET_HOURS`: the recipient's local hours in which listed statuses wait, "HH:MM-HH:MM".
+_QUIET_HOURS = r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$"
 
 
 class SmsSettings(BaseModel):
@@ -62,6 +67,10 @@ class SmsSettings(BaseModel):
     # HTTP gateway: base URL (a local fake in development); its token is the `sms_gateway` secret.
     http_base_url: str | None = Field(default=None, pattern=r"^https?://")
     http_timeout_seconds: float = Field(default=5, gt=0, le=30)
+    # Quiet hours (off by default, `pipeline.sms.endstates`): "22:00-08:00", and the statuses
+    # (comma-separated) whose SMS wait for the window's end; both or neither.
+    quiet_hours: str | None = Field(default=None, pattern=_QUIET_HOURS)
+    quiet_statuses: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> SmsSettings:
@@ -69,7 +78,24 @@ class SmsSettings(BaseModel):
             raise ValueError("SMS_RETRY_BASE_SECONDS must not exceed SMS_RETRY_MAX_SECONDS")
         if self.gateway == "http" and not self.http_base_url:
             raise ValueError("SMS_GATEWAY=http needs SMS_HTTP_BASE_URL")
+        if bool(self.quiet_hours) != bool(self.quiet_status_set):
+            raise ValueError("SMS_QUIET_HOURS and SMS_QUIET_STATUSES go together")
+        if self.quiet_window is not None and self.quiet_window[0] == self.quiet_window[1]:
+            raise ValueError("SMS_QUIET_HOURS must not start when it ends")
         return self
+
+    @property
+    def quiet_window(self) -> tuple[int, int] | None:
+        """(start, end) minutes of the local day, or None when quiet hours are off."""
+        match = re.match(_QUIET_HOURS, self.quiet_hours or "")
+        if match is None:
+            return None
+        hours, minutes, end_hours, end_minutes = (int(part) for part in match.groups())
+        return hours * 60 + minutes, end_hours * 60 + end_minutes
+
+    @property
+    def quiet_status_set(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in (self.quiet_statuses or "").split(",") if part.strip())
 
     @property
     def lease(self) -> timedelta:
