@@ -142,10 +142,12 @@ class EndUserMessagingGateway:
         origination_identity: str | None = None,
         configuration_set: str | None = None,
         message_type: str = "TRANSACTIONAL",
+        max_price: str | None = None,
     ) -> None:
         self.origination_identity = origination_identity
         self.configuration_set = configuration_set
         self.message_type = message_type
+        self.max_price = max_price
 
     @property
     def client(self) -> Any:
@@ -162,6 +164,8 @@ class EndUserMessagingGateway:
             params["OriginationIdentity"] = self.origination_identity
         if self.configuration_set:
             params["ConfigurationSetName"] = self.configuration_set
+        if self.max_price:
+            params["MaxPrice"] = self.max_price
         return params
 
     def send(self, sms: OutgoingSms) -> Accepted:
@@ -461,4 +465,5 @@ def build_gateway(settings: SmsSettings) -> SmsGateway:
         origination_identity=settings.origination_identity,
         configuration_set=settings.configuration_set,
         message_type=settings.message_type,
+        max_price=settings.max_price,
     )

@@ -59,6 +59,7 @@ from botocore.exceptions import ClientError
 from pipeline import aws
 from pipeline.retention import SMS_RETENTION_DAYS
 from pipeline.sms.clock import CLOCK, Clock, iso, parse_iso
+from pipeline.sms.encoding import size
 from pipeline.sms.orders import OrderState, order_item_id
 
 KEY_PREFIX = "sms#"
@@ -124,6 +125,7 @@ class Draft:
     occurred_at: datetime
     received_at: datetime
     correlation_id: str
+    language: str | None = None  # the text's language (`SmsRules.language_for`)
 
 
 def _time(item: Mapping[str, Any], name: str) -> datetime | None:
@@ -166,6 +168,10 @@ class Notification:
     order_id: str | None = None  # qualified by its CRM: `bitrix24:42`, `crm:A-1042`
     # When its last claim ended in the gateway refusing the account (its message is paused).
     paused_at: datetime | None = None
+    # The billed parts of `body` and their encoding (`pipeline.sms.encoding`; None: a record of
+    # before they were recorded, counted from `body` by whoever needs them).
+    parts: int | None = None
+    encoding: str | None = None
 
     @property
     def attempts_this_round(self) -> int:
@@ -206,6 +212,8 @@ class Notification:
             previous_status=item.get("previous_status"),
             order_id=item.get("order_id"),
             paused_at=_time(item, "paused_at"),
+            parts=_int(item, "parts") or None,
+            encoding=item.get("encoding"),
         )
 
 
@@ -225,6 +233,12 @@ class Finish:
     # The gateway refused the account (a pipeline.errors.ACCOUNT_CAUSES cause): the claim is
     # undone (back to `state`, the attempt not counted), nothing having been sent.
     paused_cause: str | None = None
+
+
+def _size_attributes(body: str) -> dict[str, Any]:
+    """What a text costs, recorded with it: its parts (each billed) and their encoding."""
+    counted = size(body)
+    return {"parts": counted.parts, "encoding": counted.encoding}
 
 
 def _is_conflict(error: ClientError) -> bool:
@@ -370,6 +384,8 @@ class Journal:
             "previous_status": draft.previous_status,
             "recipient": draft.recipient,
             "body": draft.body,
+            **_size_attributes(draft.body),
+            **({"language": draft.language} if draft.language else {}),
             "correlation_id": draft.correlation_id,
             "state": State.PENDING.value,
             "sms_state": State.PENDING.value,
@@ -743,7 +759,7 @@ class Journal:
         now = self.clock.now()
         states = ", ".join(f":from{index}" for index, _ in enumerate(RECIPIENT_CHANGEABLE))
         update = (
-            "SET #recipient = :recipient, #body = :body,"
+            "SET #recipient = :recipient, #body = :body, #parts = :parts, #encoding = :encoding,"
             " #changes = list_append(if_not_exists(#changes, :empty), :note), #recipient_changed_at = :now"
         )
         condition = (
@@ -767,6 +783,7 @@ class Journal:
                 **{f":from{index}": state.value for index, state in enumerate(RECIPIENT_CHANGEABLE)},
                 ":recipient": recipient,
                 ":body": body,
+                **{f":{name}": value for name, value in _size_attributes(body).items()},
                 ":empty": [],
                 ":note": [{"at": iso(now), **note}],
                 ":now": iso(now),
