@@ -36,8 +36,14 @@ ServiceQuotaExceededException `MONTHLY_SPEND_LIMIT_REACHED_FOR_TEXT` (the month'
 (the caller's role denied); `/_account/unblock` ends it. It has no credential of its own to rotate
 (SigV4 with the caller's role).
 
-`GET /_messages` lists what "reached phones" (one entry per accepted send), `GET /_events` the
-delivery events published (or dropped).
+`GET /_messages` lists what "reached phones" (one entry per accepted send, with its parts), `GET
+/_events` the delivery events published (or dropped).
+
+Price: each part costs `price_per_part` USD (0 unless set, or `POST /_price {"per_part": 0.05}`);
+a send whose `MaxPrice` (2..8 characters, `[0-9]{0,2}.[0-9]{1,5}`, else ValidationException
+FIELD_VALIDATION_FAILED) is below a part's price is refused with ValidationException
+`PRICE_OVER_THRESHOLD`, nothing sent. Parts are counted as End User Messaging counts them
+(`pipeline.sms.encoding`); the events carry `totalMessageParts` and `totalMessagePrice`.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from typing import Any, ClassVar
 
 from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, FaultRequestError, status_phrase
+from pipeline.sms.encoding import size
 
 TARGET_PREFIX = "PinpointSMSVoiceV2."
 SIGNING_NAME = "sms-voice"
@@ -67,17 +74,13 @@ CONTEXT_VALUE = re.compile(r"^(?!\s)[\s\S]{1,800}(?<!\s)$")
 ORIGINATION_IDENTITY = re.compile(r"^[A-Za-z0-9_:/+-]{1,256}$")
 CONFIGURATION_SET = re.compile(r"^[A-Za-z0-9_:/-]{1,256}$")
 MESSAGE_TYPES = frozenset({"TRANSACTIONAL", "PROMOTIONAL"})
+MAX_PRICE = re.compile(r"^[0-9]{0,2}\.[0-9]{1,5}$")  # MaxPrice: 2..8 characters of this form
 # The origination number in events when the send names no phone number (End User Messaging then
 # picks one of the account's; 555-01xx numbers are reserved for fiction).
 LOCAL_ORIGINATION_NUMBER = "+12065550152"
 # When the carrier (TEXT_SUCCESSFUL) and then the phone (TEXT_DELIVERED) take a message, after the send.
 SUCCESSFUL_AFTER_SECONDS = 1.0
 DELIVERED_AFTER_SECONDS = 2.0
-# GSM 03.38 basic character set: a text of only these is GSM-7 (160 characters a part), else UCS-2 (70).
-GSM_CHARACTERS = frozenset(
-    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§"
-    "¿abcdefghijklmnopqrstuvwxyzäöñüà"
-)
 # The injected error per HTTP status: (code, Reason or None).
 INJECTED_ERRORS: dict[int, tuple[str, str | None]] = {
     400: ("ValidationException", "INVALID_PARAMETER"),
@@ -141,10 +144,10 @@ def validation_error(name: str, message: str, reason: str = "FIELD_VALIDATION_FA
 
 
 def message_parts(body: str) -> tuple[str, int]:
-    """(encoding, parts) as End User Messaging counts them: GSM 160/153, UCS-2 70/67 per part."""
-    if set(body) <= GSM_CHARACTERS:
-        return "GSM", 1 if len(body) <= 160 else -(-len(body) // 153)
-    return "UCS2", 1 if len(body) <= 70 else -(-len(body) // 67)
+    """(encoding, parts) as End User Messaging's events name them: GSM-7 160/153 septets (the
+    extension table's characters two each), UCS-2 70/67 (`pipeline.sms.encoding`)."""
+    counted = size(body)
+    return ("GSM" if counted.encoding == "GSM-7" else "UCS2"), counted.parts
 
 
 class EndUserMessagingFake(FakeService):
@@ -158,9 +161,12 @@ class EndUserMessagingFake(FakeService):
         publish: Publish | None = None,
         successful_after: float = SUCCESSFUL_AFTER_SECONDS,
         delivered_after: float = DELIVERED_AFTER_SECONDS,
+        price_per_part: float = 0.0,
     ) -> None:
         super().__init__(host, port)
         self.publish = publish
+        # What a part costs to any destination (USD): `MaxPrice` below it refuses the send.
+        self.price_per_part = price_per_part
         self.successful_after = successful_after
         self.delivered_after = delivered_after
         self._configuration_sets: dict[str, str | None] = {}  # name -> SNS event destination topic
@@ -298,6 +304,13 @@ class EndUserMessagingFake(FakeService):
             return FakeResponse(200, self.messages())
         if (request.method, request.path) == ("GET", "/_events"):
             return FakeResponse(200, self.events())
+        if (request.method, request.path) == ("POST", "/_price"):
+            document = request.json()
+            price = document.get("per_part") if isinstance(document, dict) else None
+            if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+                return FakeResponse(400, {"error": "per_part must be a number of USD >= 0"})
+            self.price_per_part = float(price)
+            return FakeResponse(200, {"per_part": self.price_per_part})
         if (switched := self.account.control(request)) is not None:
             return switched
         return super().control(request)
@@ -390,6 +403,21 @@ class EndUserMessagingFake(FakeService):
             not isinstance(identity, str) or not ORIGINATION_IDENTITY.fullmatch(identity)
         ):
             raise validation_error("OriginationIdentity", "OriginationIdentity is not an identity")
+        max_price = document.get("MaxPrice")
+        if max_price is not None and (
+            not isinstance(max_price, str)
+            or not 2 <= len(max_price) <= 8
+            or not MAX_PRICE.fullmatch(max_price)
+        ):
+            raise validation_error("MaxPrice", "MaxPrice must be a price in USD such as 0.10")
+        _, parts = message_parts(body)
+        # Per part, as the pipeline's setting is (`SmsSettings.max_price`).
+        if max_price is not None and self.price_per_part > float(max_price):
+            raise validation_error(
+                "MaxPrice",
+                f"the price of a part ({self.price_per_part:.5f} USD) is over MaxPrice",
+                "PRICE_OVER_THRESHOLD",
+            )
         topic = self._event_destination(document.get("ConfigurationSetName"))
 
         message_id = str(uuid.uuid4())
@@ -403,6 +431,8 @@ class EndUserMessagingFake(FakeService):
                     "context": dict(context),
                     "configuration_set": document.get("ConfigurationSetName"),
                     "accepted_at": requested_at / 1000,
+                    "parts": parts,
+                    "max_price": max_price,
                 }
             )
         if topic is not None:
@@ -486,7 +516,6 @@ class EndUserMessagingFake(FakeService):
             ),
             "context": dict(document.get("Context") or {}),
             "totalMessageParts": parts,
-            # The stand-in charges nothing.
-            "totalMessagePrice": 0.0,
+            "totalMessagePrice": round(parts * self.price_per_part, 5),
             "totalCarrierFee": 0.0,
         }
