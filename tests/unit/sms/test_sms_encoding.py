@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -59,7 +61,7 @@ def test_the_part_count_agrees_with_splitting_the_text_into_parts_of_the_limits(
     else:
         assert all(units(part, counted.encoding) <= per_part for part in parts)
         # No part could have taken the next part's first character.
-        for part, following in zip(parts, parts[1:], strict=False):
+        for part, following in itertools.pairwise(parts):
             assert units(part + following[0], counted.encoding) > per_part
     # Without two-unit characters the count is the plain arithmetic.
     if counted.units == len(text) and counted.units > single:
