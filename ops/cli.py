@@ -29,7 +29,7 @@ from botocore.exceptions import (
 from infra.config import DEFAULT_STAGE, valid_stage
 from infra.paths import CDK_JSON
 from infra.region import apply_region
-from ops import dlq, journal, outputs, scaffold, webhook
+from ops import dlq, journal, outputs, scaffold, sms_preview, webhook
 from ops.configure import configure
 from ops.context import Context
 from ops.doctor import doctor
@@ -396,6 +396,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--abandon",
         action="store_true",
         help="never send it (e.g. the customer was told another way): close it, stop alarming",
+    )
+    sms_parser = commands.add_parser("sms", help="SMS texts: what each rule costs.", parents=[common])
+    sms_commands = sms_parser.add_subparsers(dest="sms_command", required=True, metavar="SMS_COMMAND")
+    sms_preview_command = command(
+        sms_commands,
+        "preview",
+        sms_preview.preview,
+        "Each SMS rule's encoding (GSM-7/UCS-2), billed parts, units and characters per language, "
+        "its fields at their longest, against sms_max_parts (exit 1 if one is over), with an example.",
+        json_option,
+    )
+    sms_preview_command.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="the rules file (default: team/sms_rules.json, or PIPELINE_TEAM_DIR's)",
+    )
+    sms_preview_command.add_argument(
+        "--max-parts", type=int, metavar="N", help="the part limit (default: the stage's sms_max_parts)"
     )
     console_command = command(
         commands,
