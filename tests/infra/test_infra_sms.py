@@ -23,8 +23,8 @@ from synthesized import BASE_CONTEXT, SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, 
 from template_queries import function_env, of_type, props, ref_name, role_permissions, xray_grant
 
 from infra.application import build_app, settings_error_message
-from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
 from infra.config import PipelineSettings
+from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
 from infra.environment import SMS_CONSUMER, FunctionEnvironments, SettingsError, check_sms_environment
 from infra.paths import PROJECT_ROOT
 from pipeline import aws

@@ -47,8 +47,10 @@ def test_preview_names_a_template_over_the_part_limit_with_its_count_and_exits_1
     [template] = json.loads(capsys.readouterr().out)["templates"]
     assert (template["rule"], template["language"], template["encoding"]) == ("ready", "ru", "UCS-2")
     assert template["parts"] == 4 and template["within_limit"] is False
-    assert template["units"] == len(template["example"]) == 40 + 20 + len(LONG_RUSSIAN) - len(
-        "{customer_name}{order_id}"
+    assert (
+        template["units"]
+        == len(template["example"])
+        == 40 + 20 + len(LONG_RUSSIAN) - len("{customer_name}{order_id}")
     )
 
 
