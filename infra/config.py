@@ -37,7 +37,6 @@ from pipeline.crm.contract import DEFAULT_CRM_AUTH, CrmAuth, accepts_token
 from pipeline.crm.status_map import parse_status_map
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
-from pipeline.sms.settings import MAX_PARTS, MAX_PARTS_BOUND, MAX_PRICE_PATTERN
 from pipeline.telegram_bot.reference import ApplicationReference
 
 
@@ -232,11 +231,6 @@ class PipelineSettings(BaseModel):
     sms_reconcile_deadline_hours: float = Field(default=24, gt=0, le=24 * 14)
     # Alarm when an `unknown` SMS outcome has stayed unresolved this long.
     sms_unknown_alarm_minutes: int = Field(default=60, ge=5)
-    # The most billed parts an SMS template may come to with its fields at their longest
-    # (`bin/ops sms preview` shows each one's count); a template over it fails the synth.
-    sms_max_parts: int = Field(default=MAX_PARTS, ge=1, le=MAX_PARTS_BOUND)
-    # End User Messaging's MaxPrice per part, USD ("0.10"): a send priced above it is refused.
-    sms_max_price: str | None = Field(default=None, pattern=MAX_PRICE_PATTERN)
     # -- CRM transitions (the bitrix24/amocrm consumers and the catch-up sweep; pipeline.crm.sync) --
     # A CRM transition first seen later than this after it happened is recorded and counted
     # (CrmTransitionsTooOld, alarmed), never texted: an SMS "your order is ready" a day late is

@@ -306,10 +306,8 @@ class FunctionEnvironments:
             "SMS_GATEWAY": settings.sms_gateway,
             "SMS_MESSAGE_TYPE": settings.sms_message_type,
             "SMS_RECONCILE_DEADLINE_HOURS": f"{settings.sms_reconcile_deadline_hours:g}",
-            "SMS_MAX_PARTS": str(settings.sms_max_parts),
         }
         optional = {
-            "SMS_MAX_PRICE": settings.sms_max_price if settings.sms_gateway == "end_user_messaging" else None,
             "SMS_ORIGINATION_IDENTITY": settings.sms_origination_identity,
             "SMS_CONFIGURATION_SET": self.sms_configuration_set,
             "SMS_HTTP_BASE_URL": settings.sms_http_base_url if settings.sms_gateway == "http" else None,
@@ -414,11 +412,11 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
         Problem(
             f"{rules_name} {whose}",
             f"rule {sized.rule!r} ({sized.language}) comes to {sized.size.parts} {sized.size.encoding}"
-            f" parts ({sized.size.units} units with its fields at their longest), over SMS_MAX_PARTS"
-            f" {settings.max_parts}: shorten it, or see `bin/ops sms preview`",
+            f" parts ({sized.size.units} units with its fields at their longest), over its max_parts"
+            f" {rules.max_parts}: shorten it, or see `bin/ops sms preview`",
         )
         for sized in rules.sizes()
-        if sized.size.parts > settings.max_parts
+        if sized.size.parts > rules.max_parts
     ]
     problems += [
         Problem(

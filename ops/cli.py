@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
         "preview",
         sms_preview.preview,
         "Each SMS rule's encoding (GSM-7/UCS-2), billed parts, units and characters per language, "
-        "its fields at their longest, against sms_max_parts (exit 1 if one is over), with an example.",
+        "its fields at their longest, against the rules' max_parts (exit 1 if one is over), with an example.",
         json_option,
     )
     sms_preview_command.add_argument(
@@ -413,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the rules file (default: team/sms_rules.json, or PIPELINE_TEAM_DIR's)",
     )
     sms_preview_command.add_argument(
-        "--max-parts", type=int, metavar="N", help="the part limit (default: the stage's sms_max_parts)"
+        "--max-parts", type=int, metavar="N", help="the part limit (default: the rules file's max_parts)"
     )
     console_command = command(
         commands,

@@ -2,7 +2,7 @@
 
 Per rule and language: the encoding (GSM-7 or UCS-2), the billed parts, the units (septets or
 UTF-16 units) and characters of its longest text, fields at their maximum length
-(`pipeline.sms.rules.worst_case`), against the deployment's `sms_max_parts`, and that text as an
+(`pipeline.sms.rules.worst_case`), against the file's `max_parts`, and that text as an
 example. The synth refuses the same rules with the same counts (`infra.environment`); this shows
 them before a deploy. No AWS call: it reads the team's rules file and cdk.json.
 """
@@ -32,7 +32,7 @@ def _rules(context: Context) -> tuple[SmsRules, Path]:
 
 def preview(context: Context) -> int:
     rules, path = _rules(context)
-    limit = context.option("max_parts") or context.deployment().sms_max_parts
+    limit = context.option("max_parts") or rules.max_parts
     sizes = rules.sizes()
     over = [sized for sized in sizes if sized.size.parts > limit]
     if context.wants_json():
@@ -60,7 +60,7 @@ def preview(context: Context) -> int:
         return 1 if over else 0
     context.line(f"SMS rules: {path}")
     context.line(
-        f"fallback language {rules.fallback_language}; part limit (sms_max_parts) {limit};"
+        f"fallback language {rules.fallback_language}; part limit (max_parts) {limit};"
         " fields at their longest: "
         + ", ".join(f"{name} {length}" for name, length in rules.max_lengths.items())
     )

@@ -23,9 +23,8 @@ from synthesized import BASE_CONTEXT, SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, 
 from template_queries import function_env, of_type, props, ref_name, role_permissions, xray_grant
 
 from infra.application import build_app, settings_error_message
-from infra.config import PipelineSettings
 from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
-from infra.environment import SMS_CONSUMER, FunctionEnvironments, SettingsError, check_sms_environment
+from infra.environment import SMS_CONSUMER, SettingsError, check_sms_environment
 from infra.paths import PROJECT_ROOT
 from pipeline import aws
 from pipeline.registry import by_name
@@ -94,7 +93,6 @@ def _expected_sms_settings(**deployment: str) -> dict[str, str]:
         "SMS_RETRY_MAX_SECONDS": str(SMS.retry.max_delay_seconds),
         "SMS_MAX_ATTEMPTS": SMS.environment["SMS_MAX_ATTEMPTS"],
         "SMS_LEASE_SECONDS": SMS.environment["SMS_LEASE_SECONDS"],
-        "SMS_MAX_PARTS": str(PipelineSettings().sms_max_parts),
         # The team's rules and texts, read from their file at synth (no rules ship in a layer).
         "SMS_RULES_JSON": json.dumps(
             json.loads(TEAM_RULES.read_text()), ensure_ascii=False, separators=(",", ":")
@@ -182,11 +180,12 @@ def test_a_template_over_the_part_limit_fails_the_synth_with_its_count() -> None
         "SMS_RULES_JSON": _rules_json(LONG_RUSSIAN, fallback_language="ru"),
     }
     with pytest.raises(
-        ValueError, match=r"rule 'ready' \(ru\) comes to 4 UCS-2 parts .* over SMS_MAX_PARTS 3"
+        ValueError, match=r"rule 'ready' \(ru\) comes to 4 UCS-2 parts .* over its max_parts 3"
     ):
         check_sms_environment(environment, SMS)
     # A limit the shop raised admits it.
-    assert check_sms_environment({**environment, "SMS_MAX_PARTS": "4"}, SMS).max_parts == 4
+    raised = _rules_json(LONG_RUSSIAN, fallback_language="ru", max_parts=4)
+    check_sms_environment({**environment, "SMS_RULES_JSON": raised}, SMS)
 
 
 def test_the_part_limit_counts_fields_at_their_longest_not_the_template_alone() -> None:
@@ -194,8 +193,8 @@ def test_the_part_limit_counts_fields_at_their_longest_not_the_template_alone() 
     # UCS-2 units, three parts.
     template = "Dear {customer_name}, " + "x" * 150
     environment = {
-        **_expected_sms_settings(SMS_GATEWAY="end_user_messaging", SMS_MAX_PARTS="2"),
-        "SMS_RULES_JSON": _rules_json(template),
+        **_expected_sms_settings(SMS_GATEWAY="end_user_messaging"),
+        "SMS_RULES_JSON": _rules_json(template, max_parts=2),
     }
     with pytest.raises(ValueError, match=r"rule 'ready' \(en\) comes to 3 UCS-2 parts"):
         check_sms_environment(environment, SMS)
@@ -209,6 +208,7 @@ def test_the_part_limit_counts_fields_at_their_longest_not_the_template_alone() 
         (_rules_json({"en": "A", "fr": "B"}), "has a text in fr, not in languages"),
         (_rules_json("Ready", language_by_country={"XX": "en"}), "'XX' is not a region with phone numbers"),
         (_rules_json("Ready", language_by_country={"DE": "de"}), "'de' is not in languages"),
+        (_rules_json("Ready", max_price="5"), "max_price"),
     ],
 )
 def test_a_rule_missing_a_text_of_a_configured_language_fails_the_synth(rules: str, message: str) -> None:
@@ -223,16 +223,6 @@ def test_a_version_1_rules_file_still_loads_its_single_texts_as_the_fallback_lan
     )
     environment = {**_expected_sms_settings(SMS_GATEWAY="end_user_messaging"), "SMS_RULES_JSON": rules}
     check_sms_environment(environment, SMS)
-
-
-def test_max_price_reaches_the_functions_only_with_end_user_messaging_and_in_the_form_aws_takes() -> None:
-    for gateway, expected in (("end_user_messaging", "0.0500"), ("http", None)):
-        settings = PipelineSettings(
-            sms_gateway=gateway, sms_max_price="0.0500", sms_http_base_url="https://sms.example.com"
-        )
-        assert FunctionEnvironments(settings, stack_name="S").sms(SMS).get("SMS_MAX_PRICE") == expected
-    with pytest.raises(ValueError, match="sms_max_price"):
-        PipelineSettings(sms_max_price="5")
 
 
 def test_the_reconciler_is_told_where_the_http_gateway_token_is(custom_synth: Synthesized) -> None:

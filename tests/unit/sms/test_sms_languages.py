@@ -7,8 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from botocore.stub import Stubber
 
-from tests.unit.sms.conftest import PHONE, SmsHarness, order_event
+from pipeline import aws
+from pipeline.sms.journal import State
+from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event
 
 RUSSIAN_PHONE = "+79123456789"
 GERMAN_PHONE = "+4915771234567"
@@ -82,3 +85,29 @@ def test_each_send_records_its_parts_and_a_field_longer_than_its_maximum_is_cut(
     assert text == "Ж" * 40 + ", Ihre Bestellung A-1 ist abholbereit."
     record = languages.record(event)
     assert (record.parts, record.encoding) == (2, "UCS-2")  # 78 UCS-2 units: two parts of 67
+
+
+def test_the_rules_max_price_goes_with_every_end_user_messaging_send(
+    sms: SmsHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SMS_GATEWAY", "end_user_messaging")
+    monkeypatch.setenv("SMS_RULES_JSON", json.dumps({**RULES, "max_price": "0.05"}, ensure_ascii=False))
+    sms.service.reset_runtime()
+    event = order_event(order_id="P-1", phone=GERMAN_PHONE)
+    client = aws.non_retrying_client("pinpoint-sms-voice-v2")
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "send_text_message",
+            {"MessageId": "eum-1"},
+            expected_params={
+                "DestinationPhoneNumber": GERMAN_PHONE,
+                "MessageBody": "Olga Ivanova, Ihre Bestellung P-1 ist abholbereit.",
+                "MessageType": "TRANSACTIONAL",
+                "MaxPrice": "0.05",
+                "Context": {"notification_key": key_of(event)},
+            },
+        )
+        sms.publish(event)
+        sms.deliver()
+        stubber.assert_no_pending_responses()
+    assert sms.record(event).state is State.ACCEPTED

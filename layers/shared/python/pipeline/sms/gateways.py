@@ -455,7 +455,8 @@ def reset_fake_gateway() -> None:
     _fake = None
 
 
-def build_gateway(settings: SmsSettings) -> SmsGateway:
+def build_gateway(settings: SmsSettings, max_price: str | None = None) -> SmsGateway:
+    """The configured gateway; `max_price` (the rules' `max_price`) caps End User Messaging's."""
     if settings.gateway == "fake":
         return fake_gateway()
     if settings.gateway == "http":
@@ -465,5 +466,5 @@ def build_gateway(settings: SmsSettings) -> SmsGateway:
         origination_identity=settings.origination_identity,
         configuration_set=settings.configuration_set,
         message_type=settings.message_type,
-        max_price=settings.max_price,
+        max_price=max_price,
     )

@@ -73,6 +73,12 @@ FIELD_MAX_LENGTHS: dict[str, int] = {
 # script (a Cyrillic name makes an English text UCS-2), so their worst case is UCS-2.
 GSM_ONLY_FIELDS = frozenset({"order_id"})
 LANGUAGE = re.compile(r"^[a-z]{2,3}$")
+# Billed parts a template may come to at its longest (`SmsRules.sizes`) unless the file says
+# otherwise (`max_parts`): more is refused at synth, with its count.
+MAX_PARTS = 3
+MAX_PARTS_BOUND = 10
+# End User Messaging's `MaxPrice` (USD; botocore's service model: 2..8 characters of this form).
+MAX_PRICE_PATTERN = r"^[0-9]{0,2}\.[0-9]{1,5}$"
 # The CRM event's field naming the customer's language (BCP 47: "ru", "de-AT"; its first subtag is used).
 LANGUAGE_FIELD = "language"
 
@@ -234,6 +240,11 @@ class SmsRules(BaseModel):
     # ISO 3166 region of the phone -> language, when the event names none (`{"RU": "ru"}`).
     language_by_country: dict[str, str] = {}
     field_max_lengths: dict[str, int] = {}
+    # The most billed parts a text may come to at its longest: a template over it fails the synth.
+    max_parts: int = Field(default=MAX_PARTS, ge=1, le=MAX_PARTS_BOUND)
+    # End User Messaging's `MaxPrice` per part of every send (USD, "0.05"; None: no cap): a send
+    # priced above it is refused (ValidationException PRICE_OVER_THRESHOLD), nothing sent.
+    max_price: str | None = Field(default=None, pattern=MAX_PRICE_PATTERN, min_length=2, max_length=8)
     rules: tuple[SmsRule, ...] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -87,13 +87,14 @@ class SmsRuntime:
     @classmethod
     def from_env(cls, clock: Clock = CLOCK) -> SmsRuntime:
         settings = SmsSettings.from_env()
+        rules = load_rules()
         return cls(
             settings=settings,
-            rules=load_rules(),
+            rules=rules,
             journal=Journal(
                 settings.journal_table, lease=settings.lease, retention=settings.retention, clock=clock
             ),
-            gateway=build_gateway(settings),
+            gateway=build_gateway(settings, rules.max_price),
             clock=clock,
         )
 

@@ -12,13 +12,6 @@ from pipeline.retention import SMS_RETENTION_DAYS, SMS_RETENTION_MIN_DAYS
 
 GatewayKind = Literal["end_user_messaging", "http", "fake"]
 
-# Billed parts a template may come to at its longest (`pipeline.sms.rules.SmsRules.sizes`): more
-# is refused at synth, with its count. The deploy setting `sms_max_parts` defaults to this.
-MAX_PARTS = 3
-MAX_PARTS_BOUND = 10
-# End User Messaging's `MaxPrice` (USD, botocore's service model: 2..8 characters of this form).
-MAX_PRICE_PATTERN = r"^[0-9]{0,2}\.[0-9]{1,5}$"
-
 # Field name -> environment variable. Unset or empty variables keep the field's default.
 ENVIRONMENT_VARIABLES = {
     "gateway": "SMS_GATEWAY",
@@ -36,8 +29,6 @@ ENVIRONMENT_VARIABLES = {
     "message_type": "SMS_MESSAGE_TYPE",
     "http_base_url": "SMS_HTTP_BASE_URL",
     "http_timeout_seconds": "SMS_HTTP_TIMEOUT_SECONDS",
-    "max_parts": "SMS_MAX_PARTS",
-    "max_price": "SMS_MAX_PRICE",
 }
 
 
@@ -71,10 +62,6 @@ class SmsSettings(BaseModel):
     # HTTP gateway: base URL (a local fake in development); its token is the `sms_gateway` secret.
     http_base_url: str | None = Field(default=None, pattern=r"^https?://")
     http_timeout_seconds: float = Field(default=5, gt=0, le=30)
-    max_parts: int = Field(default=MAX_PARTS, ge=1, le=MAX_PARTS_BOUND)
-    # End User Messaging's `MaxPrice` of every send, per part (USD; None: no cap): a send the
-    # service would price above it is refused (ValidationException PRICE_OVER_THRESHOLD).
-    max_price: str | None = Field(default=None, pattern=MAX_PRICE_PATTERN, min_length=2, max_length=8)
 
     @model_validator(mode="after")
     def _consistent(self) -> SmsSettings:
