@@ -34,6 +34,7 @@ COMMANDS = [
     ("journal", "show"),
     ("journal", "unknown"),
     ("journal", "resolve"),
+    ("sms", "preview"),
     ("release", "capture-fixtures"),
 ]
 
