@@ -23,7 +23,7 @@ from infra.config import (
     validation_problems,
 )
 from infra.naming import stack_scoped_name
-from pipeline import deadline, pacing
+from pipeline import deadline, pacing, phones
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.crm.contract import CRM_AUTH_ENV
 from pipeline.crm.order_events import TOPIC_ENV
@@ -426,7 +426,7 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
     source = environment.get(RULES_ENV)
     rules_name = RULES_ENV if source and source.strip() else f"{rules_file()} (no {RULES_ENV})"
     try:
-        load_rules(source)
+        rules = load_rules(source)
     except ValidationError as error:
         raise SettingsError(
             Problem(f"{rules_name} {whose}", f"{'.'.join(map(str, p['loc'])) or 'rules'}: {p['msg']}")
@@ -435,7 +435,23 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
     except OSError as error:
         problem = Problem(f"{rules_name} {whose}", f"cannot read the rules file: {error.strerror}", source)
         raise SettingsError([problem]) from None
-    problems = []
+    problems = [
+        Problem(
+            f"{rules_name} {whose}",
+            f"rule {sized.rule!r} ({sized.language}) comes to {sized.size.parts} {sized.size.encoding}"
+            f" parts ({sized.size.units} units with its fields at their longest), over its max_parts"
+            f" {rules.max_parts}: shorten it, or see `bin/ops sms preview`",
+        )
+        for sized in rules.sizes()
+        if sized.size.parts > rules.max_parts
+    ]
+    problems += [
+        Problem(
+            f"{rules_name} {whose}", f"language_by_country: {region!r} is not a region with phone numbers"
+        )
+        for region in rules.language_by_country
+        if not phones.is_known_region(region)
+    ]
     if settings.max_attempts >= consumer.retry.max_receive_count:
         problems.append(
             Problem(

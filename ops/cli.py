@@ -29,7 +29,7 @@ from botocore.exceptions import (
 from infra.config import DEFAULT_STAGE, valid_stage
 from infra.paths import CDK_JSON
 from infra.region import apply_region
-from ops import dlq, forget, journal, outputs, scaffold, sms, webhook
+from ops import dlq, forget, journal, outputs, scaffold, sms, sms_preview, webhook
 from ops.configure import configure
 from ops.context import Context
 from ops.doctor import doctor
@@ -413,7 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--chat", type=int, help="the person's Telegram chat id (in a private chat, also their user id)"
     )
     sms_parser = commands.add_parser(
-        "sms", help="The SMS suppression list (opt-out) of HTTP gateways and local runs.", parents=[common]
+        "sms",
+        help="SMS: the suppression list (opt-out) of HTTP gateways and local runs, and what each rule costs.",
+        parents=[common],
     )
     sms_commands = sms_parser.add_subparsers(dest="sms_command", required=True, metavar="SMS_COMMAND")
     for name, handler, help_text in (
@@ -421,6 +423,22 @@ def build_parser() -> argparse.ArgumentParser:
         ("opt-in", sms.opt_in, "Take a number off the suppression list."),
     ):
         command(sms_commands, name, handler, help_text).add_argument("phone", help="E.164 number")
+    sms_preview_command = command(
+        sms_commands,
+        "preview",
+        sms_preview.preview,
+        "Each SMS rule's encoding (GSM-7/UCS-2), billed parts, units and characters per language, "
+        "its fields at their longest, against the rules' max_parts (exit 1 if one is over), with an example.",
+        json_option,
+    )
+    sms_preview_command.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="the rules file (default: team/sms_rules.json, or PIPELINE_TEAM_DIR's)",
+    )
+    sms_preview_command.add_argument(
+        "--max-parts", type=int, metavar="N", help="the part limit (default: the rules file's max_parts)"
+    )
     console_command = command(
         commands,
         "console",

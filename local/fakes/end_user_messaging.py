@@ -43,8 +43,14 @@ listed number is refused with 409 ConflictException `DESTINATION_PHONE_NUMBER_OP
 (`ResourceType` opt-out-list), nothing sent. `GET /_opted_out` lists the numbers (tests only).
 A send's `TimeToLive` (seconds, 5..259,200) is checked and kept with the message.
 
-`GET /_messages` lists what "reached phones" (one entry per accepted send), `GET /_events` the
-delivery events published (or dropped).
+`GET /_messages` lists what "reached phones" (one entry per accepted send, with its parts), `GET
+/_events` the delivery events published (or dropped).
+
+Price: each part costs `price_per_part` USD (0 unless set, or `POST /_price {"per_part": 0.05}`);
+a send whose `MaxPrice` (2..8 characters, `[0-9]{0,2}.[0-9]{1,5}`, else ValidationException
+FIELD_VALIDATION_FAILED) is below a part's price is refused with ValidationException
+`PRICE_OVER_THRESHOLD`, nothing sent. Parts are counted as End User Messaging counts them
+(`pipeline.sms.encoding`); the events carry `totalMessageParts` and `totalMessagePrice`.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from typing import Any, ClassVar
 
 from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, FaultRequestError, status_phrase
+from pipeline.sms.encoding import size
 from pipeline.sms.endstates import inbound_keyword
 
 TARGET_PREFIX = "PinpointSMSVoiceV2."
@@ -77,17 +84,13 @@ CONFIGURATION_SET = re.compile(r"^[A-Za-z0-9_:/-]{1,256}$")
 MESSAGE_TYPES = frozenset({"TRANSACTIONAL", "PROMOTIONAL"})
 TIME_TO_LIVE = (5, 259_200)  # SendTextMessage's TimeToLive bounds, seconds
 OPT_OUT_LIST = "Default"
+MAX_PRICE = re.compile(r"^[0-9]{0,2}\.[0-9]{1,5}$")  # MaxPrice: 2..8 characters of this form
 # The origination number in events when the send names no phone number (End User Messaging then
 # picks one of the account's; 555-01xx numbers are reserved for fiction).
 LOCAL_ORIGINATION_NUMBER = "+12065550152"
 # When the carrier (TEXT_SUCCESSFUL) and then the phone (TEXT_DELIVERED) take a message, after the send.
 SUCCESSFUL_AFTER_SECONDS = 1.0
 DELIVERED_AFTER_SECONDS = 2.0
-# GSM 03.38 basic character set: a text of only these is GSM-7 (160 characters a part), else UCS-2 (70).
-GSM_CHARACTERS = frozenset(
-    "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§"
-    "¿abcdefghijklmnopqrstuvwxyzäöñüà"
-)
 # The injected error per HTTP status: (code, Reason or None).
 INJECTED_ERRORS: dict[int, tuple[str, str | None]] = {
     400: ("ValidationException", "INVALID_PARAMETER"),
@@ -151,10 +154,10 @@ def validation_error(name: str, message: str, reason: str = "FIELD_VALIDATION_FA
 
 
 def message_parts(body: str) -> tuple[str, int]:
-    """(encoding, parts) as End User Messaging counts them: GSM 160/153, UCS-2 70/67 per part."""
-    if set(body) <= GSM_CHARACTERS:
-        return "GSM", 1 if len(body) <= 160 else -(-len(body) // 153)
-    return "UCS2", 1 if len(body) <= 70 else -(-len(body) // 67)
+    """(encoding, parts) as End User Messaging's events name them: GSM-7 160/153 septets (the
+    extension table's characters two each), UCS-2 70/67 (`pipeline.sms.encoding`)."""
+    counted = size(body)
+    return ("GSM" if counted.encoding == "GSM-7" else "UCS2"), counted.parts
 
 
 class EndUserMessagingFake(FakeService):
@@ -168,9 +171,12 @@ class EndUserMessagingFake(FakeService):
         publish: Publish | None = None,
         successful_after: float = SUCCESSFUL_AFTER_SECONDS,
         delivered_after: float = DELIVERED_AFTER_SECONDS,
+        price_per_part: float = 0.0,
     ) -> None:
         super().__init__(host, port)
         self.publish = publish
+        # What a part costs to any destination (USD): `MaxPrice` below it refuses the send.
+        self.price_per_part = price_per_part
         self.successful_after = successful_after
         self.delivered_after = delivered_after
         self._configuration_sets: dict[str, str | None] = {}  # name -> SNS event destination topic
@@ -309,6 +315,13 @@ class EndUserMessagingFake(FakeService):
             return FakeResponse(200, self.messages())
         if (request.method, request.path) == ("GET", "/_events"):
             return FakeResponse(200, self.events())
+        if (request.method, request.path) == ("POST", "/_price"):
+            document = request.json()
+            price = document.get("per_part") if isinstance(document, dict) else None
+            if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+                return FakeResponse(400, {"error": "per_part must be a number of USD >= 0"})
+            self.price_per_part = float(price)
+            return FakeResponse(200, {"per_part": self.price_per_part})
         if (switched := self.account.control(request)) is not None:
             return switched
         if (request.method, request.path) == ("POST", "/_inbound"):
@@ -425,6 +438,21 @@ class EndUserMessagingFake(FakeService):
             isinstance(ttl, bool) or not isinstance(ttl, int) or not TIME_TO_LIVE[0] <= ttl <= TIME_TO_LIVE[1]
         ):
             raise validation_error("TimeToLive", f"TimeToLive must be {TIME_TO_LIVE[0]}..{TIME_TO_LIVE[1]}")
+        max_price = document.get("MaxPrice")
+        if max_price is not None and (
+            not isinstance(max_price, str)
+            or not 2 <= len(max_price) <= 8
+            or not MAX_PRICE.fullmatch(max_price)
+        ):
+            raise validation_error("MaxPrice", "MaxPrice must be a price in USD such as 0.10")
+        _, parts = message_parts(body)
+        # Per part, as the pipeline's setting is (`SmsSettings.max_price`).
+        if max_price is not None and self.price_per_part > float(max_price):
+            raise validation_error(
+                "MaxPrice",
+                f"the price of a part ({self.price_per_part:.5f} USD) is over MaxPrice",
+                "PRICE_OVER_THRESHOLD",
+            )
         topic = self._event_destination(document.get("ConfigurationSetName"))
         with self._data_lock:
             opted_out = destination in self._opted_out
@@ -450,6 +478,8 @@ class EndUserMessagingFake(FakeService):
                     "configuration_set": document.get("ConfigurationSetName"),
                     "time_to_live": ttl,
                     "accepted_at": requested_at / 1000,
+                    "parts": parts,
+                    "max_price": max_price,
                 }
             )
         if topic is not None:
@@ -533,7 +563,6 @@ class EndUserMessagingFake(FakeService):
             ),
             "context": dict(document.get("Context") or {}),
             "totalMessageParts": parts,
-            # The stand-in charges nothing.
-            "totalMessagePrice": 0.0,
+            "totalMessagePrice": round(parts * self.price_per_part, 5),
             "totalCarrierFee": 0.0,
         }

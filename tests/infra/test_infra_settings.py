@@ -425,7 +425,6 @@ def test_a_bad_autoreply_table_fails_the_synth_naming_the_variable() -> None:
         ),
         (
             {RULES_ENV: '{"rules": "none"}'},
-            "SMS_RULES_JSON (of the sms consumer): version: Field required\n"
             "SMS_RULES_JSON (of the sms consumer): rules: Input should be a valid array",
         ),
     ],

@@ -165,6 +165,66 @@ def test_sms_settings_the_functions_would_refuse_fail_the_synth(change: dict[str
         check_sms_environment(environment, SMS)
 
 
+def _rules_json(template: object, **extra: object) -> str:
+    rule = {"name": "ready", "status": "ready_for_pickup", "template": template}
+    return json.dumps({"schema_version": 2, **extra, "rules": [rule]}, ensure_ascii=False)
+
+
+# 40 + 20 units of fields and 170 of text: 230 UCS-2 units, 4 parts of 67.
+LONG_RUSSIAN = "{customer_name}, ваш заказ {order_id} готов к выдаче. " + "Ждём вас в магазине. " * 6
+
+
+def test_a_template_over_the_part_limit_fails_the_synth_with_its_count() -> None:
+    environment = {
+        **_expected_sms_settings(SMS_GATEWAY="end_user_messaging"),
+        "SMS_RULES_JSON": _rules_json(LONG_RUSSIAN, fallback_language="ru"),
+    }
+    with pytest.raises(
+        ValueError, match=r"rule 'ready' \(ru\) comes to 4 UCS-2 parts .* over its max_parts 3"
+    ):
+        check_sms_environment(environment, SMS)
+    # A limit the shop raised admits it.
+    raised = _rules_json(LONG_RUSSIAN, fallback_language="ru", max_parts=4)
+    check_sms_environment({**environment, "SMS_RULES_JSON": raised}, SMS)
+
+
+def test_the_part_limit_counts_fields_at_their_longest_not_the_template_alone() -> None:
+    # 150 characters of GSM text alone: one part; with a name (any script: UCS-2) of 40: 197
+    # UCS-2 units, three parts.
+    template = "Dear {customer_name}, " + "x" * 150
+    environment = {
+        **_expected_sms_settings(SMS_GATEWAY="end_user_messaging"),
+        "SMS_RULES_JSON": _rules_json(template, max_parts=2),
+    }
+    with pytest.raises(ValueError, match=r"rule 'ready' \(en\) comes to 3 UCS-2 parts"):
+        check_sms_environment(environment, SMS)
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        (_rules_json({"en": "Ready {order_id}"}, languages=["en", "ru"]), "has no text in ru"),
+        (_rules_json("Ready {order_id}", languages=["en", "de"]), "has no text in de"),
+        (_rules_json({"en": "A", "fr": "B"}), "has a text in fr, not in languages"),
+        (_rules_json("Ready", language_by_country={"XX": "en"}), "'XX' is not a region with phone numbers"),
+        (_rules_json("Ready", language_by_country={"DE": "de"}), "'de' is not in languages"),
+        (_rules_json("Ready", max_price="5"), "max_price"),
+    ],
+)
+def test_a_rule_missing_a_text_of_a_configured_language_fails_the_synth(rules: str, message: str) -> None:
+    environment = {**_expected_sms_settings(SMS_GATEWAY="end_user_messaging"), "SMS_RULES_JSON": rules}
+    with pytest.raises(ValueError, match=message):
+        check_sms_environment(environment, SMS)
+
+
+def test_a_version_1_rules_file_still_loads_its_single_texts_as_the_fallback_language() -> None:
+    rules = json.dumps(
+        {"version": 1, "rules": [{"name": "r", "status": "shipped", "template": "Sent {order_id}"}]}
+    )
+    environment = {**_expected_sms_settings(SMS_GATEWAY="end_user_messaging"), "SMS_RULES_JSON": rules}
+    check_sms_environment(environment, SMS)
+
+
 def test_the_reconciler_is_told_where_the_http_gateway_token_is(custom_synth: Synthesized) -> None:
     ids = _ids(custom_synth)
     env = function_env(custom_synth.resources, ids["reconciler"])

@@ -321,3 +321,45 @@ def test_only_send_text_message_is_served_and_only_to_signed_requests(eum: EndUs
     assert unsigned.value.code == 403
     assert json.loads(unsigned.value.read())["__type"] == "MissingAuthenticationTokenException"
     assert eum.messages() == []
+
+
+def test_max_price_is_sent_and_a_part_priced_above_it_is_refused_for_good_sending_nothing(
+    eum: EndUserMessagingFake,
+) -> None:
+    capped = EndUserMessagingGateway(configuration_set=CONFIGURATION_SET, max_price="0.05")
+    eum.price_per_part = 0.04
+    capped.send(sms(key="cheap"))
+    assert eum.calls()[-1]["body"]["MaxPrice"] == "0.05"
+
+    eum.price_per_part = 0.06
+    with pytest.raises(GatewayRefused) as refused:
+        capped.send(sms(key="dear"))
+    assert (refused.value.code, refused.value.transient) == (
+        "ValidationException:PRICE_OVER_THRESHOLD",
+        False,
+    )
+    assert [m["context"][CONTEXT_KEY] for m in eum.messages()] == ["cheap"]
+
+
+@pytest.mark.parametrize("max_price", ["100.0", "0.123456", "1.", "abc"])
+def test_a_max_price_end_user_messaging_would_not_parse_is_refused(
+    eum: EndUserMessagingFake, max_price: str
+) -> None:
+    with pytest.raises(GatewayRefused) as refused:
+        EndUserMessagingGateway(max_price=max_price).send(sms())
+    assert refused.value.code == "ValidationException:FIELD_VALIDATION_FAILED"
+    assert eum.messages() == []
+
+
+def test_parts_are_counted_as_billed_an_extension_character_two_septets(
+    eum: EndUserMessagingFake, published: Published
+) -> None:
+    eum.price_per_part = 0.01
+    # 150 GSM characters and 6 of the extension table: 162 septets, two parts, though 156 characters.
+    gateway().send(sms(body="a" * 150 + "€" * 6))
+    [message] = eum.messages()
+    assert message["parts"] == 2
+    events = published.wait_for(2)
+    assert {(e["messageEncoding"], e["totalMessageParts"], e["totalMessagePrice"]) for _, e in events} == {
+        ("GSM", 2, 0.02)
+    }

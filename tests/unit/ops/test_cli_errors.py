@@ -35,6 +35,7 @@ COMMANDS = [
     ("journal", "show"),
     ("journal", "unknown"),
     ("journal", "resolve"),
+    ("sms", "preview"),
     ("release", "capture-fixtures"),
 ]
 

@@ -66,8 +66,8 @@ def test_the_pipelines_folders_are_unchanged_by_what_a_team_does(tmp_path: Path)
     run([sys.executable, "-m", "ops", "new-consumer", "loyalty"], copy)
     rules_file = copy / "team" / "sms_rules.json"
     rules = json.loads(rules_file.read_text())
-    [shipped] = [rule for rule in rules["rules"] if rule["template"] == OUR_TEXT]
-    shipped["template"] = THEIR_TEXT
+    [shipped] = [rule for rule in rules["rules"] if rule["template"]["en"] == OUR_TEXT]
+    shipped["template"]["en"] = THEIR_TEXT
     rules_file.write_text(json.dumps(rules, indent=2))
     (copy / "team" / "autoreply.json").write_text(json.dumps({"version": 1, "replies": THEIR_REPLIES}))
     (copy / "team" / "consumers.toml").write_text(THEIR_TUNING)
@@ -85,7 +85,7 @@ def test_the_pipelines_folders_are_unchanged_by_what_a_team_does(tmp_path: Path)
     assert [line for line in status if not line[3:].startswith(theirs)] == []
 
     seen = json.loads(run([sys.executable, "-c", READ_BACK], copy))
-    assert THEIR_TEXT in [rule["template"] for rule in seen["rules"]["rules"]]
+    assert THEIR_TEXT in [rule["template"]["en"] for rule in seen["rules"]["rules"]]
     assert OUR_TEXT not in json.dumps(seen["rules"])
     assert seen["replies"] == THEIR_REPLIES
     assert seen["autoreply"] == [10, 8]

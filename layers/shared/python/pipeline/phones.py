@@ -56,3 +56,14 @@ def to_e164(text: str, default_region: str | None = None) -> str:
             raise PhoneNumberError("not a phone number (unknown country code)")
         raise PhoneNumberError(f"not a valid phone number for region {region}")
     return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def region_of(e164: str) -> str | None:
+    """The ISO 3166 region of an E.164 number (`+49...` -> "DE"), None if it has none."""
+    import phonenumbers
+
+    try:
+        region = phonenumbers.region_code_for_number(phonenumbers.parse(e164, None))
+    except phonenumbers.NumberParseException:
+        return None
+    return None if region in (None, phonenumbers.UNKNOWN_REGION) else str(region)

@@ -148,10 +148,12 @@ class EndUserMessagingGateway:
         origination_identity: str | None = None,
         configuration_set: str | None = None,
         message_type: str = "TRANSACTIONAL",
+        max_price: str | None = None,
     ) -> None:
         self.origination_identity = origination_identity
         self.configuration_set = configuration_set
         self.message_type = message_type
+        self.max_price = max_price
 
     @property
     def client(self) -> Any:
@@ -170,6 +172,8 @@ class EndUserMessagingGateway:
             params["ConfigurationSetName"] = self.configuration_set
         if sms.ttl_seconds is not None:
             params["TimeToLive"] = sms.ttl_seconds
+        if self.max_price:
+            params["MaxPrice"] = self.max_price
         return params
 
     def send(self, sms: OutgoingSms) -> Accepted:
@@ -460,7 +464,8 @@ def reset_fake_gateway() -> None:
     _fake = None
 
 
-def build_gateway(settings: SmsSettings) -> SmsGateway:
+def build_gateway(settings: SmsSettings, max_price: str | None = None) -> SmsGateway:
+    """The configured gateway; `max_price` (the rules' `max_price`) caps End User Messaging's."""
     if settings.gateway == "fake":
         return fake_gateway()
     if settings.gateway == "http":
@@ -470,4 +475,5 @@ def build_gateway(settings: SmsSettings) -> SmsGateway:
         origination_identity=settings.origination_identity,
         configuration_set=settings.configuration_set,
         message_type=settings.message_type,
+        max_price=max_price,
     )

@@ -60,6 +60,7 @@ from pipeline import aws
 from pipeline.formats import SCHEMA_VERSION, by_name
 from pipeline.retention import SMS_RETENTION_DAYS
 from pipeline.sms.clock import CLOCK, Clock, iso, parse_iso
+from pipeline.sms.encoding import size
 from pipeline.sms.orders import OrderState, order_item_id
 
 KEY_PREFIX = "sms#"
@@ -132,6 +133,7 @@ class Draft:
     occurred_at: datetime
     received_at: datetime
     correlation_id: str
+    language: str | None = None  # the text's language (`SmsRules.language_for`)
 
 
 def _time(item: Mapping[str, Any], name: str) -> datetime | None:
@@ -179,6 +181,10 @@ class Notification:
     transition: str | None = None
     occurred_at: datetime | None = None
     rule: str | None = None
+    # The billed parts of `body` and their encoding (`pipeline.sms.encoding`; None: a record of
+    # before they were recorded, counted from `body` by whoever needs them).
+    parts: int | None = None
+    encoding: str | None = None
 
     @property
     def attempts_this_round(self) -> int:
@@ -224,6 +230,8 @@ class Notification:
             transition=item.get("transition"),
             occurred_at=_time(item, "occurred_at"),
             rule=item.get("rule"),
+            parts=_int(item, "parts") or None,
+            encoding=item.get("encoding"),
         )
 
 
@@ -250,6 +258,12 @@ def cursor_of(item: Mapping[str, Any]) -> tuple[str, str]:
     if item:
         CURSOR.version_of(item)
     return str(item.get("state_since", "")), str(item.get("key", ""))
+
+
+def _size_attributes(body: str) -> dict[str, Any]:
+    """What a text costs, recorded with it: its parts (each billed) and their encoding."""
+    counted = size(body)
+    return {"parts": counted.parts, "encoding": counted.encoding}
 
 
 def _is_conflict(error: ClientError) -> bool:
@@ -399,6 +413,8 @@ class Journal:
             "previous_status": draft.previous_status,
             "recipient": draft.recipient,
             "body": draft.body,
+            **_size_attributes(draft.body),
+            **({"language": draft.language} if draft.language else {}),
             "correlation_id": draft.correlation_id,
             "state": State.PENDING.value,
             "sms_state": State.PENDING.value,
@@ -792,7 +808,7 @@ class Journal:
         now = self.clock.now()
         states = ", ".join(f":from{index}" for index, _ in enumerate(RECIPIENT_CHANGEABLE))
         update = (
-            "SET #recipient = :recipient, #body = :body,"
+            "SET #recipient = :recipient, #body = :body, #parts = :parts, #encoding = :encoding,"
             " #changes = list_append(if_not_exists(#changes, :empty), :note), #recipient_changed_at = :now"
         )
         condition = (
@@ -816,6 +832,7 @@ class Journal:
                 **{f":from{index}": state.value for index, state in enumerate(RECIPIENT_CHANGEABLE)},
                 ":recipient": recipient,
                 ":body": body,
+                **{f":{name}": value for name, value in _size_attributes(body).items()},
                 ":empty": [],
                 ":note": [{"at": iso(now), **note}],
                 ":now": iso(now),

@@ -11,6 +11,18 @@ order has it is known only per event, so an order without it fails the event at 
 (`MissingOrderFieldError`, a permanent error: dead-lettered before anything is recorded).
 The `sms` consumer receives every status change, whatever the rules (it keeps each order's
 history), and only the rules decide what is sent.
+
+Languages (`schema_version` 2 of the file): a rule's `template` is a text per language
+(`{"en": ..., "ru": ...}`); the customer's language is the CRM event's `customer.language` (a
+field the CRM sources may map) if it names a configured one, else the phone's country
+(`language_by_country`), else `fallback_language`. A rule whose `template` is one string is the
+fallback language's text (version 1 files: every rule). A rule without a text for a configured
+language is refused.
+
+Size: each field is cut, at render, to its maximum length (`FIELD_MAX_LENGTHS`, the file's
+`field_max_lengths`), so the longest text a template can make is known before anything is sent:
+`worst_case` renders it (fields at their maximum, of any script where a field may be), and
+`pipeline.sms.encoding` counts its parts; the synth refuses a template over the part limit.
 """
 
 from __future__ import annotations
@@ -18,13 +30,17 @@ from __future__ import annotations
 import os
 import re
 import string
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pipeline import phones
 from pipeline.crm.contract import CrmEvent
 from pipeline.errors import PermanentError
+from pipeline.sms.encoding import SmsSize, size
 from pipeline.team import team_file
 
 RULES_ENV = "SMS_RULES_JSON"
@@ -47,6 +63,29 @@ def rules_file() -> Path:
 PLACEHOLDERS = frozenset({"order_id", "status", "previous_status", "customer_name"})
 # Plus any one field of the order, by name: `{order.tracking_number}` (no deeper path, no index).
 ORDER_FIELD = re.compile(r"order\.([a-z][a-z0-9_]{0,63})", flags=re.I)
+
+
+# The longest value each field is sent with (longer ones are cut at render), in UTF-16 units:
+# the one source of what `worst_case` assumes. A rules file may change them (`field_max_lengths`).
+FIELD_MAX_LENGTHS: dict[str, int] = {
+    "order_id": 20,
+    "status": 32,
+    "previous_status": 32,
+    "customer_name": 40,
+    "order.*": 32,  # any `{order.<field>}`, unless named on its own (`"order.tracking_number": 30`)
+}
+# Fields that are only ever GSM-7 in the worst case (an order number); the others may be in any
+# script (a Cyrillic name makes an English text UCS-2), so their worst case is UCS-2.
+GSM_ONLY_FIELDS = frozenset({"order_id"})
+LANGUAGE = re.compile(r"^[a-z]{2,3}$")
+# Billed parts a template may come to at its longest (`SmsRules.sizes`) unless the file says
+# otherwise (`max_parts`): more is refused at synth, with its count.
+MAX_PARTS = 3
+MAX_PARTS_BOUND = 10
+# End User Messaging's `MaxPrice` (USD; botocore's service model: 2..8 characters of this form).
+MAX_PRICE_PATTERN = r"^[0-9]{0,2}\.[0-9]{1,5}$"
+# The CRM event's field naming the customer's language (BCP 47: "ru", "de-AT"; its first subtag is used).
+LANGUAGE_FIELD = "language"
 
 
 class MissingOrderFieldError(PermanentError):
@@ -89,14 +128,24 @@ class SmsRule(BaseModel):
     name: str = Field(pattern=r"^[a-z0-9_]{1,64}$")
     status: str = Field(min_length=1, max_length=64)
     from_statuses: tuple[str, ...] = ()
-    template: str = Field(min_length=1, max_length=1_600)
+    # One text (the fallback language's), or a text per language.
+    template: str | dict[str, str] = Field(min_length=1)
     max_age_hours: float | None = Field(default=None, gt=0, le=MAX_AGE_LIMIT_HOURS)
 
     @field_validator("template")
     @classmethod
-    def _known_placeholders(cls, template: str) -> str:
-        _placeholders(template)
+    def _known_placeholders(cls, template: str | dict[str, str]) -> str | dict[str, str]:
+        for language, text in template.items() if isinstance(template, dict) else [("", template)]:
+            if language and not LANGUAGE.fullmatch(language):
+                raise ValueError(f"language {language!r} is not an ISO 639 code (e.g. en, ru, de)")
+            if not 1 <= len(text) <= 1_600:
+                raise ValueError("a template is 1..1600 characters")
+            _placeholders(text)
         return template
+
+    def texts(self, fallback: str) -> dict[str, str]:
+        """The rule's text per language (a single string is the fallback language's)."""
+        return dict(self.template) if isinstance(self.template, dict) else {fallback: self.template}
 
     @model_validator(mode="after")
     def _a_real_change(self) -> SmsRule:
@@ -117,8 +166,16 @@ class SmsRule(BaseModel):
             return True
         return bool(set(self.from_statuses) & set(other.from_statuses))
 
-    def render(self, event: CrmEvent) -> str:
-        """The SMS text; raises MissingOrderFieldError for an `{order.<field>}` the order lacks."""
+    def render(
+        self,
+        event: CrmEvent,
+        language: str | None = None,
+        max_lengths: Mapping[str, int] = FIELD_MAX_LENGTHS,
+    ) -> str:
+        """The SMS text in `language` (None: the only or first text), each field cut to its maximum
+        length; raises MissingOrderFieldError for an `{order.<field>}` the order lacks."""
+        texts = self.texts("")
+        template = texts[language] if language in texts else next(iter(texts.values()))
         values = {
             "order_id": event.order.id,
             "status": event.order.status,
@@ -126,22 +183,139 @@ class SmsRule(BaseModel):
             "customer_name": event.customer.name,
         }
         parts = []
-        for literal, field_name, _, _ in string.Formatter().parse(self.template):
+        for literal, field_name, _, _ in string.Formatter().parse(template):
             parts.append(literal)
             if field_name is None:
                 continue
             order_field = ORDER_FIELD.fullmatch(field_name)
-            parts.append(
+            value = (
                 _order_field(event, order_field.group(1), self.name) if order_field else values[field_name]
             )
+            parts.append(_cut(value, max_length(field_name, max_lengths)))
         return "".join(parts)
+
+
+def max_length(field_name: str, max_lengths: Mapping[str, int] = FIELD_MAX_LENGTHS) -> int:
+    if field_name in max_lengths:
+        return max_lengths[field_name]
+    return max_lengths.get("order.*", FIELD_MAX_LENGTHS["order.*"])
+
+
+def _cut(value: str, units: int) -> str:
+    """`value` cut to at most `units` UTF-16 code units, never inside a character."""
+    used = 0
+    for index, character in enumerate(value):
+        used += 2 if ord(character) > 0xFFFF else 1
+        if used > units:
+            return value[:index]
+    return value
+
+
+@dataclass(frozen=True)
+class Sized:
+    """A rule's longest text in one language: what `ops sms preview` shows and the synth checks."""
+
+    rule: str
+    language: str
+    example: str
+    size: SmsSize
+
+
+def worst_case(template: str, max_lengths: Mapping[str, int] = FIELD_MAX_LENGTHS) -> str:
+    """`template` with every field at its maximum length: `X` for a GSM-only field, `Ж` (UCS-2)
+    for one that may be in any script, so the result has the most parts the template can make."""
+    parts = []
+    for literal, field_name, _, _ in string.Formatter().parse(template):
+        parts.append(literal)
+        if field_name is not None:
+            parts.append(
+                ("X" if field_name in GSM_ONLY_FIELDS else "Ж") * max_length(field_name, max_lengths)
+            )
+    return "".join(parts)
 
 
 class SmsRules(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
-    version: int = Field(ge=1, le=1)
+    # The file's format: 1 (`version`, one text per rule) or 2 (`schema_version`, languages).
+    version: int | None = Field(default=None, ge=1, le=1)
+    schema_version: int | None = Field(default=None, ge=1, le=2)
+    fallback_language: str = Field(default="en", pattern=LANGUAGE.pattern)
+    # Every language a rule must have a text in (the fallback is always one).
+    languages: tuple[str, ...] = ()
+    # ISO 3166 region of the phone -> language, when the event names none (`{"RU": "ru"}`).
+    language_by_country: dict[str, str] = {}
+    field_max_lengths: dict[str, int] = {}
+    # The most billed parts a text may come to at its longest: a template over it fails the synth.
+    max_parts: int = Field(default=MAX_PARTS, ge=1, le=MAX_PARTS_BOUND)
+    # End User Messaging's `MaxPrice` per part of every send (USD, "0.05"; None: no cap): a send
+    # priced above it is refused (ValidationException PRICE_OVER_THRESHOLD), nothing sent.
+    max_price: str | None = Field(default=None, pattern=MAX_PRICE_PATTERN, min_length=2, max_length=8)
     rules: tuple[SmsRule, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _languages(self) -> SmsRules:
+        if self.version is None and self.schema_version is None:
+            raise ValueError("the rules file needs its schema_version (2; or version 1)")
+        unknown = [name for name in self.languages if not LANGUAGE.fullmatch(name)]
+        if unknown:
+            raise ValueError(f"languages {unknown} are not ISO 639 codes (e.g. en, ru, de)")
+        for region, language in self.language_by_country.items():
+            # Only the form here (the reconciler has no phonenumbers); the synth checks the region.
+            if not re.fullmatch(r"[A-Z]{2}", region):
+                raise ValueError(f"language_by_country: {region!r} is not an ISO 3166 region (RU, DE)")
+            if language not in self.all_languages:
+                raise ValueError(f"language_by_country: {language!r} is not in languages")
+        for field_name, length in self.field_max_lengths.items():
+            known = field_name in FIELD_MAX_LENGTHS or ORDER_FIELD.fullmatch(field_name)
+            if not known or not 1 <= length <= 160:
+                raise ValueError(f"field_max_lengths: {field_name!r} must be a field, its length 1..160")
+        for rule in self.rules:
+            texts = rule.texts(self.fallback_language)
+            missing = [name for name in self.all_languages if name not in texts]
+            extra = [name for name in texts if name not in self.all_languages]
+            if missing:
+                raise ValueError(f"rule {rule.name!r} has no text in {', '.join(missing)}")
+            if extra:
+                raise ValueError(f"rule {rule.name!r} has a text in {', '.join(extra)}, not in languages")
+        return self
+
+    @property
+    def all_languages(self) -> tuple[str, ...]:
+        """The fallback language first, then the others configured."""
+        return (self.fallback_language, *(name for name in self.languages if name != self.fallback_language))
+
+    @property
+    def max_lengths(self) -> dict[str, int]:
+        return {**FIELD_MAX_LENGTHS, **self.field_max_lengths}
+
+    def language_for(self, event: CrmEvent) -> str:
+        """The customer's language: the event's `customer.language`, else the phone's country, else
+        the fallback."""
+        named = event.customer.model_dump().get(LANGUAGE_FIELD) or ""
+        if isinstance(named, str):
+            primary = named.strip().lower().replace("_", "-").split("-")[0]
+            if primary in self.all_languages:
+                return primary
+        region = phones.region_of(event.customer.phone)
+        return self.language_by_country.get(region or "", self.fallback_language)
+
+    def text_for(self, rule: SmsRule, event: CrmEvent) -> tuple[str, str]:
+        """(the SMS text, its language) for this event's customer."""
+        language = self.language_for(event)
+        texts = rule.texts(self.fallback_language)
+        if language not in texts:
+            language = self.fallback_language
+        return rule.render(event, language, self.max_lengths), language
+
+    def sizes(self) -> list[Sized]:
+        """Every rule's longest text per language, sized."""
+        return [
+            Sized(rule.name, language, example, size(example))
+            for rule in self.rules
+            for language, text in rule.texts(self.fallback_language).items()
+            for example in [worst_case(text, self.max_lengths)]
+        ]
 
     @model_validator(mode="after")
     def _unambiguous(self) -> SmsRules:

@@ -89,13 +89,14 @@ class SmsRuntime:
     @classmethod
     def from_env(cls, clock: Clock = CLOCK) -> SmsRuntime:
         settings = SmsSettings.from_env()
+        rules = load_rules()
         return cls(
             settings=settings,
-            rules=load_rules(),
+            rules=rules,
             journal=Journal(
                 settings.journal_table, lease=settings.lease, retention=settings.retention, clock=clock
             ),
-            gateway=build_gateway(settings),
+            gateway=build_gateway(settings, rules.max_price),
             clock=clock,
         )
 
@@ -358,6 +359,7 @@ def plan(envelope: Envelope, observation: Observation, event: CrmEvent, rules: S
     rule = rules.rule_for(observation.status, observation.previous_status)
     if rule is None:
         return NoRule(f"no SMS rule for status {observation.status!r}")
+    body, language = rules.text_for(rule, event)
     return Draft(
         key=key_for(event, observation.opened_by),
         event_type=event.type,
@@ -366,7 +368,8 @@ def plan(envelope: Envelope, observation: Observation, event: CrmEvent, rules: S
         crm_event_id=event.event_id,
         channel=CHANNEL,
         recipient=event.customer.phone,
-        body=rule.render(event),
+        body=body,
+        language=language,
         rule=rule.name,
         order_status=observation.status,
         previous_status=observation.previous_status,
@@ -397,7 +400,7 @@ def _correct_recipient(
     if not observation.latest or event.customer.phone == record.recipient:
         return record
     rule = current.rules.rule_for(observation.status, record.previous_status)
-    body = rule.render(event) if rule is not None else record.body
+    body = current.rules.text_for(rule, event)[0] if rule is not None else record.body
     # Refused at every attempt (an invalid number): the old number never got it, so the corrected
     # one is sent it once. Anything that may have been taken (accepted, unknown) never is again.
     refused_only = record.state is State.FAILED and record.never_taken and record.abandoned_at is None
