@@ -107,6 +107,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "ordered_usd": per_update["ordered"]["total_usd"],
             "ordered_consumers": per_update["ordered"]["consumers"],
             "floor": per_update["floor"],
+            "above_floor": per_update["above_floor"],
         },
         "crm_sweep": sweep_at_rest(),
         "measured_inputs": bool(load_results()),
@@ -114,6 +115,22 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 MET = {True: "met", False: "NOT met"}
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 44's goals of this benchmark: the fixed monthly bill per alarm profile and the cost
+    per 1 M updates against the floor, each with what was measured."""
+    goals = [
+        {
+            "goal": f"fixed monthly bill, alarms={alarms}, <= ${idle['goal_usd']:.2f}",
+            "met": idle["goal_met"],
+            "measured": f"${idle['within_free_tier_usd']:.2f} within the free tier ("
+            + ", ".join(f"{line['count']} {line['unit']}" for line in idle["lines"])
+            + f"; ${idle['total_usd']:.2f} at list price)",
+        }
+        for alarms, idle in results["idle"].items()
+    ]
+    return [*goals, cost.floor_goal(results["per_update"]["floor"], results["per_update"]["above_floor"])]
 
 
 def idle_report(alarms: str, idle: dict[str, Any]) -> list[str]:

@@ -165,6 +165,7 @@ class Inputs:
                 results,
                 900.0,
                 ("pipeline", "log_bytes_per_unit", "webhook"),
+                ("latency", "log_bytes_per_unit", "webhook"),
                 ("webhook", "telegram_accepted", "log_bytes_per_request"),
             ),
             worker_cpu_ms=_figure(results, 1.0, ("worker", "new_batch_1", "invocation_outside_aws", "p50")),
@@ -174,7 +175,11 @@ class Inputs:
             journal_source="measured: worker" if measured else "assumed",
             consumer_log_bytes={
                 consumer.name: _figure(
-                    results, 1200.0, ("pipeline", "log_bytes_per_unit", consumer.name), generic_log
+                    results,
+                    1200.0,
+                    ("pipeline", "log_bytes_per_unit", consumer.name),
+                    ("latency", "log_bytes_per_unit", consumer.name),
+                    generic_log,
                 )
                 for consumer in telegram_consumers(with_ai=True)
             },
@@ -376,6 +381,41 @@ def estimate(
     return bill
 
 
+def above_floor(model: Bill, design: Bill) -> dict[str, float]:
+    """What the model bills above the floor, by kind (USD per UPDATES), largest first."""
+    kinds = {
+        "CloudWatch Logs": ("CloudWatch Logs",),
+        "SQS requests": ("SQS", "1 SQS"),
+        "Lambda requests": ("Lambda requests", "1 webhook invocation", "1 consumer invocation"),
+        "Lambda durations and inits": ("Lambda ", "webhook billed", "consumer invocations billed"),
+        "DynamoDB": ("DynamoDB", "2 journal", "consumers' own"),
+    }
+
+    def usd(bill: Bill, prefixes: tuple[str, ...]) -> float:
+        return sum(line.usd for line in bill.lines.values() if line.item.startswith(prefixes))
+
+    rest = {
+        kind: usd(model, prefixes) - usd(design, prefixes)
+        for kind, prefixes in kinds.items()
+        if kind != "Lambda durations and inits"
+    }
+    lambda_kind = kinds["Lambda durations and inits"]
+    model_lambda = usd(model, lambda_kind) - usd(model, kinds["Lambda requests"])
+    rest["Lambda durations and inits"] = model_lambda - usd(design, lambda_kind)
+    return dict(sorted(((k, round(v, 2)) for k, v in rest.items()), key=lambda item: -item[1]))
+
+
+def floor_goal(design: dict[str, Any], above: dict[str, float]) -> dict[str, Any]:
+    """Issue 44's goal: the model's cost per 1 M updates within FLOOR_GOAL_RATIO of the floor."""
+    model = design["model_usd"]
+    return {
+        "goal": f"cost per 1 M updates <= {design['goal_ratio']:g}x the floor",
+        "met": design["goal_met"],
+        "measured": f"{design['model_ratio']:.2f}x: ${model:.2f} vs floor ${design['total_usd']:.2f}; above"
+        " it: " + ", ".join(f"{kind} ${usd:.2f}" for kind, usd in above.items() if usd >= 0.01),
+    }
+
+
 def floor(with_ai: bool = False) -> Bill:
     """The design's floor per UPDATES updates: the fewest billed units the architecture needs, each
     at its minimum. Per update: 1 HTTP API request, 1 webhook invocation billed 1 ms, 1 SNS
@@ -438,7 +478,9 @@ def run(quick: bool = False) -> dict[str, Any]:
             "standard_topic_total_usd": round(standard_topic.total, 4),
             "envelope_bytes": ENVELOPE_BYTES,
         },
+        "above_floor": above_floor(bills["ai_off"], design_floor),
         "floor": {
+            "model_usd": round(bills["ai_off"].total, 4),
             "total_usd": round(design_floor.total, 4),
             "lines": {line.item: round(line.usd, 4) for line in design_floor.lines.values()},
             "model_ratio": round(ratio, 3),
@@ -547,6 +589,11 @@ def report(results: dict[str, Any]) -> list[str]:
         " (~1.5 GB of conversations per 1 M updates) and Bedrock tokens.",
     ]
     return lines
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 44's goal of this benchmark, with what was measured."""
+    return [floor_goal(results["floor"], results["above_floor"])]
 
 
 def ordered_report(results: dict[str, Any]) -> list[str]:

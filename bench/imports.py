@@ -216,7 +216,7 @@ def report(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 44's goals of this benchmark: each function's cold path over `import boto3`."""
     boto3_ms = results["boto3_import_ms"]
     return [
