@@ -153,6 +153,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "ordered_consumers": per_update["ordered"]["consumers"],
             "floor": per_update["floor"],
             "above_floor": per_update["above_floor"],
+            "windowed": per_update["windowed"],
         },
         "crm_sweep": sweep_at_rest(),
         "measured_inputs": bool(load_results()),
@@ -175,7 +176,11 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for alarms, idle in results["idle"].items()
     ]
-    return [*goals, cost.floor_goal(results["per_update"]["floor"], results["per_update"]["above_floor"])]
+    per_update = results["per_update"]
+    return [
+        *goals,
+        cost.floor_goal(per_update["floor"], per_update["above_floor"], per_update.get("windowed")),
+    ]
 
 
 def idle_report(alarms: str, idle: dict[str, Any]) -> list[str]:
