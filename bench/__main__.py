@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from bench import bill, cost, crm_sweep, imports, latency, phones, pipeline, scale, sms, webhook, worker
-from bench.common import RESULTS_PATH, BenchError, machine, save_results
+from bench.common import RESULTS_PATH, BenchError, goal_line, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
     "webhook": webhook,
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_one(name: str, quick: bool) -> list[str]:
+def run_one(name: str, quick: bool) -> tuple[list[str], dict[str, Any]]:
     module = BENCHMARKS[name]
     run: Callable[..., dict[str, Any]] = module.run
     report: Callable[[dict[str, Any]], list[str]] = module.report
@@ -65,7 +65,23 @@ def run_one(name: str, quick: bool) -> list[str]:
     if not quick:
         save_results(name, results)
     load = machine()["load_average_1min"]
-    return [*report(results), f"  ({name}: {time.monotonic() - started:.1f} s, load average after {load})"]
+    lines = [*report(results), f"  ({name}: {time.monotonic() - started:.1f} s, load average after {load})"]
+    return lines, results
+
+
+def goals_report(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Every goal of the benchmarks that ran (their `summary`), OK or NOT MET with what was measured:
+    issue 44's goals, judged against the baselines measured in this same run."""
+    goals = []
+    for name, result in results.items():
+        summary: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = getattr(
+            BENCHMARKS[name], "summary", None
+        )
+        if summary is not None and not (name == "cost" and "bill" in results):  # bill repeats it
+            goals += summary(result)
+    if not goals:
+        return []
+    return ["goals (issue 44), measured in this run:", *(goal_line(goal) for goal in goals), ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,10 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     failed = []
+    measured: dict[str, dict[str, Any]] = {}
     for name in names:
         print(flush=True)
         try:
-            lines = run_one(name, args.quick)
+            lines, measured[name] = run_one(name, args.quick)
         except BenchError as error:
             failed.append(name)
             print(f"{name}: FAILED: {error}", file=sys.stderr, flush=True)
@@ -101,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print("\n".join(lines), flush=True)
     print(flush=True)
+    print("\n".join(goals_report(measured)), flush=True)
     if failed:
         print(f"bench: FAILED: {', '.join(failed)} (of {len(names)} benchmarks)", file=sys.stderr, flush=True)
         return 1

@@ -78,6 +78,49 @@ def sweep_at_rest(crms: int = 2) -> dict[str, Any]:
     }
 
 
+# SnapStart (issue 44) where it would shorten the first reply after idle: the two functions in
+# series on that path. Off by default (no function publishes a SnapStart version).
+SNAPSTART_CANDIDATES = ("webhook", "autoreply")
+MONTH_SECONDS = MONTH_MINUTES * 60
+
+
+def snapstart(idle_bills: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What SnapStart would add on the reply path: each function's snapshot cached all month (its
+    memory), and per 1 M updates a restore for each cold start (`cost.COLD_START_SHARE` of the
+    invocations), against the fixed monthly goals."""
+    from infra.environment import WEBHOOK
+    from infra.prices import TRAFFIC
+    from pipeline.registry import by_name
+
+    memory = {WEBHOOK.service_name: WEBHOOK.memory_mb}
+    memory.update({name: by_name(name).memory_mb for name in SNAPSTART_CANDIDATES if name != "webhook"})
+    cache = {
+        name: round(mb / 1024 * MONTH_SECONDS * TRAFFIC.lambda_snapstart_cache_gb_second.usd, 2)
+        for name, mb in memory.items()
+    }
+    restores = sum(
+        cost.UPDATES * cost.COLD_START_SHARE * mb / 1024 * TRAFFIC.lambda_snapstart_restore_gb.usd
+        for mb in memory.values()
+    )
+    monthly = round(sum(cache.values()), 2)
+    with_it = {
+        alarms: {
+            "usd": round(idle["within_free_tier_usd"] + monthly, 2),
+            "goal_usd": idle["goal_usd"],
+            "met": round(idle["within_free_tier_usd"] + monthly, 2) <= idle["goal_usd"],
+        }
+        for alarms, idle in idle_bills.items()
+    }
+    return {
+        "default_on": [],
+        "cache_monthly_usd": cache,
+        "monthly_usd": monthly,
+        "restores_per_million_updates_usd": round(restores, 4),
+        "bill_with_it": with_it,
+        "pays": all(v["met"] for v in with_it.values()),
+    }
+
+
 def idle(alarms: str) -> dict[str, Any]:
     """The bill at rest of the default template with this alarm profile."""
     bill = idle_cost(default_resources(alarms))
@@ -99,14 +142,18 @@ def idle(alarms: str) -> dict[str, Any]:
 def run(quick: bool = False) -> dict[str, Any]:
     """`quick` changes nothing: a synth per alarm profile and arithmetic."""
     per_update = cost.run()
+    idle_bills = {alarms: idle(alarms) for alarms in IDLE_GOALS_USD}
     return {
-        "idle": {alarms: idle(alarms) for alarms in IDLE_GOALS_USD},
+        "idle": idle_bills,
+        "snapstart": snapstart(idle_bills),
         "per_update": {
             "model_usd": per_update["scenarios"]["ai_off"]["total_usd"],
             "traced_usd": per_update["traced_ai_off_total_usd"],
             "ordered_usd": per_update["ordered"]["total_usd"],
             "ordered_consumers": per_update["ordered"]["consumers"],
             "floor": per_update["floor"],
+            "above_floor": per_update["above_floor"],
+            "windowed": per_update["windowed"],
         },
         "crm_sweep": sweep_at_rest(),
         "measured_inputs": bool(load_results()),
@@ -114,6 +161,26 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 MET = {True: "met", False: "NOT met"}
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 44's goals of this benchmark: the fixed monthly bill per alarm profile and the cost
+    per 1 M updates against the floor, each with what was measured."""
+    goals = [
+        {
+            "goal": f"fixed monthly bill, alarms={alarms}, <= ${idle['goal_usd']:.2f}",
+            "met": idle["goal_met"],
+            "measured": f"${idle['within_free_tier_usd']:.2f} within the free tier ("
+            + ", ".join(f"{line['count']} {line['unit']}" for line in idle["lines"])
+            + f"; ${idle['total_usd']:.2f} at list price)",
+        }
+        for alarms, idle in results["idle"].items()
+    ]
+    per_update = results["per_update"]
+    return [
+        *goals,
+        cost.floor_goal(per_update["floor"], per_update["above_floor"], per_update.get("windowed")),
+    ]
 
 
 def idle_report(alarms: str, idle: dict[str, Any]) -> list[str]:
@@ -146,7 +213,26 @@ def report(results: dict[str, Any]) -> list[str]:
         f"    with tracing=true: {per_update['traced_usd']:.2f} (the floor's items: python -m bench cost)",
         f"    ordered path ({', '.join(per_update['ordered_consumers'])} on a FIFO queue):"
         f" {per_update['ordered_usd']:.2f}, unordered {per_update['model_usd']:.2f}",
+        *snapstart_report(results.get("snapstart")),
         *sweep_report(results.get("crm_sweep")),
+    ]
+
+
+def snapstart_report(snap: dict[str, Any] | None) -> list[str]:
+    if not snap:
+        return []
+    cache = ", ".join(f"{name} {usd:.2f}" for name, usd in snap["cache_monthly_usd"].items())
+    bills = "; ".join(
+        f"alarms={alarms} {v['usd']:.2f} (goal <= {v['goal_usd']:.2f}: {MET[v['met']]})"
+        for alarms, v in snap["bill_with_it"].items()
+    )
+    return [
+        f"  SnapStart: on for {', '.join(snap['default_on']) or 'no function'} by default (the fixed bill"
+        " above includes its cache); on the reply path it would cache a snapshot of each all month:"
+        f" {cache} = {snap['monthly_usd']:.2f} a month, plus restores"
+        f" {snap['restores_per_million_updates_usd']:.2f} per 1 M updates",
+        f"    the fixed bill with it: {bills}; "
+        + ("it fits" if snap["pays"] else "it does not fit the goals, so it stays off"),
     ]
 
 

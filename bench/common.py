@@ -104,6 +104,11 @@ class Stats:
         )
 
 
+def goal_line(goal: Mapping[str, Any]) -> str:
+    """One goal of a benchmark (`goals()`): OK or NOT MET, what it is, and what was measured."""
+    return f"  {'OK' if goal['met'] else 'NOT MET':<7}  {goal['goal']}: {goal['measured']}"
+
+
 # -- AWS calls ----------------------------------------------------------------------------------------
 class AwsCallMeter:
     """Counts the API calls of the boto3 clients it is attached to, and the wall time spent in them.

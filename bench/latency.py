@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.common import RESULTS_PATH, BenchError, Stats, deployed_default_settings, require, table
-from bench.pipeline import Sender, Sent
+from bench.pipeline import Sender, Sent, log_bytes
 from local import aws_calls
 from local.apigw import INTEGRATION_TIMEOUT_SECONDS
 from local.child_process import ChildProcess
@@ -377,6 +377,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         finally:
             inline.stop()
         status = runtime.status()
+        logs = log_bytes(runtime, status)
     restarts = {name: f["restarts"] for name, f in status.items() if f.get("restarts")}
     require(not restarts, f"function processes crashed or timed out: {restarts}")
 
@@ -399,7 +400,15 @@ def run(quick: bool = False) -> dict[str, Any]:
         **{f"pipeline_warm_{leg}": stats(r.path()[leg] for r in warm_p) for leg in LEGS},
         "inline_warm": stats(r.reply for r in warm_i),
     }
-    return {"sizes": asdict(sizes), "replies": replies, "acks": acks, "goals": goals(replies, acks)}
+    return {
+        "sizes": asdict(sizes),
+        "replies": replies,
+        "acks": acks,
+        "goals": goals(replies, acks),
+        # What each function logged per request or record (`bench.cost` prices it when `pipeline`
+        # has not measured it): every update here is a /start.
+        "log_bytes_per_unit": logs,
+    }
 
 
 def goals(replies: dict[str, Any], acks: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -430,6 +439,37 @@ def goals(replies: dict[str, Any], acks: dict[str, Any]) -> dict[str, dict[str, 
             "met": speedup >= ACK_SPEEDUP_GOAL,
         },
     }
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 44's goals of this benchmark, each with what was measured."""
+    replies, goal = results["replies"], results["goals"]
+
+    def p50(name: str) -> float:
+        return float(replies[name]["p50"])
+
+    cold = goal["cold_reply_ratio"]
+    warm = goal["warm_reply_ms"]
+    return [
+        {
+            "goal": f"first reply after idle <= {COLD_RATIO_GOAL}x the inline bot (p50)",
+            "met": cold["met"],
+            "measured": f"{cold['value']:.2f}x: pipeline {p50('pipeline_cold'):.0f} ms (init webhook"
+            f" {p50('pipeline_init_webhook'):.0f} + autoreply {p50('pipeline_init_autoreply'):.0f}, first"
+            f" invocation {p50('pipeline_cold_first_invocation'):.0f}: to the queue"
+            f" {p50('pipeline_cold_to_queue'):.0f}, hop {p50('pipeline_cold_queue_hop'):.0f}, autoreply"
+            f" {p50('pipeline_cold_autoreply'):.0f}) vs inline {p50('inline_cold'):.0f} ms (init"
+            f" {p50('inline_init'):.0f} + {p50('inline_cold_first_invocation'):.0f})",
+        },
+        {
+            "goal": "warm reply p50 <= the inline bot's + one queue hop",
+            "met": warm["met"],
+            "measured": f"{p50('pipeline_warm'):.1f} ms (webhook to the queue"
+            f" {p50('pipeline_warm_to_queue'):.1f},"
+            f" hop {p50('pipeline_warm_queue_hop'):.1f}, autoreply {p50('pipeline_warm_autoreply'):.1f}) vs"
+            f" inline {p50('inline_warm'):.1f} + hop {p50('pipeline_warm_queue_hop'):.1f}",
+        },
+    ]
 
 
 def report(results: dict[str, Any]) -> list[str]:

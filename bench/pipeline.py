@@ -361,13 +361,17 @@ def load_sender(runtime: Runtime, sender: Sender) -> Callable[[], int]:
 
 
 def log_bytes(runtime: Runtime, status: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Bytes each function wrote to its log, per request (webhook) or per record handled (consumers)."""
+    """Bytes each function wrote to its logs, per request (webhook) or per record handled (consumers).
+
+    A function's counts cover all its processes, so its bytes do too: `<name>.log` and the logs of
+    the processes added beside it (`<name>#2.log`, ...)."""
     per_unit: dict[str, float] = {}
     for name, function in status.items():
-        path = runtime.log_dir / f"{name}.log"
+        paths = [runtime.log_dir / f"{name}.log", *runtime.log_dir.glob(f"{name}#*.log")]
+        size = sum(path.stat().st_size for path in paths if path.is_file())
         units = function.get("requests") or (function.get("processed", 0) + function.get("duplicates", 0))
-        if path.is_file() and units:
-            per_unit[name] = round(path.stat().st_size / units, 1)
+        if size and units:
+            per_unit[name] = round(size / units, 1)
     return per_unit
 
 

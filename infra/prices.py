@@ -105,6 +105,16 @@ class TrafficPrices:
     dynamodb_read_unit: UnitPrice = UnitPrice(0.1525 / 1e6, "RRU", DYNAMODB_PRICING)
     logs_ingested_gb: UnitPrice = UnitPrice(0.63, "GB", CLOUDWATCH_PRICING, "CloudWatch Logs, standard class")
     xray_trace: UnitPrice = UnitPrice(5.00 / 1e6, "trace", XRAY_PRICING, "traces recorded")
+    # SnapStart for Python (issue 44): a published version's snapshot is billed for as long as the
+    # version is active (at least 3 hours), and each environment restored from it per GB.
+    # us-east-1's figures, recorded offline from a secondary source: check LAMBDA_PRICING for
+    # eu-central-1's before relying on them.
+    lambda_snapstart_cache_gb_second: UnitPrice = UnitPrice(
+        0.0000015046, "GB-s", LAMBDA_PRICING, "SnapStart cache, per GB of memory, us-east-1", "2026-12-06"
+    )
+    lambda_snapstart_restore_gb: UnitPrice = UnitPrice(
+        0.0001397998, "GB", LAMBDA_PRICING, "SnapStart restore, per GB of memory, us-east-1", "2026-12-06"
+    )
 
     def all(self) -> dict[str, UnitPrice]:
         return {field.name: getattr(self, field.name) for field in fields(self)}

@@ -84,7 +84,7 @@ def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, An
         # The consumer writes only to the update's own chat: it is that chat which is gone.
         return {"reply": "blocked", **unreachable(error, envelope.event_id, chat_id)}
     metrics.add_metric(name="RepliesSent", unit=MetricUnit.Count, value=1)
-    logger.info("reply sent", extra={"chat_id": chat_id, "method": method})
+    logger.debug("reply sent", extra={"chat_id": chat_id, "method": method})
     return {"reply": "sent", "method": method, "chat_id": chat_id}
 
 

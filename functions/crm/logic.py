@@ -67,7 +67,7 @@ def create_lead(lead: Lead) -> dict[str, Any]:
     if not contacts.claim(lead):
         if lead.phone:
             return _update_lead(contacts, lead)
-        logger.info("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})
+        logger.debug("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})
         return {"lead": "skipped", "reason": "contact already known"}
 
     from pipeline.secrets import with_refreshed_secret  # at first use, as in _sink

@@ -32,7 +32,7 @@ metrics = Metrics()
 DEFAULT_API_BASE = "https://api.telegram.org"
 # What a call whose effect already held (`Scope.DONE`) is answered with.
 DONE_RESULT = True
-TIMEOUT_SECONDS = 8.0
+TIMEOUT_SECONDS = pacing.BOT_API_TIMEOUT_SECONDS
 # "<bot id>:<35 characters>", as BotFather issues them.
 _TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,}")
 

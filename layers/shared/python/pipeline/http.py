@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from functools import cache
 from typing import Any
 
 from pipeline.errors import UNAUTHORIZED, AccountRefused, PermanentError, RemoteRefused, TransientError
@@ -60,7 +61,11 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirects)
+@cache
+def _opener() -> urllib.request.OpenerDirector:
+    """Built at the first request, not at import: its HTTPS handler loads the CA store (about 20 ms),
+    which a function that never calls out (the webhook imports this through the registry) need not pay."""
+    return urllib.request.build_opener(_NoRedirects)
 
 
 def retry_after_seconds(response: JsonResponse) -> float | None:
@@ -177,7 +182,7 @@ class JsonHttpClient:
             headers={"Accept": "application/json", "User-Agent": USER_AGENT, **headers},
         )
         try:
-            with _OPENER.open(request, timeout=self.timeout) as response:
+            with _opener().open(request, timeout=self.timeout) as response:
                 return _read(response.status, response.headers, response)
         except urllib.error.HTTPError as error:
             # A non-2xx answer is still an answer: the caller classifies it.

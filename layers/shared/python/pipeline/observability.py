@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.shared.functions import resolve_truthy_env_var_choice
 
 if TYPE_CHECKING:
@@ -27,6 +28,21 @@ CORRELATION_ID_HEADER = "x-correlation-id"
 _SAFE_CORRELATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/=+-]{0,127}")
 
 
+# Keys Powertools' `inject_lambda_context` adds to every line that CloudWatch already knows from
+# the log group (one per function) and the function's configuration: ~170 bytes a line, which
+# CloudWatch Logs bills per GB ingested (issue 44). The request id and cold_start stay.
+REDUNDANT_KEYS = ("function_name", "function_arn", "function_memory_size")
+
+
+class CompactFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON lines without `REDUNDANT_KEYS`."""
+
+    def serialize(self, log: dict[str, Any]) -> str:  # type: ignore[override]
+        for key in REDUNDANT_KEYS:
+            log.pop(key, None)
+        return super().serialize(log)
+
+
 def service_logger() -> Logger:
     """The function's Powertools logger (service from POWERTOOLS_SERVICE_NAME), writing only
     records at or above POWERTOOLS_LOG_LEVEL, its child loggers' included.
@@ -37,7 +53,7 @@ def service_logger() -> Logger:
     on the handler every record of the service reaches, where neither the Lambda level nor a
     child logger's own level can override it.
     """
-    logger = Logger()
+    logger = Logger(logger_formatter=CompactFormatter())
     logger.logger_handler.setLevel(os.environ.get(LOG_LEVEL_ENV, "INFO").upper())
     return logger
 

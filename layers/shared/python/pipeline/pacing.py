@@ -58,6 +58,10 @@ from pipeline.formats import by_name as by_format
 TELEGRAM_MESSAGES_PER_SECOND = 30
 TELEGRAM_CHAT_INTERVAL_SECONDS = 1.0
 TELEGRAM_GROUP_MESSAGES_PER_MINUTE = 20
+# One Bot API call's timeout (`pipeline.bot_api.TIMEOUT_SECONDS`). Defined here, not in bot_api,
+# so that the registry can size consumers' timeouts without importing the HTTP client: every
+# function imports the registry at init, the webhook never calls Telegram.
+BOT_API_TIMEOUT_SECONDS = 8.0
 # The share of the global limit the consumers' environments may use together: "30 or so" is
 # not a contract, and a retried record's message may come on top.
 HEADROOM = 0.8

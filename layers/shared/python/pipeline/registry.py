@@ -25,10 +25,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
 from pipeline.deadline import needed
 from pipeline.errors import ACCOUNT_CAUSES
-from pipeline.pacing import SEND_RATE_ENV, TELEGRAM_CHAT_INTERVAL_SECONDS, paced_environment
+from pipeline.pacing import (
+    BOT_API_TIMEOUT_SECONDS,
+    SEND_RATE_ENV,
+    TELEGRAM_CHAT_INTERVAL_SECONDS,
+    paced_environment,
+)
 from pipeline.team import team_file
 
 # The fewest deliveries a consumer's queue allows before dead-lettering. AWS: "set the
