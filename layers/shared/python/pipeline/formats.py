@@ -77,6 +77,15 @@ FORMATS: tuple[Format, ...] = (
     Format("crm_sweep_cursor", "journal", re.compile(r"crm-sweep-cursor#\w+"), 1, "pipeline.crm.sweep"),
     Format("bot_api_call", "journal", re.compile(r"botcall#.+#\d+"), 0, "pipeline.telegram_bot.calls"),
     Format("chat_blocked", "journal", re.compile(r"blocked#-?\d+"), 0, "pipeline.bot_api"),
+    Format("broadcast_job", "journal", re.compile(r"broadcast#bc-[\w-]+"), 1, "pipeline.broadcast", first=1),
+    Format(
+        "broadcast_chat",
+        "journal",
+        re.compile(r"broadcast#bc-[\w-]+#-?\d+"),
+        1,
+        "functions/broadcast/logic.py",
+        first=1,
+    ),
     Format("consumer_paused", "journal", re.compile(rf"{_CONSUMER}#paused"), 1, "pipeline.pause", first=1),
     # -- the conversations table (keys "pk", "sk") --
     Format(
