@@ -20,6 +20,7 @@ The rules (exactly once per chat, resuming, counting) are `pipeline.broadcast`'s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
@@ -97,7 +98,8 @@ class Page:
             wait = min(jobs.RECHECK_SECONDS, max(1.0, float(job.get("not_before", 0)) - now))
             if float(job.get("not_before", 0)) > now:
                 raise HandedBack(f"broadcast {self.broadcast_id} is scheduled later", wait)
-            jobs.steer(self.table, self.broadcast_id, jobs.SENDING, (jobs.SCHEDULED,))
+            with contextlib.suppress(jobs.BroadcastError):  # another page started it first
+                jobs.steer(self.table, self.broadcast_id, jobs.SENDING, (jobs.SCHEDULED,))
         return state == jobs.CANCELLED
 
     # -- one chat ---------------------------------------------------------------------------------

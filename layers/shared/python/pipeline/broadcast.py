@@ -33,12 +33,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from pipeline.formats import by_name as format_named
 from pipeline.retention import CONSUMER_QUEUE_RETENTION
 
-SOURCE = "broadcast"
+SOURCE: Final = "broadcast"
 PAGE_TYPE = "page"
 SCHEMA_VERSION = 1
 # Chats per queued page: one SQS message (well under its 256 KiB), one claim per chat.
