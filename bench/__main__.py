@@ -5,7 +5,8 @@ uses the figures the others measured, from this run or an earlier one), bill (th
 bill of the default template, and the per-update cost against its floor), phones, sms, latency,
 imports, scale (where the pipeline stops keeping up at 10 to 10,000 events a second: a model on
 the limits of infra/limits.py and the pipeline load run's CPU figures), crm_sweep (a 7-day
-outage of each CRM replayed on a simulated clock: how many runs and minutes the catch-up takes).
+outage of each CRM replayed on a simulated clock: how many runs and minutes the catch-up takes),
+broadcast (the time and AWS cost of 100,000 recipients at the default rate: a model).
 Figures are saved to .local/bench/results.json. `python -m bench sms-model --steps N` is a campaign
 of the SMS rules' state machine instead (bench/sms_model.py); `python -m bench scale --rate N`
 (repeatable; `--measured`: the latest load run's CPU figures) prints the scale model at those rates.
@@ -25,7 +26,20 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from bench import bill, cost, crm_sweep, imports, latency, phones, pipeline, scale, sms, webhook, worker
+from bench import (
+    bill,
+    broadcast,
+    cost,
+    crm_sweep,
+    imports,
+    latency,
+    phones,
+    pipeline,
+    scale,
+    sms,
+    webhook,
+    worker,
+)
 from bench.common import RESULTS_PATH, BenchError, goal_line, machine, save_results
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -40,6 +54,7 @@ BENCHMARKS: dict[str, ModuleType] = {
     "imports": imports,
     "scale": scale,
     "crm_sweep": crm_sweep,
+    "broadcast": broadcast,
 }
 
 

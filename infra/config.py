@@ -194,6 +194,12 @@ class PipelineSettings(BaseModel):
     telegram_messages_per_second: float = Field(
         default=pacing.TELEGRAM_MESSAGES_PER_SECOND, gt=0, le=pacing.TELEGRAM_MAX_MESSAGES_PER_SECOND
     )
+    # The share of that rate a broadcast uses (`pipeline.broadcast`): interactive replies keep the
+    # rest, so users talking to the bot during a broadcast still get answers.
+    broadcast_share: float = Field(default=pacing.BROADCAST_SHARE, gt=0, lt=1)
+    # Broadcast messages sent with `allow_paid_broadcast` (Telegram Stars, up to 1000 a second:
+    # raise telegram_messages_per_second with it).
+    allow_paid_broadcast: ContextBool = False
     # The bot's own username (without "@"): the autoreply answers "/start@<it>" and "/start" but
     # not "/start@other_bot" (groups with several bots). Unset: whatever bot a command names.
     telegram_bot_username: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]{4,31}$")

@@ -25,6 +25,7 @@ from infra.config import (
 from infra.naming import stack_scoped_name
 from pipeline import deadline, pacing, phones
 from pipeline.bot_api import TIMEOUT_SECONDS as BOT_API_TIMEOUT_SECONDS
+from pipeline.broadcast import PAID_ENV as BROADCAST_PAID_ENV
 from pipeline.crm.contract import CRM_AUTH_ENV
 from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.crm.sweep import OVERLAP_ENV as SWEEP_OVERLAP_ENV
@@ -237,6 +238,8 @@ class FunctionEnvironments:
         environment.update(consumer.environment)
         if consumer.sends_to_telegram:
             environment.update(self.telegram_pacing(consumer))
+        if consumer.broadcasts:
+            environment[BROADCAST_PAID_ENV] = "true" if self.settings.allow_paid_broadcast else ""
         if consumer.name == SMS_CONSUMER:
             environment.update(self.sms(consumer))
         if consumer.source == "telegram" and self.settings.telegram_bot_username:
@@ -250,7 +253,8 @@ class FunctionEnvironments:
         refused when one environment could not send two messages in one invocation: each would
         send one and hand the rest of its batch back."""
         rate = self.settings.telegram_messages_per_second
-        share = pacing.send_rate(consumer.max_concurrency, rate)
+        part = self.settings.broadcast_share if consumer.broadcasts else 1.0
+        share = pacing.send_rate(consumer.max_concurrency, rate, part)
         room = min(
             pacing.MAX_WAIT_SECONDS, consumer.timeout_seconds - deadline.needed(BOT_API_TIMEOUT_SECONDS)
         )
@@ -261,7 +265,7 @@ class FunctionEnvironments:
                 " wait in an invocation"
             )
             raise SettingsError([Problem("telegram_messages_per_second", why, rate)])
-        return pacing.paced_environment(consumer.max_concurrency, rate)
+        return pacing.paced_environment(consumer.max_concurrency, rate, part)
 
     def check_worker_environment(self, environment: Mapping[str, str], consumer: Consumer) -> None:
         """Fail the synth (or the local start), not every message, on an environment

@@ -29,7 +29,7 @@ from botocore.exceptions import (
 from infra.config import DEFAULT_STAGE, valid_stage
 from infra.paths import CDK_JSON
 from infra.region import apply_region
-from ops import dlq, forget, journal, outputs, scaffold, sms, sms_preview, webhook
+from ops import broadcast, dlq, forget, journal, outputs, scaffold, sms, sms_preview, webhook
 from ops.configure import configure
 from ops.context import Context
 from ops.doctor import doctor
@@ -439,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     sms_preview_command.add_argument(
         "--max-parts", type=int, metavar="N", help="the part limit (default: the rules file's max_parts)"
     )
+    _broadcast_commands(commands, command, confirm, json_option)
     console_command = command(
         commands,
         "console",
@@ -493,6 +494,42 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument("--out", type=Path, help="where to write (default tests/fixtures/upgrade/<version>)")
     capture.set_defaults(handler=_capture_fixtures, region=None)
     return parser
+
+
+def _broadcast_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    command: Callable[..., argparse.ArgumentParser],
+    confirm: argparse.ArgumentParser,
+    json_option: argparse.ArgumentParser,
+) -> None:
+    """`broadcast create|status|pause|resume|cancel` (ops.broadcast)."""
+    common = _common_options()
+    parser = commands.add_parser(
+        "broadcast",
+        help="One message to every subscriber, exactly once (docs/broadcast.md).",
+        parents=[common],
+    )
+    group = parser.add_subparsers(dest="broadcast_command", required=True, metavar="BROADCAST_COMMAND")
+    create = command(
+        group,
+        "create",
+        broadcast.create,
+        "Send a message to every private chat that started the bot and has not blocked it.",
+        confirm,
+        json_option,
+    )
+    create.add_argument("--text", required=True, help="the message (plain text, up to 4096 characters)")
+    create.add_argument("--language", help="only users whose Telegram language is this (e.g. de)")
+    create.add_argument("--tag", help="only chats with a tag#<TAG> item in the conversations table")
+    create.add_argument("--at", help="send from this time on (ISO with offset, e.g. 2026-12-24T18:00+01:00)")
+    for name, handler, text in (
+        ("status", broadcast.status, "Progress: sent, blocked, failed, remaining, rate, time left."),
+        ("pause", broadcast.pause, "Pause a broadcast: its pages wait until resumed."),
+        ("resume", broadcast.resume, "Resume a paused broadcast where it stopped."),
+        ("cancel", broadcast.cancel, "Cancel a broadcast: nobody else gets it."),
+    ):
+        sub = command(group, name, handler, text, json_option)
+        sub.add_argument("id", help="the broadcast id (bc-...)")
 
 
 def _capture_fixtures(context: Context) -> None:

@@ -25,6 +25,9 @@ that method with a header asking the bot consumer (with the local runtime's LOCA
 die right after it has journaled the answer: a worker crash between a handler's Bot API call and
 its state commit, on cue (`DELETE /_crash_after`, or `DELETE /_faults`, forgets pending ones).
 
+`POST /_blocked {"chat_ids": [...]}`: those users blocked the bot; every message to them is
+answered 403 "Forbidden: bot was blocked by the user", as Telegram answers it.
+
 `strict=True` (tests) also checks each call against aiogram's pydantic model of its method, and
 refuses parameters the method does not have: a call aiogram would not make gets 400.
 
@@ -106,6 +109,14 @@ class TelegramFake(FakeService):
         self.messages = SentMessages()
         # Lowercased method -> error answers to give its next calls (`POST /_refuse`).
         self._refusals: dict[str, list[FakeResponse]] = {}
+        # Private chats whose user blocked the bot (`POST /_blocked`): every message to them gets
+        # Telegram's 403 "Forbidden: bot was blocked by the user", without its effect.
+        self.blocked: set[int] = set()
+
+    def block_chats(self, chat_ids: Any) -> None:
+        """In-process `POST /_blocked {"chat_ids": [...]}`: those users block the bot."""
+        with self._state_lock:
+            self.blocked.update(int(chat) for chat in chat_ids)
 
     def _new_token(self, value: str) -> None:
         """@BotFather's "revoke current token": only `value` works from now on (same bot id)."""
@@ -130,6 +141,13 @@ class TelegramFake(FakeService):
             return FakeResponse(200, {"crash_after": self.pending_crashes()})
         if route == ("POST", "/_refuse"):
             return self._add_refusal(request.json())
+        if route == ("POST", "/_blocked"):
+            document = request.json()
+            chats = document.get("chat_ids") if isinstance(document, dict) else None
+            if not isinstance(chats, list) or not all(isinstance(c, int) for c in chats):
+                return FakeResponse(400, {"error": 'give {"chat_ids": [<chat id>, ...]}'})
+            self.block_chats(chats)
+            return FakeResponse(200, {"blocked": len(self.blocked)})
         if route == ("POST", "/_limits"):
             document = request.json()
             enforce = document.get("enforce") if isinstance(document, dict) else None
@@ -287,6 +305,11 @@ class TelegramFake(FakeService):
             refusal = strict_refusal(spec["name"], params)
             if refusal is not None:
                 return self._bad_request(refusal)
+        if is_message(method) and str(params.get("chat_id", "")).lstrip("-").isdigit():
+            with self._state_lock:
+                blocked = int(params["chat_id"]) in self.blocked
+            if blocked:
+                return self._error(403, "Forbidden: bot was blocked by the user")
         limiter = self.limiter
         if limiter is not None and is_message(method) and params.get("chat_id") is not None:
             wait = limiter.admit(params["chat_id"])

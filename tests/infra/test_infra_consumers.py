@@ -190,6 +190,9 @@ def test_worker_environment_follows_the_contract(
     if consumer.ordered:
         # Where it publishes a notice per dead letter, naming the chat.
         expected["ALARM_TOPIC_ARN"] = _id(synth, synth.stack.alarm_topic.topic)
+    if consumer.broadcasts:
+        # Whether its messages are paid broadcasts (the `allow_paid_broadcast` setting).
+        expected["BROADCAST_PAID"] = "true" if synth.stack.settings.allow_paid_broadcast else ""
     if consumer.name == SMS_CONSUMER:
         # The SMS settings the stack adds (their values: test_infra_sms).
         assert synth.stack.sms is not None

@@ -25,8 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 from pipeline.formats import SCHEMA_VERSION, by_name
 from pipeline.registry import CRM_CHANGE_KEY
 
-# `crm`: order-status events; `bitrix24`, `amocrm`: those CRMs' own webhook events.
-Source = Literal["telegram", "crm", "bitrix24", "amocrm"]
+# `crm`: order-status events; `bitrix24`, `amocrm`: those CRMs' own webhook events; `broadcast`:
+# one page of a broadcast's chats (`pipeline.broadcast`, published by `ops broadcast create`).
+Source = Literal["telegram", "crm", "bitrix24", "amocrm", "broadcast"]
 
 # The envelope's format (`pipeline.formats`): what the webhook and the CRM sources publish today.
 FORMAT = by_name("envelope")
@@ -143,6 +144,8 @@ def message_group(envelope: Envelope) -> str:
         from pipeline.telegram import chat_group
 
         return fifo_id(chat_group(payload, envelope.type, telegram_bot_of(envelope.event_id)))
+    if envelope.source == "broadcast":  # pages are independent: each its own group
+        return fifo_id(envelope.event_id, prefix="broadcast:")
     noun, path = ORDER_GROUPS[envelope.source]
     order_id = _at(payload, path)
     if envelope.source == "crm" and order_id not in (None, ""):

@@ -66,6 +66,9 @@ BOT_API_TIMEOUT_SECONDS = 8.0
 # not a contract, and a retried record's message may come on top.
 HEADROOM = 0.8
 SEND_RATE_ENV = "TELEGRAM_SENDS_PER_SECOND"
+# The share of the bot's budget a broadcast may use by default (`broadcast_share`, `infra.config`):
+# the rest is left to interactive replies, which keep priority (`pipeline.broadcast`).
+BROADCAST_SHARE = 0.8
 # Longer than this, and the record is handed back instead (the rest of its batch goes on).
 MAX_WAIT_SECONDS = 5.0
 # Telegram's ceiling for a bot's global rate (paid broadcasts, `allow_paid_broadcast`): the
@@ -80,14 +83,19 @@ logger = Logger(child=True)
 _NOT_MESSAGES = frozenset({"sendchataction"})
 
 
-def send_rate(max_concurrency: int, bot_rate: float = TELEGRAM_MESSAGES_PER_SECOND) -> float:
-    """Messages a second one of `max_concurrency` environments may send of the bot's `bot_rate`."""
-    return round(HEADROOM * bot_rate / max_concurrency, 3)
+def send_rate(
+    max_concurrency: int, bot_rate: float = TELEGRAM_MESSAGES_PER_SECOND, share: float = 1.0
+) -> float:
+    """Messages a second one of `max_concurrency` environments may send of `share` of the bot's
+    `bot_rate` (a broadcast's share; 1 for interactive replies)."""
+    return round(HEADROOM * share * bot_rate / max_concurrency, 3)
 
 
-def paced_environment(max_concurrency: int, bot_rate: float = TELEGRAM_MESSAGES_PER_SECOND) -> dict[str, str]:
+def paced_environment(
+    max_concurrency: int, bot_rate: float = TELEGRAM_MESSAGES_PER_SECOND, share: float = 1.0
+) -> dict[str, str]:
     """The environment entry of a consumer that sends Telegram messages."""
-    return {SEND_RATE_ENV: str(send_rate(max_concurrency, bot_rate))}
+    return {SEND_RATE_ENV: str(send_rate(max_concurrency, bot_rate, share))}
 
 
 def is_message(method: str) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pipeline.broadcast import KEPT_SECONDS as BROADCAST_KEPT_SECONDS
 from pipeline.formats import FORMATS, by_name
 from pipeline.retention import (
     CONVERSATION_RETENTION,
@@ -283,6 +284,34 @@ KINDS: tuple[Kind, ...] = (
         Forget(Erase(delete=True), keys=_journal_key("blocked#")),
     ),
     Kind(
+        "sms_suppression",
+        "journal",
+        _format_key("sms_suppression"),
+        "an opted-out number: its SHA-256 (the key) and its masked form",
+        Retention(
+            None, "", "the shop (`ops sms opt-in` removes it); `ops forget` deletes it with the person"
+        ),
+        Forget(Erase(delete=True), scan=_JOURNAL_SCAN),
+    ),
+    Kind(
+        "broadcast_job",
+        "journal",
+        _format_key("broadcast_job"),
+        "a broadcast's text, audience filter and counts: no personal data",
+        Retention(
+            None, "", "twice the queues' retention after it was created (pipeline.broadcast)", writer_ttl=True
+        ),
+        _NO_PERSON,
+    ),
+    Kind(
+        "broadcast_chat",
+        "journal",
+        _format_key("broadcast_chat"),
+        "one chat's claim and outcome in a broadcast: the chat id",
+        Retention(timedelta(seconds=BROADCAST_KEPT_SECONDS), "the chat's message was claimed"),
+        Forget(Erase(delete=True), scan="a broadcast's chats are keyed by the broadcast first"),
+    ),
+    Kind(
         "consumer_paused",
         "journal",
         _format_key("consumer_paused"),
@@ -291,7 +320,7 @@ KINDS: tuple[Kind, ...] = (
         _NO_PERSON,
     ),
     Kind(
-        "ordered_attempts",
+        "consumer_attempts",
         "journal",
         _ATTEMPTS,
         "an ordered consumer's attempt count of an SQS message: no personal data",

@@ -29,6 +29,7 @@ from pipeline.deadline import needed
 from pipeline.errors import ACCOUNT_CAUSES
 from pipeline.pacing import (
     BOT_API_TIMEOUT_SECONDS,
+    BROADCAST_SHARE,
     SEND_RATE_ENV,
     TELEGRAM_CHAT_INTERVAL_SECONDS,
     paced_environment,
@@ -167,6 +168,9 @@ class Consumer:
     # limits (`pipeline.pacing`), Telegram's budget split over its `max_concurrency` environments;
     # the share is derived here into `environment`, so it follows a change of concurrency.
     sends_to_telegram: bool = False
+    # Sends broadcasts (`pipeline.broadcast`): paced to the `broadcast_share` of the bot's rate
+    # only, so interactive replies keep the rest.
+    broadcasts: bool = False
     # The refusals of a whole account its remotes can answer (`pipeline.errors.ACCOUNT_CAUSES`):
     # the worker pauses its records on them, and each has an alarm of its own, naming the cause
     # (`infra.constructs.monitoring`).
@@ -175,6 +179,12 @@ class Consumer:
     # The timeout must give it to a batch's last record (`least_batch_timeout_seconds`), or
     # records late in a batch are refused in every invocation, retried until their DLQ.
     least_timeout_seconds: float = 0.0
+
+    @property
+    def telegram_share(self) -> float:
+        """The share of the bot's rate its environments pace to by default (`infra.environment`
+        gives it the deployment's `broadcast_share`)."""
+        return BROADCAST_SHARE if self.broadcasts else 1.0
 
     @property
     def topic_publisher(self) -> bool:
@@ -233,10 +243,14 @@ class Consumer:
                 f" and recorded (pipeline.deadline) after a batch of {self.batch_size} in one chat:"
                 f" at least {self.least_batch_timeout_seconds:g}"
             )
+        if self.broadcasts and not self.sends_to_telegram:
+            raise ValueError(f"{self.name}: broadcasts needs sends_to_telegram")
         if self.sends_to_telegram:
             # Derived (also over the value a `dataclasses.replace` carries from the original).
             object.__setattr__(
-                self, "environment", {**self.environment, **paced_environment(self.max_concurrency)}
+                self,
+                "environment",
+                {**self.environment, **paced_environment(self.max_concurrency, share=self.telegram_share)},
             )
         elif SEND_RATE_ENV in self.environment:
             raise ValueError(f"{self.name}: {SEND_RATE_ENV} is derived: set sends_to_telegram=True instead")

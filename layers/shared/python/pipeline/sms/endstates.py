@@ -32,6 +32,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipeline.crm.sync import max_age
+from pipeline.formats import SCHEMA_VERSION
+from pipeline.formats import by_name as by_format
 from pipeline.observability import mask_phone
 from pipeline.sms.clock import iso
 from pipeline.sms.journal import Journal, Notification, State
@@ -39,7 +41,8 @@ from pipeline.sms.rules import SmsRules
 from pipeline.sms.settings import SmsSettings
 
 SUPPRESSION_PREFIX = "sms-optout#"
-SUPPRESSION_SCHEMA_VERSION = 1
+# The suppression item's version (`pipeline.formats`).
+SUPPRESSION_FORMAT = by_format("sms_suppression")
 
 
 # End User Messaging's `TimeToLive` bounds (seconds).
@@ -110,7 +113,7 @@ def opt_out(journal: Journal, phone: str, *, by: str) -> bool:
     """Put the number on the list; False if it was on it already."""
     item = {
         "id": suppression_id(phone),
-        "schema_version": SUPPRESSION_SCHEMA_VERSION,
+        SCHEMA_VERSION: SUPPRESSION_FORMAT.version,
         "phone_masked": mask_phone(phone),
         "opted_out_at": iso(journal.clock.now()),
         "by": by,
