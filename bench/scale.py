@@ -184,10 +184,10 @@ def consumer_hop(consumer: Consumer, load: float, cpu: Mapping[str, float]) -> H
         f"{consumer.max_concurrency} x {consumer.batch_size}-record batches, {ms:.0f} ms a record",
     )
     shares = {kind: CAMPAIGN_MIX[kind] for kind in kinds_routed(consumer)}
-    if pacing.SEND_RATE_ENV in consumer.environment:
-        # Only a /start gets a message (the default replies); a button press gets an answer,
-        # which Telegram's message limits do not count.
-        messages = shares.get("start", 0) / (sum(shares.values()) or 1.0)
+    # Only a /start gets a message (the default replies); a button press gets an answer, which
+    # Telegram's message limits do not count. (A broadcast's pages are not in the campaign mix.)
+    messages = shares.get("start", 0) / (sum(shares.values()) or 1.0)
+    if pacing.SEND_RATE_ENV in consumer.environment and messages > 0:
         paced = float(consumer.environment[pacing.SEND_RATE_ENV]) * consumer.max_concurrency / messages
         if paced < capacity:
             capacity, limit = paced, "telegram_messages_per_second"

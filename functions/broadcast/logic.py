@@ -31,7 +31,8 @@ from botocore.exceptions import ClientError
 
 from pipeline import aws
 from pipeline import broadcast as jobs
-from pipeline.bot_api import BotApi, unreachable
+from pipeline.blocked import unreachable
+from pipeline.bot_api import BotApi
 from pipeline.bot_api_errors import ChatUnreachable
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, HandedBack, PermanentError, TransientError

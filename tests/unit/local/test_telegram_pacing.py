@@ -194,7 +194,7 @@ def test_the_stand_in_enforces_nothing_unless_asked() -> None:
 
 def test_the_registry_shares_the_budget_between_a_sending_consumers_environments() -> None:
     senders = [c for c in CONSUMERS if pacing.SEND_RATE_ENV in c.environment]
-    assert {c.name for c in senders} == {"autoreply", "bot"}
+    assert {c.name for c in senders} == {"autoreply", "bot", "broadcast"}
     assert all(c.sends_to_telegram for c in senders)
     for consumer in senders:
         rate = float(consumer.environment[pacing.SEND_RATE_ENV])

@@ -183,4 +183,5 @@ def test_every_source_has_a_grouping() -> None:
 
     from pipeline.envelope import ORDER_GROUPS, Source
 
-    assert {*ORDER_GROUPS, "telegram"} == set(get_args(Source))
+    # Telegram: its chat; a broadcast page: itself (pages are independent, `message_group`).
+    assert {*ORDER_GROUPS, "telegram", "broadcast"} == set(get_args(Source))

@@ -13,6 +13,7 @@ import pytest
 
 from local.resources import EVENTS_TOPIC_ATTRIBUTES
 from pipeline import aws
+from pipeline.broadcast import page_envelope
 from pipeline.envelope import Envelope, Source, publish_request, sns_attributes
 from pipeline.registry import CONSUMERS, Consumer, matches
 from tests.unit.consumer_support import (
@@ -39,7 +40,9 @@ def published_events() -> list[Published]:
         bitrix24_envelope(760, "ONCRMDEALADD"),
         amocrm_envelope(1, 2, 3, 4),
     ]
-    return telegram + crm + crm_sources
+    # A broadcast's page, as `ops broadcast create` publishes it.
+    envelope, attributes = page_envelope("bc-20261206010000-a1b2c3", 0, [1001, 1002])
+    return telegram + crm + crm_sources + [Published(envelope, attributes)]
 
 
 @pytest.mark.usefixtures("moto_aws")
