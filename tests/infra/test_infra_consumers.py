@@ -25,9 +25,15 @@ from template_queries import (
 
 from infra.application import build_app, settings_error_message
 from infra.constructs.consumers import BedrockModel, ConsumerPipeline, bedrock_invoke_statements
-from infra.environment import JOURNAL, SMS_CONSUMER, SettingsError
+from infra.environment import (
+    JOURNAL,
+    SMS_CONSUMER,
+    SettingsError,
+    autoreply_texts,
+)
 from infra.naming import pascal_case
 from pipeline.registry import CONSUMERS, Consumer, enabled, secret_env_var, table_env_var
+from pipeline.replies import REPLIES_ENV
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
 from pipeline.sms.journal import BY_STATE_INDEX
 from pipeline.telegram_bot.state import BY_CHAT_INDEX
@@ -193,6 +199,9 @@ def test_worker_environment_follows_the_contract(
     if consumer.broadcasts:
         # Whether its messages are paid broadcasts (the `allow_paid_broadcast` setting).
         expected["BROADCAST_PAID"] = "true" if synth.stack.settings.allow_paid_broadcast else ""
+    if consumer.name == "autoreply" and REPLIES_ENV not in consumer.environment:
+        # The team's texts (team/autoreply.json), read at synth.
+        expected[REPLIES_ENV] = autoreply_texts()
     if consumer.name == SMS_CONSUMER:
         # The SMS settings the stack adds (their values: test_infra_sms).
         assert synth.stack.sms is not None

@@ -23,6 +23,7 @@ from synthesized import BASE_CONTEXT, SMS_CONFIGURATION_SET, SMS_HTTP_BASE_URL, 
 from template_queries import function_env, of_type, props, ref_name, role_permissions, xray_grant
 
 from infra.application import build_app, settings_error_message
+from infra.config import PipelineSettings
 from infra.constructs.sms import END_USER_MESSAGING_REGIONS, SEND_TEXT_MESSAGE_RESOURCE_TYPES, SmsSupport
 from infra.environment import SMS_CONSUMER, SettingsError, check_sms_environment
 from infra.paths import PROJECT_ROOT
@@ -93,6 +94,8 @@ def _expected_sms_settings(**deployment: str) -> dict[str, str]:
         "SMS_RETRY_MAX_SECONDS": str(SMS.retry.max_delay_seconds),
         "SMS_MAX_ATTEMPTS": SMS.environment["SMS_MAX_ATTEMPTS"],
         "SMS_LEASE_SECONDS": SMS.environment["SMS_LEASE_SECONDS"],
+        # The deployment's one SMS age (`sms_max_age_minutes`): a notification past it is `expired`.
+        "SMS_MAX_AGE_SECONDS": str(PipelineSettings.model_fields["sms_max_age_minutes"].default * 60),
         # The team's rules and texts, read from their file at synth (no rules ship in a layer).
         "SMS_RULES_JSON": json.dumps(
             json.loads(TEAM_RULES.read_text()), ensure_ascii=False, separators=(",", ":")

@@ -36,6 +36,13 @@ COMMANDS = [
     ("journal", "unknown"),
     ("journal", "resolve"),
     ("sms", "preview"),
+    ("sms", "opt-out"),
+    ("sms", "opt-in"),
+    ("broadcast", "create"),
+    ("broadcast", "status"),
+    ("broadcast", "pause"),
+    ("broadcast", "resume"),
+    ("broadcast", "cancel"),
     ("release", "capture-fixtures"),
 ]
 

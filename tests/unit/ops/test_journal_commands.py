@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -24,7 +23,8 @@ ORDER_ID = "1000200030004"  # long enough to look like a phone number: must stil
 
 def record(journal: Journal, order_id: str, final: State | None) -> str:
     """A notification taken through the journal's own transitions: pending -> sending -> `final`."""
-    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    # Now: a notification older than its maximum age ends `expired` instead of being sent.
+    moment = journal.clock.now()
     move = Move(f"crm:{order_id}", "ready", "packed", moment, moment)
     key = notification_key("order.status_changed", move.order_key, move.identity, "sms")
     first_entry = OrderState.first(move)
@@ -43,8 +43,8 @@ def record(journal: Journal, order_id: str, final: State | None) -> str:
             rule="ready",
             order_status="ready",
             previous_status="packed",
-            occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
-            received_at=datetime(2026, 1, 1, tzinfo=UTC),
+            occurred_at=moment,
+            received_at=moment,
             correlation_id=f"corr-{order_id}",
         ),
     )

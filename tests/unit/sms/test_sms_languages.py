@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 from pipeline import aws
 from pipeline.sms.journal import State
-from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event
+from tests.unit.sms.conftest import PHONE, SmsHarness, key_of, order_event, recent
 
 RUSSIAN_PHONE = "+79123456789"
 GERMAN_PHONE = "+4915771234567"
@@ -93,7 +93,7 @@ def test_the_rules_max_price_goes_with_every_end_user_messaging_send(
     monkeypatch.setenv("SMS_GATEWAY", "end_user_messaging")
     monkeypatch.setenv("SMS_RULES_JSON", json.dumps({**RULES, "max_price": "0.05"}, ensure_ascii=False))
     sms.service.reset_runtime()
-    event = order_event(order_id="P-1", phone=GERMAN_PHONE)
+    event = order_event(order_id="P-1", phone=GERMAN_PHONE, occurred_at=recent())
     client = aws.non_retrying_client("pinpoint-sms-voice-v2")
     with Stubber(client) as stubber:
         stubber.add_response(
@@ -104,6 +104,8 @@ def test_the_rules_max_price_goes_with_every_end_user_messaging_send(
                 "MessageBody": "Olga Ivanova, Ihre Bestellung P-1 ist abholbereit.",
                 "MessageType": "TRANSACTIONAL",
                 "MaxPrice": "0.05",
+                # What is left of the rule's maximum age (test_sms_endstates checks it).
+                "TimeToLive": ANY,
                 "Context": {"notification_key": key_of(event)},
             },
         )

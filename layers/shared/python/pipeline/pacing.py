@@ -163,7 +163,9 @@ class BotWideWait:
                 ),
                 ConditionExpression="attribute_not_exists(not_before) OR not_before < :t",
                 ExpressionAttributeValues={
-                    ":t": {"N": f"{not_before:.3f}"},
+                    # Rounded up to the millisecond: stored earlier than asked, a send could go
+                    # out before Telegram's retry_after ends (found by test_telegram_flood).
+                    ":t": {"N": f"{math.ceil(not_before * 1000) / 1000:.3f}"},
                     ":r": {"N": f"{retry_after:g}"},
                     ":v": NOT_BEFORE_FORMAT.written()[SCHEMA_VERSION],
                     ":e": {"N": str(math.ceil(not_before) + NOT_BEFORE_KEPT_SECONDS)},
