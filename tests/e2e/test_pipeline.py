@@ -642,7 +642,8 @@ def test_a_bitrix24_deal_moved_to_ready_texts_once_and_edits_and_resends_text_no
 
     assert moved.status == 200, moved.body
     [sms] = wait_for(lambda: texts_to(pipeline, phone), 30, "the ready-for-pickup SMS")
-    assert f"your order {created.deal_id} is ready for pickup" in sms["body"]["MessageBody"]
+    # A German phone: the shipped rules' German text (team/sms_rules.json language_by_country).
+    assert f"Ihre Bestellung {created.deal_id} ist abholbereit" in sms["body"]["MessageBody"]
     # A manager edits the deal five times (ONCRMDEALUPDATE each time, no stage change), then
     # the portal's move event arrives again.
     edits = [portal.edit_deal(created.deal_id, COMMENTS=f"call first ({n})") for n in range(5)]
@@ -728,8 +729,8 @@ def test_an_amocrm_webhook_carrying_two_leads_texts_each_customer_once(pipeline:
     assert delivery.status == 200, delivery.body
     first = wait_for(lambda: texts_to(pipeline, phones[0]), 30, "the first lead's SMS")
     second = wait_for(lambda: texts_to(pipeline, phones[1]), 30, "the second lead's SMS")
-    assert "is ready for pickup" in first[0]["body"]["MessageBody"]
-    assert "has been shipped" in second[0]["body"]["MessageBody"]
+    assert "ist abholbereit" in first[0]["body"]["MessageBody"]  # German phones: the de text
+    assert "wurde versandt" in second[0]["body"]["MessageBody"]
     assert account.resend_last().status == 200  # amoCRM retrying the same webhook
     assert pipeline.runtime.wait_until_drained(timeout=60)
     assert [len(texts_to(pipeline, phone)) for phone in phones] == [1, 1]
