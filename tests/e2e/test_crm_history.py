@@ -75,21 +75,24 @@ def test_a_move_whose_webhook_comes_twenty_minutes_late_texts_once(pipeline: Pip
     assert texts_to(pipeline, phone) == [sms], "exactly one SMS: webhook and sweep saw the same move"
 
 
-def test_a_to_b_to_a_to_b_in_one_second_texts_the_entry_that_holds_once(pipeline: Pipeline) -> None:
+def test_a_to_b_to_a_to_b_in_one_second_texts_each_entry_at_most_once(pipeline: Pipeline) -> None:
     """Two entries into "ready for pickup" within a second, the portal collapsing the webhooks
-    into one: the history has four transitions, two of them into a status with a rule. The first
-    entry's SMS is still pending when the order leaves it, so it ends `superseded` (never "ready"
-    for a status the order already left); the entry that holds is texted once."""
+    into one: the history has four transitions, two of them into a status with a rule. The entry
+    that holds is texted once; the first entry is texted once if its SMS went out before the
+    order left it, else it ends `superseded` (never "ready" for a status the order already left):
+    one or two SMS, never two for one entry."""
     deal_id, phone = deal_for(pipeline, BURST)
     portal = pipeline.runtime.bitrix24
     assert pipeline.runtime.wait_until_drained(timeout=30)
 
     portal.burst_moves(deal_id, ["EXECUTING", "PREPARATION", "EXECUTING"], collapse=True)
 
-    texts = wait_for(lambda: texts_to(pipeline, phone), 60, "an SMS")
+    wait_for(lambda: texts_to(pipeline, phone), 60, "an SMS")
     settled(pipeline)
-    assert texts_to(pipeline, phone) == texts, "exactly one SMS"
-    assert len(texts) == 1 and "ist abholbereit" in texts[0]["body"]["MessageBody"]
+    texts = texts_to(pipeline, phone)
+    keys = [text["body"]["Context"]["notification_key"] for text in texts]
+    assert 1 <= len(texts) <= 2 and len(set(keys)) == len(keys), keys
+    assert all("ist abholbereit" in text["body"]["MessageBody"] for text in texts)
 
 
 def test_a_lost_webhook_texts_within_one_catch_up_period(pipeline: Pipeline) -> None:
