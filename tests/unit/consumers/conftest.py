@@ -298,6 +298,21 @@ def telegram() -> Iterator[Any]:
 
 
 @pytest.fixture
+def autoreply(
+    run_consumer: Callable[[str], Any],
+    put_secret: Callable[[str, str], None],
+    telegram: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Any:
+    """The autoreply consumer deployed on moto, its token in place, calling the Telegram stand-in
+    (a test module may define its own `autoreply`, e.g. against a scripted HTTP server)."""
+    consumer = run_consumer("autoreply")
+    put_secret("telegram_bot_token", BOT_TOKEN)
+    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
+    return consumer
+
+
+@pytest.fixture
 def deploy_bot(
     run_consumer: Callable[[str], DeployedConsumer],
     put_secret: Callable[[str, str], None],

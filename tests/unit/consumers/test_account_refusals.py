@@ -123,19 +123,6 @@ def test_bitrix24_a_rotated_webhook_code_works_at_the_next_delivery(
     assert [p["attributes"]["status"] for p in order_events()] == ["new", "ready_for_pickup"]
 
 
-@pytest.fixture
-def autoreply(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
-    monkeypatch: pytest.MonkeyPatch,
-) -> DeployedConsumer:
-    consumer = run_consumer("autoreply")
-    put_secret("telegram_bot_token", BOT_TOKEN)
-    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
-    return consumer
-
-
 UPDATE_IDS = itertools.count(900_001)
 
 

@@ -143,19 +143,6 @@ def test_every_error_answer_gets_its_class_s_one_action_in_the_bot_engine(
     check_action(calling_bot, case, delivery.failed, went_on)
 
 
-@pytest.fixture
-def autoreply(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
-    monkeypatch: pytest.MonkeyPatch,
-) -> DeployedConsumer:
-    consumer = run_consumer("autoreply")
-    put_secret("telegram_bot_token", BOT_TOKEN)
-    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
-    return consumer
-
-
 @pytest.mark.parametrize(
     "case", [c for c in CASES if c.method in AUTOREPLY_METHODS], ids=lambda case: case.id
 )

@@ -25,7 +25,7 @@ from tests.unit.consumer_support import (
     telegram_envelope,
     telegram_update,
 )
-from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer, FakeHttpServer, Scripted
+from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer, Scripted
 from tests.unit.consumers.test_bot import EXAMPLE, contact, start, texts
 
 START = 1_767_225_600.0
@@ -138,19 +138,6 @@ def test_a_flood_wait_past_the_cap_is_a_flood_control_pause_not_a_sleep(
     )
     assert note["Item"]["cause"] == {"S": "flood_control"}
     assert bot.dead_letter_reasons() == []
-
-
-@pytest.fixture
-def autoreply(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    telegram: TelegramFake,
-    monkeypatch: pytest.MonkeyPatch,
-) -> DeployedConsumer:
-    consumer = run_consumer("autoreply")
-    put_secret("telegram_bot_token", BOT_TOKEN)
-    monkeypatch.setenv("TELEGRAM_API_BASE", telegram.url)
-    return consumer
 
 
 def test_a_groups_reply_due_later_than_the_invocation_can_wait_is_re_sent_delayed_not_retried(
