@@ -44,7 +44,9 @@ from pipeline.sms import gateways
 SMS = by_name("sms")
 RECORDS = 200
 QUICK_RECORDS = 20
-START = datetime(2026, 1, 15, 8, 0, tzinfo=UTC)
+# Recent moves: an order move older than its rule's maximum age ends `expired`, unsent
+# (`pipeline.sms.endstates`), so the events are dated from the run, never from a fixed day.
+START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
 
 
 @dataclass(frozen=True)
