@@ -99,6 +99,18 @@ BITRIX24_PATH = "/crm/bitrix24"
 AMOCRM_PATH = "/crm/amocrm/{token}"
 # Logical name of the secret holding Bitrix24's application token (the portal issues it).
 BITRIX24_APP_TOKEN_SECRET = "bitrix24_app_token"  # noqa: S105 - a logical name, not a value
+# An HTTP SMS gateway's inbound-message callback (STOP/START into the suppression list,
+# `webhook.sms_inbound`): its token in the path, as a gateway's console takes only a URL.
+SMS_INBOUND_PATH = "/sms/inbound/{token}"
+SMS_INBOUND_SECRET = "sms_inbound_token"  # noqa: S105 - a logical name, not a value
+
+
+def sms_inbound_route(settings: PipelineSettings) -> bool:
+    """Whether the API has the inbound STOP route: with the `sms` consumer on an HTTP gateway
+    (End User Messaging keeps its own opt-out list and handles STOP itself)."""
+    if settings.sms_gateway != "http":
+        return False
+    return any(consumer.name == SMS_CONSUMER for consumer in enabled(settings.registry_settings()))
 
 
 def webhook_secret_names(settings: PipelineSettings) -> tuple[str, ...]:
@@ -109,6 +121,8 @@ def webhook_secret_names(settings: PipelineSettings) -> tuple[str, ...]:
         names.append(CRM_TOKEN_SECRET)
     if settings.bitrix24_stages:
         names.append(BITRIX24_APP_TOKEN_SECRET)
+    if sms_inbound_route(settings):
+        names.append(SMS_INBOUND_SECRET)
     return tuple(names)
 
 
@@ -119,6 +133,8 @@ def webhook_paths(settings: PipelineSettings) -> tuple[str, ...]:
         paths.append(BITRIX24_PATH)
     if settings.amocrm_statuses:
         paths.append(AMOCRM_PATH)
+    if sms_inbound_route(settings):
+        paths.append(SMS_INBOUND_PATH)
     return tuple(paths)
 
 
@@ -154,9 +170,13 @@ class FunctionEnvironments:
         crm_secret_id: str,
         crm_token_secret_id: str | None = None,
         bitrix24_app_token_secret_id: str | None = None,
+        sms_inbound_token_secret_id: str | None = None,
+        journal_table: str | None = None,
     ) -> dict[str, str]:
         """`crm_token_secret_id` where the CRM token is accepted (`crm_token_needed`),
-        `bitrix24_app_token_secret_id` where Bitrix24 is connected (`bitrix24_stages`)."""
+        `bitrix24_app_token_secret_id` where Bitrix24 is connected (`bitrix24_stages`), the
+        inbound SMS token and the journal (its suppression list) where the inbound STOP route is
+        (`sms_inbound_route`)."""
         settings = self.settings
         optional = {}
         if settings.crm_token_needed:
@@ -169,6 +189,13 @@ class FunctionEnvironments:
             if not bitrix24_app_token_secret_id:
                 raise ValueError("bitrix24_stages is set: the webhook needs the bitrix24_app_token secret")
             optional[secret_env_var(BITRIX24_APP_TOKEN_SECRET)] = bitrix24_app_token_secret_id
+        if sms_inbound_route(settings):
+            if not sms_inbound_token_secret_id or not journal_table:
+                raise ValueError(
+                    "an HTTP SMS gateway's inbound route needs the sms_inbound_token secret and the journal"
+                )
+            optional[secret_env_var(SMS_INBOUND_SECRET)] = sms_inbound_token_secret_id
+            optional["JOURNAL_TABLE"] = journal_table
         return {
             **optional,
             **self.powertools(WEBHOOK.service_name),

@@ -32,6 +32,9 @@ class OutputKey:
     SMS_RECONCILER_NAME = "SmsReconcilerName"
     SMS_EVENTS_TOPIC_ARN = "SmsEventsTopicArn"
     SMS_CONFIGURATION_SET = "SmsConfigurationSet"
+    # An HTTP gateway's inbound-message callback (STOP/START replies) and its token's secret.
+    SMS_INBOUND_URL = "SmsInboundUrl"
+    SMS_INBOUND_TOKEN_SECRET_ID = "SmsInboundTokenSecretId"  # noqa: S105
     # What the delivery-event handler failed on, and what SNS could not hand to it.
     SMS_EVENTS_DLQ_ROLES = ("failed", "undelivered")
 
@@ -94,4 +97,6 @@ class OutputKey:
             cls.SMS_EVENTS_TOPIC_ARN,
             cls.SMS_CONFIGURATION_SET,
             *(cls.sms_events_dlq_url(role) for role in cls.SMS_EVENTS_DLQ_ROLES),
+            cls.SMS_INBOUND_URL,
+            cls.SMS_INBOUND_TOKEN_SECRET_ID,
         ]

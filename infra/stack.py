@@ -17,7 +17,7 @@ from infra.constructs.layers import PipelineLayers, validates_crm_events
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.secrets import ConsumerSecrets, WebhookSecrets
 from infra.constructs.sms import SmsSupport
-from infra.environment import SMS_CONSUMER, FunctionEnvironments
+from infra.environment import SMS_CONSUMER, FunctionEnvironments, sms_inbound_route
 from infra.naming import pascal_case
 from infra.outputs import OutputKey
 from infra.settings import PipelineSettings, cdk_removal_policy
@@ -56,12 +56,19 @@ class PipelineStack(Stack):
             removal_policy=cdk_removal_policy(settings),
             alarm_email=settings.alarm_email,
         )
+        self.tables = DataTables(
+            self,
+            "Tables",
+            names=[table for consumer in self.consumers for table in consumer.tables],
+            removal_policy=cdk_removal_policy(settings),
+        )
         self.webhook_secrets = WebhookSecrets(
             self,
             "WebhookSecrets",
             removal_policy=cdk_removal_policy(settings),
             crm_token=settings.crm_token_needed,
             bitrix24=bool(settings.bitrix24_stages),
+            sms_inbound=sms_inbound_route(settings),
         )
         self.ingress = Ingress(
             self,
@@ -74,12 +81,8 @@ class PipelineStack(Stack):
             crm_secret=self.webhook_secrets.crm,
             crm_token_secret=self.webhook_secrets.crm_token,
             bitrix24_app_token_secret=self.webhook_secrets.bitrix24_app_token,
-        )
-        self.tables = DataTables(
-            self,
-            "Tables",
-            names=[table for consumer in self.consumers for table in consumer.tables],
-            removal_policy=cdk_removal_policy(settings),
+            sms_inbound_token_secret=self.webhook_secrets.sms_inbound_token,
+            journal=self.tables.journal,
         )
         self.consumer_secrets = ConsumerSecrets(
             self,
@@ -192,6 +195,18 @@ class PipelineStack(Stack):
                 OutputKey.BITRIX24_APP_TOKEN_SECRET_ID,
                 self.webhook_secrets.bitrix24_app_token.secret_arn,
                 "Fill in: the application token Bitrix24 shows for the outgoing webhook",
+            )
+        if self.ingress.sms_inbound_url and self.webhook_secrets.sms_inbound_token:
+            output(
+                OutputKey.SMS_INBOUND_URL,
+                self.ingress.sms_inbound_url,
+                "HTTP SMS gateway's inbound-message callback: replace {token} with the "
+                "SmsInboundTokenSecretId value",
+            )
+            output(
+                OutputKey.SMS_INBOUND_TOKEN_SECRET_ID,
+                self.webhook_secrets.sms_inbound_token.secret_arn,
+                "Secret holding the token of the inbound SMS callback URL",
             )
         if self.ingress.amocrm_url:
             output(

@@ -30,6 +30,7 @@ from infra.environment import (
     RECONCILER,
     SMS_CONSUMER,
     SMS_EVENTS,
+    SMS_INBOUND_SECRET,
     TELEGRAM_SECRET,
     WEBHOOK,
     FunctionEnvironments,
@@ -110,6 +111,8 @@ class LocalResources:
             crm_secret_id=self.secrets[CRM_SECRET],
             crm_token_secret_id=self.secrets.get(CRM_TOKEN_SECRET),
             bitrix24_app_token_secret_id=self.secrets.get(BITRIX24_APP_TOKEN_SECRET),
+            sms_inbound_token_secret_id=self.secrets.get(SMS_INBOUND_SECRET),
+            journal_table=self.tables[JOURNAL],
         )
 
     def consumer_environment(self, consumer: Consumer) -> dict[str, str]:
@@ -210,6 +213,7 @@ LOCAL_SECRET_VALUES: dict[str, SecretValue] = {
     ),
     "telegram_bot_token": lambda settings, fakes: settings.telegram_bot_token,
     "sms_gateway": lambda settings, fakes: settings.sms_gateway_token,
+    "sms_inbound_token": lambda settings, fakes: settings.sms_inbound_token,
 }
 
 

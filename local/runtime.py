@@ -42,7 +42,9 @@ from infra.environment import (
     CRM_SWEEP,
     RECONCILER,
     SMS_EVENTS,
+    SMS_INBOUND_PATH,
     WEBHOOK,
+    webhook_paths,
     webhook_routes,
 )
 from infra.version import release_version
@@ -52,6 +54,7 @@ from local.fakes.amocrm import AmoCrmFake
 from local.fakes.base import LOOPBACK, FakeService
 from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.fakes.end_user_messaging import EndUserMessagingFake
+from local.fakes.sms import SmsGatewayFake
 from local.fleet import MAX_RESTART_DELAY_SECONDS, Fleet
 from local.function_args import consumer_args, host_args, scheduled_args, subscription_args
 from local.live_reload import RELOAD_POLL_SECONDS, RELOAD_SETTLE_SECONDS, Reloader
@@ -278,10 +281,20 @@ class Runtime:
         assert isinstance(fake, AmoCrmFake)
         return fake
 
+    @property
+    def sms_inbound_url(self) -> str:
+        """The HTTP SMS gateway's inbound callback, with its token in the path as the operator pastes it."""
+        return f"{self.api_url}{SMS_INBOUND_PATH.replace('{token}', self.settings.sms_inbound_token)}"
+
     def _connect_crm_stand_ins(self) -> None:
-        """Point the CRM stand-ins' webhooks at the API, as the operator does in each CRM."""
+        """Point the CRM stand-ins' webhooks at the API, as the operator does in each CRM, and
+        the HTTP SMS gateway's inbound messages, where the API has that route."""
         self.bitrix24.configure_handler(self.bitrix24_url, self.settings.bitrix24_application_token)
         self.amocrm.configure_handler(self.amocrm_url)
+        sms = self.fakes.get("sms")
+        if isinstance(sms, SmsGatewayFake) and self.resources is not None:
+            inbound = SMS_INBOUND_PATH in webhook_paths(self.resources.deployment)
+            sms.configure_inbound(self.sms_inbound_url if inbound else None)
 
     def log(self, message: str) -> None:
         """One timestamped line in `logs/runtime.log` (never secrets: names, URLs, exit codes, counters)."""

@@ -62,6 +62,8 @@ class LocalSettings:
     amocrm_token: str = "localAmoLongLivedToken0123456789"  # noqa: S105 - a documented local value
     crm_auth_header: str = "Bearer local"
     sms_gateway_token: str = SMS_GATEWAY_TOKEN
+    # The token of the HTTP SMS gateway's inbound callback URL (`POST /sms/inbound/<token>`).
+    sms_inbound_token: str = "localSmsInboundToken0123456789"  # noqa: S105 - a documented local value
     # How often the reconciler's schedule fires locally (in AWS: its EventBridge rule's rate).
     reconcile_every_seconds: float = 30.0
     # How often the CRM history sweep runs locally (in AWS: every `crm_sweep_minutes`).

@@ -31,6 +31,9 @@ BITRIX24_ROUTE = "/crm/bitrix24"
 AMOCRM_PREFIX = "/crm/amocrm"
 AMOCRM_ROUTE = f"{AMOCRM_PREFIX}/<token>"
 ROUTE_SOURCES = {TELEGRAM_ROUTE: "telegram", CRM_ROUTE: "crm", BITRIX24_ROUTE: "bitrix24"}
+# An HTTP SMS gateway's inbound messages (STOP/START replies; `webhook.sms_inbound`).
+SMS_INBOUND_PREFIX = "/sms/inbound"
+SMS_INBOUND_ROUTE = f"{SMS_INBOUND_PREFIX}/<token>"
 
 Handler = Callable[[ingest.Request, str | None], ingest.Outcome]
 
@@ -41,6 +44,8 @@ def route_source(path: str) -> str:
         return "amocrm"
     if path.startswith(f"{CRM_ROUTE}/"):
         return "crm"
+    if path.startswith(f"{SMS_INBOUND_PREFIX}/"):
+        return "sms"
     return ROUTE_SOURCES.get(path, "none")
 
 
@@ -72,7 +77,17 @@ ROUTES: tuple[tuple[re.Pattern[str], Handler], ...] = (
             request, ingest.Settings.from_env(), path_token=token or ""
         ),
     ),
+    (_pattern(SMS_INBOUND_ROUTE), lambda request, token: _sms_inbound(request, token or "")),
 )
+
+
+def _sms_inbound(request: ingest.Request, token: str) -> ingest.Outcome:
+    # Imported by the first inbound SMS: only a deployment on an HTTP gateway has the route.
+    from webhook import sms_inbound
+
+    return sms_inbound.ingest_sms_inbound(request, token)
+
+
 NOT_FOUND = ingest.Outcome(404, {"ok": False, "error": "not_found", "message": "Not found"})
 INTERNAL_ERROR = ingest.Outcome(500, {"ok": False, "error": "internal_error", "message": "Internal error"})
 

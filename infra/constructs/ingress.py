@@ -10,6 +10,8 @@ from aws_cdk import Duration, Stack, Validations
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.aws_apigatewayv2_integrations import HttpLambdaIntegration
@@ -23,6 +25,7 @@ from infra.environment import (
     BITRIX24_PATH,
     CRM_PATH,
     CRM_TOKEN_PATH,
+    SMS_INBOUND_PATH,
     TELEGRAM_PATH,
     WEBHOOK,
     FunctionEnvironments,
@@ -42,6 +45,7 @@ PATH_SOURCES = {
     CRM_TOKEN_PATH: "crm",
     BITRIX24_PATH: "bitrix24",
     AMOCRM_PATH: "amocrm",
+    SMS_INBOUND_PATH: "sms",
 }
 
 # HTTP API access log fields ($context variables of HTTP APIs). No headers, no body and no path:
@@ -101,7 +105,10 @@ class Ingress(Construct):
         crm_secret: secretsmanager.ISecret,
         crm_token_secret: secretsmanager.ISecret | None = None,
         bitrix24_app_token_secret: secretsmanager.ISecret | None = None,
+        sms_inbound_token_secret: secretsmanager.ISecret | None = None,
+        journal: dynamodb.ITable | None = None,
     ) -> None:
+        """`sms_inbound_token_secret` and `journal` where the API has the inbound SMS route."""
         super().__init__(scope, construct_id)
         self.paths = webhook_paths(settings)
         self.webhook = PipelineFunction(
@@ -121,6 +128,10 @@ class Ingress(Construct):
                 bitrix24_app_token_secret_id=(
                     bitrix24_app_token_secret.secret_arn if bitrix24_app_token_secret else None
                 ),
+                sms_inbound_token_secret_id=(
+                    sms_inbound_token_secret.secret_arn if sms_inbound_token_secret else None
+                ),
+                journal_table=journal.table_name if journal and sms_inbound_token_secret else None,
             ),
         )
         webhook_fn = self.webhook.function
@@ -131,6 +142,15 @@ class Ingress(Construct):
             grant_secret_value(crm_token_secret, webhook_fn)
         if bitrix24_app_token_secret is not None:
             grant_secret_value(bitrix24_app_token_secret, webhook_fn)
+        if sms_inbound_token_secret is not None and journal is not None:
+            grant_secret_value(sms_inbound_token_secret, webhook_fn)
+            # The suppression list (`pipeline.sms.endstates`): a STOP puts a number's item, a
+            # START deletes it; nothing else of the journal is read or written.
+            iam.Grant.add_to_principal(
+                grantee=webhook_fn,
+                actions=["dynamodb:PutItem", "dynamodb:DeleteItem"],
+                resource_arns=[journal.table_arn],
+            )
 
         self.api = apigwv2.HttpApi(
             self,
@@ -210,6 +230,12 @@ class Ingress(Construct):
     def bitrix24_url(self) -> str | None:
         """The handler URL of the portal's outgoing webhook, where Bitrix24 is connected."""
         return f"{self.api.api_endpoint}{BITRIX24_PATH}" if BITRIX24_PATH in self.paths else None
+
+    @property
+    def sms_inbound_url(self) -> str | None:
+        """The HTTP SMS gateway's inbound-message callback, `{token}` to be replaced with the
+        SmsInboundTokenSecretId value."""
+        return f"{self.api.api_endpoint}{SMS_INBOUND_PATH}" if SMS_INBOUND_PATH in self.paths else None
 
     @property
     def amocrm_url(self) -> str | None:

@@ -46,6 +46,7 @@ class WebhookSecrets(Construct):
         removal_policy: RemovalPolicy,
         crm_token: bool = False,
         bitrix24: bool = False,
+        sms_inbound: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.removal_policy = removal_policy
@@ -85,10 +86,19 @@ class WebhookSecrets(Construct):
                 "replaces it, and the webhook accepts AWSPREVIOUS for SECRET_ROTATION_GRACE_SECONDS.",
             )
 
+        self.sms_inbound_token: secretsmanager.Secret | None = None
+        if sms_inbound:
+            self.sms_inbound_token = self._generated(
+                "SmsInboundToken",
+                "Token of the HTTP SMS gateway's inbound-message callback (STOP/START replies): "
+                "POST /sms/inbound/<token>; paste that URL into the gateway's console.",
+            )
+            _acknowledge_manual_rotation(self.sms_inbound_token, rotation.format("the SMS gateway's console"))
+
     @property
     def all(self) -> list[secretsmanager.Secret]:
         """Every secret the webhook checks requests against."""
-        optional = (self.crm_token, self.bitrix24_app_token)
+        optional = (self.crm_token, self.bitrix24_app_token, self.sms_inbound_token)
         return [self.telegram, self.crm, *(secret for secret in optional if secret is not None)]
 
     def _generated(self, construct_id: str, description: str) -> secretsmanager.Secret:

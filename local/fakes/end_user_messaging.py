@@ -69,7 +69,7 @@ from typing import Any, ClassVar
 from local.fakes.accounts import AccountSwitch
 from local.fakes.base import FakeRequest, FakeResponse, FakeService, FaultRequestError, status_phrase
 from pipeline.sms.encoding import size
-from pipeline.sms.endstates import inbound_keyword
+from pipeline.sms.suppression import inbound_keyword
 
 TARGET_PREFIX = "PinpointSMSVoiceV2."
 SIGNING_NAME = "sms-voice"

@@ -10,7 +10,7 @@ from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions, xray_grant
 
 from infra.constructs.ingress import ACCESS_LOG_FIELDS
-from infra.environment import CRM_PATH, CRM_TOKEN_PATH, TELEGRAM_PATH
+from infra.environment import CRM_PATH, CRM_TOKEN_PATH, SMS_INBOUND_PATH, TELEGRAM_PATH
 from infra.naming import pascal_case
 
 # What a function reading a secret calls (`pipeline.secrets`): never DescribeSecret.
@@ -314,3 +314,45 @@ def test_the_crm_token_is_made_read_and_exported_only_where_the_webhook_accepts_
     outputs = chosen.template.to_json()["Outputs"]
     assert ref_name(outputs["CrmTokenSecretId"]["Value"]) == token_id
     assert synth.stack.webhook_secrets.crm_token is None
+
+
+def test_an_http_sms_gateway_gets_the_inbound_stop_route_with_its_token_and_only_the_writes_it_makes(
+    custom_synth: Synthesized, synth: Synthesized
+) -> None:
+    """`custom` (sms_gateway=http): `POST /sms/inbound/{token}` (issue 43), its generated token read
+    by the webhook alone, and the journal's PutItem/DeleteItem (a STOP puts the number's
+    suppression item, a START deletes it), nothing else of the table; the URL and the token's
+    secret exported. The default stack (End User Messaging keeps its own list) has none of it."""
+    stack = custom_synth.stack
+    routes = {
+        r["Properties"]["RouteKey"]
+        for r in of_type(custom_synth.resources, "AWS::ApiGatewayV2::Route").values()
+    }
+    assert f"POST {SMS_INBOUND_PATH}" in routes
+    token = stack.webhook_secrets.sms_inbound_token
+    assert token is not None
+    token_id, journal_id = custom_synth.logical_id(token), custom_synth.logical_id(stack.tables.journal)
+    assert props(custom_synth.resources, token_id)["GenerateSecretString"]["ExcludePunctuation"] is True
+    env = function_env(custom_synth.resources, custom_synth.logical_id(stack.ingress.webhook.function))
+    assert ref_name(env["SMS_INBOUND_TOKEN_SECRET_ID"]) == token_id
+    assert ref_name(env["JOURNAL_TABLE"]) == journal_id
+    webhook = role_permissions(custom_synth.resources, custom_synth.logical_id(stack.ingress.webhook.role))
+    assert webhook[token_id] == SECRET_READ
+    assert webhook[journal_id] == {"dynamodb:PutItem", "dynamodb:DeleteItem"}
+    readers = [
+        name
+        for name, pipeline in stack.pipelines.items()
+        if token_id in role_permissions(custom_synth.resources, custom_synth.logical_id(pipeline.worker.role))
+    ]
+    assert readers == [], "only the webhook checks the inbound token"
+    outputs = custom_synth.template.to_json()["Outputs"]
+    assert ref_name(outputs["SmsInboundUrl"]["Value"]).endswith(SMS_INBOUND_PATH)
+    assert ref_name(outputs["SmsInboundTokenSecretId"]["Value"]) == token_id
+
+    default_routes = {
+        r["Properties"]["RouteKey"] for r in of_type(synth.resources, "AWS::ApiGatewayV2::Route").values()
+    }
+    assert f"POST {SMS_INBOUND_PATH}" not in default_routes
+    assert synth.stack.webhook_secrets.sms_inbound_token is None
+    default_env = function_env(synth.resources, synth.logical_id(synth.stack.ingress.webhook.function))
+    assert "JOURNAL_TABLE" not in default_env and "SMS_INBOUND_TOKEN_SECRET_ID" not in default_env

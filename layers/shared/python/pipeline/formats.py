@@ -198,7 +198,7 @@ FORMATS: tuple[Format, ...] = (
         _J,
         re.compile(r"sms-optout#[0-9a-f]{64}"),
         1,
-        "pipeline.sms.endstates",
+        "pipeline.sms.suppression",
         None,
         first=1,
     ),

@@ -19,37 +19,25 @@ redrive days later, a catch-up sweep and an orphan are judged alike:
 Each ending is a journal state of its own, counted (`SmsSuppressed`, `SmsExpired`,
 `SmsSuperseded`): an outcome, never retried, never dead-lettered, kept for the retention.
 
-The suppression list is one journal item per number (`sms-optout#<sha256 of the E.164 number>`,
-`schema_version` 1): the number itself is not stored, only its masked form for people. It has
-no TTL: an opt-out holds until `ops sms opt-in` (its owner is the shop).
+The suppression list is `pipeline.sms.suppression` (one journal item per number, no TTL); the
+functions here take the journal.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from pipeline.crm.sync import max_age
-from pipeline.formats import SCHEMA_VERSION
-from pipeline.formats import by_name as by_format
 from pipeline.observability import mask_phone
-from pipeline.sms.clock import iso
+from pipeline.sms import suppression
 from pipeline.sms.journal import Journal, Notification, State
 from pipeline.sms.rules import SmsRules
 from pipeline.sms.settings import SmsSettings
 
-SUPPRESSION_PREFIX = "sms-optout#"
-# The suppression item's version (`pipeline.formats`).
-SUPPRESSION_FORMAT = by_format("sms_suppression")
-
-
 # End User Messaging's `TimeToLive` bounds (seconds).
 TTL_MIN_SECONDS, TTL_MAX_SECONDS = 5, 259_200
-# Words an inbound SMS opts out / back in with (the keywords carriers and AWS honour).
-STOP_WORDS = frozenset({"STOP", "STOPALL", "UNSUBSCRIBE", "CANCEL", "END", "QUIT", "OPTOUT", "OPT-OUT"})
-START_WORDS = frozenset({"START", "UNSTOP", "YES", "OPTIN", "OPT-IN"})
 # Hours between UTC and local (standard) time by the number's country calling code, longest prefix
 # first. Daylight saving time is not modelled: in summer the window of such a country is one
 # hour early. A number of a code not here has no quiet hours (sent at once).
@@ -99,42 +87,22 @@ CLOSING_METRICS = {
 QUIET_METRIC = "SmsQuietHoursDelayed"
 
 
-# -- the suppression list -------------------------------------------------------------------------
-def suppression_id(phone: str) -> str:
-    return SUPPRESSION_PREFIX + hashlib.sha256(phone.strip().encode()).hexdigest()
+# -- the suppression list (`pipeline.sms.suppression`) ---------------------------------------------
+suppression_id = suppression.suppression_id
 
 
 def opted_out(journal: Journal, phone: str) -> bool:
-    item = journal.table.get_item(Key={"id": suppression_id(phone)}, ConsistentRead=True).get("Item")
-    return item is not None
+    return suppression.opted_out(journal.table, phone)
 
 
 def opt_out(journal: Journal, phone: str, *, by: str) -> bool:
     """Put the number on the list; False if it was on it already."""
-    item = {
-        "id": suppression_id(phone),
-        SCHEMA_VERSION: SUPPRESSION_FORMAT.version,
-        "phone_masked": mask_phone(phone),
-        "opted_out_at": iso(journal.clock.now()),
-        "by": by,
-    }
-    try:
-        journal.table.put_item(Item=item, ConditionExpression="attribute_not_exists(id)")
-    except journal.table.meta.client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+    return suppression.opt_out(journal.table, phone, by=by, now=journal.clock.now())
 
 
 def opt_in(journal: Journal, phone: str) -> bool:
     """Take the number off the list; False if it was not on it."""
-    answer = journal.table.delete_item(Key={"id": suppression_id(phone)}, ReturnValues="ALL_OLD")
-    return "Attributes" in answer
-
-
-def inbound_keyword(text: str) -> str | None:
-    """ "stop" or "start" for an inbound SMS that is one of the keywords, else None."""
-    word = text.strip().upper()
-    return "stop" if word in STOP_WORDS else "start" if word in START_WORDS else None
+    return suppression.opt_in(journal.table, phone)
 
 
 # -- age ----------------------------------------------------------------------------------------
