@@ -13,8 +13,9 @@ Alarms (each notifies the alarm topic on ALARM and on OK), with `alarms=full` (t
   cause (`Consumer.account_causes`);
 - a CRM source's event cannot become an order event (misconfiguration), or a CRM transition with
   an SMS rule was first seen too late to text (`sms_max_age_minutes`);
-- SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, and the
-  share of failed sends is high.
+- SMS: an `unknown` outcome stays unresolved too long or past the reconcile deadline, the
+  share of failed sends is high, and a notification ended `expired` (past its rule's maximum age
+  at send time: a customer not texted).
 
 With `alarms=essential` only ESSENTIAL_ALARMS: each consumer's DLQ, the webhook's errors and
 the SMS unknowns (a bill at rest within the account's free alarm metrics for a small bot).
@@ -58,6 +59,8 @@ from pipeline.crm.sync import TOO_OLD_METRIC
 from pipeline.pause import PAUSE_CAUSES, PAUSE_FIXES, PAUSED_METRIC, pause_seconds
 from pipeline.registry import Consumer
 from pipeline.retention import CONSUMER_QUEUE_RETENTION
+from pipeline.sms.endstates import CLOSING_METRICS
+from pipeline.sms.journal import State
 
 PERIOD = METRIC_PERIOD
 # What CloudWatch accepts as a dashboard name.
@@ -73,6 +76,8 @@ UNAUTHORIZED_SPIKE = 10
 SMS_FAILED_RATE_PERCENT = 20
 SMS_FAILED_RATE_PERIOD = Duration.minutes(15)
 SMS_OUTCOMES = ("SmsAccepted", "SmsRefused", "SmsFailed", "SmsUnknown")
+# A notification ended unsent past its maximum age (`pipeline.sms.endstates`).
+SMS_EXPIRED_METRIC = CLOSING_METRICS[State.EXPIRED]
 
 
 def max_message_age_seconds(consumer: Consumer) -> int:
@@ -102,6 +107,7 @@ class AlarmKind(StrEnum):
     ACCOUNT_PAUSED = "account_paused"
     CRM_ORDER_HIDDEN = "crm_order_hidden"
     CRM_SWEEP_BEHIND = "crm_sweep_behind"
+    SMS_EXPIRED = "sms_expired"
 
 
 # What `alarms=essential` keeps, by kind and which of its subjects (the rest of `full` is left out).
@@ -231,6 +237,7 @@ class Monitoring(Construct):
             if sms:
                 self._sms_unknown_alarms(settings, sms)
                 self._sms_failed_rate_alarm(sms)
+                self._sms_expired_alarm(sms)
 
         self.dashboards: list[cloudwatch.Dashboard] = []
         self._dashboards(ingress, pipelines, sms, crm_sweep)
@@ -480,6 +487,25 @@ class Monitoring(Construct):
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             description=f"Over {SMS_FAILED_RATE_PERCENT}% of finished SMS sends failed in 15 minutes "
             "(refused for good or attempts used up): check the gateway and the sms DLQ.",
+        )
+
+    def _sms_expired_alarm(self, sms: SmsSupport) -> None:
+        """A notification ended `expired` (`pipeline.sms.endstates`): an outcome, never retried nor
+        dead-lettered, but a customer who was not texted: after an outage longer than the age, a
+        DLQ left for days, a quiet-hours window longer than the age. From the first, as the CRM
+        sources' too-old transitions; in `full` only (the worker's and the reconciler's counts,
+        two alarm metrics)."""
+        self._alarm(
+            AlarmKind.SMS_EXPIRED,
+            "sms",
+            "SmsExpired",
+            sms.send_outcome_metric(SMS_EXPIRED_METRIC),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description="Order SMS ended `expired`, unsent: they were past their rule's maximum age "
+            "(sms_max_age_minutes, or the rule's max_age_hours) when they could be sent, after an "
+            "outage, a late redrive or quiet hours longer than the age. Each is logged with its "
+            "order and notification key in the sms log (python -m ops journal show <key>).",
         )
 
     @staticmethod

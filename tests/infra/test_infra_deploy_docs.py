@@ -143,6 +143,7 @@ TEARDOWN_NAMES = {
     "Bitrix24Api": "Bitrix24 API",
     "AmocrmApi": "amoCRM API",
     "SmsGateway": "SMS gateway",
+    "SmsInboundToken": "SMS inbound token",
 }
 
 

@@ -84,6 +84,7 @@ def test_every_dlq_queue_function_and_the_api_have_their_alarms(synth: Synthesiz
         AlarmKind.SMS_UNKNOWN_AGE: 1,
         AlarmKind.SMS_UNKNOWN_PAST_DEADLINE: 1,
         AlarmKind.SMS_FAILED_RATE: 1,
+        AlarmKind.SMS_EXPIRED: 1,
     }
     paused = sum(len(c.account_causes) for c in stack.consumers)
     if paused:
@@ -139,7 +140,7 @@ def test_the_alarm_metrics_billed_per_profile(
     alarm one metric but the two on metric math), the throttles of every function in one."""
     assert _alarm_metrics(essential_synth) <= _free("alarm metric")
     stack = default_synth.stack
-    expressions = {AlarmKind.UNAUTHORIZED_SPIKE: 2, AlarmKind.SMS_FAILED_RATE: 6}
+    expressions = {AlarmKind.UNAUTHORIZED_SPIKE: 2, AlarmKind.SMS_FAILED_RATE: 6, AlarmKind.SMS_EXPIRED: 2}
     assert _alarm_metrics(default_synth) == sum(expressions.get(w.kind, 1) for w in stack.monitoring.alarms)
 
 
@@ -374,6 +375,28 @@ def test_a_high_share_of_failed_sms_alarms(synth: Synthesized) -> None:
             assert _dimensions(stat["Metric"]) == dimensions
             assert (stat["Stat"], stat["Period"]) == ("Sum", 900)
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GT, SMS_FAILED_RATE_PERCENT)
+
+
+def test_an_sms_ended_expired_alarms_from_the_first_in_the_full_profile_only(
+    synth: Synthesized, essential_synth: Synthesized
+) -> None:
+    """Issue 43: `expired` is an outcome, not a loss, but a customer not texted (an outage longer
+    than the age, a late redrive): counted by the worker and the reconciler alike, alarmed from
+    the first in `full`; `essential` stays within the free alarm metrics without it."""
+    alarm, metrics = _expression_alarm(synth, AlarmKind.SMS_EXPIRED)
+    (result,) = [m for m in metrics.values() if m.get("ReturnData", True)]
+    assert result["Expression"] == "FILL(smsexpired_worker, 0) + FILL(smsexpired_reconciler, 0)"
+    for raw_id, dimensions in (
+        ("smsexpired_worker", {"consumer": "sms", "service": "sms"}),
+        ("smsexpired_reconciler", {"service": "reconciler"}),
+    ):
+        stat = metrics[raw_id]["MetricStat"]
+        assert (stat["Metric"]["MetricName"], _dimensions(stat["Metric"])) == ("SmsExpired", dimensions)
+        assert stat["Stat"] == "Sum"
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == (GTE, 1)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert "expired" in alarm["AlarmDescription"]
+    assert not _of_kind(essential_synth, AlarmKind.SMS_EXPIRED)
 
 
 # -- the alarm topic ----------------------------------------------------------------------------------
