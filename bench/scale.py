@@ -20,7 +20,9 @@ How a hop's capacity is modelled: a consumer runs at most `max_concurrency` envi
 working its batch's records one after another, a record taking its CPU time (scaled to its
 memory's vCPU share, `bench.cost.cpu_factor`) plus the calls it waits on (`bench.cost`'s
 latencies), so `max_concurrency x 1000 / ms` records a second; a sending consumer is also held
-to Telegram's budget (`pipeline.pacing`), the SMS consumer to its origination identity's rate.
+to Telegram's budget (`pipeline.pacing`), the SMS consumer to its origination identity's rate,
+which counts message parts: each SMS is the parts its rule's text makes (`sms_parts`: the team's
+rules file, each text at its longest as `ops sms preview` counts it, by language).
 Where load exceeds capacity the queue grows by the difference; after `HOUR` seconds the last
 record waits `backlog / capacity`. Ingress that API Gateway throttles (429) is not lost: Telegram
 keeps an undelivered update and retries, so it is a queue too, at Telegram.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
+from functools import cache
 from typing import Any
 
 from bench import cost
@@ -42,6 +45,7 @@ from infra.prices import TRAFFIC
 from ops.telegram import DEFAULT_MAX_CONNECTIONS
 from pipeline import pacing
 from pipeline.registry import Consumer, enabled, matches
+from pipeline.sms.rules import SmsRules, load_rules, rules_file
 
 RATES = (10, 100, 1_000, 10_000)
 HOUR = 3600
@@ -68,7 +72,9 @@ ATTRIBUTES: dict[str, dict[str, str]] = {
 }
 # Of the CRM events, those whose status has an SMS rule (team/sms_rules.json): assumed.
 SMS_RULE_SHARE = 0.5
-SMS_PARTS = 1  # message parts per SMS (a text of up to 160 GSM characters)
+# The SMS by the language they are written in (a language of the rules file; another one is
+# its fallback language's text). None: each language of the rules file alike. Change it to yours.
+SMS_LANGUAGE_MIX: dict[str, float] | None = None
 SMS_SEND_MS = 100.0  # End User Messaging's SendTextMessage, assumed
 # Round trip of one webhook delivery from Telegram's servers (network + API Gateway + the
 # function), assumed; with `max_connections` it bounds Telegram's delivery rate.
@@ -88,6 +94,33 @@ MEASURED: dict[str, float] = {
     "sms": 55.67,
 }
 DEFAULT_CPU_MS = 15.0  # a consumer without a measured figure
+
+
+def sms_parts(rules: SmsRules | None = None, mix: Mapping[str, float] | None = None) -> float:
+    """Billed parts per SMS (End User Messaging's MPS counts parts): each rule's text in each
+    language at its longest (`SmsRules.sizes`, what `ops sms preview` shows and the synth bounds),
+    the rules alike, the languages weighted by `mix` (None: alike). The longest, as a carrier's
+    throttle is planned for the texts that may come, not the typical one."""
+    rules = rules if rules is not None else _team_rules()
+    by_language: dict[str, list[int]] = {}
+    for sized in rules.sizes():
+        by_language.setdefault(sized.language, []).append(sized.size.parts)
+    weights = dict(mix) if mix is not None else dict.fromkeys(by_language, 1.0)
+    fallback = by_language[rules.fallback_language]
+
+    def mean(parts: list[int]) -> float:
+        return sum(parts) / len(parts)
+
+    total = sum(weights.values())
+    return (
+        sum(weight * mean(by_language.get(language, fallback)) for language, weight in weights.items())
+        / total
+    )
+
+
+@cache
+def _team_rules() -> SmsRules:
+    return load_rules(str(rules_file()))
 
 
 @dataclass(frozen=True)
@@ -176,7 +209,10 @@ def record_ms(consumer: Consumer, cpu: Mapping[str, float]) -> float:
     return cpu.get(consumer.name, DEFAULT_CPU_MS) * cost.cpu_factor(consumer.memory_mb) + waits
 
 
-def consumer_hop(consumer: Consumer, load: float, cpu: Mapping[str, float]) -> Hop:
+def consumer_hop(
+    consumer: Consumer, load: float, cpu: Mapping[str, float], parts: float | None = None
+) -> Hop:
+    """`parts`: billed parts per SMS (None: the team's rules, `sms_parts`)."""
     ms = record_ms(consumer, cpu)
     capacity = consumer.max_concurrency * 1000 / ms
     limit, note = (
@@ -193,10 +229,13 @@ def consumer_hop(consumer: Consumer, load: float, cpu: Mapping[str, float]) -> H
             capacity, limit = paced, "telegram_messages_per_second"
             note = f"paced at {pacing.HEADROOM:.0%} of Telegram's 30/s ({messages:.0%} of records send one)"
     if consumer.name == "sms":
-        sms_rate = LIMITS.sms_mps_long_code.value / (SMS_RULE_SHARE * SMS_PARTS)
+        parts = sms_parts(mix=SMS_LANGUAGE_MIX) if parts is None else parts
+        sms_rate = LIMITS.sms_mps_long_code.value / (SMS_RULE_SHARE * parts)
         if sms_rate < capacity:
             capacity, limit = sms_rate, "sms_mps_long_code"
-            note = f"{SMS_RULE_SHARE:.0%} of events send an SMS, one origination identity"
+            note = (
+                f"{SMS_RULE_SHARE:.0%} of events send an SMS of {parts:.3g} parts, one origination identity"
+            )
     return Hop(consumer.name, load, capacity, limit, note)
 
 
@@ -305,7 +344,18 @@ def model(rate: float, cpu: Mapping[str, float], deployment: Deployment = DEFAUL
         "growing": {hop.name: round(hop.growth, 1) for hop in hops if hop.growth and hop.limit in _QUEUES},
         "reply_delay_seconds": round(ingress_delay + autoreply.delay_after, 1),
         "cost_per_hour": round(cost_per_hour(telegram, rate * CAMPAIGN_MIX["crm"], per_million), 2),
+        "sms_parts_per_hour": sms_parts_sent(hops, HOUR),
     }
+
+
+def sms_parts_sent(hops: list[Hop], seconds: float) -> int:
+    """Parts the sms hop sends in `seconds` (billed per part, priced per country: not in the cost
+    per hour; at most the rules' `max_price` each): at most its capacity, the origination
+    identity's MPS. What waits longer than its rule's maximum age ends `expired`, never sent."""
+    sms = next((hop for hop in hops if hop.name == "sms"), None)
+    if sms is None:
+        return 0
+    return round(min(sms.load, sms.capacity) * SMS_RULE_SHARE * sms_parts(mix=SMS_LANGUAGE_MIX) * seconds)
 
 
 def cost_inputs(cpu: Mapping[str, float]) -> cost.Inputs:
@@ -350,6 +400,7 @@ def run(quick: bool = False, rates: tuple[float, ...] = RATES, measured: bool = 
     cpu = measured_cpu(load_results()) if measured else dict(MEASURED)
     return {
         "cpu_ms": cpu,
+        "sms_parts": sms_parts(mix=SMS_LANGUAGE_MIX),
         "cpu_source": ".local/bench/results.json (pipeline load run)" if measured else MEASURED_AT,
         "consumers": [c.name for c in enabled(SETTINGS)],
         "mix": CAMPAIGN_MIX,
@@ -403,18 +454,27 @@ def summary_rows(results: Mapping[str, Any], deployment: Deployment = DEFAULT) -
                 growing,
                 _delay(at["reply_delay_seconds"]),
                 f"${at['cost_per_hour']:,.2f}",
+                f"{at['sms_parts_per_hour']:,}",
             ]
         )
     return rows
 
 
-SUMMARY_HEADER = ("Rate", "First limit reached", "Queues growing", "Reply delay after 1 h", "Cost per hour")
+SUMMARY_HEADER = (
+    "Rate",
+    "First limit reached",
+    "Queues growing",
+    "Reply delay after 1 h",
+    "Cost per hour",
+    "SMS parts sent per hour",
+)
 
 
 def report(results: dict[str, Any]) -> list[str]:
     lines = [
         f"scale model: consumers {', '.join(results['consumers'])}; mix {results['mix']};"
-        f" CPU per request/record from {results['cpu_source']}",
+        f" CPU per request/record from {results['cpu_source']}; {results['sms_parts']:.3g} parts an SMS"
+        " (team/sms_rules.json at its longest)",
     ]
     for label, rates in results["deployments"].items():
         lines += _detail(label, rates)

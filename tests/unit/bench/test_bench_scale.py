@@ -14,6 +14,7 @@ from bench import scale
 from infra.limits import LIMITS
 from pipeline import pacing
 from pipeline.registry import by_name
+from pipeline.sms.rules import SmsRules, load_rules, rules_file
 
 AT_SCALE = (Path(__file__).resolve().parents[3] / "docs" / "at-scale.md").read_text()
 
@@ -100,3 +101,44 @@ def test_raising_a_sending_consumers_concurrency_keeps_its_telegram_budget() -> 
             assert rate * consumer.max_concurrency == pytest.approx(
                 share * pacing.HEADROOM * pacing.TELEGRAM_MESSAGES_PER_SECOND, rel=1e-3
             )
+
+
+def _rules(texts: dict[str, str]) -> SmsRules:
+    return SmsRules.model_validate(
+        {
+            "schema_version": 2,
+            "fallback_language": "en",
+            "languages": sorted(texts),
+            "rules": [{"name": "ready", "status": "ready_for_pickup", "template": texts}],
+            "max_parts": 10,
+        }
+    )
+
+
+def test_an_sms_costs_the_parts_its_rules_text_makes_by_language_and_the_sms_hop_is_held_to_them() -> None:
+    """Issue 43: End User Messaging's MPS counts parts. A 200-character GSM text is 2 parts (153
+    a part), a 150-character Cyrillic one 3 (UCS-2, 67 a part); the model weighs the languages
+    (alike by default, a language without a text is its fallback's), and the sms hop's capacity
+    is the MPS over the SMS share and those parts."""
+    rules = _rules({"en": "A" * 200, "ru": "Ж" * 150})
+    assert scale.sms_parts(rules) == pytest.approx(2.5)
+    assert scale.sms_parts(rules, {"ru": 1.0}) == pytest.approx(3.0)
+    assert scale.sms_parts(rules, {"fr": 3.0, "ru": 1.0}) == pytest.approx((3 * 2 + 3) / 4)
+    hop = scale.consumer_hop(by_name("sms"), 10.0, scale.MEASURED, parts=2.5)
+    assert hop.limit == "sms_mps_long_code"
+    assert hop.capacity == pytest.approx(LIMITS.sms_mps_long_code.value / (scale.SMS_RULE_SHARE * 2.5))
+
+
+def test_the_model_uses_the_shipped_rules_parts_as_ops_sms_preview_counts_them(
+    results: dict[str, Any],
+) -> None:
+    """The shipped texts at their longest (a name in any script: UCS-2) are 2 parts each; the
+    model's SMS are those, and the parts it sends an hour are the origination identity's MPS at
+    most."""
+    shipped = load_rules(str(rules_file())).sizes()
+    assert {sized.size.parts for sized in shipped} == {2}
+    assert results["sms_parts"] == 2.0
+    sms = next(hop for hop in scale.hops_at(100, scale.MEASURED) if hop.name == "sms")
+    assert sms.capacity == pytest.approx(LIMITS.sms_mps_long_code.value / (scale.SMS_RULE_SHARE * 2))
+    for at in results["deployments"][scale.DEFAULT.label]:
+        assert at["sms_parts_per_hour"] <= LIMITS.sms_mps_long_code.value * scale.HOUR
