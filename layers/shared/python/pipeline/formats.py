@@ -112,7 +112,7 @@ FORMATS: tuple[Format, ...] = (
         re.compile(r"sms#[0-9a-f]{64}"),
         1,
         "pipeline.sms.journal",
-        "pipeline.sms.journal:Notification.from_item",
+        "pipeline.sms.records:Notification.from_item",
         "resource",
     ),
     Format(
@@ -129,8 +129,8 @@ FORMATS: tuple[Format, ...] = (
         _J,
         re.compile(r"sms-reconcile-cursor#\w+"),
         1,
-        "pipeline.sms.journal",
-        "pipeline.sms.journal:cursor_of",
+        "pipeline.sms.journal_reads (the reconciler's turns)",
+        "pipeline.sms.records:cursor_of",
         "resource",
     ),
     Format(
