@@ -51,6 +51,7 @@ def session_settings() -> LocalSettings:
         telegram_bot_token=f"{secrets.randbelow(9_000_000) + 1_000_000}:{secrets.token_urlsafe(30)}",
         crm_auth_header=f"Bearer crm-{secrets.token_urlsafe(24)}",
         sms_gateway_token=f"sms-{secrets.token_urlsafe(24)}",
+        sms_inbound_token=f"smsInbound{secrets.token_hex(24)}",
         bitrix24_application_token=f"b24App{secrets.token_hex(16)}",
         bitrix24_webhook_code=f"b24code{secrets.token_hex(8)}",
         amocrm_token=f"amoToken{secrets.token_hex(24)}",

@@ -821,6 +821,7 @@ def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipelin
         "the CRM auth header": settings.crm_auth_header,
         "the CRM auth header's credential": settings.crm_auth_header.split()[-1],
         "the SMS gateway token": settings.sms_gateway_token,
+        "the SMS inbound token (in the inbound route's path)": settings.sms_inbound_token,
         "the Bitrix24 application token": settings.bitrix24_application_token,
         "the Bitrix24 inbound webhook code": settings.bitrix24_webhook_code,
         "the amoCRM token": settings.amocrm_token,
