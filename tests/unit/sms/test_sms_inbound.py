@@ -17,6 +17,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from infra.environment import SMS_INBOUND_PATH
 from local.apigw import http_api_event, http_response, route_match
@@ -200,3 +202,62 @@ def test_a_text_that_is_no_keyword_is_acknowledged_counted_and_changes_nothing(
 
     assert answer["status"] == 200 and answer["body"]["action"] == "ignored" and _listed() is None
     assert '"ignored"' in capsys.readouterr().out
+
+
+_senders = st.from_regex(r"\+[1-9][0-9]{6,14}", fullmatch=True) | st.text(max_size=16) | st.integers()
+_texts = (
+    st.sampled_from(["STOP", " stop ", "Unsubscribe", "START", "unstop", "yes", "hello", ""])
+    | st.text(max_size=24)
+    | st.none()
+    | st.integers()
+)
+_bodies = (
+    st.fixed_dictionaries({}, optional={"from": _senders, "text": _texts, "to": st.text(max_size=8)})
+    | st.lists(st.text(max_size=4), max_size=2)
+    | st.text(max_size=12)
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_bodies, raw=st.booleans())
+def test_any_body_is_answered_200_or_a_clear_4xx_and_only_a_keyword_from_a_number_changes_the_list(
+    inbound: tuple[str, str, ModuleType], body: Any, raw: bool
+) -> None:
+    """Generated inbound bodies (JSON of any shape, or not JSON): never a 5xx; 400 for what is not
+    JSON, 422 naming the field for a sender that is not E.164 or a text that is not a string; a
+    200 says what it did, and the list holds the sender exactly when the text was a STOP word."""
+    _, url, webhook = inbound
+    path = urllib.parse.urlsplit(url).path
+    data = (
+        (body if isinstance(body, str) else json.dumps(body)).encode() if raw else json.dumps(body).encode()
+    )
+    route, parameters = route_match("POST", path, ROUTES) or ("", {})
+    event = http_api_event(
+        method="POST",
+        raw_path=path,
+        raw_query="",
+        headers=[("Content-Type", "application/json")],
+        body=data,
+        route_key=route,
+        path_parameters=parameters,
+    )
+    answer = webhook.lambda_handler(event, FakeLambdaContext("webhook"))
+    status, document = answer["statusCode"], json.loads(answer["body"])
+    sender = body.get("from") if isinstance(body, dict) else None
+    try:
+        if status != 200:
+            assert status in (400, 422) and document["message"], (status, document)
+            if status == 422 and document.get("errors"):
+                assert {tuple(e["loc"]) for e in document["errors"]} <= {("from",), ("text",)}
+            assert sender is None or not isinstance(sender, str) or _listed(sender.strip()) is None
+            return
+        assert isinstance(sender, str) and isinstance(body.get("text"), str)
+        keyword = suppression.inbound_keyword(body["text"])
+        expected = {"stop": "opt_out", "start": "opt_in", None: "ignored"}[keyword]
+        assert document["action"] == expected
+        assert (_listed(sender.strip()) is not None) is (keyword == "stop")
+    finally:
+        if isinstance(sender, str):
+            aws.resource("dynamodb").Table(JOURNAL_TABLE).delete_item(
+                Key={"id": suppression.suppression_id(sender.strip())}
+            )
