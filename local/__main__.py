@@ -177,13 +177,23 @@ def crm_sources_lines(runtime: Runtime, info: dict[str, Any]) -> str:
   amoCRM webhook    {info["amocrm_url"]}  (from the account stand-in {amocrm})"""
 
 
+def sms_inbound_line(info: dict[str, Any]) -> str:
+    """Where the HTTP SMS gateway stand-in posts customers' replies, when the route exists."""
+    if "sms_inbound_url" not in info:
+        return ""
+    sms = info["fakes"]["sms"]
+    return f"""
+  SMS replies       {info["sms_inbound_url"]}  (STOP/START: POST {sms}/_inbound {{"from", "text"}})"""
+
+
 # The ops console is not started here: the command that opens it on this runtime.
 CONSOLE_LINE = "Ops console in a browser (events' paths, DLQ redrive, SMS journal): bin/ops --local console"
 
 
 def banner(runtime: Runtime) -> str:
     info = runtime.stack_info()
-    crm_sources = crm_sources_lines(runtime, info)
+    # Where the CRM stand-ins and the HTTP SMS gateway stand-in post, each when connected.
+    crm_sources = crm_sources_lines(runtime, info) + sms_inbound_line(info)
     width = max(len(name) for name in info["fakes"])
     fakes = "\n".join(f"  {name:<{width}} {url}" for name, url in info["fakes"].items())
     return f"""

@@ -596,6 +596,9 @@ class Runtime:
             "fakes": self.fake_urls(),
             "logs": str(self.log_dir),
         }
+        if self.resources is not None and SMS_INBOUND_PATH in webhook_paths(self.resources.deployment):
+            # The HTTP SMS gateway's inbound callback, its token in the path (the stand-in posts there).
+            info["sms_inbound_url"] = self.sms_inbound_url
         if self.resources is not None:
             info.update(self.resources.describe())
             # The settings the stack it stands for is synthesized with (`bin/ops doctor` reads them).
