@@ -62,10 +62,12 @@ TEXT = "Our winter sale starts today: 20% off everything until Sunday."
 # 0.8: 256 a second over its 4 environments; replies keep their own 320 a second.
 BROADCAST_CONTEXT: dict[str, Any] = {"allow_paid_broadcast": True, "telegram_messages_per_second": 400}
 # Replies during the broadcast may take at most this many times the baseline's p99, plus
-# REPLY_P99_SLACK_SECONDS: room for the 2 shared cores the broadcast's processes use too, while a
-# reply queued behind the broadcast (or held by a 429 it caused) would wait far longer.
-REPLY_P99_TOLERANCE = 3.0
-REPLY_P99_SLACK_SECONDS = 0.5
+# REPLY_P99_SLACK_SECONDS: room for the 2 cores the broadcast's processes (and, in CI, other tests)
+# share with the replies' (a p99 of 0.31 s became 1.34 s on a machine at load 17), while a reply
+# queued behind the broadcast's pages would wait minutes, one held by a flood wait its retry_after.
+# What the pacing owes the replies is exact: no 429 but the injected ones (`limit_counts`).
+REPLY_P99_TOLERANCE = 4.0
+REPLY_P99_SLACK_SECONDS = 2.0
 # The 429s the stand-in answers during the broadcast, and the wait they ask for: long enough that
 # every broadcast worker hands its page back (`pipeline.pacing.MAX_WAIT_SECONDS`) and the runtime
 # is restarted while none holds one (its stop gives a running invocation 5 s, then kills it: a
