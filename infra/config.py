@@ -190,7 +190,8 @@ class PipelineSettings(BaseModel):
     api_burst_limit: int = Field(default=100, ge=0)
     telegram_bot_id: str = Field(default="default", min_length=1)
     # The bot's global rate, messages a second, shared by its sending consumers' environments
-    # (`pipeline.pacing`): Telegram's 30 by default; up to 1000 with paid broadcasts.
+    # (`pipeline.pacing`): Telegram's 30 by default; up to 1000 with paid broadcasts, which then
+    # only the broadcast uses (replies stay within Telegram's free 30, `infra.environment`).
     telegram_messages_per_second: float = Field(
         default=pacing.TELEGRAM_MESSAGES_PER_SECOND, gt=0, le=pacing.TELEGRAM_MAX_MESSAGES_PER_SECOND
     )

@@ -280,6 +280,10 @@ class FunctionEnvironments:
         refused when one environment could not send two messages in one invocation: each would
         send one and hand the rest of its batch back."""
         rate = self.settings.telegram_messages_per_second
+        if not (consumer.broadcasts and self.settings.allow_paid_broadcast):
+            # Only messages sent with allow_paid_broadcast pass Telegram's free rate: replies (and
+            # an unpaid broadcast) stay within it, however far the setting was raised for paid ones.
+            rate = min(rate, pacing.TELEGRAM_MESSAGES_PER_SECOND)
         part = self.settings.broadcast_share if consumer.broadcasts else 1.0
         share = pacing.send_rate(consumer.max_concurrency, rate, part)
         room = min(

@@ -52,17 +52,6 @@ ALLOWED_UNUSED: dict[tuple[str, str], str] = {
         "publishing to the encrypted events topic) only when a notification refused for an invalid "
         "number is redriven; the run redrives none (tests/unit/consumers/test_crm_phone_fixed.py does)",
     ),
-    **dict.fromkeys(
-        (
-            ("broadcast", "dynamodb:PutItem"),
-            ("broadcast", "dynamodb:UpdateItem"),
-            ("broadcast", "secretsmanager:GetSecretValue"),
-            ("broadcast", "sqs:DeleteMessage"),
-        ),
-        "the broadcast consumer runs only when an operator creates a broadcast (`bin/ops broadcast "
-        "create`); the end-to-end run creates none (tests/unit/consumers/test_broadcast.py runs it "
-        "on moto with the Telegram stand-in)",
-    ),
     (ANY_FUNCTION, "dynamodb:GetItem"): (
         "Powertools idempotency reads a claim when its conditional put returns no old item, and the "
         "consumers' own reads (contacts, send journal, Bot API journal) happen only on repeats"

@@ -153,7 +153,9 @@ def create(ctx: Context) -> None:
 
 
 def _table(ctx: Context) -> Any:
-    return aws.resource("dynamodb").Table(ctx.stack().require(OutputKey.JOURNAL_TABLE))
+    # The stack first: with --local, reading it points the clients at the local runtime.
+    name = ctx.stack().require(OutputKey.JOURNAL_TABLE)
+    return aws.resource("dynamodb").Table(name)
 
 
 def status(ctx: Context) -> None:

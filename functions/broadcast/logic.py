@@ -191,6 +191,7 @@ class Page:
     def run(self) -> dict[str, Any]:
         job = self.job()
         if self.number in {int(n) for n in job.get("done_pages", ())}:
+            jobs.finish(self.table, job)  # the worker that counted it may have died before this
             return {"broadcast": self.broadcast_id, "page": self.number, "counted": "before"}
         cancelled = self.hold(job)
         api: BotApi | None = None

@@ -32,7 +32,8 @@ answered 403 "Forbidden: bot was blocked by the user", as Telegram answers it.
 refuses parameters the method does not have: a call aiogram would not make gets 400.
 
 `limits=SendLimits()` (or `POST /_limits {"enforce": true}`; `GET /_limits` for the counts)
-enforces Telegram's send limits with 429s (`local.fakes.telegram_limits`); off by default.
+enforces Telegram's send limits with 429s (`local.fakes.telegram_limits`; a message sent with
+`allow_paid_broadcast` is held to the paid rate, 1000 a second, instead); off by default.
 """
 
 from __future__ import annotations
@@ -312,7 +313,7 @@ class TelegramFake(FakeService):
                 return self._error(403, "Forbidden: bot was blocked by the user")
         limiter = self.limiter
         if limiter is not None and is_message(method) and params.get("chat_id") is not None:
-            wait = limiter.admit(params["chat_id"])
+            wait = limiter.admit(params["chat_id"], paid=_truthy(params.get("allow_paid_broadcast")))
             if wait is not None:
                 return self.error_response(429, max(1, math.ceil(wait)))
         if (again := self.messages.refusal(method, params)) is not None:

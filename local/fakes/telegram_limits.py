@@ -7,7 +7,10 @@ past a limit it answers 429 "Too Many Requests: retry after N" with `parameters.
 
 - the bot's global rate: more than `per_second` messages within any one second;
 - one chat: a message within `chat_interval` seconds of the chat's previous one (a private chat);
-- one group (a negative chat id): more than `group_per_minute` within any 60 seconds.
+- one group (a negative chat id): more than `group_per_minute` within any 60 seconds;
+- a message sent with `allow_paid_broadcast` is outside the bot's free rate (Telegram: "up to 1000
+  messages per second, ignoring broadcasting limits"): paid messages are counted against
+  `paid_per_second` instead, the chat's and the group's spacing still apply.
 
 The clock is injectable (`clock`), so a test can drive time instead of depending on the
 machine's speed. `counts()` (and `GET /_limits`) say how many messages were accepted in each
@@ -27,6 +30,7 @@ from typing import Any
 from pipeline.pacing import (
     TELEGRAM_CHAT_INTERVAL_SECONDS,
     TELEGRAM_GROUP_MESSAGES_PER_MINUTE,
+    TELEGRAM_MAX_MESSAGES_PER_SECOND,
     TELEGRAM_MESSAGES_PER_SECOND,
 )
 
@@ -39,31 +43,36 @@ class SendLimits:
     per_second: int = TELEGRAM_MESSAGES_PER_SECOND
     chat_interval: float = TELEGRAM_CHAT_INTERVAL_SECONDS
     group_per_minute: int = TELEGRAM_GROUP_MESSAGES_PER_MINUTE
+    paid_per_second: int = TELEGRAM_MAX_MESSAGES_PER_SECOND
 
 
 class SendLimiter:
-    """The limits' bookkeeping: `admit(chat_id)` is None (accepted, counted) or the seconds to wait."""
+    """The limits' bookkeeping: `admit(chat_id, paid)` is None (accepted, counted) or the seconds to wait."""
 
     def __init__(self, limits: SendLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self.clock = clock
         self._lock = threading.Lock()
         self._recent: deque[float] = deque()  # accepted messages within the last second
+        self._paid: deque[float] = deque()  # accepted paid messages within the last second
         self._chats: dict[str, float] = {}  # a private chat's last accepted message
         self._groups: dict[str, deque[float]] = {}  # a group's accepted messages within 60 s
         self.per_second: Counter[int] = Counter()  # accepted messages by whole second
         self.refused: Counter[str] = Counter()  # 429s by limit
 
-    def admit(self, chat_id: Any) -> float | None:
+    def admit(self, chat_id: Any, paid: bool = False) -> float | None:
         key = str(chat_id)
         group = key.startswith(("-", "@"))
+        recent, limit = (
+            (self._paid, self.limits.paid_per_second) if paid else (self._recent, self.limits.per_second)
+        )
         with self._lock:
             now = self.clock()
-            while self._recent and self._recent[0] <= now - WINDOW_SECONDS:
-                self._recent.popleft()
-            if len(self._recent) >= self.limits.per_second:
-                self.refused["global"] += 1
-                return self._recent[0] + WINDOW_SECONDS - now
+            while recent and recent[0] <= now - WINDOW_SECONDS:
+                recent.popleft()
+            if len(recent) >= limit:
+                self.refused["paid" if paid else "global"] += 1
+                return recent[0] + WINDOW_SECONDS - now
             if group:
                 sent = self._groups.setdefault(key, deque())
                 while sent and sent[0] <= now - GROUP_WINDOW_SECONDS:
@@ -78,7 +87,7 @@ class SendLimiter:
                     self.refused["chat"] += 1
                     return last + self.limits.chat_interval - now
                 self._chats[key] = now
-            self._recent.append(now)
+            recent.append(now)
             self.per_second[math.floor(now)] += 1
             return None
 

@@ -555,6 +555,35 @@ def test_the_bots_global_rate_is_one_setting_split_into_each_sending_consumers_e
     assert float(environment[SEND_RATE_ENV]) == pytest.approx(HEADROOM * 10 / autoreply.max_concurrency)
 
 
+def test_raising_the_bots_rate_for_paid_broadcasts_leaves_replies_within_telegrams_free_rate() -> None:
+    """Regression: `telegram_messages_per_second` raised to 400 for `allow_paid_broadcast` (as the
+    docs say) paced autoreply to 64 messages a second per environment, 320 together: Telegram
+    answers 429 past 30 a second to messages sent without allow_paid_broadcast (the Telegram
+    stand-in too, `local.fakes.telegram_limits`), and a 429 stops the whole bot, broadcast too."""
+    from pipeline.pacing import HEADROOM, SEND_RATE_ENV, TELEGRAM_MESSAGES_PER_SECOND
+
+    def rate(name: str, context: dict[str, Any]) -> float:
+        consumer = by_name(name)
+        environment = FunctionEnvironments(_settings(context), "Paced").worker(
+            consumer,
+            queue_url="https://sqs.invalid/q",
+            dlq_url="https://sqs.invalid/dlq",
+            tables={table: f"{table}-table" for table in consumer.tables},
+            secrets={secret: f"{secret}-secret" for secret in consumer.secrets},
+            topic_arn="arn:aws:sns:eu-central-1:123456789012:events",
+            alarm_topic_arn="arn:aws:sns:eu-central-1:123456789012:alarms",
+        )
+        return float(environment[SEND_RATE_ENV]) * consumer.max_concurrency
+
+    paid = {"telegram_messages_per_second": 400, "allow_paid_broadcast": True}
+    assert rate("autoreply", paid) == pytest.approx(HEADROOM * TELEGRAM_MESSAGES_PER_SECOND)
+    assert rate("bot", paid) == pytest.approx(HEADROOM * TELEGRAM_MESSAGES_PER_SECOND)
+    assert rate("broadcast", paid) == pytest.approx(HEADROOM * 0.8 * 400)
+    # Unpaid, a broadcast is a free message like the others.
+    unpaid = {"telegram_messages_per_second": 400}
+    assert rate("broadcast", unpaid) == pytest.approx(HEADROOM * 0.8 * TELEGRAM_MESSAGES_PER_SECOND)
+
+
 @pytest.mark.parametrize(
     ("rate", "why"),
     [

@@ -5,6 +5,7 @@ delivered again, answers lost, pause and cancel). The pacing runs on a test cloc
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -160,3 +161,44 @@ def test_pause_holds_the_pages_resume_finishes_them_cancel_sends_no_more(
     assert (final["cancelled"], final["state"]) == (30, jobs.CANCELLED)
     with pytest.raises(jobs.BroadcastError, match="cancelled"):
         jobs.steer(table, cancelled, jobs.SENDING, (jobs.PAUSED,))
+
+
+def test_a_job_left_sending_after_its_last_page_was_counted_is_done_when_the_page_comes_back(
+    sender: DeployedConsumer, telegram: TelegramFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the worker that counted the last page died before it marked the job done (two
+    writes); the page comes back (its message was never deleted), finds itself counted, and the job
+    stayed `sending` for good, its progress "0 remaining" forever."""
+    clock = Clock()
+    paced(sender, clock, monkeypatch)
+    broadcast_id = start(sender, CHATS[:5])
+    drain(sender, clock)
+    table = aws.resource("dynamodb").Table(JOURNAL_TABLE)
+    # The journal as that crash leaves it: every page counted, the state not yet moved, and the
+    # page's idempotency record still in progress, its invocation's time over (Powertools lets
+    # the next delivery run it).
+    table.update_item(
+        Key={"id": jobs.job_key(broadcast_id)},
+        UpdateExpression="SET #state = :sending",
+        ExpressionAttributeNames={"#state": "state"},
+        ExpressionAttributeValues={":sending": jobs.SENDING},
+    )
+    records = [
+        i["id"] for i in table.scan()["Items"] if re.fullmatch(r"broadcast#[0-9a-f]{32}", str(i["id"]))
+    ]
+    assert len(records) == 1
+    table.update_item(
+        Key={"id": records[0]},
+        UpdateExpression="SET #status = :in_progress, in_progress_expiration = :past REMOVE #data",
+        ExpressionAttributeNames={"#status": "status", "#data": "data"},
+        ExpressionAttributeValues={":in_progress": "INPROGRESS", ":past": int((time.time() - 60) * 1000)},
+    )
+    page, attributes = jobs.page_envelope(broadcast_id, 0, CHATS[:5])
+    sender.queues.send(page.to_json(), attributes)
+
+    drain(sender, clock)
+
+    final = job(broadcast_id)
+    assert final["state"] == jobs.DONE
+    assert final["sent"] == 5
+    assert sum(received(telegram).values()) == 5

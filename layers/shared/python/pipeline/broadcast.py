@@ -195,10 +195,17 @@ def count_page(
             return {}
         raise
     job = dict(answer["Attributes"])
-    if len(job.get("done_pages", ())) >= int(job["pages"]) and job.get("state") in (SENDING, PAUSED):
-        with contextlib.suppress(BroadcastError):  # cancelled meanwhile: it stays so
-            steer(table, broadcast_id, DONE, (SENDING, PAUSED))
+    finish(table, job)
     return job
+
+
+def finish(table: Any, job: Mapping[str, Any]) -> None:
+    """A job whose every page is counted becomes `done`. Asked after each page's count and again
+    whenever a page counted before comes back: a worker lost between the last count and this
+    write (a crash, a redeploy) would otherwise leave the job `sending` for good."""
+    if len(job.get("done_pages", ())) >= int(job.get("pages", 0)) and job.get("state") in (SENDING, PAUSED):
+        with contextlib.suppress(BroadcastError):  # cancelled (or finished) meanwhile: it stays so
+            steer(table, str(job["broadcast_id"]), DONE, (SENDING, PAUSED))
 
 
 @dataclass(frozen=True)
