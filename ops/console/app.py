@@ -29,11 +29,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ops import dlq, journal
+from ops import broadcast, dlq, journal
+from ops.broadcast_texts import TEMPLATES_FILE_NAME
 from ops.console import data, events, pages
 from ops.console.data import Where
 from ops.context import Context
 from ops.errors import OpsError
+from pipeline.broadcast import MAX_TEXT_LENGTH
 
 SESSION_COOKIE = "ops_console_session"
 DEFAULT_PORT = 8765
@@ -238,6 +240,24 @@ def build_app(console: Console) -> Any:
             "Alarms", "/alarms", "alarms.html", lambda: {"rows": data.alarm_rows(where), "local": where.local}
         )
 
+    def broadcasts_page(request: Request) -> Response:
+        def read() -> dict[str, Any]:
+            rows = broadcast.recent(where.context())
+            for row in rows:
+                created = row.get("created_at")
+                row["created"] = (
+                    datetime.fromtimestamp(int(created), UTC).isoformat(timespec="seconds")
+                    if created
+                    else None
+                )
+            return {
+                "rows": rows,
+                "max_text": MAX_TEXT_LENGTH,
+                "templates_file": TEMPLATES_FILE_NAME,
+            }
+
+        return view("Broadcasts", "/broadcasts", "broadcasts.html", read)
+
     def csrf_of(request: Request) -> str:
         return console.session(request) or ""
 
@@ -260,9 +280,19 @@ def build_app(console: Console) -> Any:
             "abandon": decision == "abandon",
         }
 
+    def create_options(values: dict[str, str]) -> dict[str, Any]:
+        return {name: values.get(name) or None for name in ("text", "template", "language", "tag", "at")}
+
+    def broadcast_options(values: dict[str, str]) -> dict[str, Any]:
+        return {"id": values.get("id", "")}
+
     actions: dict[str, tuple[Callable[[Context], Any], Callable[[dict[str, str]], dict[str, Any]], str]] = {
         "redrive": (dlq.redrive, redrive_options, "/dlqs"),
         "resolve": (journal.resolve, resolve_options, "/sms"),
+        "broadcast-create": (broadcast.create, create_options, "/broadcasts"),
+        "broadcast-pause": (broadcast.pause, broadcast_options, "/broadcasts"),
+        "broadcast-resume": (broadcast.resume, broadcast_options, "/broadcasts"),
+        "broadcast-cancel": (broadcast.cancel, broadcast_options, "/broadcasts"),
     }
 
     def confirm_page(request: Request) -> Response:
@@ -323,6 +353,7 @@ def build_app(console: Console) -> Any:
         Route("/dlqs", dlqs_page),
         Route("/sms", sms_page),
         Route("/bot", bot_page),
+        Route("/broadcasts", broadcasts_page),
         Route("/alarms", alarms_page),
         Route("/confirm/{action}", confirm_page),
         Route("/actions/{action}", action, methods=["POST"]),
