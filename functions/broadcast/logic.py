@@ -52,6 +52,7 @@ _METRICS = {
     jobs.FAILED: "BroadcastFailed",
     UNKNOWN: "BroadcastUnknown",
 }
+REMAINING_METRIC = "BroadcastRemaining"
 # What `pipeline.http` says when a request may have reached Telegram but no answer came back.
 _NO_ANSWER = ("no answer within", "RemoteDisconnected", "ConnectionResetError", "IncompleteRead")
 
@@ -217,6 +218,11 @@ class Page:
         counted = jobs.count_page(
             self.table, self.broadcast_id, self.number, jobs.tally(self.outcomes.values()), time.time()
         )
+        if counted:
+            # The progress as a metric: what the broadcast has left after this page (its Maximum
+            # over a period is the newest figure of one broadcast at a time).
+            left = jobs.progress(counted).remaining
+            metrics.add_metric(name=REMAINING_METRIC, unit=MetricUnit.Count, value=left)
         result = {"broadcast": self.broadcast_id, "page": self.number, **jobs.tally(self.outcomes.values())}
         logger.info("broadcast page done", extra={**result, "counted": bool(counted)})
         return result

@@ -63,6 +63,8 @@ def test_resume_publishes_only_the_pages_an_interrupted_create_left(
     job = jobs.read_job(table, broadcast_id)
     assert job is not None and job["pages"] == 3 and set(job["published"]) == {"0", "1"}
 
+    status = json.loads(run("broadcast", "status", broadcast_id, "--json").out)
+    assert (status["pages"], status["pages_published"], status["remaining"]) == (3, 2, 249)
     requests.delete(moto + FAULTS, timeout=5)
     resumed = run("broadcast", "resume", broadcast_id, "--yes")
 

@@ -5,6 +5,7 @@ browser test (tests/e2e/test_console_broadcast_browser.py) clicks through the sa
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 from moto import mock_aws
 from starlette.testclient import TestClient
 
+from infra.outputs import OutputKey
 from ops.console.app import Console, build_app
 from ops.console.data import Where
 from ops.stack import DEFAULT_STACK_NAME
@@ -87,7 +89,7 @@ def test_create_asks_with_the_count_and_the_message_then_sends_and_lists_it(
     shown = cells(client.get("/broadcasts").text, broadcast_id)
     # id, state, created, text, total, sent, blocked, failed, unknown, cancelled, remaining, rate, left
     assert shown[1] == "sending" and shown[3] == "Sale starts today!"
-    assert shown[4:11] == ["124", "0", "0", "0", "0", "0", "124"]
+    assert shown[4:12] == ["124", "0", "0", "0", "0", "0", "124", "2 of 2"]
 
 
 def test_progress_is_shown_as_the_consumer_counts_pages(
@@ -104,8 +106,8 @@ def test_progress_is_shown_as_the_consumer_counts_pages(
     shown = cells(client.get("/broadcasts").text, job["broadcast_id"])
 
     assert shown[4:11] == ["249", "196", "2", "1", "1", "0", "49"]
-    assert float(shown[11]) == 20.0  # 200 chats in 10 s
-    assert shown[12] == "2s"  # 49 left at 20 a second
+    assert float(shown[12]) == 20.0  # 200 chats in 10 s
+    assert shown[13] == "2s"  # 49 left at 20 a second
 
 
 def test_pause_resume_and_cancel_are_each_confirmed_and_run_the_cli(
@@ -143,3 +145,29 @@ def test_a_broadcast_action_without_the_csrf_token_is_refused_and_sends_nothing(
     assert client.post("/actions/broadcast-create", data={"text": "Hi"}).status_code == 403
     assert drain(stack.queue_urls["broadcast"]) == []
     assert "no broadcast yet" in client.get("/broadcasts").text
+
+
+def test_an_interrupted_create_shows_its_unpublished_pages_and_resume_publishes_them(
+    client: TestClient, console: Console, stack: Deployed
+) -> None:
+    # What a create that died after publishing two of its three pages leaves (the job, its
+    # stored plan, two pages noted as published).
+    table = boto3.resource("dynamodb").Table(stack.journal_table)
+    chats = list(range(7000, 7250))
+    planned = jobs.plan({None: chats})
+    broadcast_id, now = jobs.new_id(), time.time()
+    jobs.store_pages(table, broadcast_id, planned, now)
+    jobs.create(table, jobs.job_item(broadcast_id, "Hi", 250, at=now, now=now, audience={}, pages=3))
+    topic = console.where.stack().require(OutputKey.EVENTS_TOPIC_ARN)
+    jobs.publish_pages(boto3.client("sns"), topic, table, broadcast_id, planned[:2])
+    assert len(drain(stack.queue_urls["broadcast"])) == 2
+    assert cells(client.get("/broadcasts").text, broadcast_id)[11] == "2 of 3"
+
+    question = client.get("/confirm/broadcast-resume", params={"id": broadcast_id})
+    assert f"would publish the 1 unpublished pages (2) of {broadcast_id}" in question.text
+    answer = client.post("/actions/broadcast-resume", data={"id": broadcast_id, "csrf": csrf(console)})
+
+    assert "pages published: 1" in answer.text, answer.text
+    [page] = [json.loads(m["Body"])["payload"] for m in drain(stack.queue_urls["broadcast"])]
+    assert (page["page"], page["chats"]) == (2, chats[200:])
+    assert cells(client.get("/broadcasts").text, broadcast_id)[11] == "3 of 3"

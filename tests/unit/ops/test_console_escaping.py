@@ -147,7 +147,7 @@ ROW = dict.fromkeys(SHOWN, HOSTILE) | {
 BROADCAST_ROW = dict.fromkeys(
     ["id", "created", "text", "total", "sent", "blocked", "failed", "unknown", "cancelled", "remaining"],
     HOSTILE,
-) | {"state": "sending", "rate_per_second": HOSTILE, "seconds_left": 5}
+) | {"state": "sending", "rate_per_second": HOSTILE, "seconds_left": 5, "pages_published": 1, "pages": 2}
 # Every page template, with its fields all holding the value.
 CONTEXTS: dict[str, dict[str, Any]] = {
     "events.html": {"paths": [Path_()], "filters": events.Filters(HOSTILE, HOSTILE, HOSTILE, HOSTILE)},

@@ -319,6 +319,8 @@ class Progress:
     counts: dict[str, int]
     pages: int
     pages_done: int
+    # Pages published so far (None: a job without a stored plan, all published at create).
+    pages_published: int | None
     rate: float | None  # messages a second since the first page was counted
     seconds_left: float | None
 
@@ -335,6 +337,7 @@ class Progress:
             "remaining": self.remaining,
             "pages": self.pages,
             "pages_done": self.pages_done,
+            "pages_published": self.pages if self.pages_published is None else self.pages_published,
             "rate_per_second": None if self.rate is None else round(self.rate, 2),
             "seconds_left": None if self.seconds_left is None else round(self.seconds_left),
         }
@@ -358,6 +361,7 @@ def progress(job: Mapping[str, Any], now: float | None = None) -> Progress:
         counts=counts,
         pages=int(job.get("pages", 0)),
         pages_done=len(job.get("done_pages", ())),
+        pages_published=len(job.get("published", ())) if job.get("stored_pages") else None,
         rate=rate,
         seconds_left=seconds_left,
     )
