@@ -179,16 +179,21 @@ def create(ctx: Context) -> None:
         return
     if not chats:
         raise OpsError("nobody to send to: the audience is empty")
+    table = _table(ctx)
+    audience_note = {key: value for key, value in {"language": language, "tag": tag}.items() if value}
+    sent_as = template.texts[template.fallback] if template else text
+    if (unfinished := _interrupted(table, sent_as, texts, audience_note)) is not None:
+        # The same create run again after it was cut: finish that one, never a second broadcast.
+        ctx.line(f"broadcast {unfinished['broadcast_id']} (this message, this audience) was interrupted")
+        _resume(ctx, str(unfinished["broadcast_id"]))
+        return
     ctx.confirm(f"send this message to {len(chats)} chats")
-    stack = ctx.stack()
-    table = aws.resource("dynamodb").Table(stack.require(OutputKey.JOURNAL_TABLE))
     now = time.time()
     broadcast_id = jobs.new_id(now)
-    audience_note = {key: value for key, value in {"language": language, "tag": tag}.items() if value}
     jobs.store_pages(table, broadcast_id, planned, now)
     job = jobs.job_item(
         broadcast_id,
-        template.texts[template.fallback] if template else text,
+        sent_as,
         len(chats),
         at=at,
         now=now,
@@ -206,6 +211,23 @@ def create(ctx: Context) -> None:
     ctx.field("recipients", len(chats))
     ctx.field("pages", published)
     ctx.line(f"follow it: bin/ops broadcast status {broadcast_id}")
+
+
+def _interrupted(
+    table: Any, text: str, texts: dict[str, str], audience: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A recent broadcast of this very message and audience whose create was cut before all its
+    pages were published (and that nobody cancelled), if any."""
+    for job in jobs.recent(table, LISTED):
+        if (
+            job.get("stored_pages")
+            and job.get("state") in (jobs.SENDING, jobs.SCHEDULED, jobs.PAUSED)
+            and len(job.get("published", ())) < int(job.get("pages", 0))
+            and (job.get("text"), dict(job.get("texts") or {}), dict(job.get("audience") or {}))
+            == (text, texts, audience)
+        ):
+            return job
+    return None
 
 
 def _publish(ctx: Context, table: Any, broadcast_id: str, planned: list[jobs.PlannedPage]) -> int:
@@ -249,8 +271,8 @@ def status(ctx: Context) -> None:
         ctx.field(name.replace("_", " "), value)
 
 
-def _steer(ctx: Context, state: str, allowed: tuple[str, ...]) -> None:
-    broadcast_id = str(ctx.option("id"))
+def _steer(ctx: Context, state: str, allowed: tuple[str, ...], broadcast_id: str | None = None) -> None:
+    broadcast_id = broadcast_id or str(ctx.option("id"))
     if ctx.option("dry_run"):  # the console's question: what would change, checked, nothing done
         job = jobs.read_job(_table(ctx), broadcast_id)
         if job is None:
@@ -275,7 +297,10 @@ def pause(ctx: Context) -> None:
 def resume(ctx: Context) -> None:
     """Publish the pages an interrupted create left unpublished (from its stored plan), and/or
     move a paused broadcast back to sending."""
-    broadcast_id = str(ctx.option("id"))
+    _resume(ctx, str(ctx.option("id")))
+
+
+def _resume(ctx: Context, broadcast_id: str) -> None:
     table = _table(ctx)
     job = jobs.read_job(table, broadcast_id)
     if job is None:
@@ -290,7 +315,7 @@ def resume(ctx: Context) -> None:
             ctx.field("pages published", _publish(ctx, table, broadcast_id, missing))
         if job.get("state") != jobs.PAUSED:
             return
-    _steer(ctx, jobs.SENDING, (jobs.PAUSED,))
+    _steer(ctx, jobs.SENDING, (jobs.PAUSED,), broadcast_id)
 
 
 def cancel(ctx: Context) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
+import requests
 from moto.server import ThreadedMotoServer
 
 from ops.stack import DEFAULT_STACK_NAME
@@ -41,9 +42,13 @@ def moto_stack() -> Iterator[tuple[str, Deployed]]:
     saved = {name: os.environ.get(name) for name in [*AWS_ENVIRONMENT, "AWS_ENDPOINT_URL"]}
     os.environ.update({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint})
     aws.reset_clients()
+    # moto's state is this process's, whichever server serves it (the guard test's module seeds
+    # its own stack in it too): this module starts from none and leaves none.
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10)
     try:
         yield endpoint, seed_broadcast_stack()
     finally:
+        requests.post(f"{endpoint}/moto-api/reset", timeout=10)
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

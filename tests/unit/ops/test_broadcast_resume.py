@@ -1,7 +1,8 @@
 """A create interrupted between two pages (issue 45): SNS stops taking publishes after two pages,
 at moto's door (`local.moto_faults`, as a lost connection or a killed process would leave it).
-The job and its planned pages are written; `ops broadcast resume ID` publishes only the pages
-not yet published, from the stored plan, so every chat is on exactly one queued page."""
+The job and its planned pages are written; `ops broadcast resume ID`, or the same create run
+again, publishes only the pages not yet published, from the stored plan, so every chat is on
+exactly one queued page and no second broadcast is made."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     endpoint = f"http://{host}:{port}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     aws.reset_clients()
+    # moto's state is the process's, whichever server serves it: each test starts from none.
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10)
     try:
         yield endpoint
     finally:
@@ -46,8 +49,9 @@ def queued_pages(stack: Deployed) -> list[dict[str, Any]]:
     return [json.loads(m["Body"])["payload"] for m in drain(stack.queue_urls["broadcast"])]
 
 
-def test_resume_publishes_only_the_pages_an_interrupted_create_left(
-    moto: str, stack: Deployed, run: Callable[..., Any]
+@pytest.mark.parametrize("finish", ["resume", "create again"])
+def test_resume_or_the_same_create_again_publishes_only_the_pages_an_interrupted_create_left(
+    moto: str, stack: Deployed, run: Callable[..., Any], finish: str
 ) -> None:
     fault = {"target": "sns.Publish", "kind": "error", "count": 50, "after": 2}
     assert requests.post(moto + FAULTS, json=fault, timeout=5).status_code == 200
@@ -66,7 +70,11 @@ def test_resume_publishes_only_the_pages_an_interrupted_create_left(
     status = json.loads(run("broadcast", "status", broadcast_id, "--json").out)
     assert (status["pages"], status["pages_published"], status["remaining"]) == (3, 2, 249)
     requests.delete(moto + FAULTS, timeout=5)
-    resumed = run("broadcast", "resume", broadcast_id, "--yes")
+    if finish == "resume":
+        resumed = run("broadcast", "resume", broadcast_id, "--yes")
+    else:  # the operator runs the very command again: it finishes that broadcast, no second one
+        resumed = run("broadcast", "create", "--text", "Sale starts today!", "--yes")
+        assert f"broadcast {broadcast_id} (this message, this audience) was interrupted" in resumed.out
 
     assert resumed.code == 0, resumed.err
     assert "pages published: 1" in resumed.out
@@ -77,6 +85,7 @@ def test_resume_publishes_only_the_pages_an_interrupted_create_left(
     assert set(on_pages.values()) == {1}  # nobody on two pages: nobody queued twice
     job = jobs.read_job(table, broadcast_id)
     assert job is not None and set(job["published"]) == {"0", "1", "2"}
+    assert [j["broadcast_id"] for j in jobs.recent(table, 5)] == [broadcast_id]
     # Nothing left to publish, and it is not paused: a second resume changes nothing.
     again = run("broadcast", "resume", broadcast_id, "--yes")
     assert again.code != 0 and "is sending" in again.err
