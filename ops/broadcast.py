@@ -5,8 +5,11 @@ an update from (a user cannot write to a bot before pressing Start), less the ch
 `blocked#<chat>` in the journal since their last update; `--language` keeps the users whose
 latest update says that language (Telegram's `language_code`, "de" also matches "de-AT"), `--tag`
 the chats that have a `tag#<name>` item in the conversations table (written by your own code).
-`create` writes the job, then publishes its pages to the events topic for the `broadcast`
-consumer; `--dry-run` prints the count and the message as sent, and changes nothing.
+`create` writes its plan (the pages, one language each) and the job, then publishes the pages to
+the events topic for the `broadcast` consumer, noting each; `--dry-run` prints the count and the
+message as sent (per language for `--template`, `ops.broadcast_texts`), and changes nothing.
+`resume` publishes the pages an interrupted create left (so does the same create run again), and
+moves a paused broadcast back to sending. The console runs these same functions.
 """
 
 from __future__ import annotations

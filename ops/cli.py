@@ -446,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
         _console,
         "The ops console: a local web page (127.0.0.1, a random token in its URL) with every event's "
         "path through the consumers, the queues, DLQs (redrive), the SMS journal (resolve), bot "
-        "conversations and alarms; actions run these same commands.",
+        "conversations, broadcasts (create, pause, resume, cancel) and alarms; actions run these "
+        "same commands.",
     )
     console_command.add_argument(
         "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)"
