@@ -38,6 +38,8 @@ from ops.errors import OpsError
 from pipeline.broadcast import MAX_TEXT_LENGTH
 
 SESSION_COOKIE = "ops_console_session"
+# The confirm form's one-time field (`Console.used_forms`).
+ONCE_FIELD = "once"
 DEFAULT_PORT = 8765
 # Where a redirect may send the browser: an absolute path of this site, one segment after another
 # (no `//host`, no backslash that browsers read as a slash, no control character, no scheme).
@@ -64,6 +66,8 @@ class Console:
     token: str | None = field(default_factory=lambda: secrets.token_urlsafe(24))
     # session id -> its CSRF token
     sessions: dict[str, str] = field(default_factory=dict)
+    # The confirm forms already used (their `once` field): a form sent again runs nothing.
+    used_forms: set[str] = field(default_factory=set)
     audit: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
 
     @property
@@ -309,7 +313,8 @@ def build_app(console: Console) -> Any:
                 "question": data.output(ctx),
                 "path": f"/actions/{name}",
                 "csrf": csrf_of(request),
-                "fields": values,
+                # A confirmation runs once: a reload or a double click sends nothing twice.
+                "fields": {**values, ONCE_FIELD: secrets.token_urlsafe(16)},
                 "back": back,
             }
 
@@ -320,19 +325,26 @@ def build_app(console: Console) -> Any:
         if name not in actions:
             return _html("no such action", 404)
         command, options, back = actions[name]
-        values = {k: v for k, v in request.scope["ops_form"].items() if k not in ("csrf", "go")}
+        form = request.scope["ops_form"]
+        values = {k: v for k, v in form.items() if k not in ("csrf", "go", ONCE_FIELD)}
         lines: list[str] = []
         error = None
-        try:
-            ctx = where.context(**options(values), dry_run=False, yes=True)
+        once = form.get(ONCE_FIELD)
+        if once and once in console.used_forms:
+            error = "this confirmation was sent before (a reload or a second click): nothing done again"
+        else:
+            if once:
+                console.used_forms.add(once)
             try:
-                command(ctx)
-            finally:
-                lines = data.output(ctx)
-        except Exception as failure:
-            error = _failure(failure)
-            if error is None:
-                raise
+                ctx = where.context(**options(values), dry_run=False, yes=True)
+                try:
+                    command(ctx)
+                finally:
+                    lines = data.output(ctx)
+            except Exception as failure:
+                error = _failure(failure)
+                if error is None:
+                    raise
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         for line in lines or ["(no output)"]:
             console.audit(f"{stamp} console {name} {data.masked(values)}: {data.masked(line)}")

@@ -171,3 +171,19 @@ def test_an_interrupted_create_shows_its_unpublished_pages_and_resume_publishes_
     [page] = [json.loads(m["Body"])["payload"] for m in drain(stack.queue_urls["broadcast"])]
     assert (page["page"], page["chats"]) == (2, chats[200:])
     assert cells(client.get("/broadcasts").text, broadcast_id)[11] == "3 of 3"
+
+
+def test_a_confirmation_sent_twice_creates_one_broadcast(
+    client: TestClient, console: Console, stack: Deployed
+) -> None:
+    question = client.get("/confirm/broadcast-create", params={"text": "Hi", "tag": "vip"}).text
+    fields = dict(re.findall(r"<input type='hidden' name='([^']+)' value='([^']*)'>", question))
+    assert fields["csrf"] == csrf(console) and fields["once"]
+
+    first = client.post("/actions/broadcast-create", data=fields)
+    again = client.post("/actions/broadcast-create", data=fields)  # a reload, a double click
+
+    assert "broadcast-create: done" in first.text
+    assert "broadcast-create: refused" in again.text and "sent before" in again.text
+    assert len(jobs.recent(boto3.resource("dynamodb").Table(stack.journal_table), 5)) == 1
+    assert len(drain(stack.queue_urls["broadcast"])) == 1
