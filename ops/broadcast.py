@@ -5,8 +5,11 @@ an update from (a user cannot write to a bot before pressing Start), less the ch
 `blocked#<chat>` in the journal since their last update; `--language` keeps the users whose
 latest update says that language (Telegram's `language_code`, "de" also matches "de-AT"), `--tag`
 the chats that have a `tag#<name>` item in the conversations table (written by your own code).
-`create` writes the job, then publishes its pages to the events topic for the `broadcast`
-consumer; `--dry-run` prints the count and the message as sent, and changes nothing.
+`create` writes its plan (the pages, one language each) and the job, then publishes the pages to
+the events topic for the `broadcast` consumer, noting each; `--dry-run` prints the count and the
+message as sent (per language for `--template`, `ops.broadcast_texts`), and changes nothing.
+`resume` publishes the pages an interrupted create left (so does the same create run again), and
+moves a paused broadcast back to sending. The console runs these same functions.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from infra.outputs import OutputKey
+from ops.broadcast_texts import Template, TemplateError, team_template
 from ops.context import Context
 from ops.errors import OpsError
 from pipeline import aws
@@ -50,6 +56,13 @@ def _language(payload: str) -> str | None:
 
 def audience(ctx: Context, language: str | None = None, tag: str | None = None) -> list[int]:
     """The chats a broadcast goes to, sorted (see the module docstring)."""
+    return sorted(audience_languages(ctx, language, tag))
+
+
+def audience_languages(
+    ctx: Context, language: str | None = None, tag: str | None = None
+) -> dict[int, str | None]:
+    """The chats a broadcast goes to, each with its language as the store knows it (or None)."""
     stack = ctx.stack()
     dynamodb = aws.resource("dynamodb")
     conversations = dynamodb.Table(stack.require(OutputKey.table_name("conversations")))
@@ -69,19 +82,22 @@ def audience(ctx: Context, language: str | None = None, tag: str | None = None) 
         received = str(item.get("received_at", ""))
         if chat not in latest or received > latest[chat][0]:
             latest[chat] = (received, str(item.get("payload", "")))
-    chats = sorted(latest)
+    chats = {chat: _language(latest[chat][1]) for chat in sorted(latest)}
     if tag:
-        chats = [chat for chat in chats if chat in tagged]
+        chats = {chat: found for chat, found in chats.items() if chat in tagged}
     if language:
         wanted = language.lower()
-        chats = [
-            chat
-            for chat in chats
-            if (found := _language(latest[chat][1])) is not None
-            and (found == wanted or found.startswith(wanted + "-"))
-        ]
-    blocked = _blocked_since(dynamodb, stack.require(OutputKey.JOURNAL_TABLE), chats)
-    return [chat for chat in chats if not (chat in blocked and blocked[chat] >= latest[chat][0])]
+        chats = {
+            chat: found
+            for chat, found in chats.items()
+            if found is not None and (found == wanted or found.startswith(wanted + "-"))
+        }
+    blocked = _blocked_since(dynamodb, stack.require(OutputKey.JOURNAL_TABLE), list(chats))
+    return {
+        chat: found
+        for chat, found in chats.items()
+        if not (chat in blocked and blocked[chat] >= latest[chat][0])
+    }
 
 
 def _blocked_since(dynamodb: Any, journal: str, chats: list[int]) -> dict[int, str]:
@@ -112,37 +128,85 @@ def _at(text: str | None) -> float:
     return moment.timestamp()
 
 
-def create(ctx: Context) -> None:
-    text = str(ctx.option("text") or "")
+def _message(ctx: Context) -> tuple[str, Template | None]:
+    """The plain text, or the template: exactly one of --text and --template."""
+    text, name = ctx.option("text"), ctx.option("template")
+    if bool(text) == bool(name):
+        raise OpsError("give the message as --text TEXT or --template NAME (one of them)")
+    if name:
+        try:
+            return "", team_template(str(name))
+        except TemplateError as error:
+            raise OpsError(str(error)) from None
     try:
-        jobs.check_text(text)
+        return jobs.check_text(str(text)), None
     except jobs.BroadcastError as error:
         raise OpsError(str(error)) from None
+
+
+def create(ctx: Context) -> None:
+    text, template = _message(ctx)
     at = _at(ctx.option("at"))
     language, tag = ctx.option("language"), ctx.option("tag")
-    chats = audience(ctx, language, tag)
+    chats = audience_languages(ctx, language, tag)
+    groups: dict[str | None, list[int]] = {}
+    for chat, found in chats.items():
+        groups.setdefault(template.language_for(found) if template else None, []).append(chat)
+    planned = jobs.plan(groups)
+    texts = template.texts if template else {}
     if ctx.option("dry_run"):
+        shown = {
+            str(key or "-"): {"recipients": len(members), "text": texts.get(key or "", text)}
+            for key, members in sorted(groups.items(), key=lambda kv: kv[0] or "")
+        }
         if ctx.wants_json():
-            ctx.json({"recipients": len(chats), "message": {"text": text}, "pages": -(-len(chats) // 100)})
+            ctx.json(
+                {
+                    "recipients": len(chats),
+                    "pages": len(planned),
+                    "messages": shown,
+                    "message": {"text": next(iter(shown.values()))["text"] if shown else text},
+                }
+            )
             return
         ctx.field("recipients", len(chats))
-        ctx.field("pages", -(-len(chats) // jobs.PAGE_SIZE))
-        ctx.line("message, as each recipient gets it:")
-        ctx.line(text)
+        ctx.field("pages", len(planned))
+        for key, message in shown.items():
+            where = f" (language {key}, {message['recipients']} chats)" if template else ""
+            ctx.line(f"message, as each recipient gets it{where}:")
+            ctx.line(str(message["text"]))
+        if template and not groups:
+            ctx.line(f"message ({template.fallback}):")
+            ctx.line(template.texts[template.fallback])
         ctx.line("dry run: nothing sent")
         return
     if not chats:
         raise OpsError("nobody to send to: the audience is empty")
+    table = _table(ctx)
+    audience_note = {key: value for key, value in {"language": language, "tag": tag}.items() if value}
+    sent_as = template.texts[template.fallback] if template else text
+    if (unfinished := _interrupted(table, sent_as, texts, audience_note)) is not None:
+        # The same create run again after it was cut: finish that one, never a second broadcast.
+        ctx.line(f"broadcast {unfinished['broadcast_id']} (this message, this audience) was interrupted")
+        _resume(ctx, str(unfinished["broadcast_id"]))
+        return
     ctx.confirm(f"send this message to {len(chats)} chats")
-    stack = ctx.stack()
-    table = aws.resource("dynamodb").Table(stack.require(OutputKey.JOURNAL_TABLE))
     now = time.time()
     broadcast_id = jobs.new_id(now)
-    audience_note = {key: value for key, value in {"language": language, "tag": tag}.items() if value}
-    jobs.create(table, jobs.job_item(broadcast_id, text, len(chats), at=at, now=now, audience=audience_note))
-    published = jobs.publish_pages(
-        aws.client("sns"), stack.require(OutputKey.EVENTS_TOPIC_ARN), broadcast_id, chats
+    jobs.store_pages(table, broadcast_id, planned, now)
+    job = jobs.job_item(
+        broadcast_id,
+        sent_as,
+        len(chats),
+        at=at,
+        now=now,
+        audience=audience_note,
+        texts=texts or None,
+        pages=len(planned),
+        template=template.name if template else None,
     )
+    jobs.create(table, job)
+    published = _publish(ctx, table, broadcast_id, planned)
     if ctx.wants_json():
         ctx.json({"id": broadcast_id, "recipients": len(chats), "pages": published})
         return
@@ -152,10 +216,52 @@ def create(ctx: Context) -> None:
     ctx.line(f"follow it: bin/ops broadcast status {broadcast_id}")
 
 
+def _interrupted(
+    table: Any, text: str, texts: dict[str, str], audience: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A recent broadcast of this very message and audience whose create was cut before all its
+    pages were published (and that nobody cancelled), if any."""
+    for job in jobs.recent(table, LISTED):
+        if (
+            job.get("stored_pages")
+            and job.get("state") in (jobs.SENDING, jobs.SCHEDULED, jobs.PAUSED)
+            and len(job.get("published", ())) < int(job.get("pages", 0))
+            and (job.get("text"), dict(job.get("texts") or {}), dict(job.get("audience") or {}))
+            == (text, texts, audience)
+        ):
+            return job
+    return None
+
+
+def _publish(ctx: Context, table: Any, broadcast_id: str, planned: list[jobs.PlannedPage]) -> int:
+    """Publish the pages; a failure says how to finish (the job and its pages are written)."""
+    try:
+        return jobs.publish_pages(
+            aws.client("sns"), ctx.stack().require(OutputKey.EVENTS_TOPIC_ARN), table, broadcast_id, planned
+        )
+    except (ClientError, BotoCoreError) as error:
+        raise OpsError(
+            f"broadcast {broadcast_id} is written but not all its pages were published ({error}); "
+            f"nobody gets it twice: finish it with bin/ops broadcast resume {broadcast_id}"
+        ) from error
+
+
 def _table(ctx: Context) -> Any:
     # The stack first: with --local, reading it points the clients at the local runtime.
     name = ctx.stack().require(OutputKey.JOURNAL_TABLE)
     return aws.resource("dynamodb").Table(name)
+
+
+# How many of the newest broadcasts the console lists.
+LISTED = 20
+
+
+def recent(ctx: Context) -> list[dict[str, Any]]:
+    """The newest broadcasts' progress (`Progress.as_dict`) with their text and creation time."""
+    return [
+        {**jobs.progress(job).as_dict(), "text": job.get("text"), "created_at": job.get("created_at")}
+        for job in jobs.recent(_table(ctx), LISTED)
+    ]
 
 
 def status(ctx: Context) -> None:
@@ -170,8 +276,18 @@ def status(ctx: Context) -> None:
         ctx.field(name.replace("_", " "), value)
 
 
-def _steer(ctx: Context, state: str, allowed: tuple[str, ...]) -> None:
-    broadcast_id = str(ctx.option("id"))
+def _steer(ctx: Context, state: str, allowed: tuple[str, ...], broadcast_id: str | None = None) -> None:
+    broadcast_id = broadcast_id or str(ctx.option("id"))
+    if ctx.option("dry_run"):  # the console's question: what would change, checked, nothing done
+        job = jobs.read_job(_table(ctx), broadcast_id)
+        if job is None:
+            raise OpsError(f"no broadcast {broadcast_id!r}")
+        if job.get("state") not in allowed:
+            raise OpsError(f"broadcast {broadcast_id} is {job.get('state')}: it cannot become {state}")
+        shown = jobs.progress(job)
+        ctx.line(f"broadcast {broadcast_id}: {shown.state}, {shown.remaining} of {shown.total} remaining")
+        ctx.confirm(f"make broadcast {broadcast_id} {state}")
+        return
     try:
         job = jobs.steer(_table(ctx), broadcast_id, state, allowed)
     except jobs.BroadcastError as error:
@@ -184,7 +300,27 @@ def pause(ctx: Context) -> None:
 
 
 def resume(ctx: Context) -> None:
-    _steer(ctx, jobs.SENDING, (jobs.PAUSED,))
+    """Publish the pages an interrupted create left unpublished (from its stored plan), and/or
+    move a paused broadcast back to sending."""
+    _resume(ctx, str(ctx.option("id")))
+
+
+def _resume(ctx: Context, broadcast_id: str) -> None:
+    table = _table(ctx)
+    job = jobs.read_job(table, broadcast_id)
+    if job is None:
+        raise OpsError(f"no broadcast {broadcast_id!r}")
+    try:
+        missing = jobs.unpublished(table, job)
+    except jobs.BroadcastError as error:
+        raise OpsError(str(error)) from None
+    if missing and job.get("state") not in (jobs.CANCELLED, jobs.DONE):
+        numbers = ", ".join(str(page.number) for page in missing)
+        if ctx.confirm(f"publish the {len(missing)} unpublished pages ({numbers}) of {broadcast_id}"):
+            ctx.field("pages published", _publish(ctx, table, broadcast_id, missing))
+        if job.get("state") != jobs.PAUSED:
+            return
+    _steer(ctx, jobs.SENDING, (jobs.PAUSED,), broadcast_id)
 
 
 def cancel(ctx: Context) -> None:

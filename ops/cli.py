@@ -446,7 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
         _console,
         "The ops console: a local web page (127.0.0.1, a random token in its URL) with every event's "
         "path through the consumers, the queues, DLQs (redrive), the SMS journal (resolve), bot "
-        "conversations and alarms; actions run these same commands.",
+        "conversations, broadcasts (create, pause, resume, cancel) and alarms; actions run these "
+        "same commands.",
     )
     console_command.add_argument(
         "--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)"
@@ -518,17 +519,25 @@ def _broadcast_commands(
         confirm,
         json_option,
     )
-    create.add_argument("--text", required=True, help="the message (plain text, up to 4096 characters)")
+    create.add_argument("--text", help="the message (plain text, up to 4096 characters)")
+    create.add_argument(
+        "--template",
+        help="a named text of team/broadcasts.json, in each chat's language (or its fallback_language)",
+    )
     create.add_argument("--language", help="only users whose Telegram language is this (e.g. de)")
     create.add_argument("--tag", help="only chats with a tag#<TAG> item in the conversations table")
     create.add_argument("--at", help="send from this time on (ISO with offset, e.g. 2026-12-24T18:00+01:00)")
     for name, handler, text in (
         ("status", broadcast.status, "Progress: sent, blocked, failed, remaining, rate, time left."),
         ("pause", broadcast.pause, "Pause a broadcast: its pages wait until resumed."),
-        ("resume", broadcast.resume, "Resume a paused broadcast where it stopped."),
+        (
+            "resume",
+            broadcast.resume,
+            "Resume a paused broadcast where it stopped; publish the pages an interrupted create left.",
+        ),
         ("cancel", broadcast.cancel, "Cancel a broadcast: nobody else gets it."),
     ):
-        sub = command(group, name, handler, text, json_option)
+        sub = command(group, name, handler, text, json_option, *((confirm,) if name != "status" else ()))
         sub.add_argument("id", help="the broadcast id (bc-...)")
 
 

@@ -36,6 +36,7 @@ from pipeline.bot_api import BotApi
 from pipeline.bot_api_errors import ChatUnreachable
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, HandedBack, PermanentError, TransientError
+from pipeline.formats import by_name as format_named
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -43,12 +44,15 @@ TOKEN_SECRET = "telegram_bot_token"  # noqa: S105 - the registry name of the sec
 # How many chats are sent between two reads of the job (pause and cancel take effect this soon).
 CHECK_EVERY = 10
 UNKNOWN = "unknown"
+# A chat's entry's version (`pipeline.formats`; the job's is jobs.JOB_VERSION).
+CHAT_VERSION = format_named("broadcast_chat").version
 _METRICS = {
     jobs.SENT: "BroadcastSent",
     jobs.BLOCKED: "BroadcastBlocked",
     jobs.FAILED: "BroadcastFailed",
     UNKNOWN: "BroadcastUnknown",
 }
+REMAINING_METRIC = "BroadcastRemaining"
 # What `pipeline.http` says when a request may have reached Telegram but no answer came back.
 _NO_ANSWER = ("no answer within", "RemoteDisconnected", "ConnectionResetError", "IncompleteRead")
 
@@ -79,6 +83,8 @@ class Page:
         self.envelope = envelope
         self.broadcast_id: str = payload["broadcast_id"]
         self.number = int(payload.get("page", 0))
+        language = payload.get("language")
+        self.language = str(language) if language else None
         self.chats = [int(chat) for chat in chats]
         self.table = _table()
         self.outcomes: dict[int, str] = {}
@@ -111,7 +117,7 @@ class Page:
             self.table.put_item(
                 Item={
                     "id": key,
-                    "schema_version": jobs.JOB_VERSION,
+                    "schema_version": CHAT_VERSION,
                     "state": jobs.CLAIMED,
                     "claimed_at": int(time.time()),
                     "expiration": int(time.time()) + jobs.KEPT_SECONDS,
@@ -158,7 +164,8 @@ class Page:
         found = self.claim(chat_id)
         if found is not None:
             return found
-        params: dict[str, Any] = {"chat_id": chat_id, "text": job["text"]}
+        text = (job.get("texts") or {}).get(self.language) if self.language else None
+        params: dict[str, Any] = {"chat_id": chat_id, "text": text or job["text"]}
         if os.environ.get(jobs.PAID_ENV):
             params["allow_paid_broadcast"] = True
         try:
@@ -212,6 +219,11 @@ class Page:
         counted = jobs.count_page(
             self.table, self.broadcast_id, self.number, jobs.tally(self.outcomes.values()), time.time()
         )
+        if counted:
+            # The progress as a metric: what the broadcast has left after this page (its Maximum
+            # over a period is the newest figure of one broadcast at a time).
+            left = jobs.progress(counted).remaining
+            metrics.add_metric(name=REMAINING_METRIC, unit=MetricUnit.Count, value=left)
         result = {"broadcast": self.broadcast_id, "page": self.number, **jobs.tally(self.outcomes.values())}
         logger.info("broadcast page done", extra={**result, "counted": bool(counted)})
         return result
@@ -224,7 +236,7 @@ class Page:
             self.table.put_item(
                 Item={
                     "id": key,
-                    "schema_version": jobs.JOB_VERSION,
+                    "schema_version": CHAT_VERSION,
                     "state": "cancelled",
                     "expiration": int(time.time()) + jobs.KEPT_SECONDS,
                 },

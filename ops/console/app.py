@@ -29,13 +29,17 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ops import dlq, journal
+from ops import broadcast, dlq, journal
+from ops.broadcast_texts import TEMPLATES_FILE_NAME
 from ops.console import data, events, pages
 from ops.console.data import Where
 from ops.context import Context
 from ops.errors import OpsError
+from pipeline.broadcast import MAX_TEXT_LENGTH
 
 SESSION_COOKIE = "ops_console_session"
+# The confirm form's one-time field (`Console.used_forms`).
+ONCE_FIELD = "once"
 DEFAULT_PORT = 8765
 # Where a redirect may send the browser: an absolute path of this site, one segment after another
 # (no `//host`, no backslash that browsers read as a slash, no control character, no scheme).
@@ -62,6 +66,8 @@ class Console:
     token: str | None = field(default_factory=lambda: secrets.token_urlsafe(24))
     # session id -> its CSRF token
     sessions: dict[str, str] = field(default_factory=dict)
+    # The confirm forms already used (their `once` field): a form sent again runs nothing.
+    used_forms: set[str] = field(default_factory=set)
     audit: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
 
     @property
@@ -238,6 +244,24 @@ def build_app(console: Console) -> Any:
             "Alarms", "/alarms", "alarms.html", lambda: {"rows": data.alarm_rows(where), "local": where.local}
         )
 
+    def broadcasts_page(request: Request) -> Response:
+        def read() -> dict[str, Any]:
+            rows = broadcast.recent(where.context())
+            for row in rows:
+                created = row.get("created_at")
+                row["created"] = (
+                    datetime.fromtimestamp(int(created), UTC).isoformat(timespec="seconds")
+                    if created
+                    else None
+                )
+            return {
+                "rows": rows,
+                "max_text": MAX_TEXT_LENGTH,
+                "templates_file": TEMPLATES_FILE_NAME,
+            }
+
+        return view("Broadcasts", "/broadcasts", "broadcasts.html", read)
+
     def csrf_of(request: Request) -> str:
         return console.session(request) or ""
 
@@ -260,9 +284,19 @@ def build_app(console: Console) -> Any:
             "abandon": decision == "abandon",
         }
 
+    def create_options(values: dict[str, str]) -> dict[str, Any]:
+        return {name: values.get(name) or None for name in ("text", "template", "language", "tag", "at")}
+
+    def broadcast_options(values: dict[str, str]) -> dict[str, Any]:
+        return {"id": values.get("id", "")}
+
     actions: dict[str, tuple[Callable[[Context], Any], Callable[[dict[str, str]], dict[str, Any]], str]] = {
         "redrive": (dlq.redrive, redrive_options, "/dlqs"),
         "resolve": (journal.resolve, resolve_options, "/sms"),
+        "broadcast-create": (broadcast.create, create_options, "/broadcasts"),
+        "broadcast-pause": (broadcast.pause, broadcast_options, "/broadcasts"),
+        "broadcast-resume": (broadcast.resume, broadcast_options, "/broadcasts"),
+        "broadcast-cancel": (broadcast.cancel, broadcast_options, "/broadcasts"),
     }
 
     def confirm_page(request: Request) -> Response:
@@ -279,7 +313,8 @@ def build_app(console: Console) -> Any:
                 "question": data.output(ctx),
                 "path": f"/actions/{name}",
                 "csrf": csrf_of(request),
-                "fields": values,
+                # A confirmation runs once: a reload or a double click sends nothing twice.
+                "fields": {**values, ONCE_FIELD: secrets.token_urlsafe(16)},
                 "back": back,
             }
 
@@ -290,19 +325,26 @@ def build_app(console: Console) -> Any:
         if name not in actions:
             return _html("no such action", 404)
         command, options, back = actions[name]
-        values = {k: v for k, v in request.scope["ops_form"].items() if k not in ("csrf", "go")}
+        form = request.scope["ops_form"]
+        values = {k: v for k, v in form.items() if k not in ("csrf", "go", ONCE_FIELD)}
         lines: list[str] = []
         error = None
-        try:
-            ctx = where.context(**options(values), dry_run=False, yes=True)
+        once = form.get(ONCE_FIELD)
+        if once and once in console.used_forms:
+            error = "this confirmation was sent before (a reload or a second click): nothing done again"
+        else:
+            if once:
+                console.used_forms.add(once)
             try:
-                command(ctx)
-            finally:
-                lines = data.output(ctx)
-        except Exception as failure:
-            error = _failure(failure)
-            if error is None:
-                raise
+                ctx = where.context(**options(values), dry_run=False, yes=True)
+                try:
+                    command(ctx)
+                finally:
+                    lines = data.output(ctx)
+            except Exception as failure:
+                error = _failure(failure)
+                if error is None:
+                    raise
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         for line in lines or ["(no output)"]:
             console.audit(f"{stamp} console {name} {data.masked(values)}: {data.masked(line)}")
@@ -323,6 +365,7 @@ def build_app(console: Console) -> Any:
         Route("/dlqs", dlqs_page),
         Route("/sms", sms_page),
         Route("/bot", bot_page),
+        Route("/broadcasts", broadcasts_page),
         Route("/alarms", alarms_page),
         Route("/confirm/{action}", confirm_page),
         Route("/actions/{action}", action, methods=["POST"]),

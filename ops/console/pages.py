@@ -27,6 +27,7 @@ NAV = (
     ("/dlqs", "DLQs"),
     ("/sms", "SMS journal"),
     ("/bot", "Bot conversations"),
+    ("/broadcasts", "Broadcasts"),
     ("/alarms", "Alarms"),
 )
 STATE_CLASS = {

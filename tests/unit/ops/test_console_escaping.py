@@ -66,6 +66,7 @@ def client() -> Iterator[TestClient]:
         "/sms?order=" + HOSTILE,
         "/bot?chat=12",
         "/confirm/redrive?consumer=crm&message_id=" + HOSTILE,
+        "/confirm/broadcast-pause?id=" + HOSTILE,
     ],
 )
 def test_a_value_with_html_is_text_on_every_page(client: TestClient, path: str) -> None:
@@ -142,6 +143,11 @@ ROW = dict.fromkeys(SHOWN, HOSTILE) | {
     "age_seconds": 5,
     "calls": [{"method": HOSTILE, "status": HOSTILE}],
 }
+# A broadcast as the console lists it (ops.broadcast.recent), every shown field the value.
+BROADCAST_ROW = dict.fromkeys(
+    ["id", "created", "text", "total", "sent", "blocked", "failed", "unknown", "cancelled", "remaining"],
+    HOSTILE,
+) | {"state": "sending", "rate_per_second": HOSTILE, "seconds_left": 5, "pages_published": 1, "pages": 2}
 # Every page template, with its fields all holding the value.
 CONTEXTS: dict[str, dict[str, Any]] = {
     "events.html": {"paths": [Path_()], "filters": events.Filters(HOSTILE, HOSTILE, HOSTILE, HOSTILE)},
@@ -150,6 +156,11 @@ CONTEXTS: dict[str, dict[str, Any]] = {
     "sms.html": {"unknown": [ROW], "found": [ROW], "order": HOSTILE, "phone": HOSTILE},
     "bot.html": {"chat": HOSTILE, "view": {"state": [ROW], "steps": [ROW]}},
     "alarms.html": {"rows": [ROW], "local": True},
+    "broadcasts.html": {
+        "rows": [BROADCAST_ROW, BROADCAST_ROW | {"state": "paused"}],
+        "max_text": 4096,
+        "templates_file": HOSTILE,
+    },
     "confirm.html": {
         "question": [HOSTILE],
         "path": "/actions/x",

@@ -304,6 +304,22 @@ KINDS: tuple[Kind, ...] = (
         _NO_PERSON,
     ),
     Kind(
+        "broadcast_index",
+        "journal",
+        _format_key("broadcast_index"),
+        "the ids of the broadcasts, for the console's list: no personal data",
+        Retention(None, "", "as long as the newest broadcast's job (pipeline.broadcast)", writer_ttl=True),
+        _NO_PERSON,
+    ),
+    Kind(
+        "broadcast_page",
+        "journal",
+        _format_key("broadcast_page"),
+        "one page of a broadcast's plan (up to 100 chat ids and their language), kept for a resume",
+        Retention(timedelta(seconds=BROADCAST_KEPT_SECONDS), "the broadcast was created"),
+        Forget(Erase(delete=True), scan="a page is keyed by its broadcast, the chats are in its list"),
+    ),
+    Kind(
         "broadcast_chat",
         "journal",
         _format_key("broadcast_chat"),
