@@ -8,6 +8,9 @@ skews both alike. A cold path is what a new environment imports before its first
 - then first use: what the first invocation imports (`first_use`): every consumer built on
   `pipeline.worker` its Powertools idempotency layer, a function that reads a secret with its
   first event `pipeline.secrets` (Powertools Parameters), the bot its python-telegram-bot engine;
+  Those the code imports under `pipeline.coldstart.paused` (the worker's idempotency layer, the
+  webhook's secrets, the bot's engine: Python's cyclic GC paused and what they made frozen, as
+  each handler's init does) are imported so here too;
 - then boto3: `import boto3` after those, in the same interpreter (whatever of it they did not
   load yet: every function calls AWS on its first event).
 
@@ -67,7 +70,12 @@ with open("/proc/self/status") as status:
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & {watched!r})
 t = time.perf_counter()
 for name in {first_use!r}:
-    __import__(name)
+    if name in {paused!r}:
+        from pipeline import coldstart
+        with coldstart.paused(name):
+            __import__(name)
+    else:
+        __import__(name)
 first_use = time.perf_counter() - t
 t = time.perf_counter()
 import boto3
@@ -104,14 +112,27 @@ def first_use() -> dict[str, tuple[str, ...]]:
     return uses
 
 
-def _sample(module: str, first_use: tuple[str, ...] = ()) -> dict[str, Any]:
+def paused_first_use(function: str) -> set[str]:
+    """Which of a function's first-use modules its code imports under `coldstart.paused`: the
+    worker's idempotency layer (`ConsumerWorker._wire`), the bot's engine (`BotRunner.engine`)
+    and the webhook's secrets (`webhook.ingest._check_secret`); a consumer's own secret reads
+    are not paused (boto3 is loaded by then)."""
+    paused = {IDEMPOTENCY_MODULE, ENGINE_MODULE}
+    if function == WEBHOOK.service_name:
+        paused.add(SECRETS_MODULE)
+    return paused
+
+
+def _sample(
+    module: str, first_use: tuple[str, ...] = (), paused: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         **FAKE_AWS_ENV,
         **powertools_environment(module.split(".", 1)[0]),
         **function_path_environment(),
     }
-    code = _SNIPPET.format(module=module, watched=set(WATCHED), first_use=first_use)
+    code = _SNIPPET.format(module=module, watched=set(WATCHED), first_use=first_use, paused=set(paused))
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
     )
@@ -136,7 +157,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         for name, module in modules.items():
             boto3_run = _sample(BASELINE)
             baseline.append(boto3_run)
-            handler_run = _sample(module, uses.get(name, ()))
+            handler_run = _sample(module, uses.get(name, ()), frozenset(paused_first_use(name)))
             samples[name].append(handler_run)
             ratios[name].append(_cold(handler_run) / boto3_run["seconds"])
             init_ratios[name].append(handler_run["seconds"] / boto3_run["seconds"])

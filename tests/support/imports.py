@@ -33,15 +33,17 @@ def loaded_after_import(modules: Iterable[str], wanted: Iterable[str], **environ
 
 
 def collector_after_import(module: str, **environment: str) -> dict[str, int | bool]:
-    """What Python's cyclic GC did while a fresh, untraced interpreter imported `module`:
-    `collections` (passes started once `pipeline.coldstart` was loaded, as the handler's first
-    import: one may run before it), `enabled` after the import and `frozen` (objects in the
-    permanent generation)."""
+    """What Python's cyclic GC did while a fresh, untraced interpreter imported `module`, with
+    `pipeline.coldstart` loaded and a collection run just before it:
+    `collections` (passes run during the import), `enabled` after it and `frozen` (objects in
+    the permanent generation)."""
     script = (
-        "import gc, importlib, json, sys\n"
+        "import gc, importlib, json\n"
+        "import pipeline.coldstart\n"
+        "gc.collect()  # so the few allocations before the handler's `coldstart.begin()` trigger none\n"
         "started = []\n"
         "def seen(phase, info):\n"
-        "    if phase == 'start' and 'pipeline.coldstart' in sys.modules:\n"
+        "    if phase == 'start':\n"
         "        started.append(info['generation'])\n"
         "gc.callbacks.append(seen)\n"
         f"importlib.import_module({module!r})\n"

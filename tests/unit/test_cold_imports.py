@@ -10,11 +10,15 @@ before it (the consumers import the worker runtime first). How long the imports 
 
 from __future__ import annotations
 
+import gc
+import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from pipeline import coldstart
 from pipeline.observability import UntracedFunction, service_tracer
 from pipeline.registry import CONSUMERS
 from tests.support.imports import collector_after_import, loaded_after_import
@@ -87,3 +91,26 @@ def test_a_handlers_init_imports_with_the_collector_paused_then_resumes_it(modul
     assert collector["collections"] == 0
     assert collector["enabled"] is True
     assert collector["frozen"] > 10_000
+
+
+def test_a_first_invocations_imports_pause_the_collector_the_first_time_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`coldstart.paused(module)` pauses and freezes while `module` is not loaded; once it is (a
+    warm request), it does nothing: no freeze per request keeping that request's garbage."""
+    name = "tests.unit.not_a_module_anyone_imports"
+    frozen = gc.get_freeze_count()
+    try:
+        with coldstart.paused(name):
+            assert not gc.isenabled()
+            garbage = [[]]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > frozen
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+        gc.unfreeze()
+        with coldstart.paused(name):
+            assert gc.isenabled()
+            garbage.append([])
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.enable()

@@ -8,11 +8,19 @@ module calls `begin()` before its imports and `end()` after them. `end()` moves 
 made into the permanent generation (`gc.freeze`: never scanned again, so resuming starts no
 catch-up pass over it; the little garbage the imports left stays) and resumes the collector: the
 invocations collect as usual, over their own objects. Only a pause `begin()` made is resumed.
+
+The imports a first invocation makes instead of the init (Powertools idempotency, and boto3 with
+it; Powertools Parameters in the webhook; the bot's python-telegram-bot engine) run under
+`paused()`, the same pause: what is frozen then also holds that invocation's live objects, a
+few kilobytes kept for the environment's life.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import sys
+from collections.abc import Iterator
 
 _paused: list[bool] = []  # one entry per `begin()` not yet ended: whether it paused the collector
 
@@ -28,3 +36,18 @@ def end() -> None:
     if _paused and _paused.pop():
         gc.freeze()
         gc.enable()
+
+
+@contextlib.contextmanager
+def paused(module: str) -> Iterator[None]:
+    """`begin()` ... `end()` around the imports a first invocation makes, the first time only:
+    while `module` (what the block imports) is not loaded yet. A later call does nothing (a
+    freeze per request would keep each request's garbage for good)."""
+    if module in sys.modules:
+        yield
+        return
+    begin()
+    try:
+        yield
+    finally:
+        end()
