@@ -8,12 +8,17 @@ skews both alike. A cold path is what a new environment imports before its first
 - then first use: what the first invocation imports (`first_use`): every consumer built on
   `pipeline.worker` its Powertools idempotency layer, a function that reads a secret with its
   first event `pipeline.secrets` (Powertools Parameters), the bot its python-telegram-bot engine;
+  Those the code imports under `pipeline.coldstart.paused` (the worker's idempotency layer, the
+  webhook's secrets, the bot's engine: Python's cyclic GC paused and what they made frozen, as
+  each handler's init does) are imported so here too;
 - then boto3: `import boto3` after those, in the same interpreter (whatever of it they did not
   load yet: every function calls AWS on its first event).
 
 Per function: the median of each part, the ratio of the whole cold path to the `import boto3` run
 just before it (median over rounds) against issue 44's goal (1.5x; 2.0x for the bot, which runs
-python-telegram-bot), the init alone over boto3, the peak RSS (VmHWM) after the cold path, and which of
+python-telegram-bot), the same ratio in CPU time (the process's own, `time.process_time`: what other
+work on a shared machine skews far less than the wall clock; the goal is judged on the wall clock, as
+issue 44 states it), the init alone over boto3, the peak RSS (VmHWM) after the cold path, and which of
 boto3, s3transfer, the X-Ray SDK and python-telegram-bot the init alone loaded (none should).
 
 Interpreter start-up is left out, and bytecode caches are warm (as in `bench.phones`).
@@ -58,24 +63,30 @@ WATCHED = {"boto3": "boto3", "s3transfer": "s3transfer", "aws_xray_sdk": "xray",
 # Prints one JSON line: seconds of the import, of a later `import boto3`, peak RSS and what loaded.
 _SNIPPET = """\
 import json, sys, time
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 import {module}
-seconds = time.perf_counter() - t
+seconds, cpu = time.perf_counter() - t, time.process_time() - c
 # The peak RSS of this process image (ru_maxrss would include the parent's, kept across exec).
 with open("/proc/self/status") as status:
     rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & {watched!r})
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 for name in {first_use!r}:
-    __import__(name)
-first_use = time.perf_counter() - t
-t = time.perf_counter()
+    if name in {paused!r}:
+        from pipeline import coldstart
+        with coldstart.paused(name):
+            __import__(name)
+    else:
+        __import__(name)
+first_use, cpu_first_use = time.perf_counter() - t, time.process_time() - c
+t, c = time.perf_counter(), time.process_time()
 import boto3
-then = time.perf_counter() - t
+then, cpu_then = time.perf_counter() - t, time.process_time() - c
 with open("/proc/self/status") as status:
     cold_rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 print(json.dumps({{"seconds": seconds, "first_use": first_use, "then_boto3": then, "rss_kib": rss_kib,
-                  "cold_rss_kib": cold_rss_kib, "loaded": loaded}}))
+                  "cold_rss_kib": cold_rss_kib, "loaded": loaded,
+                  "cpu": cpu, "cpu_cold": cpu + cpu_first_use + cpu_then}}))
 """
 
 
@@ -104,14 +115,27 @@ def first_use() -> dict[str, tuple[str, ...]]:
     return uses
 
 
-def _sample(module: str, first_use: tuple[str, ...] = ()) -> dict[str, Any]:
+def paused_first_use(function: str) -> set[str]:
+    """Which of a function's first-use modules its code imports under `coldstart.paused`: the
+    worker's idempotency layer (`ConsumerWorker._wire`), the bot's engine (`BotRunner.engine`)
+    and the webhook's secrets (`webhook.ingest._check_secret`); a consumer's own secret reads
+    are not paused (boto3 is loaded by then)."""
+    paused = {IDEMPOTENCY_MODULE, ENGINE_MODULE}
+    if function == WEBHOOK.service_name:
+        paused.add(SECRETS_MODULE)
+    return paused
+
+
+def _sample(
+    module: str, first_use: tuple[str, ...] = (), paused: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         **FAKE_AWS_ENV,
         **powertools_environment(module.split(".", 1)[0]),
         **function_path_environment(),
     }
-    code = _SNIPPET.format(module=module, watched=set(WATCHED), first_use=first_use)
+    code = _SNIPPET.format(module=module, watched=set(WATCHED), first_use=first_use, paused=set(paused))
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
     )
@@ -128,6 +152,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in modules}
     ratios: dict[str, list[float]] = {name: [] for name in modules}
     init_ratios: dict[str, list[float]] = {name: [] for name in modules}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in modules}
     load_before = round(os.getloadavg()[0], 2)
     # Warm the bytecode caches, so no figure includes a first compilation.
     for module in [BASELINE, *modules.values()]:
@@ -136,10 +161,11 @@ def run(quick: bool = False) -> dict[str, Any]:
         for name, module in modules.items():
             boto3_run = _sample(BASELINE)
             baseline.append(boto3_run)
-            handler_run = _sample(module, uses.get(name, ()))
+            handler_run = _sample(module, uses.get(name, ()), frozenset(paused_first_use(name)))
             samples[name].append(handler_run)
             ratios[name].append(_cold(handler_run) / boto3_run["seconds"])
             init_ratios[name].append(handler_run["seconds"] / boto3_run["seconds"])
+            cpu_ratios[name].append(handler_run["cpu_cold"] / boto3_run["cpu"])
     functions = {}
     for name, module in modules.items():
         ratio = round(statistics.median(ratios[name]), 2)
@@ -152,6 +178,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "then_boto3_ms": _median_ms(samples[name], "then_boto3"),
             "cold_path_ms": round(statistics.median(_cold(s) for s in samples[name]) * 1000, 1),
             "ratio": ratio,
+            "cpu_ratio": round(statistics.median(cpu_ratios[name]), 2),
             "goal": goal(name),
             "met": ratio <= goal(name),
             "peak_rss_mb": round(statistics.median(s["cold_rss_kib"] for s in samples[name]) / 1024, 1),
@@ -161,6 +188,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "runs": runs,
         "load_average_before": load_before,
         "boto3_import_ms": _median_ms(baseline, "seconds"),
+        "boto3_cpu_ms": _median_ms(baseline, "cpu"),
         "boto3_peak_rss_mb": round(statistics.median(s["rss_kib"] for s in baseline) / 1024, 1),
         "functions": functions,
     }
@@ -186,6 +214,7 @@ def report(results: dict[str, Any]) -> list[str]:
             f["then_boto3_ms"],
             f["cold_path_ms"],
             f"{f['ratio']:.2f}x",
+            f"{f['cpu_ratio']:.2f}x",
             f"<= {f['goal']:.1f}x",
             "OK" if f["met"] else "NOT MET",
             f["peak_rss_mb"],
@@ -201,6 +230,7 @@ def report(results: dict[str, Any]) -> list[str]:
         "then boto3 ms",
         "cold path ms",
         "/ boto3",
+        "CPU / boto3",
         "goal",
         "",
         "peak RSS MB",
@@ -210,7 +240,8 @@ def report(results: dict[str, Any]) -> list[str]:
     return [
         f"cold paths: median of {results['runs']} fresh interpreters, each after an `import boto3` run"
         f" (load average {results['load_average_before']} before)",
-        f"  import boto3: {results['boto3_import_ms']} ms, peak RSS {results['boto3_peak_rss_mb']} MB",
+        f"  import boto3: {results['boto3_import_ms']} ms ({results['boto3_cpu_ms']} ms of CPU),"
+        f" peak RSS {results['boto3_peak_rss_mb']} MB",
         f"  cold path = init + what the first invocation imports ({', '.join(uses)}) + the rest of boto3",
         *(f"  {line}" for line in table(header, rows)),
     ]
@@ -224,7 +255,8 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
             "goal": f"cold path of {name} <= {f['goal']:.1f}x import boto3",
             "met": f["met"],
             "measured": f"{f['ratio']:.2f}x: init {f['import_ms']} + first use {f['then_first_use_ms']}"
-            f" + boto3 {f['then_boto3_ms']} ms vs import boto3 {boto3_ms} ms",
+            f" + boto3 {f['then_boto3_ms']} ms vs import boto3 {boto3_ms} ms;"
+            f" in CPU time {f['cpu_ratio']:.2f}x",
         }
         for name, f in results["functions"].items()
     ]

@@ -88,6 +88,10 @@ def app_source(name: str) -> str:
 
 from __future__ import annotations
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The worker runtime first: Powertools' batch utility builds its pydantic parser models at
@@ -105,6 +109,9 @@ logger, metrics = worker.logger, worker.metrics
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     return worker.handle(event, context)
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)
 '''
 
 

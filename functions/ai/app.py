@@ -1,5 +1,9 @@
 """AI consumer Lambda: classifies a message's intent and extracts lead fields with Bedrock."""
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The worker runtime first: Powertools' batch utility builds its pydantic parser models at
@@ -17,3 +21,6 @@ logger, metrics = worker.logger, worker.metrics
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     return worker.handle(event, context)
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)

@@ -1,5 +1,9 @@
 """Broadcast consumer Lambda: sends one page of a broadcast's chats (`pipeline.broadcast`)."""
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The worker runtime first (see functions/autoreply/app.py).
@@ -16,3 +20,6 @@ logger, metrics = worker.logger, worker.metrics
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
     return worker.handle(event, context)
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)

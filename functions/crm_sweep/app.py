@@ -6,6 +6,10 @@ stack from the status-map settings); each adapter is its consumer's own.
 
 from __future__ import annotations
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 import os
 from collections.abc import Callable
 from typing import Any
@@ -63,3 +67,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, i
         secrets=SECRETS,
     )
     return {name: result.looked for name, result in swept.items()}
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)

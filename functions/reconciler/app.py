@@ -5,6 +5,10 @@ See `pipeline.sms.reconcile`.
 
 from __future__ import annotations
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -24,3 +28,6 @@ metrics = Metrics()
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     # The EventBridge schedule's event carries nothing we need: each run looks at the journal.
     return reconcile().as_dict()
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)

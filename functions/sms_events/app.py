@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -21,3 +25,6 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     return handle_sns_event(event, runtime().journal)
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)

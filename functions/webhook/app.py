@@ -7,6 +7,10 @@ third of this function's init, which small bots pay at almost every conversation
 
 from __future__ import annotations
 
+from pipeline import coldstart
+
+coldstart.begin()  # the collector paused while the init imports, until `coldstart.end()` below
+
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -143,3 +147,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     response = _response(dispatch(event, correlation_id))
     response["headers"]["X-Correlation-Id"] = correlation_id
     return response
+
+
+coldstart.end()  # the init is done (see `pipeline.coldstart`)

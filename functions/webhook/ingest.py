@@ -30,7 +30,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ValidationError
 
-from pipeline import aws, phones, publication, telegram
+from pipeline import aws, coldstart, phones, publication, telegram
 from pipeline.crm import contract, forms
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
@@ -237,9 +237,10 @@ def _check_secret(
 ) -> Any:
     # Imported by the first request that authenticates: Powertools Parameters imports boto3 (and
     # with it s3transfer), which nothing before this point needs (a cold start's init is shorter).
-    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    with coldstart.paused("pipeline.secrets"):  # the first request: see pipeline.coldstart
+        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
-    from pipeline import secrets
+        from pipeline import secrets
 
     try:
         return secrets.check_with_refresh(secret_id, check, retry_if)

@@ -27,6 +27,37 @@ def loaded_after_import(modules: Iterable[str], wanted: Iterable[str], **environ
         "loaded = {w for w in wanted for m in sys.modules if m == w or m.startswith(w + '.')}\n"
         "print(json.dumps(sorted(loaded)))\n"
     )
+    result = _run(script, environment)
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded
+
+
+def collector_after_import(module: str, **environment: str) -> dict[str, int | bool]:
+    """What Python's cyclic GC did while a fresh, untraced interpreter imported `module`, with
+    `pipeline.coldstart` loaded and a collection run just before it:
+    `collections` (passes run during the import), `enabled` after it and `frozen` (objects in
+    the permanent generation)."""
+    script = (
+        "import gc, importlib, json\n"
+        "import pipeline.coldstart\n"
+        "gc.collect()  # so the few allocations before the handler's `coldstart.begin()` trigger none\n"
+        "started = []\n"
+        "def seen(phase, info):\n"
+        "    if phase == 'start':\n"
+        "        started.append(info['generation'])\n"
+        "gc.callbacks.append(seen)\n"
+        f"importlib.import_module({module!r})\n"
+        "gc.callbacks.remove(seen)\n"
+        "print(json.dumps({'collections': len(started), 'enabled': gc.isenabled(),\n"
+        "                  'frozen': gc.get_freeze_count()}))\n"
+    )
+    result = _run(script, environment)
+    collector: dict[str, int | bool] = json.loads(result.stdout)
+    return collector
+
+
+def _run(script: str, environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`script` in a fresh interpreter with the functions' import path, untraced."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("layers/shared/python", "functions")),
@@ -38,5 +69,4 @@ def loaded_after_import(modules: Iterable[str], wanted: Iterable[str], **environ
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    loaded: list[str] = json.loads(result.stdout)
-    return loaded
+    return result

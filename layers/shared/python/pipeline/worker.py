@@ -78,7 +78,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pipeline import aws, deadline, pause
+from pipeline import aws, coldstart, deadline, pause
 from pipeline.envelope import Envelope
 from pipeline.errors import FLOOD_CONTROL, AccountRefused, HandedBack, PermanentError, TransientError
 from pipeline.formats import SCHEMA_VERSION
@@ -247,9 +247,10 @@ class ConsumerWorker:
         if self._config is None or self._idempotent_process is None:
             # Imported with the first invocation: Powertools idempotency imports boto3 (and with it
             # s3transfer) for its DynamoDB layer, which the function's init does not need.
-            from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+            with coldstart.paused("pipeline.idempotency_store"):
+                from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 
-            from pipeline.idempotency_store import VersionedPersistenceLayer
+                from pipeline.idempotency_store import VersionedPersistenceLayer
 
             settings = self.settings
             self._config = IdempotencyConfig(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pipeline import coldstart
 from pipeline.envelope import Envelope
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ class BotRunner:
     @property
     def engine(self) -> BotEngine:
         if self._engine is None:
-            from pipeline.telegram_bot.engine import BotEngine
+            with coldstart.paused(ENGINE_MODULE):  # PTB's import, like an init's (see pipeline.coldstart)
+                from pipeline.telegram_bot.engine import BotEngine
 
             self._engine = BotEngine()
         return self._engine
