@@ -78,6 +78,13 @@ def _consumers() -> tuple[Consumer, ...]:
         # The portals' webhooks (each reads the deal's history): retries of seconds, not minutes.
         dataclasses.replace(by_name("bitrix24"), timeout_seconds=10, retry=FAST_RETRY),
         dataclasses.replace(by_name("amocrm"), timeout_seconds=10, retry=FAST_RETRY),
+        # Broadcasts (`local.chaos.actions`): a page a worker killed mid-page comes back within the
+        # campaign (6x its timeout: the least its Bot API calls allow, 11 s, and one more).
+        dataclasses.replace(
+            by_name("broadcast"),
+            timeout_seconds=math.ceil(by_name("broadcast").least_batch_timeout_seconds) + 1,
+            retry=FAST_RETRY,
+        ),
         dataclasses.replace(
             sms,
             # Seconds, not minutes: a send whose worker died is taken over within the campaign.

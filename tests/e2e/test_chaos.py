@@ -3,7 +3,10 @@
 Its own runtime (several workers per consumer, short retry delays), a seeded workload of
 Telegram updates (resends, concurrent deliveries, edits, button presses), CRM order moves and
 deals moved in the Bitrix24 and amoCRM stand-ins, with faults at every hop the stand-ins and the
-runtime have hooks for; once the faults stop and the queues drain, no invariant may be broken.
+runtime have hooks for, and the operator's and customers' actions among them (`local.chaos.actions`:
+a broadcast created with `bin/ops broadcast create` over the chats the campaign made, two of whose
+users blocked the bot, a worker killed mid-page; a customer's STOP; a notification dead-lettered
+days ago, redriven); once the faults stop and the queues drain, no invariant may be broken.
 The long campaign's figures are in docs/reliability.md.
 """
 
@@ -41,6 +44,15 @@ def test_a_short_seeded_campaign_breaks_no_invariant_and_leaks_no_phone_number(t
     assert document["accepted_events"] >= EVENTS * 0.8
     assert document["latency_ms"]["samples"] >= EVENTS * 0.3
     assert (tmp_path / "chaos-report.json").is_file()
+    # The broadcast reached every chat but the two that blocked the bot; the old redrive expired.
+    actions = document["actions"]
+    [broadcast] = actions["broadcasts"]
+    assert broadcast["state"] == "done" and broadcast["blocked"] == actions["blocked_chats"] == 2
+    assert broadcast["sent"] + broadcast["unknown"] == broadcast["recipients"] - 2 >= 10
+    assert (
+        actions["opted_out"] == actions["old_redrives"] == 1 and actions["sms_ended_unsent"]["expired"] == 1
+    )
+    assert actions["action_errors"] == []
     # No full phone number of the campaign's orders and deals in any log of the pipeline.
     steps = plan(SEED, EVENTS, FAULT_RATE)
     phones = {step.args["phone"] for step in steps if step.kind in ("crm_move", "portal_move")}
