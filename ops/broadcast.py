@@ -153,7 +153,10 @@ def create(ctx: Context) -> None:
 
 
 def _table(ctx: Context) -> Any:
-    return aws.resource("dynamodb").Table(ctx.stack().require(OutputKey.JOURNAL_TABLE))
+    # The stack first: `--local` points boto3 at the local stack when it is read (the chaos
+    # campaign's `broadcast pause --local` failed with "no AWS region" the other way round).
+    name = ctx.stack().require(OutputKey.JOURNAL_TABLE)
+    return aws.resource("dynamodb").Table(name)
 
 
 def status(ctx: Context) -> None:
