@@ -155,7 +155,14 @@ class Violation:
     excuse: str = ""
 
     def line(self) -> str:
-        head = "AT-LEAST-ONCE" if self.excuse else "VIOLATION"
+        # Excused: a reply in Telegram's at-least-once window, or a broadcast's chat `unknown`.
+        head = (
+            "VIOLATION"
+            if not self.excuse
+            else "UNKNOWN"
+            if self.invariant == "broadcast"
+            else "AT-LEAST-ONCE"
+        )
         because = f"\n    because: {self.excuse}" if self.excuse else ""
         return f"{head} {self.invariant} (seed {self.seed}): {self.detail}\n    path: {self.path}{because}"
 
