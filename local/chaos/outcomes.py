@@ -155,7 +155,8 @@ def _broadcast(
             violation(f"the job counted {counters}, its entries are {dict(tally)}")
     audience = sorted(entries)
     kills = Counter(seen.undecided.get("broadcast", []))
-    lost_while = [at for at in seen.dynamodb_lost if created.started_at <= at]
+    ended = float(job.get("updated_at") or float("inf")) + 1  # whole seconds
+    lost_while = [at for at in seen.dynamodb_lost if created.started_at <= at <= ended]
     for position, chat in enumerate(audience):
         state, count = entries[chat], delivered[chat]
         if chat not in campaign_chats:

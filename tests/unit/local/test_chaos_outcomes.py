@@ -194,3 +194,13 @@ def test_the_actions_leave_a_seeds_events_and_faults_as_they_were_and_are_seeded
         assert with_actions(seed, steps) == acted
         kinds = {s.kind for s in acted if s.is_action}
         assert {"broadcast_create", "sms_opt_out", "old_redrive", "user_blocks_bot"} <= kinds
+
+
+def test_a_dynamodb_answer_lost_excuses_an_unknown_only_while_its_job_was_sending() -> None:
+    acted, seen = one_broadcast(c501="sending")
+    seen.jobs["bc-1"]["updated_at"] = 200
+    seen.dynamodb_lost = [50.0, 300.0]  # before the create, after the job's last count
+    assert broadcast_findings(acted, seen)[1] == []
+
+    seen.dynamodb_lost.append(150.0)
+    assert broadcast_findings(acted, seen) == ([], ["1 DynamoDB answer(s) lost while it was sending"])
