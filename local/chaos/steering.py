@@ -228,7 +228,7 @@ class Steering:
             with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
                 response.read()
             at = time.time()
-        self.acted.opted_out[phone] = (step, at)
+        self.acted.opted_out.setdefault(phone, (step, at))  # from the first opt-out on
 
     def _old_redrive(self, step: Step) -> None:
         """Days ago the pipeline dead-lettered this move's notification; the operator redrives it now."""
