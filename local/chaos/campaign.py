@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from local.chaos import operator, portals
+from local.chaos import operator, outcomes, portals
+from local.chaos.actions import with_actions
 from local.chaos.checks import INTERMEDIATE_SMS_STATES, Sent, Violation, check, reply_text, split
 from local.chaos.edges import KINDS as EDGE_FAULTS
 from local.chaos.edges import EdgeFaults
@@ -40,6 +41,7 @@ from local.chaos.inflight import InFlight
 from local.chaos.observe import dead_letters, observe
 from local.chaos.posts import crm_move, telegram_update
 from local.chaos.shape import campaign_consumers, campaign_settings, rule_statuses
+from local.chaos.steering import Steering
 from local.chaos.workload import Step, counted, plan
 from local.fleet import SUPERVISION_SECONDS
 from local.moto_faults import PATH as AWS_FAULTS_PATH
@@ -102,9 +104,8 @@ class Campaign:
     def __init__(self, options: Options, say: Callable[[str], None] = print) -> None:
         self.options = options
         self.say = say
-        self.steps = plan(
-            options.seed, options.events, *(() if options.fault_rate is None else (options.fault_rate,))
-        )
+        rate = () if options.fault_rate is None else (options.fault_rate,)
+        self.steps = with_actions(options.seed, plan(options.seed, options.events, *rate))
         self.sent = Sent()
         self.bodies: dict[str, tuple[str, bytes, dict[str, str]]] = {}
         self.faults: Counter[str] = Counter()
@@ -124,6 +125,11 @@ class Campaign:
         # Per consumer, the events the operator redrove (their effects come late, by their decision).
         self.redriven_events: dict[str, dict[str, str]] = {}
         self.edges = EdgeFaults(lambda: self.runtime, self._pipeline_down, self.sent, self.errors)
+        # Broadcasts, opt-outs, old redrives: played in order on a thread of their own.
+        self.steering = Steering(
+            lambda: self.runtime, self._pipeline_down, self.inject, self.inflight, self.faults,
+            self.redriven_events, say,
+        )  # fmt: skip
 
     # -- sending -------------------------------------------------------------------------------------
     def event_id(self, step: Step) -> str:
@@ -239,6 +245,8 @@ class Campaign:
             options = {key: value for key, value in args.items() if key != "count"}
             fakes["sns"].add_faults({name: args["count"], **options, "match": "Publish"})
         elif kind.startswith(("dynamodb_", "sqs_")):
+            if kind == "dynamodb_lost_answer":
+                self.steering.dynamodb_lost.append(time.time())
             self._aws_faults("POST", {key: args[key] for key in ("target", "kind", "count")})
         elif kind == "kill_worker":
             processes = sorted(
@@ -341,6 +349,7 @@ class Campaign:
                 f"chaos seed {options.seed}: {options.events} events; pipeline started in {startup:.1f}s"
             )
             sending = self._drive()
+            self.steering.join()
             for thread in self._background:
                 thread.join()
             self.clear_faults()
@@ -353,16 +362,31 @@ class Campaign:
             drained, settled = self._operator(drained, settled)
             drain_seconds = time.monotonic() - drain_started
             observed = observe(runtime, self.inflight.undecided())
+            seen = self.steering.observe()
             status = runtime.status()
         observed.decided_by_operator = not self.operator_errors
         observed.redriven = self.redriven_events
+        observed.blocked_chats = set(self.steering.acted.blocked)
         violations, in_window = split(check(options.seed, self.sent, observed, rule_statuses()))
+        sms_dead = {"sms": {**observed.redriven.get("sms", {}), **observed.dead.get("sms", {})}}
+        acted = self.steering.acted
+        found = outcomes.check(
+            options.seed, self.sent, acted, seen, observed.sms_records, sms_dead, rule_statuses()
+        )
+        more, unknowns = split(found)
+        violations.extend(more)
         violations.extend(Violation("operator", error, "-", options.seed) for error in self.operator_errors)
         if not drained:
             violations.append(
                 Violation("drain", f"queues not drained in {options.drain_timeout:.0f}s", "-", options.seed)
             )
-        return self.report(violations, in_window, observed, status, sending, drain_seconds, startup, settled)
+        figures = (observed, status, sending, drain_seconds, startup, settled)
+        document = self.report(violations, in_window, *figures)
+        document["actions"] = outcomes.figures(acted, seen, observed.sms_records)
+        document["broadcast_unknown"] = [finding.as_dict() for finding in unknowns]
+        document["broadcast_unknown_total"] = len(unknowns)
+        Path(document["report_path"]).write_text(json.dumps(document, indent=2) + "\n")
+        return document
 
     def _drive(self) -> float:
         # Short lanes: a step is sent soon after the plan reaches it, so faults land among the
@@ -374,7 +398,7 @@ class Campaign:
         ]
         for thread in threads:
             thread.start()
-        events = sum(1 for step in self.steps if not step.is_fault)
+        events = sum(1 for step in self.steps if not step.is_fault and not step.is_action)
         pace = events / (self.options.minutes * 60) if self.options.minutes else None
         started = time.monotonic()
         last_progress = started
@@ -383,6 +407,9 @@ class Campaign:
             self._still_running()
             if step.is_fault:
                 self.inject(step)
+                continue
+            if step.is_action:
+                self.steering.enqueue(step)
                 continue
             if pace is not None:
                 time.sleep(max(0.0, started + sent_events / pace - time.monotonic()))
@@ -570,28 +597,3 @@ class Campaign:
             "p99": round(cuts[98], 1),
             "max": round(max(samples), 1),
         }
-
-
-def summary(document: dict[str, Any]) -> list[str]:
-    latency = document["latency_ms"]
-    lines = [
-        f"chaos seed {document['seed']}: {document['events_total']} events,"
-        f" {document['faults_total']} faults, {document['violations_total']} violations",
-        f"  replies made twice after their first answer was lost (Telegram's at-least-once window):"
-        f" {document['at_least_once_total']}",
-        "  events: " + ", ".join(f"{k} {v}" for k, v in document["events"].items()),
-        "  faults: " + ", ".join(f"{k} {v}" for k, v in document["faults"].items()),
-        f"  accepted {document['accepted_events']}; webhook answers {document['webhook_answers']}",
-        f"  retries {document['retries']}; redriven {document['redriven'] or 0};"
-        f" SMS records decided {document['operator_decisions'] or 0};"
-        f" dead letters after the redrive {document['dead_letters'] or 0}",
-        f"  throughput {document['throughput_events_per_second']} events/s"
-        f" (sending {document['sending_seconds']}s, drain {document['drain_seconds']}s);"
-        f" end-to-end latency p50 {latency.get('p50', '-')} ms, p99 {latency.get('p99', '-')} ms",
-        f"  report: {document['report_path']}",
-    ]
-    for violation in document["violations"]:
-        lines.append(Violation(**violation).line())
-    for finding in document["at_least_once"]:
-        lines.append(Violation(**finding).line())
-    return lines

@@ -9,7 +9,8 @@ N` replays the same workload and faults. The invariants, once the faults stop an
   each exactly once, in the order the chat sent them (but for those the operator redrove from
   the DLQ: they come after); a message in the DLQ has none and holds
   nothing after it back forever; each button press is answered exactly once (or dead-lettered).
-  Telegram has no idempotency key: a call whose answer never reached its worker (the answer lost
+  A chat whose user blocked the bot (`user_blocks_bot`) is owed no reply the Bot API refused it
+  with 403. Telegram has no idempotency key: a call whose answer never reached its worker (the answer lost
   or later than the client's timeout, or the worker killed holding the update) is made again, so
   a reply may come twice then, and only then (`pipeline.telegram_bot.calls`, README). Such a
   duplicate is a finding with its evidence (`excuse`), counted apart, not a violation; one
@@ -138,6 +139,10 @@ class Observed:
     hidden_counted: int = 0
     # Per portal: up to when its catch-up sweep has read the history (unix seconds), if at all.
     sweep_read_to: dict[str, float] = field(default_factory=dict)
+    # (chat, text) of each sendMessage the Bot API refused with 403 (the user blocked the bot), and
+    # the chats whose users the campaign had block it (`local.chaos.actions`).
+    refused_replies: set[tuple[int, str]] = field(default_factory=set)
+    blocked_chats: set[int] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,14 @@ class Violation:
     excuse: str = ""
 
     def line(self) -> str:
-        head = "AT-LEAST-ONCE" if self.excuse else "VIOLATION"
+        # Excused: a reply in Telegram's at-least-once window, or a broadcast's chat `unknown`.
+        head = (
+            "VIOLATION"
+            if not self.excuse
+            else "UNKNOWN"
+            if self.invariant == "broadcast"
+            else "AT-LEAST-ONCE"
+        )
         because = f"\n    because: {self.excuse}" if self.excuse else ""
         return f"{head} {self.invariant} (seed {self.seed}): {self.detail}\n    path: {self.path}{because}"
 
@@ -269,6 +281,11 @@ def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
     for chat, text, _ in observed.replies:
         by_chat[chat].append(text)
     expected: dict[int, list[tuple[str, str]]] = defaultdict(list)
+
+    def blocked(chat: int, text: str) -> bool:
+        """The user blocked the bot, and the Bot API refused this reply so (403): owed no more."""
+        return chat in observed.blocked_chats and (chat, text) in observed.refused_replies
+
     for event_id, step in _telegram(sent).items():
         if step.kind in ("message", "concurrent"):
             expected[step.args["chat"]].append((event_id, reply_text(step.args["step"])))
@@ -283,7 +300,7 @@ def _check_replies(sent: Sent, observed: Observed, violation: Any) -> None:
                 violation(
                     "autoreply", detail, event_id, excuse=_window(observed, event_id, lost, counts[text])
                 )
-            elif counts[text] == 0 and event_id not in dead:
+            elif counts[text] == 0 and event_id not in dead and not blocked(chat, text):
                 violation("autoreply", f"chat {chat} never got {text!r}, nor is it in the DLQ", event_id)
         late = {text for event_id, text in messages if event_id in redriven}
         wanted = [text for _, text in messages if text in counts and text not in late]

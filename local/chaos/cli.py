@@ -12,7 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from local.chaos.campaign import Campaign, CampaignStopped, Options, summary
+from local.chaos.campaign import Campaign, CampaignStopped, Options
+from local.chaos.summary import summary
 from local.stack import DEFAULT_STATE_DIR, LocalRuntimeError
 
 

@@ -20,7 +20,8 @@ from typing import Any
 # a slow handler's step would be refused every time): a bot worker timing out while it holds an
 # update leaves its calls' outcome unknown, as a kill does (the long run at 7941330: a 'thanks'
 # sent, the invocation timed out before its record, the replayed step sent it again).
-TIMEOUT_IN_WINDOW = frozenset({"bot"})
+# A `broadcast` worker timing out mid-call leaves that chat's claim without an outcome (`unknown`).
+TIMEOUT_IN_WINDOW = frozenset({"bot", "broadcast"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class InFlight:
                 function = message.get("function")
                 if message.get("timed_out") and held and function in TIMEOUT_IN_WINDOW:
                     self.kills.append(Kill(time.time(), worker, function, held, cause="timed out"))
+
+    def holding(self, worker: str) -> tuple[str, ...]:
+        """The events `worker`'s batch in hand holds (none when it is idle)."""
+        with self._lock:
+            return self._holding.get(worker, ())
 
     def killed(self, worker: str, function: str) -> None:
         """Record a kill of `worker` (a process of `function`) with the batch it held."""

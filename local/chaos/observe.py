@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from local.chaos.actions import BROADCAST_TEXT
 from local.chaos.checks import Observed, run_of
 from local.runtime import Runtime
 from ops.dlq import read_and_release, summarize_body
@@ -41,7 +42,11 @@ def observe(runtime: Runtime, undecided: dict[str, list[str]] | None = None) -> 
     observed = Observed(undecided=dict(undecided or {}))
     for call in runtime.fakes["telegram"].calls():
         body = call.get("body")
-        if not took_effect(call) or not isinstance(body, dict):
+        if not isinstance(body, dict) or str(body.get("text")).startswith(BROADCAST_TEXT):
+            continue  # a broadcast's messages are no replies (`local.chaos.steering` reads them)
+        if call.get("status") == 403 and call["path"].endswith("/sendMessage"):
+            observed.refused_replies.add((int(body["chat_id"]), str(body.get("text"))))
+        if not took_effect(call):
             continue
         unanswered = call["fault"] == "drop_answer" or (call.get("fault_seconds") or 0) >= TIMEOUT_SECONDS
         if call["path"].endswith("/sendMessage"):

@@ -102,6 +102,19 @@ ROTATED_VENDORS = ("amocrm", "bitrix24", "telegram")
 RESTART_RUNTIME_SPACING = 1500
 # Faults per event, on average.
 FAULT_RATE = 0.06
+# The operator's and customers' actions among the events (`local.chaos.actions`): neither events of
+# the world's stream nor faults; played in order by `local.chaos.steering`.
+ACTION_KINDS = frozenset(
+    {
+        "user_blocks_bot",
+        "broadcast_create",
+        "broadcast_pause",
+        "broadcast_resume",
+        "broadcast_cancel",
+        "sms_opt_out",
+        "old_redrive",
+    }
+)
 # How many chats and orders are open at once (new ones replace finished ones).
 OPEN_CHATS = 24
 OPEN_ORDERS = 16
@@ -118,6 +131,10 @@ class Step:
     @property
     def is_fault(self) -> bool:
         return self.kind in FAULT_WEIGHTS
+
+    @property
+    def is_action(self) -> bool:
+        return self.kind in ACTION_KINDS
 
     def path(self) -> str:
         """What it is, as a violation names it: `#12 message chat=... update=...` (never the phone)."""
@@ -337,7 +354,7 @@ def plan(seed: int, events: int, fault_rate: float = FAULT_RATE) -> list[Step]:
 
 
 def counted(steps: list[Step]) -> tuple[dict[str, int], dict[str, int]]:
-    """(events by kind, faults by kind)."""
-    events = Counter(s.kind for s in steps if not s.is_fault)
+    """(events by kind, faults by kind); actions are neither (`local.chaos.actions`)."""
+    events = Counter(s.kind for s in steps if not s.is_fault and not s.is_action)
     faults = Counter(s.kind for s in steps if s.is_fault)
     return dict(sorted(events.items())), dict(sorted(faults.items()))

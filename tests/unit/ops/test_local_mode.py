@@ -18,6 +18,7 @@ from moto.server import ThreadedMotoServer
 
 from local.resources import create_resources
 from local.settings import LocalSettings
+from pipeline import broadcast as jobs
 from tests.unit.ops.support import FakeTelegram, dead_letter, depth
 
 
@@ -103,3 +104,29 @@ def test_dlq_commands_local_reach_the_moto_server(local_stack: dict[str, Any], r
     assert "moved 2 message(s)" in moved.out
     assert depth(crm["dlq_url"], sqs=sqs) == 0
     assert depth(crm["url"], sqs=sqs) == 2
+
+
+def test_chaos_seed_4511_broadcast_pause_resume_and_status_local_reach_the_moto_server(
+    local_stack: dict[str, Any], run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chaos campaign (seed 4511) paused its broadcast with `bin/ops broadcast pause ID --local`
+    and got "no AWS region": the journal's table was made before `--local` pointed boto3 at the
+    local stack (with a region set, at AWS itself). `create` read the stack first, and worked."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    table = local_stack["document"]["tables"]["journal"]
+    journal = boto3.resource(
+        "dynamodb", endpoint_url=local_stack["document"]["aws_endpoint"], region_name="eu-central-1"
+    ).Table(table)
+    jobs.create(journal, jobs.job_item("bc-1", "Sale!", 3, at=0.0, now=1.0, audience={}))
+    where = ("--local", "--local-file", local_stack["file"])
+
+    paused = run("broadcast", "pause", "bc-1", *where)
+    status = run("broadcast", "status", "bc-1", "--json", *where)
+    resumed = run("broadcast", "resume", "bc-1", *where)
+    cancelled = run("broadcast", "cancel", "bc-1", *where)
+
+    assert paused.code == 0, paused.err
+    assert paused.out.strip() == "bc-1: paused"
+    assert json.loads(status.out)["state"] == "paused"
+    assert resumed.out.strip() == "bc-1: sending" and cancelled.out.strip() == "bc-1: cancelled"

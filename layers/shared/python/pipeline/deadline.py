@@ -64,13 +64,18 @@ def can_wait(seconds: float, call_seconds: float) -> bool:
     return left is None or left - seconds >= needed(call_seconds)
 
 
+class NotStarted(TransientError):
+    """A call not started for lack of time: nothing was sent (a consumer that advanced in this
+    invocation may hand the rest back uncounted, `functions/broadcast`)."""
+
+
 def require(call_seconds: float, what: str) -> None:
-    """TransientError, before `what` is called, when the invocation could not finish it and record it."""
+    """NotStarted, before `what` is called, when the invocation could not finish it and record it."""
     if _remaining_millis is None:
         return
     left = _remaining_millis() / 1000
     if left < needed(call_seconds):
-        raise TransientError(
+        raise NotStarted(
             f"{what} not started: {left:.1f}s left in this invocation, {needed(call_seconds):.0f}s "
             "needed to make it and record it; a fresh invocation makes it"
         )
