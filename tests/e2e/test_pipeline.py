@@ -22,6 +22,12 @@ from aiogram.types import Update
 
 from local.policy_check import StackSynthesis, check_directory, read_recorded
 from pipeline.registry import by_name, matches
+
+# Scenarios whose calls the policy check at the end of this module must see: they run in this
+# module's worker (`--dist loadfile` gives each worker its own session runtime).
+from tests.e2e.broadcast_scenario import (  # noqa: F401
+    test_an_operator_broadcast_reaches_each_subscriber_once_and_notes_the_one_who_blocked_the_bot,
+)
 from tests.e2e.support import (
     BOT_USERNAME,
     OTHER_PIPELINES,

@@ -5,7 +5,10 @@ Its audience is narrowed by language to this scenario's users (the session's sto
 scenario's chats): they wrote /start through the webhook, the `store` consumer kept their
 conversations, one of them has blocked the bot at the Telegram stand-in. The `broadcast`
 consumer's calls are recorded like every function's, so the policy check after the scenarios
-(tests/e2e/test_pipeline.py) holds its role to what it did.
+(tests/e2e/test_pipeline.py) holds its role to what it did. It runs in test_pipeline.py's module
+(imported there, not collected from here): `make test` runs the files on two workers
+(`--dist loadfile`), each with a session runtime of its own, and the policy check sees the calls
+of its own worker's runtime only.
 """
 
 from __future__ import annotations
