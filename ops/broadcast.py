@@ -4,7 +4,8 @@ The audience is read from the store (the conversations table): every private cha
 an update from (a user cannot write to a bot before pressing Start), less the chats noted
 `blocked#<chat>` in the journal since their last update; `--language` keeps the users whose
 latest update says that language (Telegram's `language_code`, "de" also matches "de-AT"), `--tag`
-the chats that have a `tag#<name>` item in the conversations table (written by your own code).
+the chats that have a `tag#<name>` item in the conversations table (the store writes one for a
+deep link's "/start <name>"; your own code may write more).
 `create` writes its plan (the pages, one language each) and the job, then publishes the pages to
 the events topic for the `broadcast` consumer, noting each; `--dry-run` prints the count and the
 message as sent (per language for `--template`, `ops.broadcast_texts`), and changes nothing.

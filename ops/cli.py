@@ -525,7 +525,9 @@ def _broadcast_commands(
         help="a named text of team/broadcasts.json, in each chat's language (or its fallback_language)",
     )
     create.add_argument("--language", help="only users whose Telegram language is this (e.g. de)")
-    create.add_argument("--tag", help="only chats with a tag#<TAG> item in the conversations table")
+    create.add_argument(
+        "--tag", help="only chats tagged TAG (the store tags a chat that came by a deep link's /start TAG)"
+    )
     create.add_argument("--at", help="send from this time on (ISO with offset, e.g. 2026-12-24T18:00+01:00)")
     for name, handler, text in (
         ("status", broadcast.status, "Progress: sent, blocked, failed, remaining, rate, time left."),

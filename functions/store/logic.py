@@ -9,6 +9,7 @@ refusal of floats and its number-precision rules.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from botocore.exceptions import (
@@ -61,6 +62,11 @@ def conversation_key(update: dict[str, Any], kind: str) -> dict[str, str]:
 
 # The conversation item's format (`pipeline.formats`; the `ai` consumer writes the same item).
 FORMAT = by_format("conversation_update")
+TAG_FORMAT = by_format("conversation_tag")
+# A deep link `t.me/<bot>?start=<payload>` arrives as the private message "/start <payload>";
+# Telegram allows A-Z, a-z, 0-9, _ and - in it, up to 64 characters. The store keeps the payload
+# as the chat's tag (`tag#<payload>`), which `ops broadcast create --tag` selects by.
+_START_PAYLOAD = re.compile(r"/start(?:@\w+)? ([A-Za-z0-9_-]{1,64})")
 
 
 def conversation_item(envelope: Envelope) -> dict[str, Any]:
@@ -91,6 +97,29 @@ def conversation_item(envelope: Envelope) -> dict[str, Any]:
     }
 
 
+def tag_item(envelope: Envelope) -> dict[str, Any] | None:
+    """The chat's tag item when the update is a private "/start <payload>" (a deep link), else None."""
+    update = envelope.payload
+    if envelope.type != "message" or not isinstance(update.get("message"), dict):
+        return None
+    message = update["message"]
+    chat, text = message.get("chat"), message.get("text")
+    if not isinstance(chat, dict) or chat.get("type") != "private" or not isinstance(text, str):
+        return None
+    found = _START_PAYLOAD.fullmatch(text.strip())
+    chat_id = integer_id(chat)
+    if found is None or chat_id is None:
+        return None
+    return {
+        "pk": f"chat#{chat_id}",
+        "sk": f"tag#{found.group(1)}",
+        SCHEMA_VERSION: TAG_FORMAT.version,
+        "chat_id": chat_id,
+        "tagged_at": envelope.received_at.isoformat(),
+        "event_id": envelope.event_id,
+    }
+
+
 def classify(error: ClientError) -> ConsumerError | None:
     """The worker's view of a DynamoDB error; None for unknown codes (retried, then DLQ as is)."""
     code = aws.error_code(error)
@@ -109,16 +138,15 @@ def save_update(envelope: Envelope) -> dict[str, str]:
         raise PermanentError("CONVERSATIONS_TABLE is not set")
     item = conversation_item(envelope)
     key = {"pk": item["pk"], "sk": item["sk"]}
-    values = {name: value for name, value in item.items() if name not in key}
-    values["expiration"] = conversation_expiration(envelope.received_at)
+    expiration = conversation_expiration(envelope.received_at)
+    table = aws.resource("dynamodb").Table(table_name)
     try:
+        # The tag first: a failure after it retries the record, which writes both again (same keys).
+        tag = tag_item(envelope)
+        if tag is not None:
+            _set(table, tag, expiration)
         # An update, not a put: the `ai` consumer may already have added its result to this item.
-        aws.resource("dynamodb").Table(table_name).update_item(
-            Key=key,
-            UpdateExpression="SET " + ", ".join(f"#{name} = :{name}" for name in values),
-            ExpressionAttributeNames={f"#{name}": name for name in values},
-            ExpressionAttributeValues={f":{name}": value for name, value in values.items()},
-        )
+        _set(table, item, expiration)
     except ClientError as error:
         classified = classify(error)
         if classified is None:
@@ -127,3 +155,16 @@ def save_update(envelope: Envelope) -> dict[str, str]:
     except NETWORK_ERRORS as error:
         raise TransientError(f"DynamoDB unreachable: {type(error).__name__}") from error
     return key
+
+
+def _set(table: Any, item: dict[str, Any], expiration: int) -> None:
+    """Write the item's attributes (and its expiration) to its key, leaving others it has alone."""
+    key = {"pk": item["pk"], "sk": item["sk"]}
+    values = {name: value for name, value in item.items() if name not in key}
+    values["expiration"] = expiration
+    table.update_item(
+        Key=key,
+        UpdateExpression="SET " + ", ".join(f"#{name} = :{name}" for name in values),
+        ExpressionAttributeNames={f"#{name}": name for name in values},
+        ExpressionAttributeValues={f":{name}": value for name, value in values.items()},
+    )

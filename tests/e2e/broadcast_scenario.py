@@ -26,6 +26,8 @@ BROADCAST = 51  # this scenario's ids (`Ids`)
 # Telegram's language_code of this scenario's users only: the audience filter finds them alone.
 LANGUAGE = "fy"
 TEXT = "The shop is closed on Monday for inventory."
+# The deep link two of them came by (t.me/<bot>?start=<TAG>): the store keeps it as their tag.
+TAG = "spring-fy51"
 
 
 def ops_json(pipeline: Pipeline, *arguments: str) -> Any:
@@ -39,10 +41,11 @@ def test_an_operator_broadcast_reaches_each_subscriber_once_and_notes_the_one_wh
 ) -> None:
     ids = Ids(BROADCAST)
     users = [{**user(ids.number()), "language_code": LANGUAGE} for _ in range(4)]
-    for sender in users:
+    for number, sender in enumerate(users):
+        start = f"/start {TAG}" if number % 2 else "/start"
         update = {
             "update_id": ids.update_id(),
-            "message": message(ids.number(), private_chat(sender), sender, "/start"),
+            "message": message(ids.number(), private_chat(sender), sender, start),
         }
         assert pipeline.send_update(update) == 200
     assert pipeline.runtime.wait_until_drained(timeout=60)
@@ -51,6 +54,8 @@ def test_an_operator_broadcast_reaches_each_subscriber_once_and_notes_the_one_wh
 
     dry = ops_json(pipeline, "create", "--text", TEXT, "--language", LANGUAGE, "--dry-run")
     assert dry["recipients"] == len(users)
+    tagged = ops_json(pipeline, "create", "--text", TEXT, "--tag", TAG, "--dry-run")
+    assert tagged["recipients"] == len(users[1::2])  # those who came by the deep link
     created = ops_json(pipeline, "create", "--text", TEXT, "--language", LANGUAGE, "--yes")
     assert created["recipients"] == len(users) and created["pages"] == 1
 

@@ -63,7 +63,7 @@ def test_every_update_is_saved_under_its_chat_else_user_else_kind(
 
     assert deliver(store, item, lambda_context) == {"batchItemFailures": []}
 
-    [saved] = conversation_items()
+    [saved] = [found for found in conversation_items() if found["sk"].startswith("update#")]
     if context.chat:
         expected_pk = f"chat#{context.chat.id}"
     elif context.user:
@@ -237,3 +237,51 @@ def test_a_refused_item_goes_to_the_dlq_and_throttling_is_retried(
     assert letter["attributes"]["dead_letter_reason"] == "DynamoDB refused the item: ValidationException"
     assert app.worker.counts == {"dead_lettered": 1, "retry": 1}
     assert conversation_items() == []
+
+
+def _start(text: str, chat_type: str = "private") -> dict[str, Any]:
+    update = telegram_update("private_start_deeplink")
+    update["message"]["text"] = text
+    update["message"]["entities"][0]["length"] = len(text.split(" ")[0])
+    if chat_type != "private":
+        update["message"]["chat"] = {"id": -100123, "title": "A group", "type": chat_type}
+    return update
+
+
+def test_a_deep_link_start_keeps_its_payload_as_the_chats_tag(
+    store: tuple[ModuleType, ConsumerQueues], lambda_context: FakeLambdaContext
+) -> None:
+    """t.me/<bot>?start=ref_instagram arrives as "/start ref_instagram": the store keeps the tag
+    `ops broadcast create --tag ref_instagram` selects the chat by, expiring with the update."""
+    update = telegram_update("private_start_deeplink")
+    item = telegram_envelope(update)
+
+    assert deliver(store, item, lambda_context) == {"batchItemFailures": []}
+
+    saved = {found["sk"]: found for found in conversation_items()}
+    tag = saved.pop("tag#ref_instagram")
+    [update_item] = saved.values()
+    assert tag["pk"] == update_item["pk"] == "chat#123456789"
+    assert tag["schema_version"] == 1 and tag["chat_id"] == 123456789
+    assert tag["tagged_at"] == item.envelope.received_at.isoformat()
+    assert tag["expiration"] == update_item["expiration"]
+
+
+@pytest.mark.parametrize(
+    ("text", "chat_type"),
+    [
+        ("/start", "private"),  # no payload
+        ("/start ref instagram", "private"),  # a space is no payload Telegram sends
+        ("/start " + "x" * 65, "private"),  # longer than Telegram allows
+        ("/start ref_instagram", "supergroup"),  # a group's /start is not the user's link
+        ("/help ref_instagram", "private"),
+    ],
+)
+def test_no_tag_but_from_a_private_deep_link_start(
+    store: tuple[ModuleType, ConsumerQueues], lambda_context: FakeLambdaContext, text: str, chat_type: str
+) -> None:
+    item = telegram_envelope(_start(text, chat_type))
+
+    assert deliver(store, item, lambda_context) == {"batchItemFailures": []}
+
+    assert [found["sk"][:7] for found in conversation_items()] == ["update#"]

@@ -250,6 +250,16 @@ FORMATS: tuple[Format, ...] = (
         None,
         "resource",
     ),
+    Format(
+        "conversation_tag",
+        "conversations",
+        re.compile(r"chat#\d+ tag#[A-Za-z0-9_-]{1,64}"),
+        1,
+        "functions/store/logic.py",
+        None,
+        "resource",
+        first=1,
+    ),
     # -- the bot_state table (key "pk") --
     Format(
         "bot_state",

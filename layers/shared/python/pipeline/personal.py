@@ -364,6 +364,14 @@ KINDS: tuple[Kind, ...] = (
             scan="no key leads to a person's messages in group chats, or to a shared phone",
         ),
     ),
+    Kind(
+        "conversation_tag",
+        "conversations",
+        _format_key("conversation_tag"),
+        "a private chat's deep-link tag (the payload of its /start): the chat id",
+        Retention(CONVERSATION_RETENTION, "the chat's /start with that payload"),
+        Forget(Erase(delete=True), partitions=(None, "pk", _chat_partitions)),
+    ),
     # -- the bot_state table (key "pk") --
     Kind(
         "bot_state",
