@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from moto.server import ThreadedMotoServer
 from playwright.sync_api import sync_playwright
 
 from local.runtime import LAYER_DIR, PROJECT_ROOT
+from pipeline import aws
 from tests.e2e.support import Pipeline
 
 CHROMIUM = shutil.which("chromium")
@@ -31,6 +33,36 @@ URL_LINE = re.compile(r"(http://127\.0\.0\.1:(\d+)/\?token=\S+)")
 # Chromium resolves no name but 127.0.0.1's: a page sent to another site fails at once
 # (ERR_NAME_NOT_RESOLVED), without a DNS query leaving the machine.
 LOOPBACK_ONLY = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"
+# The credentials a console started against a moto server gets (moto accepts any).
+AWS_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "eu-central-1",
+}
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto server on a free port, this process's AWS clients pointed at it (so a test seeds its
+    stack there), its endpoint yielded for the console's process; the environment restored after."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = {name: os.environ.get(name) for name in [*AWS_ENVIRONMENT, "AWS_ENDPOINT_URL"]}
+    os.environ.update({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint})
+    aws.reset_clients()
+    try:
+        yield endpoint
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        aws.reset_clients()
+        server.stop()
 
 
 @contextmanager

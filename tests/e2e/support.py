@@ -436,11 +436,15 @@ def other_pipeline(
     name: str,
     settings: LocalSettings,
     consumers: tuple[Consumer, ...],
+    persist: bool = False,
 ) -> Iterator[Pipeline]:
     """A runtime of its own beside the session's (own state directory and ports), with only these
-    consumers; its logs join the session's in the final no-secret scan (`OTHER_PIPELINES`)."""
+    consumers (`persist`: its state survives a restart); its logs join the session's in the final
+    no-secret scan (`OTHER_PIPELINES`)."""
     state_dir: Path = tmp_path_factory.mktemp(f"local-runtime-{name}")
-    runtime = Runtime(ports=Ports(), settings=settings, state_dir=state_dir, consumers=consumers)
+    runtime = Runtime(
+        ports=Ports(), settings=settings, state_dir=state_dir, consumers=consumers, persist=persist
+    )
     runtime.start()
     other = Pipeline(runtime)
     OTHER_PIPELINES.append(other)

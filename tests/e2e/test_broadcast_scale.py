@@ -38,12 +38,12 @@ from store.logic import conversation_item
 
 from infra.config import PipelineSettings
 from local.fakes.telegram import TelegramFake
-from local.runtime import Ports, Runtime
+from local.runtime import Runtime
 from pipeline import broadcast as jobs
 from pipeline.envelope import Envelope, telegram_event_id
 from pipeline.registry import by_name
 from pipeline.retention import conversation_expiration
-from tests.e2e.support import OTHER_PIPELINES, Ids, Pipeline, message, private_chat, user, wait_for
+from tests.e2e.support import Ids, Pipeline, message, other_pipeline, private_chat, user, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -101,17 +101,8 @@ def scale_pipeline(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory)
         scale_workers_on_demand=False,
     )
     consumers = tuple(by_name(name) for name in ("store", "autoreply", "broadcast"))
-    state_dir: Path = tmp_path_factory.mktemp("local-runtime-broadcast")
-    runtime = Runtime(
-        ports=Ports(), settings=settings, state_dir=state_dir, consumers=consumers, persist=True
-    )
-    runtime.start()
-    other = Pipeline(runtime)
-    OTHER_PIPELINES.append(other)
-    try:
+    with other_pipeline(tmp_path_factory, "broadcast", settings, consumers, persist=True) as other:
         yield other
-    finally:
-        runtime.stop()
 
 
 # -- the audience -------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ resumes and cancels it with the buttons."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,46 +15,32 @@ from typing import Any
 import boto3
 import pytest
 import requests
-from moto.server import ThreadedMotoServer
 
 from ops.stack import DEFAULT_STACK_NAME
-from pipeline import aws
 from pipeline import broadcast as jobs
-from tests.e2e.browser import chromium, opened_page, origin, screenshot, serve_console
+from tests.e2e.browser import (
+    AWS_ENVIRONMENT,
+    chromium,
+    moto_server,
+    opened_page,
+    origin,
+    screenshot,
+    serve_console,
+)
 from tests.unit.ops.support import Deployed, drain
 from tests.unit.ops.test_broadcast_commands import seed_broadcast_stack
-
-AWS_ENVIRONMENT = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "eu-central-1",
-}
 
 
 @pytest.fixture(scope="module")
 def moto_stack() -> Iterator[tuple[str, Deployed]]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    saved = {name: os.environ.get(name) for name in [*AWS_ENVIRONMENT, "AWS_ENDPOINT_URL"]}
-    os.environ.update({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint})
-    aws.reset_clients()
-    # moto's state is this process's, whichever server serves it (the guard test's module seeds
-    # its own stack in it too): this module starts from none and leaves none.
-    requests.post(f"{endpoint}/moto-api/reset", timeout=10)
-    try:
-        yield endpoint, seed_broadcast_stack()
-    finally:
+    with moto_server() as endpoint:
+        # moto's state is this process's, whichever server serves it (the guard test's module
+        # seeds its own stack in it too): this module starts from none and leaves none.
         requests.post(f"{endpoint}/moto-api/reset", timeout=10)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        aws.reset_clients()
-        server.stop()
+        try:
+            yield endpoint, seed_broadcast_stack()
+        finally:
+            requests.post(f"{endpoint}/moto-api/reset", timeout=10)
 
 
 @pytest.fixture(scope="module")

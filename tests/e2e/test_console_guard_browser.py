@@ -7,47 +7,23 @@ open redirect fails the navigation, and nothing leaves the machine."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from moto.server import ThreadedMotoServer
 
 from ops.console.app import SESSION_COOKIE
-from pipeline import aws
-from tests.e2e.browser import chromium, origin, screenshot, serve_console
+from tests.e2e.browser import AWS_ENVIRONMENT, chromium, moto_server, origin, screenshot, serve_console
 from tests.unit.ops.console_stack import CHATS, ORDERS, STACK, seed_console_stack
-
-AWS_ENVIRONMENT = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "eu-central-1",
-}
 
 
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    saved = {name: os.environ.get(name) for name in [*AWS_ENVIRONMENT, "AWS_ENDPOINT_URL"]}
-    os.environ.update({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint})
-    try:
+    with moto_server() as endpoint:
         seed_console_stack()
         yield endpoint
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        aws.reset_clients()
-        server.stop()
 
 
 @pytest.fixture(scope="module")
