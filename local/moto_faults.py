@@ -89,12 +89,7 @@ class FaultyAws:
         if query:
             return self._query_fault(fault, environ, start_response)
         if fault.kind == "lost_answer":
-            # The request happens; only its answer is lost.
-            answer = self.app(environ, lambda *args, **kwargs: None)
-            b"".join(answer)
-            close = getattr(answer, "close", None)
-            if close is not None:
-                close()
+            self._serve_unheard(environ)
             return _json(start_response, 500, _error("InternalFailure", "answer lost (injected fault)"))
         if fault.kind == "throttle":
             service = target.split(".", 1)[0].split("_", 1)[0]
@@ -102,16 +97,20 @@ class FaultyAws:
             return _json(start_response, 400, _error(kind, "Rate exceeded (injected fault)"))
         return _json(start_response, 500, _error("InternalFailure", "internal error (injected fault)"))
 
+    def _serve_unheard(self, environ: dict[str, Any]) -> None:
+        """The request happens (moto serves it); only its answer is lost."""
+        answer = self.app(environ, lambda *args, **kwargs: None)
+        b"".join(answer)
+        close = getattr(answer, "close", None)
+        if close is not None:
+            close()
+
     def _query_fault(
         self, fault: AwsFault, environ: dict[str, Any], start_response: StartResponse
     ) -> Iterable[bytes]:
         """A query-protocol service's answer to a fault (its XML error)."""
         if fault.kind == "lost_answer":
-            answer = self.app(environ, lambda *args, **kwargs: None)
-            b"".join(answer)
-            close = getattr(answer, "close", None)
-            if close is not None:
-                close()
+            self._serve_unheard(environ)
         if fault.kind == "throttle":
             return _xml(start_response, 400, "Throttling", "Rate exceeded (injected fault)")
         return _xml(start_response, 500, "InternalFailure", "internal error (injected fault)")

@@ -20,6 +20,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 from playwright.sync_api import sync_playwright
 
+from bench.common import environment
 from local.runtime import LAYER_DIR, PROJECT_ROOT
 from pipeline import aws
 from tests.e2e.support import Pipeline
@@ -50,18 +51,14 @@ def moto_server() -> Iterator[str]:
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    saved = {name: os.environ.get(name) for name in [*AWS_ENVIRONMENT, "AWS_ENDPOINT_URL"]}
-    os.environ.update({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint})
-    aws.reset_clients()
     try:
-        yield endpoint
+        with environment({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint}):
+            aws.reset_clients()
+            try:
+                yield endpoint
+            finally:
+                aws.reset_clients()
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        aws.reset_clients()
         server.stop()
 
 
