@@ -183,6 +183,11 @@ class SqsPoller:
             messages = self.receive_batch()
             if not messages:
                 continue
+            if self.stopper.stopping:
+                # Asked to stop while a receive was open: hand the batch back rather than start an
+                # invocation the stop would cut (Lambda starts none on an environment it shuts down).
+                self.release(messages)
+                break
             records = [sqs_record(message, self.args.queue_arn, self.host.region) for message in messages]
             # When SQS took each record (SentTimestamp, ms): the runtime's listeners see the queue hop.
             sent_at = [
@@ -205,6 +210,27 @@ class SqsPoller:
             if invocation.timed_out:
                 return EXIT_TIMED_OUT
         return EXIT_STOPPED
+
+    def release(self, messages: list[dict[str, Any]]) -> None:
+        """Make received messages visible again at once; one that cannot be released comes back
+        when its visibility timeout ends."""
+        for start in range(0, len(messages), SQS_MAX_BATCH):
+            chunk = messages[start : start + SQS_MAX_BATCH]
+            try:
+                with self.service_calls():
+                    self.sqs.change_message_visibility_batch(
+                        QueueUrl=self.args.queue_url,
+                        Entries=[
+                            {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                            for n, m in enumerate(chunk)
+                        ],
+                    )
+            except (BotoCoreError, ClientError) as error:
+                print(
+                    f"local poller: release failed ({type(error).__name__}: {error})",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def delete(self, records: list[dict[str, Any]]) -> None:
         """Delete the succeeded records; one that cannot be deleted comes back, and idempotency skips it."""
