@@ -6,12 +6,10 @@ claimed and never sent (tests/e2e/test_broadcast_scale.py's restart could meet i
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from local.lambda_host import EXIT_STOPPED
 from local.sqs_poller import SqsPoller
@@ -52,18 +50,11 @@ class Statuses:
 
 
 @pytest.fixture
-def queue(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "t",
-        "AWS_SECRET_ACCESS_KEY": "t",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name=REGION)
-        url = sqs.create_queue(QueueName="broadcast", Attributes={"VisibilityTimeout": "96"})["QueueUrl"]
-        sqs.send_message(QueueUrl=url, MessageBody="a page")
-        yield sqs, url
+def queue(moto_aws: None) -> tuple[Any, str]:
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="broadcast", Attributes={"VisibilityTimeout": "96"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="a page")
+    return sqs, url
 
 
 def test_a_batch_received_as_the_stop_comes_is_handed_back_not_invoked(queue: tuple[Any, str]) -> None:
