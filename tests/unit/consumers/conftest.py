@@ -312,6 +312,26 @@ def autoreply(
     return consumer
 
 
+# sendMessage's answer from a scripted Bot API (`scripted_autoreply`).
+SENT_MESSAGE = Scripted(200, {"ok": True, "result": {"message_id": 9, "date": 1767225601, "chat": {"id": 1}}})
+
+
+@pytest.fixture
+def scripted_autoreply(
+    run_consumer: Callable[[str], DeployedConsumer],
+    put_secret: Callable[[str, str], None],
+    http_fake: FakeHttpServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> DeployedConsumer:
+    """The autoreply consumer deployed on moto, calling a scripted HTTP server (`http_fake`) that
+    answers every call `SENT_MESSAGE` unless a test scripts otherwise."""
+    consumer = run_consumer("autoreply")
+    put_secret("telegram_bot_token", BOT_TOKEN)
+    monkeypatch.setenv("TELEGRAM_API_BASE", http_fake.base_url)
+    http_fake.default = SENT_MESSAGE
+    return consumer
+
+
 @pytest.fixture
 def deploy_bot(
     run_consumer: Callable[[str], DeployedConsumer],

@@ -31,10 +31,15 @@ from tests.unit.consumer_support import (
     telegram_envelope,
     telegram_update,
 )
-from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer, FakeHttpServer, Recorded, Scripted
+from tests.unit.consumers.conftest import (
+    BOT_TOKEN,
+    DeployedConsumer,
+    FakeHttpServer,
+    Recorded,
+    Scripted,
+)
 
 ANNA_CHAT = 123456789
-SENT = Scripted(200, {"ok": True, "result": {"message_id": 9, "date": 1767225601, "chat": {"id": 1}}})
 BLOCKED = Scripted(
     403, {"ok": False, "error_code": 403, "description": "Forbidden: bot was blocked by the user"}
 )
@@ -56,17 +61,8 @@ def too_many_requests(retry_after: int) -> Scripted:
 
 
 @pytest.fixture
-def bot(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    http_fake: FakeHttpServer,
-    monkeypatch: pytest.MonkeyPatch,
-) -> DeployedConsumer:
-    consumer = run_consumer("autoreply")
-    put_secret("telegram_bot_token", BOT_TOKEN)
-    monkeypatch.setenv("TELEGRAM_API_BASE", http_fake.base_url)
-    http_fake.default = SENT
-    return consumer
+def bot(scripted_autoreply: DeployedConsumer) -> DeployedConsumer:
+    return scripted_autoreply
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ the file; the function answers with it, and reads the file itself without the va
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,8 @@ from pipeline.registry import by_name
 from pipeline.replies import REPLIES_ENV, REPLIES_FILE_NAME
 from pipeline.team import TEAM_DIR_ENV
 from tests.unit.consumer_support import telegram_envelope, telegram_update
-from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer, FakeHttpServer, Scripted
+from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer
 
-SENT = Scripted(200, {"ok": True, "result": {"message_id": 9, "date": 1767225601, "chat": {"id": 1}}})
 THEIRS = {"/start": "Servus! Schreib uns.", "/help": None, "default": "Wir melden uns."}
 
 
@@ -39,17 +37,8 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def bot(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    http_fake: FakeHttpServer,
-    monkeypatch: pytest.MonkeyPatch,
-) -> DeployedConsumer:
-    consumer = run_consumer("autoreply")
-    put_secret("telegram_bot_token", BOT_TOKEN)
-    monkeypatch.setenv("TELEGRAM_API_BASE", http_fake.base_url)
-    http_fake.default = SENT
-    return consumer
+def bot(scripted_autoreply: DeployedConsumer) -> DeployedConsumer:
+    return scripted_autoreply
 
 
 def texts_sent(http_fake: FakeHttpServer) -> dict[int, str]:

@@ -9,25 +9,15 @@ from typing import Any
 import pytest
 
 from tests.unit.consumer_support import Output, telegram_envelope, telegram_update
-from tests.unit.consumers.conftest import BOT_TOKEN, DeployedConsumer, FakeHttpServer, Scripted
+from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer
 
 # What CloudWatch knows from the log group and the function's configuration.
 LOG_GROUP_KEYS = {"function_name", "function_arn", "function_memory_size"}
-SENT = Scripted(200, {"ok": True, "result": {"message_id": 9, "date": 1767225601, "chat": {"id": 1}}})
 
 
 @pytest.fixture
-def autoreply(
-    run_consumer: Callable[[str], DeployedConsumer],
-    put_secret: Callable[[str, str], None],
-    http_fake: FakeHttpServer,
-    monkeypatch: pytest.MonkeyPatch,
-) -> DeployedConsumer:
-    consumer = run_consumer("autoreply")
-    put_secret("telegram_bot_token", BOT_TOKEN)
-    monkeypatch.setenv("TELEGRAM_API_BASE", http_fake.base_url)
-    http_fake.default = SENT
-    return consumer
+def autoreply(scripted_autoreply: DeployedConsumer) -> DeployedConsumer:
+    return scripted_autoreply
 
 
 def test_a_replied_start_logs_one_line_at_info_without_the_log_groups_keys(
