@@ -153,7 +153,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             "ordered_consumers": per_update["ordered"]["consumers"],
             "floor": per_update["floor"],
             "above_floor": per_update["above_floor"],
-            "windowed": per_update["windowed"],
+            "unwindowed": per_update["unwindowed"],
         },
         "crm_sweep": sweep_at_rest(),
         "measured_inputs": bool(load_results()),
@@ -179,7 +179,7 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
     per_update = results["per_update"]
     return [
         *goals,
-        cost.floor_goal(per_update["floor"], per_update["above_floor"], per_update.get("windowed")),
+        cost.floor_goal(per_update["floor"], per_update["above_floor"], per_update.get("unwindowed")),
     ]
 
 

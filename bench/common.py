@@ -7,6 +7,7 @@ Every benchmark checks its own runs (all requests accepted, every record process
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import io
 import json
@@ -261,6 +262,13 @@ def deployed_default_settings() -> LocalSettings:
     return LocalSettings.from_cdk_json(bot_consumer=False)
 
 
+def draining_settings() -> LocalSettings:
+    """The deployed defaults for a benchmark that waits for every consumer between samples:
+    without the batching windows of store, crm and analytics (each drain would wait them out).
+    The reply path has none, so its figures are the deployed ones; `cost` prices the windows."""
+    return dataclasses.replace(deployed_default_settings(), batching_windows=False)
+
+
 def create_stack(consumers: tuple[Consumer, ...] | None = None) -> LocalResources:
     """The stack's topic, filtered queues, tables and secrets in in-process moto, as `make local` does."""
     fakes = dict.fromkeys(FAKE_NAMES, UNREACHABLE_URL)
@@ -276,7 +284,8 @@ def cold_import_ms(module: str, runs: int = 3) -> float:
     """Median time to import `module` in a fresh interpreter: the init phase's own code at a cold start.
 
     Interpreter start-up is left out (Lambda's runtime is up before the init code runs); the
-    bytecode caches are warm, which a fresh Lambda environment's are not.
+    bytecode caches are warm, as the shipped assets' compiled `.pyc` files make them in Lambda
+    (`bench.imports` measures the built assets themselves).
     """
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     env = {

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.common import RESULTS_PATH, BenchError, Stats, deployed_default_settings, require, table
+from bench.common import RESULTS_PATH, BenchError, Stats, draining_settings, require, table
 from bench.pipeline import Sender, Sent, log_bytes
 from local import aws_calls
 from local.apigw import INTEGRATION_TIMEOUT_SECONDS
@@ -359,7 +359,7 @@ def measure_acks(runtime: Runtime, inline: InlineBot, arrivals: Arrivals, sizes:
 def run(quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else Sizes()
     with Runtime(
-        ports=Ports(), settings=deployed_default_settings(), state_dir=RESULTS_PATH.parent / "runtime"
+        ports=Ports(), settings=draining_settings(), state_dir=RESULTS_PATH.parent / "runtime"
     ) as runtime:
         arrivals = Arrivals(runtime)
         inline = InlineBot(runtime)

@@ -45,7 +45,7 @@ from bench.common import (
     Stats,
     compact,
     crm_status_change,
-    deployed_default_settings,
+    draining_settings,
     environment,
     require,
     telegram_message,
@@ -379,7 +379,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else Sizes()
     started = time.monotonic()
     with Runtime(
-        ports=Ports(), settings=deployed_default_settings(), state_dir=RESULTS_PATH.parent / "runtime"
+        ports=Ports(), settings=draining_settings(), state_dir=RESULTS_PATH.parent / "runtime"
     ) as runtime:
         startup = time.monotonic() - started
         sender = Sender(runtime, texts=SAMPLE_TEXTS)

@@ -103,6 +103,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="start every consumer's workers at once (default: one, more while all busy and messages wait)",
     )
+    parser.add_argument(
+        "--no-batching-windows",
+        action="store_true",
+        help="invoke every consumer with what one receive returns (default: store, crm and analytics"
+        " gather their batching window first, as in AWS)",
+    )
     parser.add_argument("--keep-running", action="store_true", help="demo: stay up after the summary")
     parser.add_argument(
         "--state-dir",
@@ -320,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = dataclasses.replace(settings, consumer_workers=args.workers)
     if args.all_workers_at_once:
         settings = dataclasses.replace(settings, scale_workers_on_demand=False)
+    if args.no_batching_windows:
+        settings = dataclasses.replace(settings, batching_windows=False)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -24,9 +24,10 @@ def host_args(mode: str, handler: str, function_name: str, timeout: int, memory:
 
 
 def consumer_args(
-    consumer: Consumer, lambda_name: str, queue_url: str, queue_arn: str
+    consumer: Consumer, lambda_name: str, queue_url: str, queue_arn: str, *, batching_window: bool = True
 ) -> Callable[[], list[str]]:
-    """A queue consumer's worker: polls its queue as Lambda's SQS event source does."""
+    """A queue consumer's worker: polls its queue as Lambda's SQS event source does (without its
+    batching window when `batching_window` is False: `LocalSettings.batching_windows`)."""
     arguments = [
         *host_args("sqs", consumer.handler, lambda_name, consumer.timeout_seconds, consumer.memory_mb),
         "--queue-url",
@@ -36,7 +37,7 @@ def consumer_args(
         "--batch-size",
         str(consumer.batch_size),
         "--batching-window",
-        str(consumer.batching_window_seconds),
+        str(consumer.batching_window_seconds if batching_window else 0),
     ]
     return lambda: list(arguments)
 

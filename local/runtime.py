@@ -417,7 +417,13 @@ class Runtime:
             self.fleet.add_function(
                 FunctionStatus(consumer.name, "consumer"),
                 module="local.worker_process",
-                args=consumer_args(consumer, self._lambda_name(consumer.name), queue.url, queue.arn),
+                args=consumer_args(
+                    consumer,
+                    self._lambda_name(consumer.name),
+                    queue.url,
+                    queue.arn,
+                    batching_window=self.settings.batching_windows,
+                ),
                 env=environments[consumer.name],
                 max_workers=self.consumer_workers(consumer),
             )

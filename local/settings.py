@@ -75,6 +75,11 @@ class LocalSettings:
     # Start one worker per consumer and add one while all are busy and messages wait, as Lambda
     # scales up (`local.worker_pool`); False starts every consumer's maximum at once.
     scale_workers_on_demand: bool = True
+    # Gather each consumer's batching window before invoking it, as Lambda's SQS event source does
+    # (`batching_window_seconds`: store, crm, analytics); False invokes with what one receive
+    # returns, for tests and benchmarks that wait for every consumer between steps
+    # (`python -m local --no-batching-windows`).
+    batching_windows: bool = True
 
     @property
     def stack_name(self) -> str:

@@ -113,6 +113,9 @@ def campaign_settings(workers: int) -> LocalSettings:
         reconcile_every_seconds=3.0,
         # Moves whose webhook was lost are found within seconds, and the campaign's end waits less.
         crm_sweep_every_seconds=10.0,
+        # The campaign's checks wait for every consumer: without the batching windows of store,
+        # crm and analytics, which would make each of its drains wait them out.
+        batching_windows=False,
     )
 
 

@@ -60,6 +60,10 @@ def session_settings() -> LocalSettings:
         # The session's scenarios count the canned autoreply's answers; the example bot runs in a
         # pipeline of its own (`bot_pipeline`), where the autoreply stands down for it.
         bot_consumer=False,
+        # The scenarios wait for each consumer's effect: without the batching windows of store,
+        # crm and analytics (20 to 60 s each) rather than waiting each window out
+        # (tests/unit/local/test_local_batching_window.py runs a window as deployed).
+        batching_windows=False,
     )
 
 

@@ -30,6 +30,9 @@ from tests.unit.consumer_support import telegram_envelope
 
 pytestmark = pytest.mark.e2e
 
+# The store's effects are waited for step by step: without its 20 s batching window.
+NO_WINDOWS = LocalSettings.from_cdk_json(batching_windows=False)
+
 BROKEN_STORE = '''"""The store consumer, broken on purpose: every record raises."""
 from pipeline.worker import ConsumerWorker
 
@@ -67,7 +70,7 @@ def store_runtime(tmp_path: Path, *more: str, **options: Any) -> Runtime:
     """A runtime of the webhook and `store` (and the `more` consumers), its state under `tmp_path`."""
     return Runtime(
         ports=Ports(),
-        settings=LocalSettings.from_cdk_json(),
+        settings=NO_WINDOWS,
         state_dir=tmp_path / "state",
         consumers=tuple(by_name(name) for name in ("store", *more)),
         **options,
@@ -95,7 +98,7 @@ def test_a_consumer_failing_on_every_record_shows_failing_and_a_fixed_file_is_re
     seen: list[str] = []
     runtime = Runtime(
         ports=Ports(),
-        settings=LocalSettings.from_cdk_json(),
+        settings=NO_WINDOWS,
         state_dir=tmp_path / "state",
         consumers=(by_name("store"), by_name("crm")),
         reload=True,
@@ -166,7 +169,7 @@ def test_with_persist_dlq_messages_and_journal_items_survive_a_restart(
     """The state is saved, and the save confirmed, before moto is asked to stop: here moto is
     killed the moment it is (no grace), as a long campaign's save outlasting the grace was."""
     monkeypatch.setattr(child_process, "STOP_GRACE_SECONDS", 0.0)
-    settings = LocalSettings.from_cdk_json()
+    settings = NO_WINDOWS
     state_dir = tmp_path / "state"
 
     def runtime() -> Runtime:
@@ -256,7 +259,7 @@ def test_an_order_event_a_crm_source_consumer_publishes_is_explained_too(tmp_pat
     """bitrix24 publishes its order events itself, through the SNS proxy as the webhook does."""
     runtime = Runtime(
         ports=Ports(),
-        settings=LocalSettings.from_cdk_json(),
+        settings=NO_WINDOWS,
         state_dir=tmp_path / "state",
         consumers=(by_name("bitrix24"), by_name("sms")),
     )

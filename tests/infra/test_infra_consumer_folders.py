@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shipped_bytecode import runtime_python, unshipped
 from synthesized import Synthesized
 
 from infra.constructs.layers import (
@@ -41,11 +42,13 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_pins_are_installed_for_lambda_once_then_come_from_the_cache(offline: Path) -> None:
+@runtime_python
+def test_pins_are_installed_and_compiled_for_lambda_once_then_come_from_the_cache(offline: Path) -> None:
     bundling = PipLocalBundling((PIN,), NAME)
     assert bundling.try_bundle(str(offline / "first"), image=None) is True  # type: ignore[arg-type]
     assert (offline / "first" / "python" / "tinydep" / "__init__.py").read_text() == "VALUE = '1.0'\n"
-    assert not list((offline / "first").rglob("*.pyc"))
+    # Lambda's /opt is read-only: the layer carries its bytecode, for the runtime (infra.bytecode).
+    assert unshipped(offline / "first") == []
 
     shutil.rmtree(offline / "wheels")  # pip could not install it now: a second bundle is the cache's
     bundling.try_bundle(str(offline / "second"), image=None)  # type: ignore[arg-type]
@@ -178,6 +181,7 @@ def test_a_consumer_added_as_a_folder_only_gets_its_layer_its_events_and_its_tes
     assert with_layer == [NAME]
     asset = tmp_path / "out" / f"asset.{layer['Properties']['Content']['S3Key'].removesuffix('.zip')}"
     assert (asset / "python" / "tinydep" / "__init__.py").read_text() == "VALUE = '1.0'\n"
+    assert unshipped(asset / "python" / "tinydep") == []
 
     # Its resources are all the template has beyond the pipeline's own (the default synth,
     # which has no such folder); removed, the copy is the pipeline as it was.

@@ -93,11 +93,12 @@ def test_the_bot_state_table_is_the_bot_consumers_alone(synth: Synthesized) -> N
     assert ref_name(env["BOT_STATE_TABLE"]) == table_id
 
 
-def test_queue_hides_messages_for_six_worker_timeouts_and_redrives_to_its_dlq(
+def test_queue_hides_messages_for_six_worker_timeouts_plus_its_window_and_redrives_to_its_dlq(
     synth: Synthesized, consumer: Consumer, pipeline: ConsumerPipeline
 ) -> None:
     queue = props(synth.resources, _id(synth, pipeline.queue))
-    assert queue["VisibilityTimeout"] == 6 * consumer.timeout_seconds
+    # AWS's guidance: 6x the timeout; plus the batching window, through which the records wait received.
+    assert queue["VisibilityTimeout"] == 6 * consumer.timeout_seconds + consumer.batching_window_seconds
     assert queue["SqsManagedSseEnabled"] is True
     assert queue["RedrivePolicy"]["maxReceiveCount"] == consumer.redrive_max_receive_count
     assert ref_name(queue["RedrivePolicy"]["deadLetterTargetArn"]) == _id(synth, pipeline.dlq)

@@ -73,8 +73,8 @@ def test_the_team_s_texts_and_tuning_are_in_the_template(
         if m["FunctionName"] == {"Ref": autoreply_id}
     ]  # fmt: skip
     assert mapping["ScalingConfig"]["MaximumConcurrency"] == 10
-    queues = of_type(resources, "AWS::SQS::Queue")
-    [queue] = [q for q in queues.values() if q.get("VisibilityTimeout") == 6 * 40]
+    queue = of_type(resources, "AWS::SQS::Queue")[mapping["EventSourceArn"]["Fn::GetAtt"][0]]
+    assert queue["VisibilityTimeout"] == 6 * 40
     assert queue["RedrivePolicy"]["maxReceiveCount"] == 8
 
 

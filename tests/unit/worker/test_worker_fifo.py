@@ -37,6 +37,7 @@ pytestmark = pytest.mark.usefixtures("moto_aws")
 ORDERED = replace(
     by_name("store"),
     ordered=True,
+    batching_window_seconds=0,  # a FIFO event source takes none
     retry=RetryPolicy(max_receive_count=5, base_delay_seconds=0, max_delay_seconds=0),
 )
 
@@ -289,7 +290,7 @@ def test_the_registry_refuses_what_lambda_or_sqs_would_for_an_ordered_consumer(
     changes: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        replace(by_name("store"), ordered=True, **changes)
+        replace(by_name("store"), ordered=True, **{"batching_window_seconds": 0, **changes})
     # The same settings are fine unordered (except the receive bound, which scales with ordering).
     if "retry" not in changes:
         replace(by_name("store"), **changes)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -30,16 +32,34 @@ _SAFE_CORRELATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/=+-]{0,127}")
 
 # Keys Powertools' `inject_lambda_context` adds to every line that CloudWatch already knows from
 # the log group (one per function) and the function's configuration: ~170 bytes a line, which
-# CloudWatch Logs bills per GB ingested (issue 44). The request id and cold_start stay.
+# CloudWatch Logs bills per GB ingested (issue 44). The request id stays.
 REDUNDANT_KEYS = ("function_name", "function_arn", "function_memory_size")
+# Below WARNING a line's message names what happened, so its source `location` (~30 bytes) is
+# left out; a warning or an error keeps it, for whoever debugs it.
+LOCATION_FROM = logging.WARNING
+_LEVELS = logging.getLevelNamesMapping()
+
+# An invocation that records no metric is normal (a processed record has none of its own), and
+# Powertools warns of it on stderr, a plain line in the function's log. Not a fault: silenced.
+warnings.filterwarnings(
+    "ignore",
+    message="No application metrics to publish",
+    category=UserWarning,
+    module=r"aws_lambda_powertools\.",
+)
 
 
 class CompactFormatter(LambdaPowertoolsFormatter):
-    """Powertools' JSON lines without `REDUNDANT_KEYS`."""
+    """Powertools' JSON lines without `REDUNDANT_KEYS`; `cold_start` only on the cold start's
+    lines (true), `location` only from LOCATION_FROM up."""
 
     def serialize(self, log: dict[str, Any]) -> str:  # type: ignore[override]
         for key in REDUNDANT_KEYS:
             log.pop(key, None)
+        if log.get("cold_start") is False:
+            del log["cold_start"]
+        if _LEVELS.get(str(log.get("level")), LOCATION_FROM) < LOCATION_FROM:
+            log.pop("location", None)
         return super().serialize(log)
 
 

@@ -45,6 +45,8 @@ MIN_MAX_RECEIVE_COUNT = 5
 # queue takes at most 10 records a batch and no batching window (Lambda refuses both).
 SQS_MAX_RECEIVE_COUNT = 1000
 FIFO_MAX_BATCH_SIZE = 10
+# The longest batching window an SQS event source takes (MaximumBatchingWindowInSeconds).
+MAX_BATCHING_WINDOW_SECONDS = 300
 
 # What one CRM order-status change is: a CRM may reuse an event id for another change of the
 # same order, so the change's content names it. The sms consumer keys its idempotency on these
@@ -218,6 +220,11 @@ class Consumer:
             raise ValueError(f"{self.name}: unknown table actions {unknown}; known: {sorted(ITEM_ACTIONS)}")
         if not 1 <= self.batch_size <= 10_000:
             raise ValueError(f"{self.name}: batch_size must be 1..10000")
+        if not 0 <= self.batching_window_seconds <= MAX_BATCHING_WINDOW_SECONDS:
+            raise ValueError(
+                f"{self.name}: batching_window_seconds must be 0..{MAX_BATCHING_WINDOW_SECONDS}"
+                " (Lambda's limit for an SQS event source)"
+            )
         if self.batch_size > 10 and self.batching_window_seconds < 1:
             raise ValueError(f"{self.name}: a batch_size above 10 needs a batching window")
         if not 2 <= self.max_concurrency <= 1000:
@@ -225,7 +232,9 @@ class Consumer:
         if not 1 <= self.timeout_seconds <= 900:
             raise ValueError(f"{self.name}: timeout_seconds must be 1..900")
         if self.visibility_timeout_seconds > 43_200:
-            raise ValueError(f"{self.name}: 6x timeout exceeds the SQS visibility maximum")
+            raise ValueError(
+                f"{self.name}: 6x timeout plus the batching window exceeds the SQS visibility maximum"
+            )
         if self.ordered:
             if self.batch_size > FIFO_MAX_BATCH_SIZE:
                 raise ValueError(
@@ -276,8 +285,10 @@ class Consumer:
 
     @property
     def visibility_timeout_seconds(self) -> int:
-        """AWS guidance: at least 6x the function timeout, so a slow batch is never re-delivered mid-run."""
-        return 6 * self.timeout_seconds
+        """AWS guidance: at least 6x the function timeout, so a slow batch is never re-delivered
+        mid-run; plus the batching window, through which the event source holds the records it has
+        received before it invokes."""
+        return 6 * self.timeout_seconds + self.batching_window_seconds
 
     @property
     def redrive_max_receive_count(self) -> int:
