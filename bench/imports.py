@@ -21,7 +21,13 @@ work on a shared machine skews far less than the wall clock; the goal is judged 
 issue 44 states it), the init alone over boto3, the peak RSS (VmHWM) after the cold path, and which of
 boto3, s3transfer, the X-Ray SDK and python-telegram-bot the init alone loaded (none should).
 
-Interpreter start-up is left out, and bytecode caches are warm (as in `bench.phones`).
+The code is loaded as Lambda loads it (`bench.assets`): from the functions' asset and the function's
+layers of ours as the synth builds them, with their bytecode, and with PYTHONDONTWRITEBYTECODE=1 (Lambda
+cannot write any: /var/task and /opt are read-only). Powertools, pydantic and boto3 come from the .venv,
+bytecode cached: in Lambda they are AWS's (the managed Powertools layer, the runtime's boto3). For a
+few functions (COMPARED) the same rounds also run the same code without bytecode, what 0.5.0 shipped
+(Lambda compiled every module of ours at each cold start): the gain is a printed figure.
+Interpreter start-up is left out.
 """
 
 from __future__ import annotations
@@ -31,8 +37,11 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
+from bench import assets
 from bench.common import (
     FAKE_AWS_ENV,
     PROJECT_ROOT,
@@ -53,6 +62,8 @@ COLD_PATH_GOAL = 1.5
 # The bot consumer runs python-telegram-bot, imported with its first update.
 BOT = "bot"
 BOT_COLD_PATH_GOAL = 2.0
+# Also measured without bytecode: the webhook, a plain consumer, one with phonenumbers, the bot.
+COMPARED = (WEBHOOK.service_name, "store", "sms", BOT)
 # What a first invocation imports: the idempotency layer (`pipeline.worker.ConsumerWorker._wire`),
 # a secret's reader (`pipeline.secrets`), the bot's engine (`pipeline.telegram_bot.runner`).
 IDEMPOTENCY_MODULE = "aws_lambda_powertools.utilities.idempotency"
@@ -127,17 +138,26 @@ def paused_first_use(function: str) -> set[str]:
 
 
 def _sample(
-    module: str, first_use: tuple[str, ...] = (), paused: frozenset[str] = frozenset()
+    module: str,
+    first_use: tuple[str, ...] = (),
+    paused: frozenset[str] = frozenset(),
+    path: list[Path] | None = None,
 ) -> dict[str, Any]:
+    """One fresh interpreter's cold path; `path`: the code's folders as Lambda loads them (no
+    bytecode written), else the project's source folders."""
     env = {
         "PATH": os.environ.get("PATH", os.defpath),
         **FAKE_AWS_ENV,
         **powertools_environment(module.split(".", 1)[0]),
         **function_path_environment(),
     }
+    cwd = PROJECT_ROOT
+    if path is not None:  # and in the asset's folder, as Lambda runs in /var/task
+        env |= {"PYTHONPATH": os.pathsep.join(map(str, path)), "PYTHONDONTWRITEBYTECODE": "1"}
+        cwd = path[0]
     code = _SNIPPET.format(module=module, watched=set(WATCHED), first_use=first_use, paused=set(paused))
     done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, check=False
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, check=False
     )
     require(done.returncode == 0, f"import {module} failed: {done.stderr.strip()[-500:]}")
     sample: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -147,25 +167,48 @@ def _sample(
 def run(quick: bool = False) -> dict[str, Any]:
     runs = QUICK_RUNS if quick else RUNS
     modules = handler_modules()
+    code = assets.build(list(modules))
+    with tempfile.TemporaryDirectory() as scratch:
+        bare = assets.without_bytecode(code, Path(scratch), functions=COMPARED)
+        return _measure(runs, modules, code, bare)
+
+
+def _measure(
+    runs: int, modules: dict[str, str], code: assets.LambdaCode, bare: assets.LambdaCode
+) -> dict[str, Any]:
     uses = first_use()
     baseline: list[dict[str, Any]] = []
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in modules}
+    bare_samples: dict[str, list[dict[str, Any]]] = {name: [] for name in COMPARED}
     ratios: dict[str, list[float]] = {name: [] for name in modules}
+    bare_ratios: dict[str, list[float]] = {name: [] for name in COMPARED}
     init_ratios: dict[str, list[float]] = {name: [] for name in modules}
     cpu_ratios: dict[str, list[float]] = {name: [] for name in modules}
     load_before = round(os.getloadavg()[0], 2)
-    # Warm the bytecode caches, so no figure includes a first compilation.
-    for module in [BASELINE, *modules.values()]:
-        _sample(module)
+
+    def cold_path(name: str, lambda_code: assets.LambdaCode) -> dict[str, Any]:
+        paused = frozenset(paused_first_use(name))
+        return _sample(modules[name], uses.get(name, ()), paused, lambda_code.python_path(name))
+
+    # Warm the machine's file caches (and the .venv's bytecode), so no figure includes a first read.
+    _sample(BASELINE)
+    for name in modules:
+        cold_path(name, code)
+    for name in COMPARED:
+        cold_path(name, bare)
     for _ in range(runs):
-        for name, module in modules.items():
+        for name in modules:
             boto3_run = _sample(BASELINE)
             baseline.append(boto3_run)
-            handler_run = _sample(module, uses.get(name, ()), frozenset(paused_first_use(name)))
+            handler_run = cold_path(name, code)
             samples[name].append(handler_run)
             ratios[name].append(_cold(handler_run) / boto3_run["seconds"])
             init_ratios[name].append(handler_run["seconds"] / boto3_run["seconds"])
             cpu_ratios[name].append(handler_run["cpu_cold"] / boto3_run["cpu"])
+            if name in COMPARED:
+                bare_run = cold_path(name, bare)
+                bare_samples[name].append(bare_run)
+                bare_ratios[name].append(_cold(bare_run) / boto3_run["seconds"])
     functions = {}
     for name, module in modules.items():
         ratio = round(statistics.median(ratios[name]), 2)
@@ -183,7 +226,13 @@ def run(quick: bool = False) -> dict[str, Any]:
             "met": ratio <= goal(name),
             "peak_rss_mb": round(statistics.median(s["cold_rss_kib"] for s in samples[name]) / 1024, 1),
             "loaded": sorted({WATCHED[m] for s in samples[name] for m in s["loaded"]}),
+            "layers": assets.function_layers(name),
         }
+        if name in COMPARED:
+            functions[name]["without_bytecode"] = {
+                "cold_path_ms": round(statistics.median(_cold(s) for s in bare_samples[name]) * 1000, 1),
+                "ratio": round(statistics.median(bare_ratios[name]), 2),
+            }
     return {
         "runs": runs,
         "load_average_before": load_before,
@@ -237,13 +286,33 @@ def report(results: dict[str, Any]) -> list[str]:
         "init loads",
     )
     uses = sorted({m for f in results["functions"].values() for m in f.get("first_use", ())})
+    compared = {name: f for name, f in results["functions"].items() if "without_bytecode" in f}
+    compared_rows = [
+        (
+            name,
+            f["cold_path_ms"],
+            f"{f['ratio']:.2f}x",
+            f["without_bytecode"]["cold_path_ms"],
+            f"{f['without_bytecode']['ratio']:.2f}x",
+            round(f["without_bytecode"]["cold_path_ms"] - f["cold_path_ms"], 1),
+            ", ".join(f.get("layers", ())),
+        )
+        for name, f in compared.items()
+    ]
+    compared_header = ("function", "with .pyc ms", "/ boto3", "without ms", "/ boto3", "saved ms", "layers")
     return [
         f"cold paths: median of {results['runs']} fresh interpreters, each after an `import boto3` run"
         f" (load average {results['load_average_before']} before)",
         f"  import boto3: {results['boto3_import_ms']} ms ({results['boto3_cpu_ms']} ms of CPU),"
         f" peak RSS {results['boto3_peak_rss_mb']} MB",
         f"  cold path = init + what the first invocation imports ({', '.join(uses)}) + the rest of boto3",
+        "  code as Lambda loads it: the functions' asset and the function's layers of ours as the synth"
+        " builds them, with their bytecode, PYTHONDONTWRITEBYTECODE=1; Powertools, pydantic and boto3"
+        " from the .venv (in Lambda: AWS's layer and runtime)",
         *(f"  {line}" for line in table(header, rows)),
+        "  the same code without bytecode (what 0.5.0 shipped: Lambda compiled it at each cold start),"
+        " same rounds:",
+        *(f"  {line}" for line in table(compared_header, compared_rows)),
     ]
 
 
@@ -256,7 +325,13 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
             "met": f["met"],
             "measured": f"{f['ratio']:.2f}x: init {f['import_ms']} + first use {f['then_first_use_ms']}"
             f" + boto3 {f['then_boto3_ms']} ms vs import boto3 {boto3_ms} ms;"
-            f" in CPU time {f['cpu_ratio']:.2f}x",
+            f" in CPU time {f['cpu_ratio']:.2f}x" + _without_bytecode(f),
         }
         for name, f in results["functions"].items()
     ]
+
+
+def _without_bytecode(function: dict[str, Any]) -> str:
+    """What the same cold path took without bytecode, where it was measured."""
+    bare = function.get("without_bytecode")
+    return f"; without bytecode {bare['cold_path_ms']} ms ({bare['ratio']:.2f}x)" if bare else ""

@@ -14,9 +14,9 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import PipelineSettings
-from infra.constructs.layers import ARCHITECTURE, RUNTIME
+from infra.constructs.layers import ARCHITECTURE, RUNTIME, TASK_ROOT, compiled_code
 from infra.limits import LIMITS
-from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR
+from infra.paths import FUNCTIONS_DIR
 from infra.settings import cdk_log_level, cdk_log_retention, cdk_removal_policy
 
 # The period alarms and the dashboard look at metrics over, unless they say otherwise.
@@ -39,7 +39,8 @@ class FunctionDefaults:
     def create(cls, settings: PipelineSettings, layers: Sequence[lambda_.ILayerVersion]) -> FunctionDefaults:
         return cls(
             # One asset for all functions: the handler string picks the package inside it.
-            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDES),
+            # With bytecode, as Lambda's read-only /var/task could never cache it.
+            code=compiled_code(FUNCTIONS_DIR, TASK_ROOT),
             layers=tuple(layers),
             log_retention=cdk_log_retention(settings),
             removal_policy=cdk_removal_policy(settings),

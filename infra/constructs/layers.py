@@ -3,17 +3,19 @@ with; `phonenumbers`, which only the functions that validate CRM events get; and
 consumer whose folder has a `requirements.txt` (`functions/<name>/requirements.txt`, any number
 of pins), which only that consumer gets. Pinned requirements are pip-installed for the Lambda
 runtime on this machine (no Docker), once per set of pins: the result is cached by their hash
-(`layer_cache_dir`), so a synth re-bundles only requirements that changed."""
+(`layer_cache_dir`), so a synth re-bundles only requirements that changed. Every layer and the
+functions' asset carry bytecode compiled for the runtime (`infra.bytecode`): Lambda's /opt and
+/var/task are read-only, so a module without it is compiled anew at each cold start."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from infra.bytecode import NOT_COMPILED, bytecode_python, cache_entry, compile_command, compile_tree, staged
 from infra.config import powertools_parameter_name
 from infra.naming import pascal_case
 from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR
@@ -42,6 +45,10 @@ CRM_EVENT_SOURCES = frozenset({CRM_SOURCE, "bitrix24", "amocrm"})
 # Where bundled requirements are kept between synths, one folder per hash of the pins:
 # this variable, else $XDG_CACHE_HOME (or ~/.cache)/telegram-crm-pipeline/layers.
 LAYER_CACHE_ENV = "PIPELINE_LAYER_CACHE"
+# Where Lambda mounts the code: the functions' asset, a layer and its `python/` folder (on sys.path).
+TASK_ROOT = "/var/task"
+LAYER_ROOT = "/opt"
+LAYER_PYTHON_PATH = f"{LAYER_ROOT}/python"
 # A pinned requirement: `package==version`, extras allowed (what a layer is built from).
 PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[0-9][0-9A-Za-z.+!_-]*")
 
@@ -79,8 +86,10 @@ def consumer_requirements(folder: Path) -> tuple[str, ...]:
 
 
 def requirements_key(requirements: Sequence[str]) -> str:
-    """What a bundle of these pins is cached under: their hash, with the target runtime's."""
-    text = "\n".join([PIP_PLATFORM, PIP_PYTHON_VERSION, *sorted(requirements)])
+    """What a bundle of these pins is cached under: their hash, with the target runtime's and
+    whether it carries bytecode (none without a Python of the runtime's version here)."""
+    compiled = f"pyc-{PIP_PYTHON_VERSION}-{NOT_COMPILED}" if bytecode_python(PIP_PYTHON_VERSION) else "no-pyc"
+    text = "\n".join([PIP_PLATFORM, PIP_PYTHON_VERSION, compiled, *sorted(requirements)])
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -97,7 +106,8 @@ def pip_install_command(target: str, *requirements: str) -> list[str]:
     """pip installing `requirements` for the Lambda runtime (not this machine) into `target`.
 
     Binary wheels only, for python3.13 on aarch64, so what runs here never decides what Lambda
-    gets; no .pyc (they would be this interpreter's, not 3.13's)."""
+    gets; pip compiles nothing (it would with this interpreter, and timestamp-based): `bundled`
+    does, for the runtime (`infra.bytecode`)."""
     return [
         sys.executable,
         "-m",
@@ -118,24 +128,20 @@ def pip_install_command(target: str, *requirements: str) -> list[str]:
 
 
 def bundled(requirements: Sequence[str], name: str) -> Path:
-    """The folder holding these pins installed for the Lambda runtime: from the cache, or
-    pip-installed into it first (into a temporary folder, renamed when complete, so a failed or
-    interrupted install never leaves a cache entry)."""
-    cached = layer_cache_dir() / requirements_key(requirements)
-    if cached.is_dir():
-        return cached
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cached.parent, prefix=".partial-") as partial:
-        command = pip_install_command(partial, *requirements)
+    """The folder holding these pins installed and compiled for the Lambda runtime: from the
+    cache, or pip-installed into it first (into a temporary folder, renamed when complete, so a
+    failed or interrupted install never leaves a cache entry)."""
+
+    def install(partial: Path) -> None:
+        command = pip_install_command(str(partial), *requirements)
         result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
         if result.returncode != 0:
             raise RuntimeError(f"bundling the {name} layer failed:\n{result.stderr[-2000:]}")
-        try:
-            os.rename(partial, cached)
-        except OSError:
-            if not cached.is_dir():  # another synth completed the same entry first: use it
-                raise
-    return cached
+        python = bytecode_python(PIP_PYTHON_VERSION)
+        if python:
+            compile_tree(partial, python, runtime_path=LAYER_PYTHON_PATH, strict=False)
+
+    return cache_entry(layer_cache_dir() / requirements_key(requirements), install)
 
 
 @jsii.implements(ILocalBundling)
@@ -148,11 +154,15 @@ class PipLocalBundling:
         self.name = name
 
     def try_bundle(self, output_dir: str, *, image: DockerImage, **_: Any) -> bool:
-        # Lambda mounts a layer's `python/` folder at /opt/python, which is on sys.path.
         shutil.copytree(
             bundled(self.requirements, self.name), Path(output_dir) / "python", dirs_exist_ok=True
         )
         return True
+
+
+# What the Docker bundling (never used: PipLocalBundling never declines) would run, in the runtime's image.
+DOCKER_PIP = "pip install --no-compile -r requirements.txt -t /asset-output/python"
+DOCKER_COMPILE = compile_command("python", "/asset-output/python", LAYER_PYTHON_PATH)
 
 
 def pinned_layer_code(source_dir: Path, requirements: Sequence[str], name: str) -> lambda_.Code:
@@ -168,9 +178,23 @@ def pinned_layer_code(source_dir: Path, requirements: Sequence[str], name: str) 
             # Required by the CDK, and equivalent should anyone bundle with Docker instead.
             image=RUNTIME.bundling_image,
             platform="linux/arm64",
-            command=["bash", "-c", "pip install --no-compile -r requirements.txt -t /asset-output/python"],
+            command=["bash", "-c", f"{DOCKER_PIP} && {shlex.join(DOCKER_COMPILE)}"],
         ),
     )
+
+
+def compiled_code(source_dir: Path, runtime_path: str) -> lambda_.Code:
+    """The asset of our own code (the functions' asset, the shared layer): `source_dir` without
+    ASSET_EXCLUDES, with bytecode for the runtime, staged in the layer cache and hashed by its
+    source (`infra.bytecode.staged`)."""
+    folder, key = staged(
+        source_dir,
+        ASSET_EXCLUDES,
+        cache_dir=layer_cache_dir() / "staged",
+        version=PIP_PYTHON_VERSION,
+        runtime_path=runtime_path,
+    )
+    return lambda_.Code.from_asset(str(folder), asset_hash_type=AssetHashType.CUSTOM, asset_hash=key)
 
 
 def validates_crm_events(consumer: Consumer) -> bool:
@@ -192,7 +216,7 @@ class PipelineLayers(Construct):
         self.shared = lambda_.LayerVersion(
             self,
             "Shared",
-            code=lambda_.Code.from_asset(str(SHARED_LAYER_DIR), exclude=ASSET_EXCLUDES),
+            code=compiled_code(SHARED_LAYER_DIR, LAYER_ROOT),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description="Shared `pipeline` package (envelope, registry, worker helpers)",

@@ -13,6 +13,7 @@ from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from shipped_bytecode import foreign_bytecode
 from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name, role_permissions
 
@@ -227,21 +228,21 @@ def _asset_dir(synth: Synthesized, s3_key: dict | str) -> Path:
     return path
 
 
-def test_code_asset_is_the_functions_directory_without_caches(synth: Synthesized) -> None:
+def test_code_asset_is_the_functions_directory_with_no_bytecode_but_the_runtime_s(synth: Synthesized) -> None:
     keys = {ref_name(props(synth.resources, fid)["Code"]["S3Key"]) for fid in _functions(synth)}
     assert len(keys) == 1, "all functions share one code asset"
     asset = _asset_dir(synth, keys.pop())
     packages = {p.name for p in FUNCTIONS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert {p.name for p in asset.iterdir() if p.is_dir()} == packages
     assert (asset / "webhook" / "__init__.py").is_file()
-    assert not [p for p in asset.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    assert foreign_bytecode(asset) == []
 
 
 def test_shared_layer_asset_holds_the_pipeline_package_under_python(synth: Synthesized) -> None:
     layer = of_type(synth.resources, "AWS::Lambda::LayerVersion")[_layer_id(synth, "Shared")]
     asset = _asset_dir(synth, layer["Properties"]["Content"]["S3Key"])
     assert (asset / "python" / "pipeline" / "registry.py").is_file()
-    assert not list(asset.rglob("__pycache__"))
+    assert foreign_bytecode(asset) == []
 
 
 def _lambda_keeps(line: dict[str, Any], application_log_level: str) -> bool:
