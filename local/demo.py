@@ -23,6 +23,7 @@ from local.runtime import Runtime
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 
 TELEGRAM_TOKEN_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
+# Plus the longest batching window the runtime gathers (`windows`): a retried record waits it again.
 DRAIN_TIMEOUT_SECONDS = 90.0
 
 BOT = {"id": 123456, "is_bot": True, "first_name": "Local Pipeline Bot", "username": "local_pipeline_bot"}
@@ -200,16 +201,30 @@ def summary_lines(status: dict[str, dict[str, Any]], fakes: dict[str, dict[str, 
     return lines
 
 
+def windows(runtime: Runtime) -> dict[str, int]:
+    """The batching windows the runtime's consumers gather before an invocation, by consumer."""
+    if not runtime.settings.batching_windows or runtime.resources is None:
+        return {}
+    return {
+        c.name: c.batching_window_seconds for c in runtime.resources.consumers if c.batching_window_seconds
+    }
+
+
 def run_demo(runtime: Runtime, stop: threading.Event | None = None) -> dict[str, Any]:
     """Send the burst, wait for the queues to drain, print and return the summary."""
     print("Sending the demo burst:", flush=True)
     results = send_burst(runtime)
-    print("\nWaiting for every queue to drain...", flush=True)
-    drained = runtime.wait_until_drained(DRAIN_TIMEOUT_SECONDS, cancel=stop)
+    gathered = windows(runtime)
+    gathering = ", ".join(f"{name} {seconds} s" for name, seconds in gathered.items())
+    print(
+        "\nWaiting for every queue to drain"
+        + (f" (batching windows, as in AWS: {gathering} before an invocation)..." if gathered else "..."),
+        flush=True,
+    )
+    timeout = DRAIN_TIMEOUT_SECONDS + 2 * max(gathered.values(), default=0)
+    drained = runtime.wait_until_drained(timeout, cancel=stop)
     if not drained:
-        print(
-            f"Not drained after {DRAIN_TIMEOUT_SECONDS:.0f}s (retries pending?); summary so far:", flush=True
-        )
+        print(f"Not drained after {timeout:.0f}s (retries pending?); summary so far:", flush=True)
     status = runtime.status()
     fakes = fake_summary(runtime)
     print("\n".join(summary_lines(status, fakes)), flush=True)
