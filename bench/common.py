@@ -264,8 +264,8 @@ def deployed_default_settings() -> LocalSettings:
 
 def draining_settings() -> LocalSettings:
     """The deployed defaults for a benchmark that waits for every consumer between samples:
-    without the batching windows of store, crm and analytics (each drain would wait them out).
-    The reply path has none, so its figures are the deployed ones; `cost` prices the windows."""
+    without the batching windows of store, crm and analytics (each drain would wait them out);
+    `cost` prices the windows, `latency`'s replies run with them."""
     return dataclasses.replace(deployed_default_settings(), batching_windows=False)
 
 

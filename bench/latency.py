@@ -1,9 +1,13 @@
 """Reply and ack latency of the pipeline against the single-function bot it replaces (issue 12).
 
-One `local.Runtime` on free ports (every function its own process, as `make local`), and beside
-it the baseline: `bench.inline_bot`, one handler doing the same work synchronously, served by the
-same local API Gateway (`local.apigw`) in its own process. The two are measured in the same run,
-their samples interleaved so machine load skews them alike. Updates are /start messages from new
+A `local.Runtime` on free ports (every function its own process, as `make local`): for the
+replies with the deployed defaults, batching windows on (store, crm and analytics gather their
+records, as in AWS, instead of working on the same update as the reply on the one local moto
+server and the machine's CPUs, which in AWS they never share); for the acks, which drain between
+bursts, a second one without the windows. Beside each the baseline: `bench.inline_bot`, one
+handler doing the same work synchronously, served by the same local API Gateway (`local.apigw`) in
+its own process. The two are measured in the same run, their samples interleaved so machine load
+skews them alike. Updates are /start messages from new
 users (real-shaped: `bench.common.telegram_start`); the Telegram and CRM stand-ins stamp each call
 on arrival.
 
@@ -29,11 +33,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from bench.common import RESULTS_PATH, BenchError, Stats, draining_settings, require, table
+from bench.common import (
+    RESULTS_PATH,
+    BenchError,
+    Stats,
+    deployed_default_settings,
+    draining_settings,
+    require,
+    table,
+)
 from bench.pipeline import Sender, Sent, log_bytes
 from local import aws_calls
 from local.apigw import INTEGRATION_TIMEOUT_SECONDS
@@ -42,6 +54,8 @@ from local.fakes.base import FakeService
 from local.fakes.crm import LEADS_PATH
 from local.runtime import STARTUP_TIMEOUT_SECONDS, Ports, Runtime
 from pipeline.envelope import telegram_event_id
+
+T = TypeVar("T")
 
 INLINE_HANDLER = "bench.inline_bot.lambda_handler"
 INLINE_NAME = "inline_bot"
@@ -258,12 +272,31 @@ def one_reply(sender: Sender, arrivals: Arrivals, busy: BusyLog | None = None) -
     return reply
 
 
-def quiet(runtime: Runtime) -> None:
-    """Until every consumer has worked off the last updates (the next sample starts on an idle machine)."""
+def quiet(runtime: Runtime, only: Collection[str] | None = None) -> None:
+    """Until every consumer (or those named in `only`) has worked off the last updates (the next
+    sample starts on an idle machine), waiting out their batching windows if they gather any."""
+    timeout = DRAIN_TIMEOUT_SECONDS + 2 * max(windows(runtime, only).values(), default=0)
     require(
-        runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS, settle_seconds=0.2),
-        f"updates not processed within {DRAIN_TIMEOUT_SECONDS:.0f}s",
+        runtime.wait_until_drained(timeout=timeout, settle_seconds=0.2, only=only),
+        f"updates not processed within {timeout:.0f}s",
     )
+
+
+def windows(runtime: Runtime, only: Collection[str] | None = None) -> dict[str, int]:
+    """The batching window each consumer (of `only`) gathers for in this runtime, in seconds."""
+    require(runtime.resources is not None, "the runtime has not created its resources")
+    assert runtime.resources is not None
+    gathering = runtime.settings.batching_windows
+    return {
+        c.name: c.batching_window_seconds if gathering else 0
+        for c in runtime.resources.consumers
+        if only is None or c.name in only
+    }
+
+
+def reply_path(runtime: Runtime) -> list[str]:
+    """The consumers that gather no batching window (autoreply, ai, bot): what a reply may wait for."""
+    return [name for name, seconds in windows(runtime).items() if not seconds]
 
 
 def measure_replies(
@@ -272,6 +305,7 @@ def measure_replies(
     pipeline = Sender(runtime)
     baseline = Sender(runtime, url=inline.url, first=INLINE_FIRST)
     busy = BusyLog(runtime, "autoreply")
+    path = reply_path(runtime)
     samples: dict[str, list[Reply]] = {
         "pipeline_cold": [],
         "inline_cold": [],
@@ -284,19 +318,20 @@ def measure_replies(
         reply = one_reply(pipeline, arrivals, busy)
         reply.init_seconds = init
         samples["pipeline_cold"].append(reply)
-        quiet(runtime)
+        quiet(runtime, path)
         init_inline = inline.restart()
         baseline.url = inline.url  # a fresh process, a new port
         time.sleep(SETTLE_SECONDS)
         reply = one_reply(baseline, arrivals)
         reply.init_seconds = {INLINE_NAME: init_inline}
         samples["inline_cold"].append(reply)
-        quiet(runtime)
+        quiet(runtime, path)
     for _ in range(sizes.warm_samples):
         samples["pipeline_warm"].append(one_reply(pipeline, arrivals, busy))
-        quiet(runtime)
+        quiet(runtime, path)
         samples["inline_warm"].append(one_reply(baseline, arrivals))
-        quiet(runtime)
+        quiet(runtime, path)
+    quiet(runtime, [*path, "crm"])  # every lead made: its window waited out
     arrivals.check([r.sent for r in samples["pipeline_cold"] + samples["pipeline_warm"]], "pipeline replies")
     arrivals.check([r.sent for r in samples["inline_cold"] + samples["inline_warm"]], "inline replies")
     return samples
@@ -356,29 +391,48 @@ def measure_acks(runtime: Runtime, inline: InlineBot, arrivals: Arrivals, sizes:
     }
 
 
+def _with_inline(runtime: Runtime, measure: Callable[[InlineBot, Arrivals], T]) -> T:
+    """`measure(inline, arrivals)` with the inline bot started beside `runtime`, both warmed up
+    (their first calls to moto and the stand-ins are not measured)."""
+    arrivals = Arrivals(runtime)
+    inline = InlineBot(runtime)
+    try:
+        inline.start()
+        for sender in (
+            Sender(runtime, first=2_000_000),
+            Sender(runtime, inline.url, INLINE_FIRST + 2_000_000),
+        ):
+            one_reply(sender, arrivals)
+        quiet(runtime, reply_path(runtime))
+        return measure(inline, arrivals)
+    finally:
+        inline.stop()
+
+
+def _restarts(status: dict[str, dict[str, Any]]) -> dict[str, int]:
+    return {name: f["restarts"] for name, f in status.items() if f.get("restarts")}
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else Sizes()
+    # The replies as deployed: store, crm and analytics gather their batching windows, so they are
+    # not working on the same update, on the one local moto server and the machine's CPUs, while
+    # its reply is on its way (in AWS they never share either).
     with Runtime(
-        ports=Ports(), settings=draining_settings(), state_dir=RESULTS_PATH.parent / "runtime"
+        ports=Ports(), settings=deployed_default_settings(), state_dir=RESULTS_PATH.parent / "runtime"
     ) as runtime:
-        arrivals = Arrivals(runtime)
-        inline = InlineBot(runtime)
-        try:
-            inline.start()
-            # Warm-up of both (first calls to moto and the stand-ins), not measured.
-            for sender in (
-                Sender(runtime, first=2_000_000),
-                Sender(runtime, inline.url, INLINE_FIRST + 2_000_000),
-            ):
-                one_reply(sender, arrivals)
-            quiet(runtime)
-            samples = measure_replies(runtime, inline, arrivals, sizes)
-            acks = measure_acks(runtime, inline, arrivals, sizes)
-        finally:
-            inline.stop()
+        samples = _with_inline(
+            runtime, lambda inline, arrivals: measure_replies(runtime, inline, arrivals, sizes)
+        )
+        restarts = _restarts(runtime.status())
+    # The acks drain between bursts: without the windows (each burst would wait them out).
+    with Runtime(
+        ports=Ports(), settings=draining_settings(), state_dir=RESULTS_PATH.parent / "runtime-acks"
+    ) as runtime:
+        acks = _with_inline(runtime, lambda inline, arrivals: measure_acks(runtime, inline, arrivals, sizes))
         status = runtime.status()
         logs = log_bytes(runtime, status)
-    restarts = {name: f["restarts"] for name, f in status.items() if f.get("restarts")}
+        restarts |= _restarts(status)
     require(not restarts, f"function processes crashed or timed out: {restarts}")
 
     def stats(values: Iterable[float]) -> dict[str, Any]:

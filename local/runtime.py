@@ -30,7 +30,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -624,16 +624,21 @@ class Runtime:
         return path
 
     def wait_until_drained(
-        self, timeout: float = 60.0, settle_seconds: float = 1.0, cancel: threading.Event | None = None
+        self,
+        timeout: float = 60.0,
+        settle_seconds: float = 1.0,
+        cancel: threading.Event | None = None,
+        only: Collection[str] | None = None,
     ) -> bool:
-        """True once every consumer with a handler has had an empty queue and been idle for `settle_seconds`.
+        """True once every consumer with a handler (or those named in `only`) has had an empty queue
+        and been idle for `settle_seconds`.
 
         Consumers whose handler is missing are left out: their messages wait for them.
         """
 
         def is_drained() -> bool:
             with self.fleet.lock:
-                return status_views.drained(self.functions)
+                return status_views.drained(self.functions, only)
 
         return status_views.wait_until_drained(
             self.refresh_queue_depths, is_drained, timeout, settle_seconds, cancel

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from infra.environment import SMS_EVENTS
@@ -46,12 +46,18 @@ def apply_depths(
         functions[name].dlq = dlq_depth
 
 
-def drained(functions: Mapping[str, FunctionStatus]) -> bool:
-    """Every consumer with a handler has an empty queue and no batch in hand (the others' wait)."""
+def drained(functions: Mapping[str, FunctionStatus], only: Collection[str] | None = None) -> bool:
+    """Every consumer with a handler (of those named in `only`, when given) has an empty queue and
+    no batch in hand (the others' wait). A name in `only` that is no function is refused."""
+    unknown = sorted(set(only or ()) - set(functions))
+    if unknown:
+        raise ValueError(f"no such functions: {unknown}")
     return all(
         status.queue is not None and status.queue.total == 0 and not status.busy
-        for status in functions.values()
-        if status.kind in ("consumer", "subscription") and status.state not in (MISSING, INIT_ERROR)
+        for name, status in functions.items()
+        if (only is None or name in only)
+        and status.kind in ("consumer", "subscription")
+        and status.state not in (MISSING, INIT_ERROR)
     )
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from aiogram.types import Update
 
 from local.demo import crm_events, summary_lines, telegram_updates
 from local.status import MISSING, FunctionStatus, QueueDepth
+from local.status_views import drained
 from pipeline.crm.contract import CrmEvent
 from pipeline.telegram import TelegramUpdate, update_type
 
@@ -51,6 +53,20 @@ def test_a_missing_handler_is_shown_with_its_reason() -> None:
     assert MISSING in status.line() and "sms.app" in status.line()
     lines = summary_lines({"sms": {**status.as_dict(), "queue_depth": 4}}, {})
     assert any("missing handler" in line and "queue 4" in line for line in lines)
+
+
+def test_drained_can_be_asked_of_some_consumers_while_others_hold_a_batching_window() -> None:
+    reply, store = FunctionStatus("autoreply", "consumer", state="ready"), FunctionStatus("store", "consumer")
+    reply.queue, store.queue = QueueDepth(), QueueDepth(in_flight=3)  # store gathering its window
+    functions = {"autoreply": reply, "store": store}
+
+    assert not drained(functions)
+    assert drained(functions, only=["autoreply"])
+    assert not drained(functions, only=["autoreply", "store"])
+    reply.apply({"event": "busy", "records": 1})
+    assert not drained(functions, only=["autoreply"])
+    with pytest.raises(ValueError, match="autorepyl"):
+        drained(functions, only=["autorepyl"])
 
 
 def test_demo_updates_are_valid_telegram_updates_of_the_promised_kinds() -> None:
