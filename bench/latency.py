@@ -275,28 +275,17 @@ def one_reply(sender: Sender, arrivals: Arrivals, busy: BusyLog | None = None) -
 def quiet(runtime: Runtime, only: Collection[str] | None = None) -> None:
     """Until every consumer (or those named in `only`) has worked off the last updates (the next
     sample starts on an idle machine), waiting out their batching windows if they gather any."""
-    timeout = DRAIN_TIMEOUT_SECONDS + 2 * max(windows(runtime, only).values(), default=0)
+    gathered = [s for name, s in runtime.batching_windows().items() if only is None or name in only]
+    timeout = DRAIN_TIMEOUT_SECONDS + 2 * max(gathered, default=0)
     require(
         runtime.wait_until_drained(timeout=timeout, settle_seconds=0.2, only=only),
         f"updates not processed within {timeout:.0f}s",
     )
 
 
-def windows(runtime: Runtime, only: Collection[str] | None = None) -> dict[str, int]:
-    """The batching window each consumer (of `only`) gathers for in this runtime, in seconds."""
-    require(runtime.resources is not None, "the runtime has not created its resources")
-    assert runtime.resources is not None
-    gathering = runtime.settings.batching_windows
-    return {
-        c.name: c.batching_window_seconds if gathering else 0
-        for c in runtime.resources.consumers
-        if only is None or c.name in only
-    }
-
-
 def reply_path(runtime: Runtime) -> list[str]:
     """The consumers that gather no batching window (autoreply, ai, bot): what a reply may wait for."""
-    return [name for name, seconds in windows(runtime).items() if not seconds]
+    return [name for name, seconds in runtime.batching_windows().items() if not seconds]
 
 
 def measure_replies(

@@ -23,7 +23,8 @@ from local.runtime import Runtime
 from pipeline.crm.contract import SIGNATURE_HEADER, sign
 
 TELEGRAM_TOKEN_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
-# Plus the longest batching window the runtime gathers (`windows`): a retried record waits it again.
+# Plus the longest batching window the runtime gathers (`Runtime.batching_windows`): a retried
+# record waits it again.
 DRAIN_TIMEOUT_SECONDS = 90.0
 
 BOT = {"id": 123456, "is_bot": True, "first_name": "Local Pipeline Bot", "username": "local_pipeline_bot"}
@@ -201,20 +202,11 @@ def summary_lines(status: dict[str, dict[str, Any]], fakes: dict[str, dict[str, 
     return lines
 
 
-def windows(runtime: Runtime) -> dict[str, int]:
-    """The batching windows the runtime's consumers gather before an invocation, by consumer."""
-    if not runtime.settings.batching_windows or runtime.resources is None:
-        return {}
-    return {
-        c.name: c.batching_window_seconds for c in runtime.resources.consumers if c.batching_window_seconds
-    }
-
-
 def run_demo(runtime: Runtime, stop: threading.Event | None = None) -> dict[str, Any]:
     """Send the burst, wait for the queues to drain, print and return the summary."""
     print("Sending the demo burst:", flush=True)
     results = send_burst(runtime)
-    gathered = windows(runtime)
+    gathered = {name: seconds for name, seconds in runtime.batching_windows().items() if seconds}
     gathering = ", ".join(f"{name} {seconds} s" for name, seconds in gathered.items())
     print(
         "\nWaiting for every queue to drain"

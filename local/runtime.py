@@ -623,6 +623,14 @@ class Runtime:
         temporary.replace(path)
         return path
 
+    def batching_windows(self) -> dict[str, int]:
+        """Each consumer's batching window as this runtime gathers it, in seconds, by consumer: 0
+        for none, and for every one with `LocalSettings.batching_windows` off."""
+        if self.resources is None:
+            return {}
+        gathering = self.settings.batching_windows
+        return {c.name: c.batching_window_seconds if gathering else 0 for c in self.resources.consumers}
+
     def wait_until_drained(
         self,
         timeout: float = 60.0,
