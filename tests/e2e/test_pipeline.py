@@ -701,13 +701,16 @@ def test_a_bitrix24_stage_missing_from_the_map_waits_in_the_dlq_with_the_reason(
     moved = portal.move_deal(created.deal_id, "UC_NOT_MAPPED")
 
     assert moved.status == 200, "answered: the portal never retries what a person must fix"
-    wait_for(lambda: pipeline.dlq_depth("bitrix24") == before + 1, 30, "the dead-lettered event")
+    # The catch-up sweep (every CRM_SWEEP_EVERY_SECONDS here) may read the move from the deal's
+    # history before the webhook's event is dead-lettered, and dead-letter its own copy of the same
+    # move with the same reason: one or two messages, each naming the deal and the setting to fix
+    # (once fixed, the redriven copies text once: the journal keys the move, not the message).
+    wait_for(lambda: pipeline.dlq_depth("bitrix24") > before, 30, "the dead-lettered event")
     reasons = [
         m["MessageAttributes"]["dead_letter_reason"]["StringValue"] for m in pipeline.dlq_messages("bitrix24")
     ]
-    assert any(
-        f"deal {created.deal_id}: stage 'UC_NOT_MAPPED'" in r and "bitrix24_stages" in r for r in reasons
-    )
+    this_move = [r for r in reasons if f"deal {created.deal_id}: stage 'UC_NOT_MAPPED'" in r]
+    assert 1 <= len(this_move) <= 2 and all("bitrix24_stages" in r for r in this_move)
     assert any(r.get("message") == "CRM source misconfigured" for r in pipeline.log_records("bitrix24"))
     assert texts_to(pipeline, phone) == []
 

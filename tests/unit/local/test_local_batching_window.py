@@ -13,11 +13,12 @@ import boto3
 import pytest
 
 from local.function_args import consumer_args
-from local.sqs_poller import SqsPoller
+from local.sqs_poller import LONG_POLL_SECONDS, SqsPoller
 from pipeline.registry import CONSUMERS, by_name
 
 REGION = "eu-central-1"
-WINDOW_SECONDS = 2
+# Shorter than the poller's long poll, so a receive that waited past the window would show.
+WINDOW_SECONDS = 1
 
 
 class NeverStopping:
@@ -37,7 +38,10 @@ def queue(moto_aws: None) -> tuple[Any, str]:
     return sqs, url
 
 
-def gather(url: str, batch_size: int, window: int) -> tuple[list[str], float]:
+def gather(url: str, batch_size: int, window: int) -> tuple[list[str], float, list[int]]:
+    """The bodies of one batch, the seconds it took, and the WaitTimeSeconds of each ReceiveMessage
+    the poller sent (read from its SQS client's calls, not from the clock: no bound here depends on
+    how fast this machine answers)."""
     args = argparse.Namespace(
         queue_url=url,
         queue_arn=f"arn:aws:sqs:{REGION}:123456789012:store",
@@ -45,31 +49,40 @@ def gather(url: str, batch_size: int, window: int) -> tuple[list[str], float]:
         batching_window=window,
     )
     poller = SqsPoller(args, None, None, NeverStopping())  # type: ignore[arg-type]
+    receives: list[int] = []
+    poller.sqs.meta.events.register(
+        "provide-client-params.sqs.ReceiveMessage",
+        lambda params, **_: receives.append(params["WaitTimeSeconds"]),
+    )
     started = time.monotonic()
     messages = poller.receive_batch()
-    return sorted(message["Body"] for message in messages), time.monotonic() - started
+    return sorted(message["Body"] for message in messages), time.monotonic() - started, receives
 
 
 def test_a_window_that_does_not_fill_is_waited_out_then_invokes_with_all_it_gathered(
     queue: tuple[Any, str],
 ) -> None:
     _, url = queue
-    bodies, seconds = gather(url, batch_size=10, window=WINDOW_SECONDS)
+    bodies, seconds, receives = gather(url, batch_size=10, window=WINDOW_SECONDS)
     assert bodies == ["update 0", "update 1", "update 2"]
     assert seconds >= WINDOW_SECONDS - 0.1
+    # After the first receive, the poller long-polls for what is left of the window, never longer.
+    assert WINDOW_SECONDS < LONG_POLL_SECONDS
+    assert len(receives) >= 2 and all(wait <= WINDOW_SECONDS for wait in receives[1:])
 
 
 def test_a_full_batch_closes_the_window_and_no_window_invokes_with_one_receive(
     queue: tuple[Any, str],
 ) -> None:
     _, url = queue
-    bodies, seconds = gather(url, batch_size=3, window=WINDOW_SECONDS)
-    assert bodies == ["update 0", "update 1", "update 2"] and seconds < WINDOW_SECONDS - 0.5
+    bodies, _, receives = gather(url, batch_size=3, window=WINDOW_SECONDS)
+    assert bodies == ["update 0", "update 1", "update 2"]
+    assert len(receives) == 1, "a full batch invokes at once: no receive waits for the window"
     sqs, _ = queue
     for n in range(2):
         sqs.send_message(QueueUrl=url, MessageBody=f"late {n}")
-    bodies, seconds = gather(url, batch_size=10, window=0)
-    assert bodies == ["late 0", "late 1"] and seconds < WINDOW_SECONDS - 0.5
+    bodies, _, receives = gather(url, batch_size=10, window=0)
+    assert bodies == ["late 0", "late 1"] and len(receives) == 1
 
 
 def test_the_effects_that_may_wait_gather_a_window_by_default_and_the_reply_path_none() -> None:
