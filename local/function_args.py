@@ -23,6 +23,12 @@ def host_args(mode: str, handler: str, function_name: str, timeout: int, memory:
     ]
 
 
+def window_seconds(consumer: Consumer, gathering: bool) -> int:
+    """The window a consumer's poller gathers records for, in seconds: its declared one, or 0 when
+    the runtime runs without windows (`LocalSettings.batching_windows` off)."""
+    return consumer.batching_window_seconds if gathering else 0
+
+
 def consumer_args(
     consumer: Consumer, lambda_name: str, queue_url: str, queue_arn: str, *, batching_window: bool = True
 ) -> Callable[[], list[str]]:
@@ -37,7 +43,7 @@ def consumer_args(
         "--batch-size",
         str(consumer.batch_size),
         "--batching-window",
-        str(consumer.batching_window_seconds if batching_window else 0),
+        str(window_seconds(consumer, batching_window)),
     ]
     return lambda: list(arguments)
 

@@ -56,7 +56,7 @@ from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.fakes.end_user_messaging import EndUserMessagingFake
 from local.fakes.sms import SmsGatewayFake
 from local.fleet import MAX_RESTART_DELAY_SECONDS, Fleet
-from local.function_args import consumer_args, host_args, scheduled_args, subscription_args
+from local.function_args import consumer_args, host_args, scheduled_args, subscription_args, window_seconds
 from local.live_reload import RELOAD_POLL_SECONDS, RELOAD_SETTLE_SECONDS, Reloader
 from local.resources import LocalResources, create_resources
 from local.settings import PROJECT_ROOT, LocalSettings
@@ -629,7 +629,7 @@ class Runtime:
         if self.resources is None:
             return {}
         gathering = self.settings.batching_windows
-        return {c.name: c.batching_window_seconds if gathering else 0 for c in self.resources.consumers}
+        return {c.name: window_seconds(c, gathering) for c in self.resources.consumers}
 
     def wait_until_drained(
         self,

@@ -110,6 +110,11 @@ def test_a_consumers_workers_are_restarted_one_by_one_on_a_crash_and_all_on_a_re
     with Runtime(settings=settings, state_dir=tmp_path, consumers=(by_name("store"),)) as runtime:
         before = pids(runtime, "store")
         assert list(before) == ["store", "store#2", "store#3"]
+        # The window the runtime reports (the demo's and `bench latency`'s) is its workers' own.
+        args = runtime.children["store#2"].args()
+        gathered = int(args[args.index("--batching-window") + 1])
+        assert runtime.batching_windows() == {"store": gathered}
+        assert gathered == by_name("store").batching_window_seconds > 0
         assert all(runtime.children[name].exit_code is None for name in before)
         assert runtime.status()["store"]["workers"] == 3
 
