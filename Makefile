@@ -47,9 +47,11 @@ lint: install
 # Three test processes on CI's 2 cores: the e2e files spend much of their time waiting on real
 # time (outages, backoffs, sweeps, batching), which left a third of two processes' CPU idle
 # (a full run 19 min 17 s at -n 2, 15 min 31 s at -n 3, same machine). `make TEST_WORKERS=2 test`.
+# Whole files to each process, in collection order: the modules that take minutes first
+# (tests/conftest.py), not xdist's default order by number of tests, which started them last.
 TEST_WORKERS ?= 3
 test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-unit: install
 	$(PY) -m pytest tests/unit

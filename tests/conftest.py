@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 for _name, _value in {
     "AWS_DEFAULT_REGION": "eu-central-1",
     "AWS_ACCESS_KEY_ID": "testing",
@@ -26,3 +28,20 @@ for _name, _value in {
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "consumer")
 for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
     os.environ.pop(_name, None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before tests/e2e/conftest.py moves `after_scenarios` tests last
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules marked `minutes(n)` first, the longest first; the rest in their order.
+
+    `make test` hands whole files to its workers in this order (`--dist loadfile
+    --no-loadscope-reorder`): a file that takes minutes started last would run on alone while the
+    other workers sit idle (xdist's default order, by number of tests, put the one-test 10,000-chat
+    broadcast and the chaos campaign last). A stable sort: tests keep their order within a module.
+    """
+
+    def minutes(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("minutes")
+        return -float(marker.args[0]) if marker is not None else 0.0
+
+    items.sort(key=minutes)

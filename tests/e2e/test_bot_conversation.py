@@ -36,6 +36,8 @@ from tests.e2e.support import (
     wait_for,
 )
 
+pytestmark = pytest.mark.minutes(2)  # started first (tests/conftest.py)
+
 BOT_SCENARIO = 41
 CRASH_SCENARIO = 42
 POISON_SCENARIO = 43

@@ -45,7 +45,7 @@ from pipeline.registry import by_name
 from pipeline.retention import conversation_expiration
 from tests.e2e.support import Ids, Pipeline, message, other_pipeline, private_chat, user, wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.minutes(4)]
 
 SCALE = 50  # this scenario's ids (`Ids`)
 AUDIENCE = 10_000

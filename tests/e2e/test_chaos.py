@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from local.chaos.actions import with_actions
 from local.chaos.campaign import Campaign, Options
 from local.chaos.edges import KINDS as EDGE_FAULTS
 from local.chaos.workload import plan
+
+pytestmark = pytest.mark.minutes(3)  # started first (tests/conftest.py)
 
 # A seed whose plan has every fault at the edges (`local.chaos.edges`) beside the others: an account
 # blocked (End User Messaging), the bot token revoked and replaced twice, Bitrix24's webhook code

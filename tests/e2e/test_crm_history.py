@@ -16,6 +16,8 @@ import pytest
 
 from tests.e2e.support import CRM_SWEEP_EVERY_SECONDS, SENT_PHONES, Pipeline, phone_number, wait_for
 
+pytestmark = pytest.mark.minutes(3)  # started first (tests/conftest.py)
+
 # Phone-number scenarios of this module (tests.e2e.support.phone_number), apart from test_pipeline's.
 LATE_WEBHOOK = 41
 BURST = 42

@@ -46,7 +46,7 @@ from tests.e2e.support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.minutes(6)]
 
 # Scenario numbers: each scenario's update, user, chat and order ids and phone numbers are its own.
 BURST = 1
