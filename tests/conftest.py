@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 for _name, _value in {
     "AWS_DEFAULT_REGION": "eu-central-1",
@@ -28,6 +29,13 @@ for _name, _value in {
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "consumer")
 for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
     os.environ.pop(_name, None)
+
+
+# No generated example fails for taking long: Hypothesis' default 200 ms deadline made a test's
+# verdict depend on the machine's load (CI's 2 cores run three test processes). Each test's own
+# `@settings(...)` inherits this; a test that means a time bound says so (`deadline=...`).
+settings.register_profile("pipeline", deadline=None)
+settings.load_profile("pipeline")
 
 
 @pytest.hookimpl(tryfirst=True)  # before tests/e2e/conftest.py moves `after_scenarios` tests last
