@@ -33,7 +33,7 @@ for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
 
 # No generated example fails for taking long: Hypothesis' default 200 ms deadline made a test's
 # verdict depend on the machine's load (CI's 2 cores run three test processes). Each test's own
-# `@settings(...)` inherits this; a test that means a time bound says so (`deadline=...`).
+# `@settings(...)` inherits this, and none sets a deadline (tests/unit/test_test_layout.py).
 settings.register_profile("pipeline", deadline=None)
 settings.load_profile("pipeline")
 
