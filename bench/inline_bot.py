@@ -61,7 +61,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return _answer(401, {"ok": False, "error": "unauthorized"})
     try:
         payload = json.loads(event.get("body") or "")
-        update = telegram.TelegramUpdate.model_validate(payload)
+        update = telegram.TelegramUpdate.parse(payload)
     except ValueError:  # pydantic's ValidationError is a ValueError
         return _answer(400, {"ok": False, "error": "invalid"})
     envelope, _ = publication.publication(

@@ -240,7 +240,7 @@ class Stand:
                 self.looks[envelope["event_id"]] = envelope
                 fresh.append(envelope)
         for envelope in fresh:
-            self._sync(Envelope.model_validate(envelope))
+            self._sync(Envelope.parse(envelope))
         self.consume_order_events()
         return len(fresh)
 

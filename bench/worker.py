@@ -88,7 +88,7 @@ def published(update_id: int, user_id: int) -> tuple[str, dict[str, Any]]:
     """The SQS body and message attributes the webhook's publish puts in a consumer's queue."""
     payload = telegram_start(update_id, user_id)
     envelope, attributes = publication(
-        TelegramUpdate.model_validate(payload), payload, bot_id="default", correlation_id=str(uuid.uuid4())
+        TelegramUpdate.parse(payload), payload, bot_id="default", correlation_id=str(uuid.uuid4())
     )
     return envelope.to_json(), sns_attributes(attributes)
 

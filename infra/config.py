@@ -38,6 +38,7 @@ from pipeline.crm.status_map import parse_status_map
 from pipeline.registry import CONSUMERS
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 from pipeline.telegram_bot.reference import ApplicationReference
+from pipeline.validation import Refusals
 
 
 @functools.cache
@@ -527,13 +528,13 @@ class SettingsError(ValueError):
 
 
 def validation_problems(
-    error: ValidationError,
+    error: Refusals,
     name: Callable[[tuple[int | str, ...]], str] | None = None,
     values: Mapping[str, Any] | None = None,
 ) -> list[Problem]:
-    """A pydantic error as Problems. `name(loc)` names the setting a location stands for
-    (default: the location itself); `values`, when given, are what was given by that name
-    (default: pydantic's input)."""
+    """A refusal (pydantic's, or `pipeline.validation.Invalid`) as Problems. `name(loc)` names the
+    setting a location stands for (default: the location itself); `values`, when given, are what
+    was given by that name (default: pydantic's input)."""
     problems = []
     for detail in error.errors():
         loc = tuple(detail["loc"])

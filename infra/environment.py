@@ -40,6 +40,7 @@ from pipeline.sms.gateways import HTTP_SECRET
 from pipeline.sms.rules import RULES_ENV, load_rules, rules_file
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.telegram import BOT_USERNAME_ENV
+from pipeline.validation import Invalid
 from pipeline.worker import ALARM_TOPIC_ENV, WorkerSettings
 from pipeline.worker import ENVIRONMENT_VARIABLES as WORKER_VARIABLES
 
@@ -312,7 +313,7 @@ class FunctionEnvironments:
 
         try:
             WorkerSettings.from_environment(environment)
-        except ValidationError as error:
+        except Invalid as error:
             given = {
                 named((field,)): environment.get(variable) for field, variable in WORKER_VARIABLES.items()
             }

@@ -142,7 +142,7 @@ def handle(envelope: Envelope) -> dict[str, Any]:
     if envelope.source != "telegram":
         raise PermanentError(f"{name} takes Telegram updates, got a {{envelope.source}} event")
     try:
-        update = TelegramUpdate.model_validate(envelope.payload)
+        update = TelegramUpdate.parse(envelope.payload)
     except ValidationError as error:
         raise PermanentError(f"payload is not a Telegram update ({{error.error_count()}} errors)") from error
     result = {{"update_type": envelope.type, "chat_type": chat_type(update) or "none"}}

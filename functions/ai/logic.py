@@ -114,7 +114,7 @@ def to_analyze(envelope: Envelope) -> tuple[str, int] | Skipped:
     chat_id = integer_id(chat_of(envelope.payload, envelope.type))
     if not isinstance(text, str) or not text.strip() or chat_id is None:
         return Skipped("no text", "no text to analyze")
-    found = bot_command(TelegramUpdate.model_validate(envelope.payload))
+    found = bot_command(TelegramUpdate.parse(envelope.payload))
     if found is not None and found.bare:
         return Skipped("bare command", "bare command, not analyzed", found.name)
     return text, chat_id

@@ -17,11 +17,11 @@ import os
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
-from pydantic import ValidationError
 
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.telegram import TelegramUpdate, chat_type, command, integer_id, own_username, user_of
+from pipeline.validation import Invalid
 
 logger = Logger(child=True)
 
@@ -63,8 +63,8 @@ def record_update(envelope: Envelope) -> dict[str, str]:
     if envelope.source != "telegram":
         raise PermanentError(f"analytics takes Telegram updates, got a {envelope.source} event")
     try:
-        update = TelegramUpdate.model_validate(envelope.payload)
-    except ValidationError as error:
+        update = TelegramUpdate.parse(envelope.payload)
+    except Invalid as error:
         raise PermanentError(f"payload is not a Telegram update ({error.error_count()} errors)") from error
     found_command = command(update, own_username())  # another bot's command is not one of ours
     dimensions = {

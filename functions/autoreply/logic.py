@@ -97,7 +97,7 @@ def message_reply(envelope: Envelope) -> dict[str, Any] | str:
     chat_id = integer_id(chat_of(envelope.payload, envelope.type))
     if not isinstance(message, Mapping) or chat_id is None:
         return "no chat"
-    text = reply_text(TelegramUpdate.model_validate(envelope.payload))
+    text = reply_text(TelegramUpdate.parse(envelope.payload))
     if text is None:
         return "no reply for this message"
     params: dict[str, Any] = {"chat_id": chat_id, "text": text}

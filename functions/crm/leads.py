@@ -70,7 +70,7 @@ def lead_from_envelope(envelope: Envelope) -> Lead | None:
     if user is None or user_id is None or chat_id is None or user.get("is_bot") is True:
         return None
     phone = _own_phone(message, user_id)
-    if command(TelegramUpdate.model_validate(envelope.payload), own_username()) == "/start":
+    if command(TelegramUpdate.parse(envelope.payload), own_username()) == "/start":
         trigger: Trigger = "start"
     elif isinstance(message.get("contact"), Mapping):
         trigger = "contact"

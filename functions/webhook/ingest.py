@@ -23,12 +23,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ValidationError
 
 from pipeline import aws, coldstart, phones, publication, telegram
 from pipeline.crm import contract, forms
@@ -44,6 +43,9 @@ from pipeline.envelope import (
     utc_now,
 )
 from pipeline.observability import service_tracer
+from pipeline.validation import Refusals
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # imported by the first amoCRM request (ingest_amocrm)
     from pipeline.crm.amocrm import RefusedEntry
@@ -197,9 +199,15 @@ def _reject(
     raise Rejection(status_code, reason, message, errors, detail, count)
 
 
-def field_errors(error: ValidationError) -> list[dict[str, Any]]:
-    """Pydantic errors as `{loc, msg}`, without the offending input (it may be a phone number)."""
+def field_errors(error: Refusals) -> list[dict[str, Any]]:
+    """A refusal's fields (pydantic's or `pipeline.validation`'s) as `{loc, msg}`, without the
+    offending input (it may be a phone number)."""
     return [{"loc": list(item["loc"]), "msg": item["msg"]} for item in error.errors(include_input=False)]
+
+
+def listed_errors(error: ValueError) -> list[dict[str, Any]]:
+    """`field_errors` of a ValueError that lists its fields, else none."""
+    return field_errors(error) if isinstance(error, Refusals) else []
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -331,21 +339,18 @@ def _handle(source: Source, work: Callable[[], Outcome]) -> Outcome:
         return rejection.outcome()
 
 
-def _validate(
-    model: type[BaseModel], payload: Any, status_code: int, context: dict[str, Any] | None = None
-) -> Any:
+def _validate(title: str, parse: Callable[[], T], status_code: int) -> T:
+    """`parse()`, or the request refused with its fields' reasons (a ValueError that lists them:
+    pydantic's `ValidationError`, `pipeline.validation.Invalid`)."""
     try:
-        return model.model_validate(payload, context=context)
-    except ValidationError as error:
-        _reject(
-            status_code,
-            _rejection_reason(error),
-            f"body is not a valid {model.__name__}",
-            field_errors(error),
-        )
+        return parse()
+    except ValueError as error:
+        if not isinstance(error, Refusals):
+            raise
+        _reject(status_code, _rejection_reason(error), f"body is not a valid {title}", field_errors(error))
 
 
-def _rejection_reason(error: ValidationError) -> str:
+def _rejection_reason(error: Refusals) -> str:
     """`invalid_phone` when the customer's phone is all that is wrong (the CRM's data, which an
     alarm watches); `invalid` for any other broken event."""
     if all(item["type"] == contract.PHONE_ERROR_TYPE for item in error.errors(include_input=False)):
@@ -365,7 +370,7 @@ def ingest_telegram(request: Request, settings: Settings) -> Outcome:
         payload = parse_json(request.raw_body())
         if not isinstance(payload, dict):
             _reject(400, INVALID_REASON, "body must be a JSON object (a Telegram Update)")
-        update: telegram.TelegramUpdate = _validate(telegram.TelegramUpdate, payload, 400)
+        update = _validate("TelegramUpdate", lambda: telegram.TelegramUpdate.parse(payload), 400)
         envelope, attributes = publication.publication(
             update, payload, bot_id=settings.bot_id, correlation_id=request.correlation_id
         )
@@ -417,6 +422,8 @@ def _authenticate_crm(request: Request, raw: bytes, settings: Settings, path_tok
 def ingest_crm(request: Request, settings: Settings, path_token: str | None = None) -> Outcome:
     """A CRM order-status event, authenticated by an HMAC signature over the raw body or, where
     the deployment accepts it, by a static token (`path_token`: the one in the URL path)."""
+    # Imported by the first CRM request: its model is pydantic's, which a Telegram webhook never loads.
+    from pipeline.crm import event_model
 
     def work() -> Outcome:
         raw = request.raw_body()
@@ -426,7 +433,9 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
         if ignored is not None:
             return ignore("crm", ignored)
         context = contract.validation_context(settings.phone_default_region)
-        event: contract.CrmEvent = _validate(contract.CrmEvent, payload, 422, context)
+        event = _validate(
+            "CrmEvent", lambda: event_model.CrmEvent.model_validate(payload, context=context), 422
+        )
         envelope = Envelope(
             event_id=crm_event_id(event.event_id),
             source="crm",
@@ -505,8 +514,8 @@ def ingest_bitrix24(request: Request, settings: Settings) -> Outcome:
         )
         try:
             event = bitrix24.OutgoingEvent.from_form(form)
-        except (ValidationError, ValueError) as error:
-            errors = field_errors(error) if isinstance(error, ValidationError) else []
+        except ValueError as error:
+            errors = listed_errors(error)
             _reject(422, INVALID_REASON, "body is not a Bitrix24 deal event", errors)
         if event.event not in bitrix24.DEAL_EVENTS:
             _reject(

@@ -198,7 +198,7 @@ def compiled_code(source_dir: Path, runtime_path: str) -> lambda_.Code:
 
 
 def validates_crm_events(consumer: Consumer) -> bool:
-    """A consumer that receives CRM events validates them with `pipeline.crm.contract.CrmEvent`, whose
+    """A consumer that receives CRM events validates them with `pipeline.crm.event_model.CrmEvent`, whose
     phone check imports `phonenumbers`: it needs the phonenumbers layer."""
     sources = consumer.filter_policy.get("source")
     return sources is None or any(source in CRM_EVENT_SOURCES for source in sources)

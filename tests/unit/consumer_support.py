@@ -85,7 +85,7 @@ class Published:
 
 def telegram_envelope(update: dict[str, Any]) -> Published:
     """What the webhook publishes for this update (same id, type and routing attributes)."""
-    parsed = TelegramUpdate.model_validate(update)
+    parsed = TelegramUpdate.parse(update)
     envelope, attributes = publication(parsed, update, bot_id=BOT_ID, correlation_id=str(uuid.uuid4()))
     return Published(envelope, {name: value for name, value in attributes.items() if value})
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.imports import first_use
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
 from pipeline import coldstart
 from pipeline.observability import UntracedFunction, service_tracer
@@ -45,6 +46,25 @@ def _loaded_after_import(module: str, modules: set[str] | None = None, **environ
 @pytest.mark.parametrize("module", HANDLER_MODULES)
 def test_an_untraced_handlers_init_loads_no_xray_sdk_boto3_or_parser_models(module: str) -> None:
     assert _loaded_after_import(module, POWERTOOLS_TRACE_DISABLED="true") == []
+
+
+# The functions whose whole cold path (init, then what the first invocation imports: bench.imports'
+# `first_use`) loads no pydantic, about 0.4x of `import boto3` (docs/perf.md): their documents are
+# checked by `pipeline.validation`. The others read CRM events, SMS rules, leads or AI extractions,
+# which stay pydantic models.
+WITHOUT_PYDANTIC = ("webhook", "store", "autoreply", "analytics", "broadcast", "bot")
+
+
+@pytest.mark.parametrize("function", WITHOUT_PYDANTIC)
+def test_a_telegram_functions_cold_path_loads_no_pydantic(function: str) -> None:
+    modules = [f"{function}.app", *first_use()[function]]
+    assert loaded_after_import(modules, {"pydantic", "pydantic_core"}, POWERTOOLS_TRACE_DISABLED="true") == []
+
+
+def test_a_crm_request_loads_the_crm_events_model_on_the_webhook() -> None:
+    """The list above is not empty by accident: the CRM's route does load pydantic."""
+    modules = ["webhook.app", *first_use()["webhook"], "pipeline.crm.event_model"]
+    assert loaded_after_import(modules, {"pydantic"}) == ["pydantic"]
 
 
 def test_the_bot_consumers_init_loads_no_python_telegram_bot() -> None:

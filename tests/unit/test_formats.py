@@ -120,7 +120,7 @@ def test_a_version_newer_than_this_code_is_refused_by_its_reader_not_guessed(fmt
     item = {**item, "schema_version": newer if fmt.where == "queue" else {"N": str(newer)}}
     with pytest.raises(FormatTooNew, match=fmt.name):
         fmt.version_of(item)
-    # The reader's own refusal (wrapped as its caller expects: a PermanentError, a ValidationError)
+    # The reader's own refusal (wrapped as its caller expects: a PermanentError, an Invalid)
     # names the version, never reads the item as if it were the current one.
     with pytest.raises(Exception, match=rf"schema_version {newer}"):
         reader_of(fmt)(item)

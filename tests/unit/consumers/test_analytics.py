@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
@@ -217,9 +218,7 @@ def test_a_crm_event_is_refused_without_a_metric(
 
 def test_a_payload_that_is_no_update_is_refused(analytics: tuple[ModuleType, ConsumerQueues, Output]) -> None:
     _, _, output = analytics
-    envelope = telegram_envelope(telegram_update("poll")).envelope.model_copy(
-        update={"payload": {"poll": {}}}
-    )
+    envelope = dataclasses.replace(telegram_envelope(telegram_update("poll")).envelope, payload={"poll": {}})
     with pytest.raises(PermanentError, match="payload is not a Telegram update"):
         record_update(envelope)
     assert output.emf(METRIC) == []

@@ -44,14 +44,14 @@ def to_sms(sms: SmsHarness, order_events: Callable[[], list[dict[str, Any]]]) ->
     """What the CRM consumer published, through SNS to the sms queue, each delivered once."""
     published = order_events()
     for item in published:
-        sms.queues.send(Published(Envelope.model_validate(item["envelope"]), item["attributes"]))
+        sms.queues.send(Published(Envelope.parse(item["envelope"]), item["attributes"]))
         sms.deliver()
     return len(published)
 
 
 def published(item: dict[str, Any]) -> Published:
     """What reached the events topic, as its SNS subscription delivers it to a consumer's queue."""
-    return Published(Envelope.model_validate(item["envelope"]), item["attributes"])
+    return Published(Envelope.parse(item["envelope"]), item["attributes"])
 
 
 def texts(sms: SmsHarness) -> list[tuple[str, str]]:

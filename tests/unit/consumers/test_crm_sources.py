@@ -23,7 +23,7 @@ from local.overlay import LOCAL_AMOCRM_PIPELINE, LOCAL_AMOCRM_STATUSES, LOCAL_BI
 from pipeline import aws
 from pipeline.crm.amocrm import AmoCrmApi
 from pipeline.crm.bitrix24 import Bitrix24Rest
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from tests.unit.consumer_support import Output, Published, amocrm_envelope, bitrix24_envelope
 from tests.unit.consumers.conftest import DeployedConsumer, FakeHttpServer
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
@@ -191,8 +192,8 @@ def test_an_unreachable_dynamodb_is_transient(monkeypatch: pytest.MonkeyPatch) -
     [
         (lambda: crm_envelope(crm_event()).envelope, "store takes Telegram updates, got a crm event"),
         (
-            lambda: telegram_envelope(telegram_update("poll")).envelope.model_copy(
-                update={"payload": {"poll": {}}}
+            lambda: dataclasses.replace(
+                telegram_envelope(telegram_update("poll")).envelope, payload={"poll": {}}
             ),
             "update has no non-negative integer update_id",
         ),

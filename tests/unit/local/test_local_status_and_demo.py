@@ -10,7 +10,7 @@ from aiogram.types import Update
 from local.demo import crm_events, summary_lines, telegram_updates
 from local.status import MISSING, FunctionStatus, QueueDepth
 from local.status_views import drained
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from pipeline.telegram import TelegramUpdate, update_type
 
 
@@ -75,7 +75,7 @@ def test_demo_updates_are_valid_telegram_updates_of_the_promised_kinds() -> None
     kinds = []
     for _, update in updates:
         Update.model_validate(update)
-        kinds.append(update_type(TelegramUpdate.model_validate(update)))
+        kinds.append(update_type(TelegramUpdate.parse(update)))
     chat_types = {update["message"]["chat"]["type"] for _, update in updates if "message" in update}
     ids = [update["update_id"] for _, update in updates]
 

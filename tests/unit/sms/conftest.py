@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pipeline import aws
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from pipeline.sms import gateways
 from pipeline.sms.gateways import FakeGateway
 from pipeline.sms.journal import BY_STATE_INDEX, CLOCK, KEY_PREFIX, Clock, Notification, notification_key

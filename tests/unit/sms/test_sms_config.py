@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from pipeline.observability import mask_phone, mask_phones
 from pipeline.registry import by_name, matches
 from pipeline.retention import CRM_RESEND_WINDOW, REDELIVERY_BOUND, SMS_RETENTION_MIN_DAYS

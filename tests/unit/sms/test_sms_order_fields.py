@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from pipeline.errors import PermanentError
 from pipeline.sms.rules import MissingOrderFieldError, SmsRule, load_rules
 from tests.unit.sms.conftest import order_event

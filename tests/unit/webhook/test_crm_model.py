@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.crm import contract
-from pipeline.crm.contract import CrmEvent, SignatureCheck, sign, verify
+from pipeline.crm.contract import SignatureCheck, sign, verify
+from pipeline.crm.event_model import CrmEvent
 from tests.unit.webhook.support import CRM_ORDER_EVENT, CRM_ORDER_FIXTURES, load_fixture
 
 KEY = "signing-key-for-tests"

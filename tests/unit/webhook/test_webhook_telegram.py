@@ -54,7 +54,7 @@ def test_accepted_update_publishes_one_envelope(invoke: Invoke, pipeline: Pipeli
     event_id = f"telegram:{BOT_ID}:{update['update_id']}"
     assert response_json(response) == {"ok": True, "event_id": event_id}
     [published] = pipeline.published()
-    envelope = Envelope.model_validate(published.envelope)
+    envelope = Envelope.parse(published.envelope)
     kind, chat_type, command = EXPECTED_ROUTING[name]
     assert envelope.event_id == event_id
     assert (envelope.source, envelope.type) == ("telegram", kind)

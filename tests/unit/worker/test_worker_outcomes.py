@@ -9,13 +9,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, TransientError
 from pipeline.registry import by_name
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS
+from pipeline.validation import Invalid
 from pipeline.worker import ConsumerWorker, WorkerSettings
 from tests.unit.consumer_support import (
     Deploy,
@@ -254,7 +254,7 @@ def test_missing_environment_fails_the_invocation_with_the_missing_settings(
     aws_env: None, lambda_context: FakeLambdaContext
 ) -> None:
     worker = ConsumerWorker(Spy())
-    with pytest.raises(ValidationError) as error:
+    with pytest.raises(Invalid) as error:
         worker.handle({"Records": []}, lambda_context)
     missing = {str(e["loc"][0]) for e in error.value.errors()}
     assert missing == {"consumer_name", "queue_url", "dlq_url", "journal_table"}
@@ -262,7 +262,7 @@ def test_missing_environment_fails_the_invocation_with_the_missing_settings(
 
 def test_settings_refuse_an_idempotency_window_shorter_than_the_redelivery_bound(aws_env: None) -> None:
     required = {"consumer_name": "a", "queue_url": "q", "dlq_url": "d", "journal_table": "j"}
-    with pytest.raises(ValidationError, match="idempotency_ttl_seconds"):
+    with pytest.raises(Invalid, match="idempotency_ttl_seconds"):
         WorkerSettings(**required, idempotency_ttl_seconds=IDEMPOTENCY_TTL_SECONDS - 1)
     assert WorkerSettings(**required).idempotency_ttl_seconds == IDEMPOTENCY_TTL_SECONDS
 

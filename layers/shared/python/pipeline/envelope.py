@@ -17,13 +17,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from typing import Any, Literal, get_args
 
 from pipeline.formats import SCHEMA_VERSION, by_name
 from pipeline.registry import CRM_CHANGE_KEY
+from pipeline.validation import Fields, Invalid, refusal
 
 # `crm`: order-status events; `bitrix24`, `amocrm`: those CRMs' own webhook events; `broadcast`:
 # one page of a broadcast's chats (`pipeline.broadcast`, published by `ops broadcast create`).
@@ -31,44 +31,98 @@ Source = Literal["telegram", "crm", "bitrix24", "amocrm", "broadcast"]
 
 # The envelope's format (`pipeline.formats`): what the webhook and the CRM sources publish today.
 FORMAT = by_name("envelope")
-# The context a body read from a queue is validated in: one without `schema_version` is version 0.
-_STORED = {"stored": True}
-
 # SNS limit for a whole message: body plus attributes (256 KiB).
 SNS_MAX_MESSAGE_BYTES = 262_144
 
 
-class Envelope(BaseModel):
-    """One business event. `payload` is the original body exactly as received."""
+@dataclass(frozen=True)
+class Envelope:
+    """One business event. `payload` is the original body exactly as received.
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    Checked when made, as it is read (`pipeline.validation`: no pydantic on the cold path); an
+    invalid one raises `Invalid`. Its JSON is what the pydantic model it replaced wrote.
+    """
 
-    event_id: str = Field(min_length=1, description="Stable id of the business event")
+    event_id: str
+    """Stable id of the business event."""
     source: Source
-    type: str = Field(min_length=1, description="Update kind or CRM event type")
-    correlation_id: str = Field(min_length=1, description="Traces one event across every log")
+    type: str
+    """Update kind or CRM event type."""
+    correlation_id: str
+    """Traces one event across every log."""
     received_at: datetime
     payload: dict[str, Any]
     # Written with every envelope; a body without it (published before release 0.5.0) is version 0.
     schema_version: int = FORMAT.version
 
-    @model_validator(mode="before")
-    @classmethod
-    def _known_version(cls, data: Any, info: ValidationInfo) -> Any:
-        """A stored body without a version is version 0 (same fields); a newer one is refused."""
-        if isinstance(data, dict):
-            if info.context == _STORED and SCHEMA_VERSION not in data:
-                data = {**data, SCHEMA_VERSION: 0}
-            FORMAT.version_of(data)
-        return data
+    def __post_init__(self) -> None:
+        for name, value in _checked(vars(self)).items():
+            object.__setattr__(self, name, value)
 
-    def to_json(self) -> str:
-        return self.model_dump_json()
+    @classmethod
+    def parse(cls, data: Any, *, stored: bool = False) -> Envelope:
+        """An envelope from its document (`to_document`); `stored`: as a queue or DLQ holds it,
+        of any version this code reads (one without `schema_version` is version 0). A version
+        newer than this code reads is refused."""
+        if isinstance(data, Mapping):
+            if stored and SCHEMA_VERSION not in data:
+                data = {**data, SCHEMA_VERSION: 0}
+            try:
+                FORMAT.version_of(data)
+            except ValueError as error:
+                raise Invalid(_TITLE, [refusal((), "value_error", f"Value error, {error}")]) from None
+        return cls(**_checked(data))
 
     @classmethod
     def from_json(cls, body: str | bytes) -> Envelope:
         """A body as a queue or DLQ holds it, of any version this code reads."""
-        return cls.model_validate_json(body, context=_STORED)
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as error:
+            raise Invalid(_TITLE, [refusal((), "json_invalid", f"Invalid JSON: {error}")]) from None
+        return cls.parse(data, stored=True)
+
+    def to_json(self) -> str:
+        document = {name: getattr(self, name) for name in _FIELDS}
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False, default=_json_value)
+
+    def to_document(self) -> dict[str, Any]:
+        """The envelope as plain JSON values (a copy: what the journal's idempotency layer hashes)."""
+        document: dict[str, Any] = json.loads(self.to_json())
+        return document
+
+
+_TITLE = "Envelope"
+_FIELDS = ("event_id", "source", "type", "correlation_id", "received_at", "payload", SCHEMA_VERSION)
+SOURCES: tuple[str, ...] = get_args(Source)
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """Every field of an envelope document checked (all refusals at once), as the values to hold."""
+    fields = Fields(_TITLE, data, known=_FIELDS)
+    values = {
+        "event_id": fields.text("event_id", min_length=1),
+        "source": fields.choice("source", SOURCES),
+        "type": fields.text("type", min_length=1),
+        "correlation_id": fields.text("correlation_id", min_length=1),
+        "received_at": fields.moment("received_at"),
+        "payload": fields.mapping("payload"),
+        SCHEMA_VERSION: fields.integer(SCHEMA_VERSION, default=FORMAT.version),
+    }
+    fields.done()
+    return values
+
+
+def _json_value(value: Any) -> Any:
+    """A value of a payload that JSON has no type for, as pydantic's JSON wrote it."""
+    if isinstance(value, datetime | date | time):
+        text = value.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def telegram_event_id(bot_id: str, update_id: int) -> str:
@@ -163,7 +217,7 @@ def deduplication_id(envelope: Envelope) -> str:
     the same `update_id`; a Bitrix24/amoCRM delivery, fresh per delivery), except for a `crm`
     event, whose id a CRM may reuse for another change: the hash of the change (CRM_CHANGE_KEY)."""
     if envelope.source == "crm":
-        document = envelope.model_dump(mode="json")
+        document = envelope.to_document()
         values = [_at(document, path) for path in CRM_CHANGE_KEY]
         digest = hashlib.sha256(dumps(values).encode()).hexdigest()
         return f"crm:{digest}"

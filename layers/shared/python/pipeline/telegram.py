@@ -6,8 +6,8 @@ webhook's routing attributes (`update_type`, `chat_type`, `command`, together in
 and the consumers' lookups (`chat_of`, `user_of`) are all read from it, so a kind is described
 once.
 
-The model checks only what routing needs (an integer `update_id`, each known kind an object) and
-keeps everything else: the envelope carries the body exactly as received, and consumers parse
+`TelegramUpdate` checks only what routing needs (an integer `update_id`, each known kind an object)
+and keeps everything else: the envelope carries the body exactly as received, and consumers parse
 the parts they use. Unknown keys are allowed so that a kind added to the Bot API after this code
 was written is still published (under its own name as `type`) instead of being refused.
 """
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pipeline.validation import Fields
 
 UNKNOWN_TYPE = "unknown"
 
@@ -103,57 +103,46 @@ BOT_USERNAME_ENV = "TELEGRAM_BOT_USERNAME"
 # Routing attribute values come from the update: keep them short and printable.
 _ATTRIBUTE_VALUE = re.compile(r"[a-z_]{1,32}")
 
-KindObject = dict[str, Any] | None
 
+class TelegramUpdate:
+    """An incoming update: strict integer `update_id`, known kinds objects, unknown keys kept.
 
-class TelegramUpdate(BaseModel):
-    """An incoming update: strict integer `update_id`, known kinds objects, unknown keys kept."""
+    Checked by hand (`pipeline.validation`): the webhook reads one per request, cold or warm,
+    and pydantic would cost its cold start about 0.4x of `import boto3`.
+    """
 
-    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True)
+    __slots__ = ("_data", "update_id")
 
-    update_id: StrictInt = Field(description="Telegram's id; the same update resent keeps it")
+    def __init__(self, update_id: int, data: Mapping[str, Any]) -> None:
+        self.update_id = update_id
+        """Telegram's id; the same update resent keeps it."""
+        self._data = data
 
-    message: KindObject = None
-    edited_message: KindObject = None
-    channel_post: KindObject = None
-    edited_channel_post: KindObject = None
-    business_connection: KindObject = None
-    business_message: KindObject = None
-    edited_business_message: KindObject = None
-    deleted_business_messages: KindObject = None
-    guest_message: KindObject = None
-    message_reaction: KindObject = None
-    message_reaction_count: KindObject = None
-    inline_query: KindObject = None
-    chosen_inline_result: KindObject = None
-    callback_query: KindObject = None
-    shipping_query: KindObject = None
-    pre_checkout_query: KindObject = None
-    purchased_paid_media: KindObject = None
-    poll: KindObject = None
-    poll_answer: KindObject = None
-    my_chat_member: KindObject = None
-    chat_member: KindObject = None
-    chat_join_request: KindObject = None
-    chat_boost: KindObject = None
-    removed_chat_boost: KindObject = None
-    managed_bot: KindObject = None
-    subscription: KindObject = None
-    stopped_message_generation: KindObject = None
+    @classmethod
+    def parse(cls, data: Any) -> TelegramUpdate:
+        """The update (a Bot API JSON object), or `Invalid` naming each field refused."""
+        fields = Fields("TelegramUpdate", data)
+        update_id = fields.integer("update_id", strict=True)
+        for kind in UPDATE_KINDS:
+            fields.mapping(kind, default=None)
+        fields.done()
+        return cls(update_id, data)
 
     def kind_object(self, kind: str) -> Any:
-        """The value of `kind` in this update (a known field or an extra key), or None."""
-        if kind in UPDATE_KINDS:
-            return getattr(self, kind)
-        return (self.model_extra or {}).get(kind)
+        """The value of `kind` in this update (a known kind or another key), or None."""
+        return self._data.get(kind)
+
+    def other_keys(self) -> list[str]:
+        """The update's keys that are neither `update_id` nor a kind this code knows."""
+        return [key for key in self._data if key != "update_id" and key not in KINDS]
 
 
 def update_type(update: TelegramUpdate) -> str:
     """The kind of the update: the first known kind present, else an unknown snake_case key."""
     for kind in UPDATE_KINDS:
-        if getattr(update, kind) is not None:
+        if update.kind_object(kind) is not None:
             return kind
-    for key in update.model_extra or {}:
+    for key in update.other_keys():
         if _FUTURE_KIND.fullmatch(key):
             return key
     return UNKNOWN_TYPE

@@ -76,7 +76,6 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline import aws, coldstart, deadline, pause
 from pipeline.envelope import Envelope
@@ -92,6 +91,7 @@ from pipeline.retention import (
     TELEGRAM_RETRY_AFTER_CAP_SECONDS,
     check_idempotency_ttl,
 )
+from pipeline.validation import Fields, Invalid
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
@@ -128,43 +128,49 @@ ENVIRONMENT_VARIABLES = {
 }
 
 
-class WorkerSettings(BaseModel):
+@dataclass
+class WorkerSettings:
     """What a worker reads from its environment (set by the CDK stack or the local runtime).
 
-    `infra.environment` validates every worker's environment with this model at synth (and at
+    `infra.environment` checks every worker's environment with `from_environment` at synth (and at
     the local start), so a constraint added here is enforced before anything is deployed.
     """
 
-    model_config = ConfigDict(defer_build=True)
-
-    consumer_name: str = Field(min_length=1)
-    queue_url: str = Field(min_length=1)
-    dlq_url: str = Field(min_length=1)
-    journal_table: str = Field(min_length=1)
+    consumer_name: str
+    queue_url: str
+    dlq_url: str
+    journal_table: str
     # Records must outlive every redelivery of their event (pipeline.retention).
     idempotency_ttl_seconds: int = IDEMPOTENCY_TTL_SECONDS
     # Ordered consumers: where each dead letter's notice (naming its chat) is published.
     alarm_topic_arn: str | None = None
 
-    _long_enough = field_validator("idempotency_ttl_seconds")(check_idempotency_ttl)
+    def __post_init__(self) -> None:
+        fields = Fields("WorkerSettings", vars(self))
+        for name in REQUIRED:
+            fields.text(name, min_length=1)
+        ttl = fields.integer("idempotency_ttl_seconds")
+        self.idempotency_ttl_seconds = fields.checked("idempotency_ttl_seconds", ttl, check_idempotency_ttl)
+        fields.text("alarm_topic_arn", default=None)
+        fields.done()
 
     @classmethod
     def from_environment(cls, environment: Mapping[str, str]) -> WorkerSettings:
         """Unset required variables read as empty (and are refused naming their field); an unset
         or empty TTL keeps the default."""
-        values: dict[str, str] = {
+        values: dict[str, Any] = {
             field: environment.get(name, "")
             for field, name in ENVIRONMENT_VARIABLES.items()
             if field in REQUIRED or environment.get(name)
         }
-        return cls.model_validate(values)
+        return cls(**values)
 
     @classmethod
     def from_env(cls) -> WorkerSettings:
         return cls.from_environment(os.environ)
 
 
-REQUIRED = frozenset(name for name, field in WorkerSettings.model_fields.items() if field.is_required())
+REQUIRED = ("consumer_name", "queue_url", "dlq_url", "journal_table")
 
 
 @dataclass(frozen=True)
@@ -262,7 +268,7 @@ class ConsumerWorker:
 
             def run(event: dict[str, Any]) -> dict[str, Any] | None:
                 self._executed = True
-                return self.process(Envelope.model_validate(event))
+                return self.process(Envelope.parse(event))
 
             self._idempotent_process = idempotent_function(
                 run,
@@ -353,7 +359,7 @@ class ConsumerWorker:
             log_keys["message_group"] = group
         try:
             envelope = Envelope.from_json(record.body)
-        except ValidationError as error:
+        except Invalid as error:
             # A body-wide refusal says why (a schema_version newer than this code reads, FormatTooNew).
             fields = ", ".join(
                 ".".join(str(p) for p in e["loc"]) or f"body: {e['msg']}" for e in error.errors()
@@ -371,7 +377,7 @@ class ConsumerWorker:
         try:
             if self._paused is not None:
                 raise self._paused
-            idempotent_process(event=envelope.model_dump(mode="json"))
+            idempotent_process(event=envelope.to_document())
         except AccountRefused as error:
             self._pause(record, error, log_keys, receive_count)
         except HandedBack as error:

@@ -1,4 +1,7 @@
-"""CRM order-status events: the model the webhook validates and the request signature it checks.
+"""CRM order-status events: how the webhook authenticates them (signature or token).
+
+The event's model is `pipeline.crm.event_model.CrmEvent` (pydantic, imported by the first CRM
+request: a Telegram-only webhook never loads it).
 
 A CRM signs each request with a shared key:
 
@@ -10,7 +13,7 @@ during its own rotation); any one matching any candidate key is enough.
 
 `customer.phone` is normalised to E.164 (`pipeline.phones`). National forms need the
 deployment's default region, given as validation context:
-`CrmEvent.model_validate(payload, context=validation_context("BY"))`; without it (a consumer
+`event_model.CrmEvent.model_validate(payload, context=validation_context("BY"))`; without it (a consumer
 reading a payload the webhook already normalised) only international forms are accepted.
 
 A sender that cannot compute an HMAC (a templated CRM robot or trigger) may instead present a
@@ -27,14 +30,8 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Literal
-
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
-
-from pipeline import phones
-from pipeline.envelope import crm_order_key
 
 SIGNATURE_HEADER = "X-Signature"
 # Static-token authentication (`crm_auth` = "token" or "signature_or_token").
@@ -81,66 +78,9 @@ def validation_context(phone_default_region: str | None) -> dict[str, Any]:
     return {PHONE_REGION_CONTEXT: phone_default_region or None}
 
 
-class _Open(BaseModel):
-    # CRMs add fields over time: keep them rather than refuse the event.
-    # No input in str(ValidationError) either: it may be a phone number and end up in a log.
-    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True, hide_input_in_errors=True)
-
-
-class Order(_Open):
-    id: str = Field(min_length=1, max_length=128)
-    # Routed on as an SNS message attribute, which cannot carry control characters.
-    status: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
-    previous_status: str | None = Field(default=None, max_length=64)
-    # The CRM's id of this status change in its own history (a status-history record id), when
-    # it keeps one: the same id is the same transition; another id into the current status is a
-    # re-entry the CRM did not report the exit of (see pipeline.sms.orders). Never a delivery id.
-    transition_id: str | None = Field(default=None, min_length=1, max_length=256)
-
-
-class Customer(_Open):
-    # As the CRM wrote it on input, E.164 once validated (what the SMS journal keys on).
-    phone: str = Field(max_length=64, description="E.164 once validated")
-    name: str = Field(max_length=256)
-
-    @field_validator("phone")
-    @classmethod
-    def _e164(cls, value: str, info: ValidationInfo) -> str:
-        context = info.context if isinstance(info.context, Mapping) else {}
-        try:
-            return phones.to_e164(value, context.get(PHONE_REGION_CONTEXT))
-        except phones.PhoneNumberError as error:
-            # The message says why, never which number (the input is not part of it).
-            raise PydanticCustomError(PHONE_ERROR_TYPE, str(error)) from None
-
-
 # The event types the pipeline handles; any other (`order.created`, ...) is acknowledged and
 # counted by the webhook, never published: refusing it would have the CRM retry it forever.
 HANDLED_TYPES = ("order.status_changed",)
-
-
-class CrmEvent(_Open):
-    """One order-status change. `event_id` is the CRM's id of the request, kept for tracing: what
-    the change is (and so which SMS) the sms consumer decides from the order's history."""
-
-    event_id: str = Field(min_length=1, max_length=256)
-    type: Literal["order.status_changed"]
-    occurred_at: AwareDatetime
-    order: Order
-    customer: Customer
-
-    @property
-    def order_key(self) -> str:
-        """The order, qualified by the CRM it comes from (`pipeline.envelope.crm_order_key`)."""
-        return crm_order_key(
-            {"order": {"id": self.order.id}, "source": (self.model_extra or {}).get("source")}
-        )
-
-    def normalised_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """`payload` (the raw JSON this event was validated from) with `customer.phone` in E.164:
-        what is published, so no consumer ever sees the number as the CRM wrote it."""
-        customer = {**payload["customer"], "phone": self.customer.phone}
-        return {**payload, "customer": customer}
 
 
 class SignatureCheck(enum.Enum):

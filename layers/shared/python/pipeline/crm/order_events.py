@@ -3,7 +3,7 @@
 Bitrix24 and amoCRM do not post this pipeline's JSON contract; their consumers (`bitrix24`,
 `amocrm`) read the deal or lead and its contact through the CRM's API and publish, to the same
 events topic, exactly the `crm` event a templated sender would post to `POST /crm/events`:
-validated by `pipeline.crm.contract.CrmEvent` (the customer's phone in E.164), with the `source`, `type`
+validated by `pipeline.crm.event_model.CrmEvent` (the customer's phone in E.164), with the `source`, `type`
 and `status` attributes the webhook sets. From there on nothing tells the two apart.
 
 The event id is derived from the order's state (source, order, status, when it entered it), so
@@ -23,7 +23,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from pipeline import aws, phones
-from pipeline.crm.contract import ORDER_STATUS_CHANGED, PHONE_ERROR_TYPE, CrmEvent, validation_context
+from pipeline.crm.contract import ORDER_STATUS_CHANGED, PHONE_ERROR_TYPE, validation_context
+from pipeline.crm.event_model import CrmEvent
 from pipeline.envelope import Envelope, crm_event_id, publish_request, sns_attributes, utc_now
 from pipeline.errors import PermanentError, TransientError
 

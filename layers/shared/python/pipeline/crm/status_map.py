@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-# What an order status may be: it travels as an SNS message attribute (`pipeline.crm.contract.Order`).
+# What an order status may be: it travels as an SNS message attribute (`pipeline.crm.event_model.Order`).
 ORDER_STATUS = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
 # A pipeline or stage id as the CRMs write them (Bitrix24 `C2:PREPARATION`, amoCRM `142`).
 CRM_ID = re.compile(r"^[A-Za-z0-9_:.-]{1,64}$")

@@ -17,7 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline import aws
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from pipeline.crm.look import look_request
 from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.envelope import Envelope, publish_request, sns_attributes

@@ -38,7 +38,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline import phones
-from pipeline.crm.contract import CrmEvent
+from pipeline.crm.event_model import CrmEvent
 from pipeline.errors import PermanentError
 from pipeline.sms.encoding import SmsSize, size
 from pipeline.team import team_file

@@ -40,7 +40,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import ValidationError
 
-from pipeline.crm.contract import ORDER_STATUS_CHANGED, CrmEvent
+from pipeline.crm.contract import ORDER_STATUS_CHANGED
+from pipeline.crm.event_model import CrmEvent
 from pipeline.envelope import Envelope
 from pipeline.errors import AccountRefused, HandedBack, PermanentError, TransientError
 from pipeline.observability import mask_phone, mask_phones

@@ -1,0 +1,183 @@
+"""Checks for the documents on every function's cold path, without pydantic.
+
+Importing pydantic and building its schemas costs about 0.4x of `import boto3` at each cold start
+(docs/perf.md). The envelope (`pipeline.envelope`), the Telegram update (`pipeline.telegram`) and
+the worker's settings (`pipeline.worker`) are read on every function's first invocation and have
+only plain fields, so they are checked here; the models with richer rules (CRM events, SMS rules,
+deployment settings) stay pydantic models, imported only where they are used.
+
+A refusal has pydantic's shape (`errors()`: `loc`, `msg`, `type`, never the input, which may be a
+phone number) and `Invalid` is a `ValueError`, as pydantic's `ValidationError` is: one reader of
+refusals (the webhook's 4xx body, the worker's dead-letter reason, the synth's problems) serves
+both. tests/unit/test_validation_oracle.py checks these documents against the pydantic models
+they replace, on generated input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
+
+T = TypeVar("T")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+"""A field's default when it is required."""
+
+
+@runtime_checkable
+class Refusals(Protocol):
+    """A refusal that lists its fields: `Invalid`, or pydantic's `ValidationError`."""
+
+    def errors(self, *, include_input: bool = ...) -> list[Any]: ...
+
+
+class Invalid(ValueError):
+    """A document refused, with every field's reason."""
+
+    def __init__(self, title: str, errors: list[dict[str, Any]]) -> None:
+        self.title = title
+        self._errors = [dict(error) for error in errors]
+        super().__init__(self._describe())
+
+    def errors(self, *, include_input: bool = False) -> list[dict[str, Any]]:
+        """Each refusal as `{type, loc, msg}` (pydantic's keys; the input is never kept)."""
+        del include_input  # pydantic's parameter, accepted so one reader serves both
+        return [dict(error) for error in self._errors]
+
+    def error_count(self) -> int:
+        return len(self._errors)
+
+    def _describe(self) -> str:
+        count = len(self._errors)
+        lines = [f"{count} validation error{'s' if count != 1 else ''} for {self.title}"]
+        for error in self._errors:
+            lines.append(".".join(str(part) for part in error["loc"]) or "(body)")
+            lines.append(f"  {error['msg']} [type={error['type']}]")
+        return "\n".join(lines)
+
+
+def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, Any]:
+    return {"type": kind, "loc": loc, "msg": message}
+
+
+def _integer(value: Any) -> int | None:
+    """pydantic's lax integer: an int (a bool too), an integral float, a string of one."""
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+class Fields:
+    """One document's fields, read and checked one by one; `done()` raises every refusal at once."""
+
+    def __init__(self, title: str, data: Any, *, known: Collection[str] | None = None) -> None:
+        """`known`: the only keys allowed (others refused, as pydantic's `extra="forbid"`); None
+        keeps any other key."""
+        if not isinstance(data, Mapping):
+            raise Invalid(
+                title,
+                [refusal((), "model_type", f"Input should be a valid dictionary or instance of {title}")],
+            )
+        self.title = title
+        self.data: Mapping[str, Any] = data
+        self._known = known
+        self.problems: list[dict[str, Any]] = []
+
+    def _get(self, key: str, default: Any) -> Any:
+        if key in self.data:
+            return self.data[key]
+        if default is MISSING:
+            self.problems.append(refusal((key,), "missing", "Field required"))
+        return default
+
+    def text(self, key: str, *, min_length: int = 0, default: Any = MISSING) -> Any:
+        value = self._get(key, default)
+        if key not in self.data or (value is None and default is None):
+            return value
+        if not isinstance(value, str):
+            self.problems.append(refusal((key,), "string_type", "Input should be a valid string"))
+        elif len(value) < min_length:
+            s = "" if min_length == 1 else "s"
+            self.problems.append(
+                refusal((key,), "string_too_short", f"String should have at least {min_length} character{s}")
+            )
+        return value
+
+    def choice(self, key: str, options: tuple[str, ...]) -> Any:
+        value = self._get(key, MISSING)
+        if key in self.data and value not in options:
+            quoted = [f"'{option}'" for option in options]
+            expected = ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+            self.problems.append(refusal((key,), "literal_error", f"Input should be {expected}"))
+        return value
+
+    def integer(self, key: str, *, strict: bool = False, default: Any = MISSING) -> Any:
+        """An integer; `strict`: an int and nothing else (not a bool, a float or a string)."""
+        value = self._get(key, default)
+        if key not in self.data:
+            return value
+        if strict:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            self.problems.append(refusal((key,), "int_type", "Input should be a valid integer"))
+            return value
+        number = _integer(value)
+        if number is None:
+            self.problems.append(refusal((key,), "int_type", "Input should be a valid integer"))
+            return value
+        return number
+
+    def mapping(self, key: str, *, default: Any = MISSING) -> Any:
+        """A JSON object (a dict), or the default (None allowed where the default is None)."""
+        value = self._get(key, default)
+        if key not in self.data or (value is None and default is None):
+            return value
+        if not isinstance(value, Mapping):
+            self.problems.append(refusal((key,), "dict_type", "Input should be a valid dictionary"))
+            return value
+        return dict(value)
+
+    def moment(self, key: str) -> Any:
+        """A datetime, or the ISO 8601 text of one (what the writer of a stored body wrote)."""
+        value = self._get(key, MISSING)
+        if key not in self.data or isinstance(value, datetime):
+            return value
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                pass
+        self.problems.append(refusal((key,), "datetime_type", "Input should be a valid datetime"))
+        return value
+
+    def checked(self, key: str, value: T, rule: Callable[[T], T]) -> T:
+        """`rule(value)`, its ValueError a refusal of `key` (pydantic's field validator)."""
+        if any(problem["loc"] == (key,) for problem in self.problems) or key not in self.data:
+            return value
+        try:
+            return rule(value)
+        except ValueError as error:
+            self.problems.append(refusal((key,), "value_error", f"Value error, {error}"))
+            return value
+
+    def done(self) -> None:
+        if self._known is not None:
+            for key in self.data:
+                if key not in self._known:
+                    self.problems.append(refusal((key,), "extra_forbidden", "Extra inputs are not permitted"))
+        if self.problems:
+            raise Invalid(self.title, self.problems)
