@@ -90,8 +90,7 @@ def analysis(raw: str, stop_reason: str | None, model_id: str, event_id: str) ->
     }
     if extraction is None:
         return {"status": "unparsed", "raw": raw[:RAW_KEPT_CHARS], **common}
-    fields = {name: value for name, value in extraction.model_dump().items() if value is not None}
-    return {"status": "parsed", **fields, **common}
+    return {"status": "parsed", **extraction.present(), **common}
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from pipeline.envelope import Envelope
 from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, own_username, user_of
@@ -13,10 +12,12 @@ from pipeline.telegram import TelegramUpdate, chat_of, command, integer_id, own_
 Trigger = Literal["start", "contact", "first_message"]
 
 
-class Lead(BaseModel):
-    """One new contact, as every CRM client receives it (the generic webhook posts it as is)."""
+@dataclass(frozen=True)
+class Lead:
+    """One new contact, as every CRM client receives it (the generic webhook posts it as is).
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+    Made by `lead_from_envelope` from values it checked: no pydantic on the consumer's cold path.
+    """
 
     event_id: str
     trigger: Trigger
@@ -29,6 +30,10 @@ class Lead(BaseModel):
     language_code: str | None = None
     text: str | None = None
     source: Literal["telegram"] = "telegram"
+
+    def to_document(self) -> dict[str, Any]:
+        """What the generic webhook posts: every field, by name."""
+        return asdict(self)
 
     @property
     def display_name(self) -> str:

@@ -20,23 +20,23 @@ in an error reason or a log.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-
 from crm.leads import Lead
-from pipeline.crm.bitrix24 import BITRIX_TRANSIENT_ERRORS as BITRIX_TRANSIENT_ERRORS
-from pipeline.crm.bitrix24 import Bitrix24Rest
-from pipeline.crm.bitrix24 import url_secrets as url_secrets
 from pipeline.errors import PermanentError
-from pipeline.http import JsonHttpClient, JsonResponse
+from pipeline.http import JsonHttpClient, JsonResponse, url_secrets
 from pipeline.observability import mask_phones
+from pipeline.validation import Fields, Invalid
 
-# BITRIX_TRANSIENT_ERRORS and url_secrets live in pipeline.crm.bitrix24 now; imported `as` themselves,
-# they stay importable from here.
-_URL_PATTERN = r"^https?://\S+$"
+if TYPE_CHECKING:  # imported by a Bitrix24 sink only (its module loads pydantic for its webhook models)
+    from pipeline.crm.bitrix24 import Bitrix24Rest
+
+_URL = re.compile(r"https?://\S+")
+_NOT_BLANK = re.compile(r"\S")
 
 
 class LeadSink(Protocol):
@@ -49,27 +49,58 @@ class LeadSink(Protocol):
         ...
 
 
-class WebhookConfig(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True)
-
+@dataclass(frozen=True)
+class WebhookConfig:
     kind: Literal["webhook"]
-    url: str = Field(pattern=_URL_PATTERN)
-    auth_header: str | None = Field(default=None, pattern=r"\S")
+    url: str
+    auth_header: str | None = None
 
 
-class Bitrix24Config(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True)
-
+@dataclass(frozen=True)
+class Bitrix24Config:
     kind: Literal["bitrix24"]
-    url: str = Field(pattern=_URL_PATTERN)
+    url: str
     # A value of the portal's SOURCE directory (crm.status.list, ENTITY_ID=SOURCE).
-    source_id: str = Field(default="OTHER", min_length=1)
+    source_id: str = "OTHER"
 
 
-CrmConfig = Annotated[WebhookConfig | Bitrix24Config, Field(discriminator="kind")]
-_CONFIG: TypeAdapter[WebhookConfig | Bitrix24Config] = TypeAdapter(
-    CrmConfig, config=ConfigDict(defer_build=True)
-)
+KINDS = ("webhook", "bitrix24")
+
+
+def _url(value: str) -> str:
+    if not _URL.fullmatch(value):
+        raise ValueError("not an http(s) URL")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not _NOT_BLANK.search(value):
+        raise ValueError("blank")
+    return value
+
+
+def parse_config(config: Any) -> WebhookConfig | Bitrix24Config:
+    """The secret's JSON as a sink's configuration, or `Invalid` naming the fields (never their
+    values: a Bitrix24 URL is a credential). Fields are located under their kind (`webhook.url`)."""
+    kind = config.get("kind") if isinstance(config, Mapping) else None
+    if kind not in KINDS:
+        reason = "kind is not one of 'webhook', 'bitrix24'"
+        raise Invalid("CrmConfig", [{"type": "union_tag_invalid", "loc": (), "msg": reason}])
+    fields = Fields(kind, config)
+    url = fields.checked("url", fields.text("url"), _url)
+    if kind == "webhook":
+        header = fields.text("auth_header", default=None)
+        if header is not None:
+            header = fields.checked("auth_header", header, _not_blank)
+        parsed: WebhookConfig | Bitrix24Config = WebhookConfig("webhook", url, header)
+    else:
+        parsed = Bitrix24Config("bitrix24", url, fields.text("source_id", min_length=1, default="OTHER"))
+    try:
+        fields.done()
+    except Invalid as error:
+        located = [{**item, "loc": (kind, *item["loc"])} for item in error.errors()]
+        raise Invalid("CrmConfig", located) from None
+    return parsed
 
 
 def _short(value: Any, limit: int = 200) -> str | None:
@@ -93,7 +124,7 @@ class WebhookSink:
         return headers
 
     def push(self, lead: Lead) -> str | None:
-        response = self.http.post(self.url, lead.model_dump(mode="json"), self._headers(lead.event_id))
+        response = self.http.post(self.url, lead.to_document(), self._headers(lead.event_id))
         self.http.check(response, detail=self._detail(response))
         body = response.body
         if isinstance(body, Mapping):
@@ -127,7 +158,9 @@ class Bitrix24Sink:
     """
 
     def __init__(self, config: Bitrix24Config) -> None:
-        self.rest = Bitrix24Rest(config.url)
+        from pipeline.crm.bitrix24 import Bitrix24Rest
+
+        self.rest: Bitrix24Rest = Bitrix24Rest(config.url)
         self.source_id = config.source_id
 
     def request(self, lead: Lead) -> dict[str, Any]:
@@ -193,8 +226,8 @@ def _digits(value: Any) -> str:
 def sink_from_config(config: Mapping[str, Any]) -> LeadSink:
     """The client the secret asks for; PermanentError naming the bad fields (never their values)."""
     try:
-        parsed = _CONFIG.validate_python(config)
-    except ValidationError as error:
+        parsed = parse_config(config)
+    except Invalid as error:
         fields = ", ".join(".".join(str(p) for p in e["loc"]) or "secret" for e in error.errors())
         raise PermanentError(f"CRM_API_SECRET_ID secret is invalid ({fields})") from None
     if isinstance(parsed, WebhookConfig):

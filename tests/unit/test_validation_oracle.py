@@ -1,23 +1,28 @@
 """The cold path's hand-checked documents against the pydantic models they replaced (a test-only oracle).
 
 `pipeline.validation` took pydantic off every function's first invocation (docs/perf.md). The
-envelope, the Telegram update and the worker's settings must accept and refuse what those models
+envelope, the Telegram update, the worker's settings, the `ai` consumer's reading of a model's
+answer and the `crm` consumer's of its secret must accept and refuse what those models
 did, name the same fields, and write the same JSON (a queue holds bodies both wrote). The models
 below are release 0.5.0's, verbatim but for their names; Hypothesis searches JSON-shaped inputs
 for a difference.
 
-One difference is deliberate: pydantic read a number (or a string of digits) as a Unix time for
-`received_at`; `Envelope` reads only a datetime or its ISO 8601 text, all any writer of ours ever
-wrote (`to_json`), so the generator gives `received_at` those and text that is neither.
+One difference is deliberate: pydantic read a number (or a string of digits) as a Unix time
+for `received_at`; `Envelope` reads only a datetime or its ISO 8601 text, all any writer of ours
+ever wrote (`to_json`), so the generator gives `received_at` those and text that is neither. And
+the JSON is the same values, not always the same text: Python writes a float's exponent with two
+digits (`1e-08`), pydantic with as many as it needs (`1e-8`).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
+from ai.extraction import INTENTS, Extraction, Intent
+from crm.sinks import parse_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import (
@@ -25,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -109,6 +115,51 @@ class OracleSettings(BaseModel):
     _long_enough = field_validator("idempotency_ttl_seconds")(check_idempotency_ttl)
 
 
+class OracleExtraction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    intent: Intent
+    name: str | None = Field(default=None, max_length=200)
+    phone: str | None = Field(default=None, max_length=40)
+    email: str | None = Field(default=None, max_length=254, pattern=r"[^@\s]+@[^@\s]+\.[^@\s]+")
+    product: str | None = Field(default=None, max_length=200)
+    urgency: Literal["low", "medium", "high"] | None = None
+
+    @field_validator("intent", "urgency", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("name", "phone", "email", "product", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+            return value or None
+        return value
+
+
+class OracleWebhookConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["webhook"]
+    url: str = Field(pattern=r"^https?://\S+$")
+    auth_header: str | None = Field(default=None, pattern=r"\S")
+
+
+class OracleBitrix24Config(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["bitrix24"]
+    url: str = Field(pattern=r"^https?://\S+$")
+    source_id: str = Field(default="OTHER", min_length=1)
+
+
+ORACLE_CRM_CONFIG: TypeAdapter[OracleWebhookConfig | OracleBitrix24Config] = TypeAdapter(
+    Annotated[OracleWebhookConfig | OracleBitrix24Config, Field(discriminator="kind")]
+)
+
+
 def outcome(parse: Any) -> tuple[Any, set[tuple[Any, ...]]]:
     """(what `parse()` returned, None if refused; the refused locations)."""
     try:
@@ -182,7 +233,7 @@ def test_an_envelope_is_accepted_and_refused_as_the_pydantic_model_did(
     got, locs = outcome(lambda: Envelope.parse(data, stored=stored))
     assert (got is None, locs) == (expected is None, expected_locs)
     if expected is not None:
-        assert got.to_json() == expected.model_dump_json()
+        assert json.loads(got.to_json()) == json.loads(expected.model_dump_json())
         assert got.to_document() == expected.model_dump(mode="json")
         assert Envelope.from_json(got.to_json()) == got
 
@@ -191,7 +242,7 @@ def test_an_envelope_is_accepted_and_refused_as_the_pydantic_model_did(
 def test_a_body_either_wrote_reads_back_the_same_in_the_other(data: dict[str, Any]) -> None:
     ours = Envelope.parse(data)
     theirs = OracleEnvelope.model_validate(data)
-    assert Envelope.from_json(theirs.model_dump_json()).to_json() == ours.to_json()
+    assert Envelope.from_json(theirs.model_dump_json()) == ours
     assert OracleEnvelope.model_validate_json(ours.to_json(), context=_STORED) == theirs
 
 
@@ -243,6 +294,76 @@ def test_worker_settings_accept_and_refuse_an_environment_as_the_pydantic_model_
 
     expected, expected_locs = outcome(oracle)
     got, locs = outcome(lambda: WorkerSettings.from_environment(environment))
+    assert (got is None, locs) == (expected is None, expected_locs)
+    if expected is not None:
+        assert vars(got) == expected.model_dump()
+
+
+# Around each length bound (40, 200, 254), texts to strip and blanks.
+bounded = st.sampled_from([39, 40, 41, 199, 200, 201, 249, 250]).map(lambda n: "x" * n)
+answer_texts = st.sampled_from(["", " ", " X ", "Олег"]) | bounded | st.text(max_size=6)
+emails = st.sampled_from(["a@b.co", " X@Y.Z ", "@@", "a@b", "a b@c.d", "no email"]) | bounded.map(
+    lambda x: x + "@b.co"
+)
+answers = st.fixed_dictionaries(
+    {"intent": st.sampled_from([*INTENTS, " Purchase ", "SPAM", "buy"]) | json_leaf},
+    optional={
+        "urgency": st.sampled_from(["low", "HIGH ", "urgent"]) | json_leaf,
+        **{key: answer_texts | json_leaf for key in ("name", "phone", "product")},
+        "email": emails | answer_texts | json_leaf,
+        "other": json_leaf,
+    },
+)
+
+
+@given(data=answers)
+@settings(max_examples=300)
+def test_a_models_answer_is_read_as_the_pydantic_model_did(data: dict[str, Any]) -> None:
+    """The `ai` consumer keeps an answer it cannot read as `unparsed` (its raw text), so accepting
+    what the model refused, or the reverse, would change what is stored."""
+    expected, _ = outcome(lambda: OracleExtraction.model_validate(data))
+    got, _ = outcome(lambda: Extraction.parse(data))
+    assert (got is None) == (expected is None)
+    if expected is not None:
+        assert got.present() == expected.model_dump(exclude_none=True)
+
+
+@pytest.mark.parametrize("key", ["name", "phone", "email", "product"])
+@pytest.mark.parametrize("length", [39, 40, 41, 199, 200, 201, 253, 254, 255])
+@pytest.mark.parametrize("padding", ["", "  "])
+def test_an_answers_texts_are_bounded_as_the_pydantic_model_bounded_them(
+    key: str, length: int, padding: str
+) -> None:
+    text = "x" * (length - 5) + "@b.co" if key == "email" else "x" * length
+    data = {"intent": "purchase", key: padding + text + padding}
+    expected, _ = outcome(lambda: OracleExtraction.model_validate(data))
+    got, _ = outcome(lambda: Extraction.parse(data))
+    assert (got is None) == (expected is None)
+
+
+crm_texts = st.sampled_from(["", " ", "x", "OTHER", "Bearer t", "https://a.b/rest/1/c/"])
+crm_urls = st.sampled_from(
+    ["https://a.b/rest/1/c/", "http://x", "https://", "https://a b", " https://x", "https://x\n"]
+)
+crm_configs = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["webhook", "bitrix24"]), "url": crm_urls},
+    optional={"auth_header": crm_texts, "source_id": crm_texts, "other": json_leaf},
+) | st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["webhook", "bitrix24", "amocrm"]) | json_leaf,
+        "url": crm_urls | json_leaf,
+        "auth_header": crm_texts | json_leaf,
+        "source_id": crm_texts | json_leaf,
+    },
+)
+
+
+@given(config=crm_configs)
+@settings(max_examples=300)
+def test_the_crm_secret_is_read_as_the_pydantic_models_read_it(config: dict[str, Any]) -> None:
+    expected, expected_locs = outcome(lambda: ORACLE_CRM_CONFIG.validate_python(config))
+    got, locs = outcome(lambda: parse_config(config))
     assert (got is None, locs) == (expected is None, expected_locs)
     if expected is not None:
         assert vars(got) == expected.model_dump()

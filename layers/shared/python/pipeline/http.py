@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from functools import cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from pipeline.errors import UNAUTHORIZED, AccountRefused, PermanentError, RemoteRefused, TransientError
 
@@ -66,6 +67,16 @@ def _opener() -> urllib.request.OpenerDirector:
     """Built at the first request, not at import: its HTTPS handler loads the CA store (about 20 ms),
     which a function that never calls out (the webhook imports this through the registry) need not pay."""
     return urllib.request.build_opener(_NoRedirects)
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """What to redact of a configured URL: itself, and its path segments and query that may carry a code.
+
+    A remote error message may quote the webhook code alone (`/rest/1/<code>/`), not the URL.
+    """
+    parts = urlsplit(url)
+    pieces = [segment for segment in parts.path.split("/") if len(segment) >= 8]
+    return (url, url.rstrip("/"), *pieces, *([parts.query] if parts.query else []))
 
 
 def retry_after_seconds(response: JsonResponse) -> float | None:

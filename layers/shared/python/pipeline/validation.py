@@ -1,10 +1,12 @@
-"""Checks for the documents on every function's cold path, without pydantic.
+"""Checks for the documents on the Telegram functions' cold path, without pydantic.
 
 Importing pydantic and building its schemas costs about 0.4x of `import boto3` at each cold start
-(docs/perf.md). The envelope (`pipeline.envelope`), the Telegram update (`pipeline.telegram`) and
-the worker's settings (`pipeline.worker`) are read on every function's first invocation and have
-only plain fields, so they are checked here; the models with richer rules (CRM events, SMS rules,
-deployment settings) stay pydantic models, imported only where they are used.
+(docs/perf.md). The documents read on the Telegram functions' first invocation have plain fields,
+so they are checked here: the envelope (`pipeline.envelope`), the Telegram update
+(`pipeline.telegram`), the worker's settings (`pipeline.worker`), the `ai` consumer's reading of
+a model's answer and the `crm` consumer's of its secret. The models with richer rules (CRM events,
+SMS rules, the CRMs' webhooks, deployment settings) stay pydantic models, imported only where
+they are used.
 
 A refusal has pydantic's shape (`errors()`: `loc`, `msg`, `type`, never the input, which may be a
 phone number) and `Invalid` is a `ValueError`, as pydantic's `ValidationError` is: one reader of
@@ -104,7 +106,9 @@ class Fields:
             self.problems.append(refusal((key,), "missing", "Field required"))
         return default
 
-    def text(self, key: str, *, min_length: int = 0, default: Any = MISSING) -> Any:
+    def text(
+        self, key: str, *, min_length: int = 0, max_length: int | None = None, default: Any = MISSING
+    ) -> Any:
         value = self._get(key, default)
         if key not in self.data or (value is None and default is None):
             return value
@@ -115,11 +119,17 @@ class Fields:
             self.problems.append(
                 refusal((key,), "string_too_short", f"String should have at least {min_length} character{s}")
             )
+        elif max_length is not None and len(value) > max_length:
+            s = "" if max_length == 1 else "s"
+            self.problems.append(
+                refusal((key,), "string_too_long", f"String should have at most {max_length} character{s}")
+            )
         return value
 
-    def choice(self, key: str, options: tuple[str, ...]) -> Any:
-        value = self._get(key, MISSING)
-        if key in self.data and value not in options:
+    def choice(self, key: str, options: tuple[str, ...], *, default: Any = MISSING) -> Any:
+        """One of `options` (None too where the default is None)."""
+        value = self._get(key, default)
+        if key in self.data and value not in options and not (value is None and default is None):
             quoted = [f"'{option}'" for option in options]
             expected = ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
             self.problems.append(refusal((key,), "literal_error", f"Input should be {expected}"))

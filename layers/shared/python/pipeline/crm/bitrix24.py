@@ -26,7 +26,6 @@ import hmac
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import (
     AwareDatetime,
@@ -40,7 +39,13 @@ from pydantic import (
 )
 
 from pipeline.errors import UNAUTHORIZED, RemoteRefused
-from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
+from pipeline.http import (
+    DEFAULT_TIMEOUT_SECONDS,
+    JsonHttpClient,
+    JsonResponse,
+    retry_after_seconds,
+    url_secrets,
+)
 from pipeline.observability import mask_phones
 
 # Bitrix24 system errors that go away by themselves (REST docs, "Statuses and System Error Codes").
@@ -74,16 +79,6 @@ DEAL_EVENTS = ("ONCRMDEALADD", "ONCRMDEALUPDATE")
 
 _METHOD = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*", re.IGNORECASE)
 _DESCRIPTION_LIMIT = 200
-
-
-def url_secrets(url: str) -> tuple[str, ...]:
-    """What to redact of a configured URL: itself, and its path segments and query that may carry a code.
-
-    A remote error message may quote the webhook code alone (`/rest/1/<code>/`), not the URL.
-    """
-    parts = urlsplit(url)
-    pieces = [segment for segment in parts.path.split("/") if len(segment) >= 8]
-    return (url, url.rstrip("/"), *pieces, *([parts.query] if parts.query else []))
 
 
 def _short(value: Any, limit: int = _DESCRIPTION_LIMIT) -> str | None:
