@@ -22,7 +22,7 @@ export AWS_DEFAULT_REGION ?= eu-central-1
 STAGE ?=
 STAGE_ARG := $(if $(STAGE),--stage $(STAGE),)
 
-.PHONY: python-version install lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
+.PHONY: python-version install ruff lint test test-unit test-infra synth local demo chaos doctor bench bench-smoke consumer clean
 
 $(STAMP): requirements.txt requirements-dev.txt $(CONSUMER_REQUIREMENTS)
 	@if test -x $(PY) && ! $(PY) -c 'import sys; sys.exit("%d.%d" % sys.version_info[:2] != "$(PYTHON_VERSION)")'; then \
@@ -39,9 +39,11 @@ install: $(STAMP)
 python-version:
 	@echo "$(PYTHON) (Python $(PYTHON_VERSION))"
 
-lint: install
+ruff: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+
+lint: ruff
 	$(PY) -m mypy
 
 # Three test processes on CI's 2 cores: the e2e files spend much of their time waiting on real
@@ -49,9 +51,17 @@ lint: install
 # (a full run 19 min 17 s at -n 2, 15 min 31 s at -n 3, same machine). `make TEST_WORKERS=2 test`.
 # Whole files to each process, in collection order: the modules that take minutes first
 # (tests/conftest.py), not xdist's default order by number of tests, which started them last.
+# mypy runs beside the tests (a cold cache is over a minute of one core, which the waiting e2e
+# files leave idle), its report printed after theirs; ruff first, so a style error stops at once.
+# `make test` fails when either does. `make test TEST_ARGS=tests/unit` runs a part, mypy still whole.
 TEST_WORKERS ?= 3
-test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+MYPY_LOG := .local/mypy.log
+test: ruff
+	@mkdir -p $(dir $(MYPY_LOG))
+	@$(PY) -m mypy > $(MYPY_LOG) 2>&1 & mypy=$$!; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(TEST_ARGS); tests=$$?; \
+	wait $$mypy; typed=$$?; echo "mypy (exit $$typed):"; cat $(MYPY_LOG); \
+	test $$tests -eq 0 && test $$typed -eq 0
 
 test-unit: install
 	$(PY) -m pytest tests/unit
