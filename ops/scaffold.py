@@ -95,7 +95,7 @@ coldstart.begin()  # the collector paused while the init imports, until `coldsta
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The worker runtime first: Powertools' batch utility builds its pydantic parser models at
-# import when pydantic is already loaded (as the consumer's own code loads it), else not.
+# import when pydantic is already loaded (as a consumer's own pydantic models load it), else not.
 from pipeline.worker import ConsumerWorker
 
 # isort: split
@@ -128,11 +128,10 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from pydantic import ValidationError
-
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.telegram import TelegramUpdate, chat_type
+from pipeline.validation import Invalid
 
 logger = Logger(child=True)
 
@@ -143,7 +142,7 @@ def handle(envelope: Envelope) -> dict[str, Any]:
         raise PermanentError(f"{name} takes Telegram updates, got a {{envelope.source}} event")
     try:
         update = TelegramUpdate.parse(envelope.payload)
-    except ValidationError as error:
+    except Invalid as error:
         raise PermanentError(f"payload is not a Telegram update ({{error.error_count()}} errors)") from error
     result = {{"update_type": envelope.type, "chat_type": chat_type(update) or "none"}}
     logger.info("{name}", extra=result)

@@ -7,7 +7,7 @@ coldstart.begin()  # the collector paused while the init imports, until `coldsta
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # The worker runtime first: Powertools' batch utility builds its pydantic parser models at
-# import when pydantic is already loaded (as the consumer's own code loads it), else not.
+# import when pydantic is already loaded (as a consumer's own pydantic models load it), else not.
 from pipeline.worker import ConsumerWorker
 
 # isort: split
