@@ -371,8 +371,13 @@ def test_the_crm_secret_is_read_as_the_pydantic_models_read_it(config: dict[str,
 
 @pytest.mark.parametrize(
     ("body", "loc"),
-    [("not json", ()), (json.dumps({SCHEMA_VERSION: FORMAT.version + 1}), ()), ("[]", ())],
-    ids=["not-json", "newer-version", "not-an-object"],
+    [
+        ("not json", ()),
+        (json.dumps({SCHEMA_VERSION: FORMAT.version + 1}), ()),
+        ("[]", ()),
+        (json.dumps({SCHEMA_VERSION: []}), ()),
+    ],
+    ids=["not-json", "newer-version", "not-an-object", "version-not-a-number"],
 )
 def test_a_body_no_envelope_can_be_read_from_is_refused_as_a_whole(body: str, loc: tuple[Any, ...]) -> None:
     with pytest.raises(Invalid) as refused:
