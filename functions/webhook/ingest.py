@@ -423,7 +423,8 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
     """A CRM order-status event, authenticated by an HMAC signature over the raw body or, where
     the deployment accepts it, by a static token (`path_token`: the one in the URL path)."""
     # Imported by the first CRM request: its model is pydantic's, which a Telegram webhook never loads.
-    from pipeline.crm import event_model
+    with coldstart.paused("pipeline.crm.event_model"):  # the first CRM request: see pipeline.coldstart
+        from pipeline.crm import event_model
 
     def work() -> Outcome:
         raw = request.raw_body()

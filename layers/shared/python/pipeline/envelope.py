@@ -40,7 +40,7 @@ class Envelope:
     """One business event. `payload` is the original body exactly as received.
 
     Checked when made, as it is read (`pipeline.validation`: no pydantic on the cold path); an
-    invalid one raises `Invalid`. Its JSON is what the pydantic model it replaced wrote.
+    invalid one raises `Invalid`. Its JSON holds the values the pydantic model it replaced wrote.
     """
 
     event_id: str
