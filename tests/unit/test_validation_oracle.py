@@ -369,6 +369,21 @@ def test_the_crm_secret_is_read_as_the_pydantic_models_read_it(config: dict[str,
         assert vars(got) == expected.model_dump()
 
 
+@given(version=json_value, body=valid_envelope)
+def test_any_schema_version_in_a_body_is_read_or_refused_as_the_bodys_fault(
+    version: Any, body: dict[str, Any]
+) -> None:
+    """A queue or DLQ body is whatever was sent to the queue: whatever its `schema_version`, the
+    envelope is read (a version this code reads) or refused as `Invalid` (the worker dead-letters
+    it with the reason), never another exception, which would be retried without one."""
+    text = Envelope(**body).to_json()
+    try:
+        envelope = Envelope.from_json(json.dumps({**json.loads(text), SCHEMA_VERSION: version}))
+    except Invalid:
+        return
+    assert envelope.schema_version in FORMAT.readable
+
+
 @pytest.mark.parametrize(
     ("body", "loc"),
     [
