@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeDeserializer
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipeline import formats
-from pipeline.formats import FORMATS, Format, FormatTooNew, format_of
+from pipeline.formats import FORMATS, Format, FormatTooNew, FormatUnreadable, format_of
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -111,6 +113,40 @@ def test_no_sample_is_of_a_version_the_registry_does_not_know() -> None:
     for path in SAMPLES.glob("*/v*.json"):
         assert path.parent.name in known, f"{path}: no format {path.parent.name!r} in pipeline.formats"
         assert int(path.stem[1:]) in known[path.parent.name], f"{path}: not a version of its format"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(fmt=st.sampled_from(FORMATS), raw=json_values, dynamodb=st.booleans())
+def test_any_schema_version_is_read_or_refused_as_one_this_code_does_not_read(
+    fmt: Format, raw: Any, dynamodb: bool
+) -> None:
+    """Whatever an item or a body holds as its version (in DynamoDB JSON, `{"N": ...}`), the
+    version check returns one this code reads or raises FormatTooNew, which every reader refuses
+    with its reason: never another exception (a list once raised a TypeError out of it)."""
+    item = {"schema_version": {"N": raw} if dynamodb else raw}
+    try:
+        version = fmt.version_of(item)
+    except FormatTooNew:
+        return
+    assert version in fmt.readable
+
+
+def test_a_version_that_is_no_number_is_refused_without_quoting_it() -> None:
+    """A body may carry anything there, a phone number too: the reason names its type only."""
+    fmt = formats.by_name("envelope")
+    with pytest.raises(
+        FormatUnreadable, match="envelope has a schema_version that is no whole number"
+    ) as refused:
+        fmt.version_of({"schema_version": "+375 29 123 45 67"})
+    assert "375" not in str(refused.value)
+    with pytest.raises(FormatUnreadable, match=r"\(a list\)"):
+        fmt.version_of({"schema_version": []})
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)

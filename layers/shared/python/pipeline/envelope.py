@@ -69,7 +69,7 @@ class Envelope:
                 data = {**data, SCHEMA_VERSION: 0}
             try:
                 FORMAT.version_of(data)
-            except (ValueError, TypeError) as error:  # a newer version; one that is no number
+            except ValueError as error:  # FormatTooNew: a newer version, or one that is no number
                 raise Invalid(_TITLE, [refusal((), "value_error", f"Value error, {error}")]) from None
         return cls(**_checked(data))
 

@@ -38,6 +38,11 @@ class FormatTooNew(ValueError):
     """An item or message written by a newer release than this code (a rollback): not guessed at."""
 
 
+class FormatUnreadable(FormatTooNew):
+    """A `schema_version` that is no whole number: refused as a version this code does not read,
+    by every reader that refuses a newer one (never a TypeError its caller does not expect)."""
+
+
 # How a format's reader takes the item: as DynamoDB's low-level client returns it ("client",
 # `{"id": {"S": ...}}`), as boto3's Table resource does ("resource", plain values), or the message
 # body's text ("body").
@@ -73,7 +78,12 @@ class Format:
         raw = item.get(SCHEMA_VERSION)
         if isinstance(raw, Mapping):
             raw = raw.get("N")
-        version = 0 if raw is None else int(raw)
+        try:
+            version = 0 if raw is None else int(raw)
+        except (TypeError, ValueError):  # the message names no value: a body may carry anything
+            raise FormatUnreadable(
+                f"{self.name} has a schema_version that is no whole number (a {type(raw).__name__})"
+            ) from None
         if version not in self.readable:
             raise FormatTooNew(
                 f"{self.name} has schema_version {version}; this code reads "
