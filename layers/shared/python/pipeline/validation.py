@@ -17,6 +17,7 @@ they replace, on generated input.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
@@ -69,6 +70,10 @@ def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, An
     return {"type": kind, "loc": loc, "msg": message}
 
 
+# pydantic's text of an integer: ASCII digits, `_` between them, optionally `.0...` ("12", "1_000", "3.00").
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0*)?")
+
+
 def _integer(value: Any) -> int | None:
     """pydantic's lax integer: an int (a bool too), an integral float, a string of one."""
     if isinstance(value, int):
@@ -76,10 +81,58 @@ def _integer(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
+        text = value.strip()
+        if _INTEGER_TEXT.fullmatch(text):
+            return int(text.split(".", 1)[0])
+    return None
+
+
+def _float(value: Any) -> float | None:
+    """pydantic's lax number: an int or float (a bool too), or an ASCII string of one ("1e3", "inf")."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value.isascii():
         try:
-            return int(value.strip())
+            return float(value)
         except ValueError:
             return None
+    return None
+
+
+# pydantic's lax booleans from text (exact, case-insensitive; no surrounding spaces) and numbers.
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+
+
+def _boolean(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.lower()
+        return True if text in _TRUE else False if text in _FALSE else None
+    return None
+
+
+def _search(pattern: str, value: str) -> bool:
+    """pydantic's `pattern` (Rust's regex, unanchored): a final `$` is the text's end, never before a
+    final newline as Python's `$` also matches."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.search(pattern, value) is not None
+
+
+def _bound_refusal(
+    number: float, ge: float | None, gt: float | None, le: float | None
+) -> tuple[str, str] | None:
+    """pydantic's (type, message) for a number outside its bounds (NaN is outside every one)."""
+    if gt is not None and not number > gt:
+        return "greater_than", f"Input should be greater than {gt}"
+    if ge is not None and not number >= ge:
+        return "greater_than_equal", f"Input should be greater than or equal to {ge}"
+    if le is not None and not number <= le:
+        return "less_than_equal", f"Input should be less than or equal to {le}"
     return None
 
 
@@ -107,8 +160,15 @@ class Fields:
         return default
 
     def text(
-        self, key: str, *, min_length: int = 0, max_length: int | None = None, default: Any = MISSING
+        self,
+        key: str,
+        *,
+        min_length: int = 0,
+        max_length: int | None = None,
+        pattern: str | None = None,
+        default: Any = MISSING,
     ) -> Any:
+        """A string; `pattern`: a regular expression found in it (`_search`, as pydantic applies one)."""
         value = self._get(key, default)
         if key not in self.data or (value is None and default is None):
             return value
@@ -123,6 +183,10 @@ class Fields:
             s = "" if max_length == 1 else "s"
             self.problems.append(
                 refusal((key,), "string_too_long", f"String should have at most {max_length} character{s}")
+            )
+        elif pattern is not None and not _search(pattern, value):
+            self.problems.append(
+                refusal((key,), "string_pattern_mismatch", f"String should match pattern '{pattern}'")
             )
         return value
 
@@ -150,6 +214,54 @@ class Fields:
             self.problems.append(refusal((key,), "int_type", "Input should be a valid integer"))
             return value
         return number
+
+    def number(
+        self,
+        key: str,
+        kind: type[int] | type[float] = int,
+        *,
+        ge: float | None = None,
+        gt: float | None = None,
+        le: float | None = None,
+        default: Any = MISSING,
+    ) -> Any:
+        """A lax int or float (`kind`) within its bounds (None allowed where the default is None)."""
+        value = self._get(key, default)
+        if key not in self.data or (value is None and default is None):
+            return value
+        number: int | float | None = _integer(value) if kind is int else _float(value)
+        if number is None:
+            if kind is int:
+                self.problems.append(refusal((key,), "int_parsing", "Input should be a valid integer"))
+            else:
+                self.problems.append(refusal((key,), "float_parsing", "Input should be a valid number"))
+            return value
+        outside = _bound_refusal(number, ge, gt, le)
+        if outside is not None:
+            self.problems.append(refusal((key,), *outside))
+        return number
+
+    def boolean(self, key: str, *, default: Any = MISSING) -> Any:
+        """pydantic's lax boolean (`true`, 1, "yes", "off", ...)."""
+        value = self._get(key, default)
+        if key not in self.data:
+            return value
+        flag = _boolean(value)
+        if flag is None:
+            self.problems.append(refusal((key,), "bool_parsing", "Input should be a valid boolean"))
+            return value
+        return flag
+
+    def text_mapping(self, key: str, *, default: Any = MISSING) -> Any:
+        """A JSON object of strings (`dict[str, str]`); each value that is not one is refused by
+        its key."""
+        value = self.mapping(key, default=default)
+        if key not in self.data or not isinstance(value, dict):
+            return value
+        for name, item in value.items():
+            if not isinstance(item, str):
+                self.problems.append(refusal((key, name), "string_type", "Input should be a valid string"))
+        return value
 
     def mapping(self, key: str, *, default: Any = MISSING) -> Any:
         """A JSON object (a dict), or the default (None allowed where the default is None)."""
