@@ -422,7 +422,7 @@ def _authenticate_crm(request: Request, raw: bytes, settings: Settings, path_tok
 def ingest_crm(request: Request, settings: Settings, path_token: str | None = None) -> Outcome:
     """A CRM order-status event, authenticated by an HMAC signature over the raw body or, where
     the deployment accepts it, by a static token (`path_token`: the one in the URL path)."""
-    # Imported by the first CRM request: its model is pydantic's, which a Telegram webhook never loads.
+    # Imported by the first CRM request (with the phone numbers' rules): a Telegram webhook never loads it.
     with coldstart.paused("pipeline.crm.event_model"):  # the first CRM request: see pipeline.coldstart
         from pipeline.crm import event_model
 
@@ -433,9 +433,9 @@ def ingest_crm(request: Request, settings: Settings, path_token: str | None = No
         ignored = ignored_crm_type(payload)
         if ignored is not None:
             return ignore("crm", ignored)
-        context = contract.validation_context(settings.phone_default_region)
+        region = settings.phone_default_region or None
         event = _validate(
-            "CrmEvent", lambda: event_model.CrmEvent.model_validate(payload, context=context), 422
+            "CrmEvent", lambda: event_model.CrmEvent.parse(payload, phone_default_region=region), 422
         )
         envelope = Envelope(
             event_id=crm_event_id(event.event_id),

@@ -122,7 +122,7 @@ def test_a_deal_moved_to_a_mapped_stage_publishes_each_transition_of_its_history
     assert delivery.failed == []
     created, moved = order_events()
     assert statuses([created, moved]) == [(None, "new"), ("new", "ready_for_pickup")]
-    event = CrmEvent.model_validate(moved["envelope"]["payload"])
+    event = CrmEvent.parse(moved["envelope"]["payload"])
     assert moved["attributes"] == {
         "source": "crm",
         "type": "order.status_changed",
@@ -371,7 +371,7 @@ def test_a_lead_status_change_publishes_the_order_status_with_the_previous_one(
     assert amocrm.deliver(lead_event(lead_id, 70013, 70012)).failed == []
 
     [published] = order_events()
-    event = CrmEvent.model_validate(published["envelope"]["payload"])
+    event = CrmEvent.parse(published["envelope"]["payload"])
     assert (event.order.id, event.order.status, event.order.previous_status) == (
         str(lead_id),
         "ready_for_pickup",

@@ -112,7 +112,7 @@ def recent(minutes: int = 0) -> str:
 
 def move_of(event: dict[str, Any]) -> Move:
     """The move a CRM event is, as the sms consumer reads it (received now)."""
-    parsed = CrmEvent.model_validate(event)
+    parsed = CrmEvent.parse(event)
     return Move(
         order_key=parsed.order_key,
         status=parsed.order.status,

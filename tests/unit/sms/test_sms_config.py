@@ -28,7 +28,7 @@ def _rules(*rules: dict[str, Any]) -> str:
 def test_default_rules_cover_ready_for_pickup_and_shipped_and_fill_placeholders() -> None:
     rules = load_rules("")
     assert [rule.status for rule in rules.rules] == ["ready_for_pickup", "shipped"]
-    event = CrmEvent.model_validate(order_event("ready_for_pickup", "paid", order_id="ORD-7"))
+    event = CrmEvent.parse(order_event("ready_for_pickup", "paid", order_id="ORD-7"))
     rule = rules.rule_for("ready_for_pickup", "paid")
     assert rule is not None
     assert rule.render(event) == "Olga Ivanova, your order ORD-7 is ready for pickup."

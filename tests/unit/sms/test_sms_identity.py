@@ -194,12 +194,9 @@ def test_of_two_writers_deciding_on_the_same_order_state_one_wins(
     journal = sms.service.runtime().journal
     replay(sms, order_event("assembling", "paid", order_id="ORD-7", occurred_at=at(0)))
     seen = journal.get_order("crm:ORD-7")
-    event = sms.service.CrmEvent.model_validate(
-        order_event("ready_for_pickup", "assembling", order_id="ORD-7", occurred_at=at(5))
-    )
-    observation = sms.service.observe(
-        seen, sms.service.move_of(crm_envelope(event.model_dump()).envelope, event)
-    )
+    payload = order_event("ready_for_pickup", "assembling", order_id="ORD-7", occurred_at=at(5))
+    event = sms.service.CrmEvent.parse(payload)
+    observation = sms.service.observe(seen, sms.service.move_of(crm_envelope(payload).envelope, event))
     assert observation.kind == "entered" and observation.new_state is not None
     draft = None
     if with_notification:

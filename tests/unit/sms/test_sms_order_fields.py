@@ -24,7 +24,7 @@ def rule(template: str) -> SmsRule:
 def event(**order: Any) -> CrmEvent:
     payload = order_event("shipped", "paid", order_id="ORD-7")
     payload["order"].update(order)
-    return CrmEvent.model_validate(payload)
+    return CrmEvent.parse(payload)
 
 
 def test_an_extra_order_field_and_a_contract_field_fill_the_template() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Mapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -113,6 +113,67 @@ def _boolean(value: Any) -> bool | None:
         text = value.lower()
         return True if text in _TRUE else False if text in _FALSE else None
     return None
+
+
+# pydantic's (speedate's) RFC 3339 text of a moment with its offset: `T`, `t`, `_` or a space between
+# date and time, seconds and a fraction (`.` or `,`, cut to microseconds) optional, `Z` or `+HH[:]MM`.
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt_ ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
+    r"(?:[Zz]|([+-])(\d{2}):?(\d{2}))"
+)
+# A Unix time as text: a whole number, or one with a point, then perhaps an exponent ("1700000000",
+# "-1.5", ".5", "1.5e3"; not "1e3").
+_UNIX_TEXT = re.compile(r"[+-]?(?:\d+|(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+# Past this many seconds either way, pydantic reads a Unix time as milliseconds.
+_UNIX_MILLISECONDS_FROM = 2e10
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _aware_moment(value: Any) -> datetime | None:
+    """pydantic's `AwareDatetime`: a datetime with its offset, its RFC 3339 text, or a Unix time
+    (seconds, or milliseconds past 2e10) as a number or its text, read as UTC."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None and value.utcoffset() is not None else None
+    if isinstance(value, str):
+        match = _RFC3339.fullmatch(value)
+        if match is not None:
+            return _rfc3339(match)
+        if not _UNIX_TEXT.fullmatch(value):
+            return None
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    try:
+        if abs(value) > _UNIX_MILLISECONDS_FROM:
+            return _EPOCH + timedelta(milliseconds=value)
+        return _EPOCH + timedelta(seconds=value)
+    except OverflowError:
+        return None
+
+
+def _rfc3339(match: re.Match[str]) -> datetime | None:
+    year, month, day, hour, minute, second, fraction, sign, offset_hours, offset_minutes = match.groups()
+    offset = timedelta(0)
+    if sign is not None:
+        if int(offset_hours) > 23 or int(offset_minutes) > 59:
+            return None
+        offset = timedelta(hours=int(offset_hours), minutes=int(offset_minutes))
+        offset = -offset if sign == "-" else offset
+    try:
+        return datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour),
+            int(minute),
+            int(second or 0),
+            int((fraction or "0")[:6].ljust(6, "0")),
+            tzinfo=UTC if offset == timedelta(0) else timezone(offset),
+        )
+    except ValueError:
+        return None
 
 
 def _search(pattern: str, value: str) -> bool:
@@ -285,6 +346,28 @@ class Fields:
                 pass
         self.problems.append(refusal((key,), "datetime_type", "Input should be a valid datetime"))
         return value
+
+    def aware_moment(self, key: str) -> Any:
+        """A moment with its offset (pydantic's `AwareDatetime`; see `_aware_moment`)."""
+        value = self._get(key, MISSING)
+        if key not in self.data:
+            return value
+        moment = _aware_moment(value)
+        if moment is None:
+            self.problems.append(refusal((key,), "datetime_parsing", "Input should be a valid datetime"))
+            return value
+        return moment
+
+    def document(self, key: str, parse: Callable[[Any], T]) -> T | None:
+        """A nested document, `parse(value)`; its refusals are this one's, under `key`."""
+        value = self._get(key, MISSING)
+        if key not in self.data:
+            return None
+        try:
+            return parse(value)
+        except Invalid as error:
+            self.problems.extend({**problem, "loc": (key, *problem["loc"])} for problem in error.errors())
+            return None
 
     def checked(self, key: str, value: T, rule: Callable[[T], T]) -> T:
         """`rule(value)`, its ValueError a refusal of `key` (pydantic's field validator)."""

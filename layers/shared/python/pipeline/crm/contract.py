@@ -1,6 +1,6 @@
 """CRM order-status events: how the webhook authenticates them (signature or token).
 
-The event's model is `pipeline.crm.event_model.CrmEvent` (pydantic, imported by the first CRM
+The event is read by `pipeline.crm.event_model.CrmEvent.parse` (imported by the first CRM
 request: a Telegram-only webhook never loads it).
 
 A CRM signs each request with a shared key:
@@ -12,9 +12,8 @@ The timestamp is part of the signed text so a captured request cannot be replaye
 during its own rotation); any one matching any candidate key is enough.
 
 `customer.phone` is normalised to E.164 (`pipeline.phones`). National forms need the
-deployment's default region, given as validation context:
-`event_model.CrmEvent.model_validate(payload, context=validation_context("BY"))`; without it (a consumer
-reading a payload the webhook already normalised) only international forms are accepted.
+deployment's default region: `CrmEvent.parse(payload, phone_default_region="BY")`; without it (a
+consumer reading a payload the webhook already normalised) only international forms are accepted.
 
 A sender that cannot compute an HMAC (a templated CRM robot or trigger) may instead present a
 static token, when the deployment's `crm_auth` enables it (`CRM_AUTH_MODES`): in a header
@@ -31,7 +30,7 @@ import hmac
 import re
 import time
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 SIGNATURE_HEADER = "X-Signature"
 # Static-token authentication (`crm_auth` = "token" or "signature_or_token").
@@ -67,15 +66,8 @@ _SIGNATURE_PART = re.compile(r"(?P<key>[a-z0-9]+)=(?P<value>[^,=]*)")
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
-# The pydantic error type of a `customer.phone` that is not an acceptable number.
+# The refusal type of a `customer.phone` that is not an acceptable number.
 PHONE_ERROR_TYPE = "phone_number"
-# The validation-context key holding the default region for national phone forms.
-PHONE_REGION_CONTEXT = "phone_default_region"
-
-
-def validation_context(phone_default_region: str | None) -> dict[str, Any]:
-    """The context `CrmEvent.model_validate` reads the deployment's phone region from."""
-    return {PHONE_REGION_CONTEXT: phone_default_region or None}
 
 
 # The event types the pipeline handles; any other (`order.created`, ...) is acknowledged and

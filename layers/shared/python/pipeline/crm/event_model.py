@@ -1,72 +1,128 @@
-"""The pydantic model of a CRM order-status event (`pipeline.crm.contract` says how one is
-authenticated and what the phone's validation context is).
+"""A CRM order-status event, read and checked (`pipeline.crm.contract` says how one is
+authenticated; `CrmEvent.parse` how its phone is read).
 
-Its own module so that only what reads CRM events imports pydantic: the webhook's Telegram
-requests never do (docs/perf.md).
+Checked by hand (`pipeline.validation`), not by pydantic: the `sms` consumer reads one at every
+first invocation, and pydantic's import and schemas cost a cold start about 0.4x of `import boto3`
+(docs/perf.md). tests/unit/webhook/test_crm_event_oracle.py holds it to the pydantic model it
+replaced, on generated input. A refusal names fields and why, never a value (a phone number).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
-
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from pipeline import phones
-from pipeline.crm.contract import PHONE_ERROR_TYPE, PHONE_REGION_CONTEXT
+from pipeline.crm.contract import ORDER_STATUS_CHANGED, PHONE_ERROR_TYPE
 from pipeline.envelope import crm_order_key
+from pipeline.validation import Fields, refusal
+
+# Routed on as an SNS message attribute, which cannot carry control characters.
+STATUS_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
 
-class _Open(BaseModel):
-    # CRMs add fields over time: keep them rather than refuse the event.
-    # No input in str(ValidationError) either: it may be a phone number and end up in a log.
-    model_config = ConfigDict(defer_build=True, extra="allow", frozen=True, hide_input_in_errors=True)
+def _extra(fields: Fields, declared: tuple[str, ...]) -> dict[str, Any]:
+    """The keys a CRM added: kept rather than refused (CRMs add fields over time)."""
+    return {key: value for key, value in fields.data.items() if key not in declared}
 
 
-class Order(_Open):
-    id: str = Field(min_length=1, max_length=128)
-    # Routed on as an SNS message attribute, which cannot carry control characters.
-    status: str = Field(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")
-    previous_status: str | None = Field(default=None, max_length=64)
+@dataclass(frozen=True)
+class Order:
+    id: str
+    status: str
+    previous_status: str | None = None
     # The CRM's id of this status change in its own history (a status-history record id), when
     # it keeps one: the same id is the same transition; another id into the current status is a
     # re-entry the CRM did not report the exit of (see pipeline.sms.orders). Never a delivery id.
-    transition_id: str | None = Field(default=None, min_length=1, max_length=256)
+    transition_id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
-
-class Customer(_Open):
-    # As the CRM wrote it on input, E.164 once validated (what the SMS journal keys on).
-    phone: str = Field(max_length=64, description="E.164 once validated")
-    name: str = Field(max_length=256)
-
-    @field_validator("phone")
     @classmethod
-    def _e164(cls, value: str, info: ValidationInfo) -> str:
-        context = info.context if isinstance(info.context, Mapping) else {}
-        try:
-            return phones.to_e164(value, context.get(PHONE_REGION_CONTEXT))
-        except phones.PhoneNumberError as error:
-            # The message says why, never which number (the input is not part of it).
-            raise PydanticCustomError(PHONE_ERROR_TYPE, str(error)) from None
+    def parse(cls, data: Any) -> Order:
+        fields = Fields("Order", data)
+        order = cls(
+            id=fields.text("id", min_length=1, max_length=128),
+            status=fields.text("status", min_length=1, max_length=64, pattern=STATUS_PATTERN),
+            previous_status=fields.text("previous_status", max_length=64, default=None),
+            transition_id=fields.text("transition_id", min_length=1, max_length=256, default=None),
+            extra=_extra(fields, ("id", "status", "previous_status", "transition_id")),
+        )
+        fields.done()
+        return order
+
+    def value(self, name: str) -> Any:
+        """The field `name`, declared or one the CRM added (None if it has none)."""
+        return getattr(self, name) if name in _ORDER_FIELDS else self.extra.get(name)
 
 
-class CrmEvent(_Open):
+@dataclass(frozen=True)
+class Customer:
+    # E.164 (`parse` normalises what the CRM wrote, which may be a national form).
+    phone: str
+    name: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any, phone_default_region: str | None = None) -> Customer:
+        fields = Fields("Customer", data)
+        phone = fields.text("phone", max_length=64)
+        if "phone" in fields.data and not any(problem["loc"] == ("phone",) for problem in fields.problems):
+            try:
+                phone = phones.to_e164(phone, phone_default_region)
+            except phones.PhoneNumberError as error:
+                # The message says why, never which number.
+                fields.problems.append(refusal(("phone",), PHONE_ERROR_TYPE, str(error)))
+        name = fields.text("name", max_length=256)
+        customer = cls(phone=phone, name=name, extra=_extra(fields, ("phone", "name")))
+        fields.done()
+        return customer
+
+    def value(self, name: str) -> Any:
+        """The field `name`, declared or one the CRM added (None if it has none)."""
+        return getattr(self, name) if name in ("phone", "name") else self.extra.get(name)
+
+
+_ORDER_FIELDS = ("id", "status", "previous_status", "transition_id")
+
+
+@dataclass(frozen=True)
+class CrmEvent:
     """One order-status change. `event_id` is the CRM's id of the request, kept for tracing: what
     the change is (and so which SMS) the sms consumer decides from the order's history."""
 
-    event_id: str = Field(min_length=1, max_length=256)
-    type: Literal["order.status_changed"]
-    occurred_at: AwareDatetime
+    event_id: str
+    type: str
+    occurred_at: datetime
     order: Order
     customer: Customer
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, data: Any, *, phone_default_region: str | None = None) -> CrmEvent:
+        """The event in `data` (a JSON object), or `Invalid` naming every refused field.
+
+        `customer.phone` is normalised to E.164; a national form needs the deployment's default
+        region (`phone_default_region`). Without it (a consumer reading a payload the webhook
+        already normalised) only international forms are accepted. A phone that is no number
+        is refused with the type `contract.PHONE_ERROR_TYPE`.
+        """
+        fields = Fields("CrmEvent", data)
+        event_id = fields.text("event_id", min_length=1, max_length=256)
+        kind = fields.choice("type", (ORDER_STATUS_CHANGED,))
+        occurred_at = fields.aware_moment("occurred_at")
+        order = fields.document("order", Order.parse)
+        customer = fields.document("customer", lambda value: Customer.parse(value, phone_default_region))
+        extra = _extra(fields, ("event_id", "type", "occurred_at", "order", "customer"))
+        fields.done()
+        assert order is not None and customer is not None  # done() refused them otherwise
+        return cls(event_id, kind, occurred_at, order, customer, extra)
 
     @property
     def order_key(self) -> str:
         """The order, qualified by the CRM it comes from (`pipeline.envelope.crm_order_key`)."""
-        return crm_order_key(
-            {"order": {"id": self.order.id}, "source": (self.model_extra or {}).get("source")}
-        )
+        return crm_order_key({"order": {"id": self.order.id}, "source": self.extra.get("source")})
 
     def normalised_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """`payload` (the raw JSON this event was validated from) with `customer.phone` in E.164:

@@ -20,13 +20,13 @@ from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import ValidationError
 
 from pipeline import aws, phones
-from pipeline.crm.contract import ORDER_STATUS_CHANGED, PHONE_ERROR_TYPE, validation_context
+from pipeline.crm.contract import ORDER_STATUS_CHANGED, PHONE_ERROR_TYPE
 from pipeline.crm.event_model import CrmEvent
 from pipeline.envelope import Envelope, crm_event_id, publish_request, sns_attributes, utc_now
 from pipeline.errors import PermanentError, TransientError
+from pipeline.validation import Invalid
 
 TOPIC_ENV = "EVENTS_TOPIC_ARN"
 
@@ -80,8 +80,8 @@ def order_event(order: OrderStatus, phone_default_region: str | None) -> tuple[C
     the contact's number is not one, PermanentError for any other refusal."""
     payload = order.payload()
     try:
-        event = CrmEvent.model_validate(payload, context=validation_context(phone_default_region))
-    except ValidationError as error:
+        event = CrmEvent.parse(payload, phone_default_region=phone_default_region or None)
+    except Invalid as error:
         problems = error.errors(include_input=False)
         if all(problem["type"] == PHONE_ERROR_TYPE for problem in problems):
             why = "; ".join(str(problem["msg"]) for problem in problems)

@@ -110,7 +110,7 @@ def _placeholders(template: str) -> list[str]:
 
 
 def _order_field(event: CrmEvent, field: str, rule: str) -> str:
-    value = event.order.model_dump().get(field)
+    value = event.order.value(field)
     # bool is an int: "True" in an SMS is never what a rule meant.
     if isinstance(value, bool) or not isinstance(value, str | int | float) or value == "":
         raise MissingOrderFieldError(
@@ -292,7 +292,7 @@ class SmsRules(BaseModel):
     def language_for(self, event: CrmEvent) -> str:
         """The customer's language: the event's `customer.language`, else the phone's country, else
         the fallback."""
-        named = event.customer.model_dump().get(LANGUAGE_FIELD) or ""
+        named = event.customer.value(LANGUAGE_FIELD) or ""
         if isinstance(named, str):
             primary = named.strip().lower().replace("_", "-").split("-")[0]
             if primary in self.all_languages:

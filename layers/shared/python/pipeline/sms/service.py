@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import ValidationError
 
 from pipeline.crm.contract import ORDER_STATUS_CHANGED
 from pipeline.crm.event_model import CrmEvent
@@ -70,6 +69,7 @@ from pipeline.sms.orders import Move, Observation, OrderState, observe
 from pipeline.sms.recheck import ask_crm_to_look, refused_for_good
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import SmsSettings
+from pipeline.validation import Invalid
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -323,8 +323,8 @@ def parse(envelope: Envelope) -> CrmEvent | str:
     if envelope.type != ORDER_STATUS_CHANGED:
         return f"event type {envelope.type!r} sends no SMS"
     try:
-        return CrmEvent.model_validate(envelope.payload)
-    except ValidationError as error:
+        return CrmEvent.parse(envelope.payload)
+    except Invalid as error:
         # Field locations only: the input (a phone number) must not reach logs or the DLQ reason.
         fields = ", ".join(
             sorted({".".join(str(part) for part in e["loc"]) or "payload" for e in error.errors()})
