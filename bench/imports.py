@@ -68,12 +68,24 @@ COMPARED = (WEBHOOK.service_name, "store", "sms", BOT)
 # a secret's reader (`pipeline.secrets`), the bot's engine (`pipeline.telegram_bot.runner`).
 IDEMPOTENCY_MODULE = "aws_lambda_powertools.utilities.idempotency"
 SECRETS_MODULE = "pipeline.secrets"
+# Installed here for the tests and tools only (pytest brings Pygments; Flask and uvicorn, click),
+# in no code a function runs with: our layers (`bench.assets`), AWS's Powertools layer, the
+# runtime's SDK. httpx imports its command line's (`httpx._main`: click, pygments, rich) when it
+# can, which would charge the bot's cold path some 15 ms Lambda never spends: the samples cannot
+# import them, as in Lambda. tests/unit/bench/test_bench_imports.py checks no layer of ours has them.
+ABSENT_IN_LAMBDA = ("click", "pygments", "rich")
 # Loaded at init only if something imports more than it needs (X-Ray only if tracing were on).
 WATCHED = {"boto3": "boto3", "s3transfer": "s3transfer", "aws_xray_sdk": "xray", "telegram": "ptb"}
 
 # Prints one JSON line: seconds of the import, of a later `import boto3`, peak RSS and what loaded.
 _SNIPPET = """\
 import json, sys, time
+class Absent:  # what Lambda has not: see ABSENT_IN_LAMBDA
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.split(".")[0] in {absent!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, Absent)
 t, c = time.perf_counter(), time.process_time()
 import {module}
 seconds, cpu = time.perf_counter() - t, time.process_time() - c
@@ -155,7 +167,13 @@ def _sample(
     if path is not None:  # and in the asset's folder, as Lambda runs in /var/task
         env |= {"PYTHONPATH": os.pathsep.join(map(str, path)), "PYTHONDONTWRITEBYTECODE": "1"}
         cwd = path[0]
-    code = _SNIPPET.format(module=module, watched=set(WATCHED), first_use=first_use, paused=set(paused))
+    code = _SNIPPET.format(
+        module=module,
+        watched=set(WATCHED),
+        first_use=first_use,
+        paused=set(paused),
+        absent=set(ABSENT_IN_LAMBDA),
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, check=False
     )
