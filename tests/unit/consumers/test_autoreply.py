@@ -404,18 +404,21 @@ def test_a_consumer_calling_the_bot_api_with_too_short_a_timeout_for_its_batch_i
     apart in one chat: else it is refused in every invocation and retried into the DLQ."""
     autoreply = next(c for c in CONSUMERS if c.name == "autoreply")
     one_record = deadline.needed(bot_api.TIMEOUT_SECONDS)
-    least = one_record + (autoreply.batch_size - 1) * pacing.TELEGRAM_CHAT_INTERVAL_SECONDS
+    paced = (autoreply.batch_size - 1) * pacing.TELEGRAM_CHAT_INTERVAL_SECONDS
+    least = one_record + paced + pacing.PACING_SLACK_SECONDS
     assert autoreply.least_batch_timeout_seconds == least and autoreply.timeout_seconds >= least
 
     with pytest.raises(
-        ValueError, match=rf"autoreply: timeout_seconds 19 leaves no call .* at least {least:g}"
+        ValueError, match=rf"autoreply: timeout_seconds 20 leaves no call .* at least {least:g}"
     ):
-        dataclasses.replace(autoreply, timeout_seconds=19)
+        dataclasses.replace(autoreply, timeout_seconds=20)
     assert dataclasses.replace(autoreply, timeout_seconds=math.ceil(least)).timeout_seconds == math.ceil(
         least
     )
-    smaller = dataclasses.replace(autoreply, batch_size=3, timeout_seconds=math.ceil(one_record) + 2)
-    assert smaller.least_batch_timeout_seconds == one_record + 2
+    smaller = dataclasses.replace(autoreply, batch_size=3, timeout_seconds=math.ceil(one_record) + 3)
+    assert smaller.least_batch_timeout_seconds == one_record + 2 + pacing.PACING_SLACK_SECONDS
+    alone = dataclasses.replace(autoreply, batch_size=1, timeout_seconds=math.ceil(one_record))
+    assert alone.least_batch_timeout_seconds == one_record  # nothing paced before it
 
 
 def test_a_callback_answer_made_again_after_its_answer_was_lost_is_success_not_a_dead_letter(

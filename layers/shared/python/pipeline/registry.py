@@ -30,6 +30,7 @@ from pipeline.errors import ACCOUNT_CAUSES
 from pipeline.pacing import (
     BOT_API_TIMEOUT_SECONDS,
     BROADCAST_SHARE,
+    PACING_SLACK_SECONDS,
     SEND_RATE_ENV,
     TELEGRAM_CHAT_INTERVAL_SECONDS,
     paced_environment,
@@ -198,11 +199,14 @@ class Consumer:
         """The least timeout that leaves a batch's last record its calls' time: the records
         before it may all be messages to one private chat, paced a second apart (`pipeline.pacing`;
         a seeded campaign, autoreply at 12 s and batches of 10: 18 of 3,000 messages
-        dead-lettered after every retry was refused for time)."""
+        dead-lettered after every retry was refused for time), and each paced send may start a
+        little late (`PACING_SLACK_SECONDS`)."""
         if not self.least_timeout_seconds:
             return 0.0
-        pacing = TELEGRAM_CHAT_INTERVAL_SECONDS if self.sends_to_telegram else 0.0
-        return self.least_timeout_seconds + (self.batch_size - 1) * pacing
+        if not self.sends_to_telegram or self.batch_size == 1:
+            return self.least_timeout_seconds
+        paced = (self.batch_size - 1) * TELEGRAM_CHAT_INTERVAL_SECONDS
+        return self.least_timeout_seconds + paced + PACING_SLACK_SECONDS
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
