@@ -1,26 +1,28 @@
-"""The SMS settings, checked by hand, against the pydantic model they replaced (a test-only oracle).
+"""The SMS settings and delivery events, checked by hand, against the pydantic models they replaced
+(a test-only oracle).
 
-`pipeline.sms.settings` left pydantic for the cold path of `sms`, `reconciler` and `sms_events`
-(docs/perf.md). It must accept and refuse what the model did, name the same fields (and give the
-same reason where two fields disagree, loc `()`), and hold the same values. The model below is the
-one replaced, verbatim but for its name; Hypothesis searches environments and field values for a
-difference.
+`pipeline.sms.settings` and `pipeline.sms.delivery` left pydantic for the cold path of `sms`,
+`reconciler` and `sms_events` (docs/perf.md). They must accept and refuse what those models did,
+name the same fields (and give the same reason where two fields disagree, loc `()`), and hold the
+same values. The models below are the ones replaced, verbatim but for their names; Hypothesis
+searches environments, field values and SNS messages for a difference.
 
 Deliberate differences, left out of the generated input:
 
 - a digit Python's Unicode (15.1) does not know (Unicode 16's, e.g. U+10D40) is no digit of
   SMS_QUIET_HOURS: pydantic's Rust regex took it for one, and `quiet_window` (Python's `re`) then
   found no window, so quiet hours were on yet never applied (a test below);
-- `parse` reads text and JSON values: Python values JSON has no type for (bytes where text is
-  expected) are not modelled.
+- `parse` reads JSON documents: Python values JSON has no type for (bytes where text is
+  expected, a key that is not a string) are not modelled.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import pytest
@@ -30,6 +32,7 @@ from hypothesis.control import currently_in_test_context
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pipeline.retention import SMS_RETENTION_DAYS, SMS_RETENTION_MIN_DAYS
+from pipeline.sms.delivery import DeliveryEvent
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.validation import Invalid
 
@@ -116,6 +119,27 @@ class OracleSmsSettings(BaseModel):
         )
 
 
+class OracleDeliveryEvent(BaseModel):
+    """The fields used from an End User Messaging SMS event; the rest (the phone too) is ignored."""
+
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True, populate_by_name=True)
+
+    event_type: str = Field(alias="eventType", min_length=1)
+    event_timestamp: int = Field(alias="eventTimestamp", ge=0, description="Unix time in milliseconds")
+    message_id: str = Field(alias="messageId", min_length=1)
+    is_final: bool = Field(alias="isFinal", default=False)
+    context: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def delivery_status(self) -> str:
+        """TEXT_DELIVERED -> "delivered", TEXT_CARRIER_UNREACHABLE -> "carrier_unreachable"."""
+        return self.event_type.removeprefix("TEXT_").lower()
+
+    @property
+    def occurred_at(self) -> datetime:
+        return datetime.fromtimestamp(self.event_timestamp / 1000, tz=UTC)
+
+
 def outcome(parse: Any) -> tuple[Any, set[tuple[Any, ...]], list[str]]:
     """(what `parse()` returned, None if refused; the refused locations; the messages of the rules
     across fields that were broken, pydantic's `value_error` at loc `()`)."""
@@ -134,6 +158,15 @@ def same_outcome(got: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
     if currently_in_test_context():  # Hypothesis's statistics: how often each outcome is tried
         event("accepted" if expected[0] is not None else f"refused: {expected[2] or 'fields'}")
     assert (got[0] is None, got[1], got[2]) == (expected[0] is None, expected[1], expected[2])
+
+
+def computed(read: Any) -> Any:
+    """`read()`, or the kind of exception it raised (a property of an accepted value may raise,
+    as `occurred_at` does for a timestamp past year 9999: it must raise in both)."""
+    try:
+        return read()
+    except (ValueError, OverflowError, OSError) as error:
+        return type(error)
 
 
 # -- settings ---------------------------------------------------------------------------------------
@@ -328,3 +361,197 @@ def test_a_quiet_hours_digit_unknown_to_python_is_refused_where_pydantic_took_it
     with pytest.raises(Invalid) as refused:
         SmsSettings.from_environment(environment)
     assert [error["loc"] for error in refused.value.errors()] == [("quiet_hours",)]
+
+
+# -- delivery events --------------------------------------------------------------------------------
+
+EVENT_KEYS = {
+    "event_type": "eventType",
+    "event_timestamp": "eventTimestamp",
+    "message_id": "messageId",
+    "is_final": "isFinal",
+}
+event_texts = st.sampled_from(
+    ["TEXT_DELIVERED", "TEXT_BLOCKED", "VOICE_COMPLETED", "", " ", "m-1"]
+) | st.text(max_size=4)
+timestamps = st.sampled_from(
+    [
+        0,
+        -1,
+        1,
+        1_686_975_103_470,
+        2**63 - 1,
+        2**63,
+        10**30,
+        -0.0,
+        1.0,
+        1.5,
+        1e20,
+        9.2e18,
+        2.0**63,
+        float("nan"),
+        float("inf"),
+        True,
+        False,
+        "12",
+        " 12 ",
+        "1.0",
+        "1_0",
+        "1.",
+        "-1",
+        "x",
+        "\u0663",
+        "",
+        None,
+        [],
+        {},
+    ]
+) | st.integers(-(2**64), 2**64)
+finals = st.sampled_from(
+    [True, False, 0, 1, 2, -1, 0.0, 1.0, 0.5, "yes", "no", "TRUE", " true", "1", "", None]
+)
+contexts = st.dictionaries(
+    st.sampled_from(["notification_key", "account", "x", ""]), event_texts | json_leaf, max_size=3
+) | st.sampled_from([None, [], "notification_key", 5])
+extra_values = st.recursive(
+    json_leaf,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    max_leaves=4,
+)
+
+
+def event_fields(name: str, values: st.SearchStrategy[Any]) -> dict[str, st.SearchStrategy[Any]]:
+    """A field under its key in the event, its name here, or both."""
+    return {EVENT_KEYS[name]: values, name: values}
+
+
+events = st.fixed_dictionaries(
+    {},
+    optional={
+        **event_fields("event_type", event_texts | json_leaf),
+        **event_fields("event_timestamp", timestamps),
+        **event_fields("message_id", event_texts | json_leaf),
+        **event_fields("is_final", finals),
+        "context": contexts,
+        "destinationPhoneNumber": st.just("+375291234567"),
+        "messageStatus": event_texts,
+        "other": extra_values,
+    },
+)
+# Events as End User Messaging writes them, with the cases around: mostly readable.
+documented_events = st.fixed_dictionaries(
+    {
+        "eventType": st.sampled_from(["TEXT_DELIVERED", "TEXT_QUEUED", "TEXT_BLOCKED"]),
+        "eventTimestamp": st.integers(0, 2**53),
+        "messageId": st.text(min_size=1, max_size=8),
+        "context": st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+    },
+    optional={
+        "isFinal": st.booleans(),
+        "destinationPhoneNumber": st.just("+375291234567"),
+        "x": extra_values,
+    },
+)
+
+
+def assert_same_event(got: DeliveryEvent, expected: OracleDeliveryEvent) -> None:
+    assert dataclasses.asdict(got) == expected.model_dump()
+    assert got.delivery_status == expected.delivery_status
+    assert computed(lambda: got.occurred_at) == computed(lambda: expected.occurred_at)
+
+
+@given(data=events | documented_events)
+@settings(max_examples=1500)
+def test_a_delivery_event_is_read_as_the_pydantic_model_read_it(data: dict[str, Any]) -> None:
+    expected = outcome(lambda: OracleDeliveryEvent.model_validate(data))
+    got = outcome(lambda: DeliveryEvent.parse(data))
+    same_outcome(got, expected)
+    if expected[0] is not None:
+        assert_same_event(got[0], expected[0])
+
+
+def json_texts(data: dict[str, Any]) -> st.SearchStrategy[str]:
+    """`data`'s JSON, and the ways a text can fail to be that JSON or any."""
+    text = json.dumps(data)
+    body = text[1:-1]
+    comma = ", " if body else ""
+    return st.sampled_from(
+        [
+            text,
+            f"  {text}\n",
+            text[: len(text) // 2],
+            text + "x",
+            "\ufeff" + text,
+            "[" + text + "]",
+            "{" + body + comma + '"messageId": 5, "messageId": "m"}',  # repeated keys: the last counts
+            "{" + body + comma + '"messageId": "m", "messageId": 5}',
+            "{" + body + comma + '"other": "\\udc00"}',  # a lone surrogate, escaped
+            "{" + body + comma + '"\\ud800": 1}',
+            "{" + body + comma + '"other": "\\ud83d\\ude00"}',  # a pair is one character
+            "{" + body + comma + '"other": "\\\\ud800"}',  # not an escape: a backslash, then text
+            "{" + body + comma + '"other": "a\nb"}',  # a control character in a text
+            "{" + body + comma + '"other": NaN, "x": -Infinity}',
+            "{" + body + comma + '"other": "\ud800"}',  # a lone surrogate in the str itself
+        ]
+    ) | st.builds(
+        lambda depth, inner, digits, sign, point: st.sampled_from(
+            [
+                "{" + body + comma + '"other": ' + "[" * depth + inner + "]" * depth + "}",
+                "{" + body + comma + '"other": ' + '{"k":' * depth + "1" + "}" * depth + "}",
+                "[" * (depth + 1) + "]" * (depth + 1),
+                "{" + body + comma + '"other": ' + sign + "9" * digits + point + "}",
+            ]
+        ),
+        st.integers(197, 202),
+        st.sampled_from(["", "1", "[]", "{}"]),
+        st.sampled_from([4299, 4300, 4301]),
+        st.sampled_from(["", "-"]),
+        st.sampled_from(["", ".5", "e1", ".0e1"]),
+    ).flatmap(lambda texts: texts)
+
+
+json_messages = (
+    (events | documented_events).flatmap(json_texts)
+    | st.text(max_size=8)
+    | st.sampled_from(["", "null", "5", '"x"', "[]", "{}", "{", "nope", "NaN"])
+)
+
+
+@given(text=json_messages, as_bytes=st.booleans())
+@settings(max_examples=2000)
+def test_an_sns_message_is_read_as_the_pydantic_model_read_its_json(text: str, as_bytes: bool) -> None:
+    try:
+        message: str | bytes = text.encode() if as_bytes else text
+    except UnicodeEncodeError:
+        message = text
+    expected = outcome(lambda: OracleDeliveryEvent.model_validate_json(message))
+    got = outcome(lambda: DeliveryEvent.from_json(message))
+    same_outcome(got, expected)
+    if expected[0] is not None:
+        assert_same_event(got[0], expected[0])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [b"\xff{}", '{"eventType": "T"}'.encode("utf-16"), b"\xef\xbb\xbf{}", b'{"x": "\xed\xa0\x80"}'],
+    ids=["not-utf-8", "utf-16", "utf-8-bom", "encoded-surrogate"],
+)
+def test_bytes_that_are_no_utf_8_json_are_refused_as_a_whole(message: bytes) -> None:
+    same_outcome(
+        outcome(lambda: DeliveryEvent.from_json(message)),
+        outcome(lambda: OracleDeliveryEvent.model_validate_json(message)),
+    )
+    with pytest.raises(Invalid) as refused:
+        DeliveryEvent.from_json(message)
+    assert [error["loc"] for error in refused.value.errors()] == [()]
+
+
+def test_a_field_given_by_both_its_key_and_its_name_is_read_from_its_key() -> None:
+    data = {"eventType": "TEXT_DELIVERED", "event_type": 5, "eventTimestamp": 1, "messageId": "m"}
+    assert DeliveryEvent.parse(data).event_type == "TEXT_DELIVERED"
+    with pytest.raises(Invalid) as refused:
+        DeliveryEvent.parse({**data, "eventType": 5, "event_type": "TEXT_DELIVERED"})
+    assert [error["loc"] for error in refused.value.errors()] == [("eventType",)]
+    with pytest.raises(Invalid) as refused:
+        DeliveryEvent.parse({"event_type": "", "event_timestamp": 1, "message_id": "m"})
+    assert [error["loc"] for error in refused.value.errors()] == [("event_type",)]
