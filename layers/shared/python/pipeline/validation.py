@@ -4,15 +4,17 @@ Importing pydantic and building its schemas costs about 0.4x of `import boto3` a
 (docs/perf.md). The documents read on the Telegram functions' first invocation have plain fields,
 so they are checked here: the envelope (`pipeline.envelope`), the Telegram update
 (`pipeline.telegram`), the worker's settings (`pipeline.worker`), the `ai` consumer's reading of
-a model's answer and the `crm` consumer's of its secret. The models with richer rules (CRM events,
-SMS rules, the CRMs' webhooks, deployment settings) stay pydantic models, imported only where
-they are used.
+a model's answer and the `crm` consumer's of its secret; and, for the SMS functions, their settings
+(`pipeline.sms.settings`) and End User Messaging's delivery events (`pipeline.sms.delivery`). The
+models with richer rules (CRM events, SMS rules, the CRMs' webhooks, deployment settings) stay
+pydantic models, imported only where they are used.
 
 A refusal has pydantic's shape (`errors()`: `loc`, `msg`, `type`, never the input, which may be a
 phone number) and `Invalid` is a `ValueError`, as pydantic's `ValidationError` is: one reader of
 refusals (the webhook's 4xx body, the worker's dead-letter reason, the synth's problems) serves
-both. tests/unit/test_validation_oracle.py checks these documents against the pydantic models
-they replace, on generated input.
+both. tests/unit/test_validation_oracle.py and tests/unit/sms/test_sms_settings_oracle.py check
+these documents against the pydantic models they replace, on generated input; lax numbers are read
+as pydantic's Rust code reads them (tests/unit/test_validation_numbers.py).
 """
 
 from __future__ import annotations
