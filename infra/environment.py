@@ -453,8 +453,8 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
 
     fields = {field: environment[name] for field, name in variables.items()}
     try:
-        settings = SmsSettings.model_validate({**fields, "journal_table": "synth-check"})
-    except ValidationError as error:
+        settings = SmsSettings.parse({**fields, "journal_table": "synth-check"})
+    except Invalid as error:
         raise SettingsError(
             validation_problems(error, named, {named((f,)): environment[n] for f, n in variables.items()})
         ) from None

@@ -70,7 +70,7 @@ def test_every_function_on_the_sms_journal_keeps_its_records_past_the_bound(full
     ]
     assert len(on_the_journal) == 3  # the sms worker, the reconciler, sms_events
     for environment in on_the_journal:
-        settings = SmsSettings.model_validate(
+        settings = SmsSettings.parse(
             {
                 field: environment[name]
                 for field, name in ENVIRONMENT_VARIABLES.items()

@@ -441,7 +441,7 @@ class Shop:
             return
         message_id, sms = self.gateway.delivered[index % len(self.gateway.delivered)]
         delivery = importlib.import_module("pipeline.sms.delivery")
-        event = delivery.DeliveryEvent.model_validate(
+        event = delivery.DeliveryEvent.parse(
             {
                 "eventType": "TEXT_DELIVERED",
                 "eventTimestamp": int(self.now().timestamp() * 1000),

@@ -133,10 +133,10 @@ def test_an_accepted_send_publishes_its_delivery_events_as_documented(
     documented = set(json.loads(FIXTURE.read_text())) - {"mcc", "mnc"}  # carrier codes: no carrier here
     for _, event in events:
         assert set(event) == documented
-        parsed = DeliveryEvent.model_validate(event)
+        parsed = DeliveryEvent.parse(event)
         assert (parsed.message_id, parsed.context) == (accepted.message_id, {CONTEXT_KEY: "key-1"})
         assert event["destinationPhoneNumber"] == PHONE
-    successful, delivered = (DeliveryEvent.model_validate(event) for _, event in events)
+    successful, delivered = (DeliveryEvent.parse(event) for _, event in events)
     assert (successful.event_type, successful.is_final) == ("TEXT_SUCCESSFUL", False)
     assert (delivered.event_type, delivered.is_final) == ("TEXT_DELIVERED", True)
     assert successful.event_timestamp < delivered.event_timestamp

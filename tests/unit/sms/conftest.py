@@ -25,7 +25,7 @@ from pipeline.sms import gateways
 from pipeline.sms.gateways import FakeGateway
 from pipeline.sms.journal import BY_STATE_INDEX, CLOCK, KEY_PREFIX, Clock, Notification, notification_key
 from pipeline.sms.orders import Move
-from pipeline.sms.settings import SmsSettings
+from pipeline.sms.settings import DEFAULTS
 from tests.unit.consumer_support import (
     ACCOUNT_ID,
     JOURNAL_TABLE,
@@ -41,7 +41,7 @@ from tests.unit.consumer_support import (
 PHONE = "+375291234567"
 MASKED_PHONE = "+37529*****67"
 # How long after an `unknown` a gateway miss counts as proof (the default the stack deploys).
-LOOKUP_SETTLE_SECONDS: int = SmsSettings.model_fields["lookup_settle_seconds"].default
+LOOKUP_SETTLE_SECONDS: int = DEFAULTS["lookup_settle_seconds"]
 SMS_FIXTURE = "sms_ready_for_pickup"
 # What the tests run with: small numbers, so retries and deadlines are quick to reach.
 SMS_ENVIRONMENT = {

@@ -18,6 +18,7 @@ from pipeline.retention import CRM_RESEND_WINDOW, REDELIVERY_BOUND, SMS_RETENTIO
 from pipeline.sms.journal import notification_key, parse_iso
 from pipeline.sms.rules import RULES_ENV, load_rules
 from pipeline.sms.settings import SmsSettings
+from pipeline.validation import Invalid
 from tests.unit.sms.conftest import MASKED_PHONE, PHONE, SmsHarness, order_event
 
 
@@ -130,9 +131,9 @@ def test_keys_outlive_every_redelivery_and_the_crms_resends() -> None:
     assert shortest.retention >= REDELIVERY_BOUND
     shorter_than_the_bound = math.ceil(REDELIVERY_BOUND / timedelta(days=1)) - 1
     assert timedelta(days=shorter_than_the_bound) < REDELIVERY_BOUND
-    with pytest.raises(ValidationError, match="retention_days"):
+    with pytest.raises(Invalid, match="retention_days"):
         SmsSettings(journal_table="journal", retention_days=shorter_than_the_bound)
-    with pytest.raises(ValidationError, match="SMS_HTTP_BASE_URL"):
+    with pytest.raises(Invalid, match="SMS_HTTP_BASE_URL"):
         SmsSettings(journal_table="journal", gateway="http")
 
 
@@ -155,7 +156,7 @@ def test_the_registry_entry_routes_every_status_change_and_fits_the_journal() ->
         assert matches(sms.filter_policy, {**attributes, "status": status})
     assert not matches(sms.filter_policy, {"source": "telegram", "type": "message"})
     assert not matches(sms.filter_policy, {"source": "crm", "type": "order.created"})
-    settings = SmsSettings.model_validate(
+    settings = SmsSettings.parse(
         {"journal_table": "journal", "max_attempts": sms.environment["SMS_MAX_ATTEMPTS"]}
         | {"lease_seconds": sms.environment["SMS_LEASE_SECONDS"]}
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from pipeline.sms.gateways import FakeBehaviour
 from pipeline.sms.journal import State
-from tests.unit.sms.conftest import SmsHarness, delivery_message, key_of, order_event
+from tests.unit.sms.conftest import PHONE, SmsHarness, delivery_message, key_of, order_event
 
 
 def test_a_delivery_event_records_the_status_and_closes_an_unknown(sms: SmsHarness) -> None:
@@ -58,3 +59,31 @@ def test_events_that_are_not_ours_change_nothing_and_unreadable_ones_are_not_los
     assert sms.record(event).delivery_status is None
     with pytest.raises(ValueError, match="unreadable"):
         sms.delivery_event(json.dumps({"eventType": "TEXT_DELIVERED"}))  # retried, then kept by the DLQ
+
+
+@pytest.mark.parametrize(
+    ("message", "fields"),
+    [
+        (
+            {"eventType": "TEXT_DELIVERED", "eventTimestamp": f"tel:{PHONE}", "messageId": PHONE},
+            ["eventTimestamp"],
+        ),
+        (
+            {"eventType": "TEXT_DELIVERED", "messageId": "m", "context": {"phone": 375291234567}},
+            ["context.phone", "eventTimestamp"],
+        ),
+        (f'{{"eventType": "TEXT_DELIVERED", "destinationPhoneNumber": "{PHONE}"', ["message"]),
+        (f'["{PHONE}"]', ["message"]),
+    ],
+    ids=["a-field", "missing-and-context", "no-json", "no-object"],
+)
+def test_an_unreadable_event_is_logged_by_its_fields_never_their_values(
+    sms: SmsHarness, caplog: pytest.LogCaptureFixture, message: dict[str, Any] | str, fields: list[str]
+) -> None:
+    """An event may hold the customer's phone; the log names what was refused, never a value."""
+    with pytest.raises(ValueError, match="1 unreadable"):
+        sms.delivery_event(message if isinstance(message, str) else json.dumps(message))
+    [record] = [record for record in caplog.records if record.getMessage() == "Unreadable SMS delivery event"]
+    assert record.fields == fields
+    logged = json.dumps([vars(record) for record in caplog.records], default=str)
+    assert "375291234567" not in logged

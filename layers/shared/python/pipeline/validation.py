@@ -4,15 +4,17 @@ Importing pydantic and building its schemas costs about 0.4x of `import boto3` a
 (docs/perf.md). The documents read on the Telegram functions' first invocation have plain fields,
 so they are checked here: the envelope (`pipeline.envelope`), the Telegram update
 (`pipeline.telegram`), the worker's settings (`pipeline.worker`), the `ai` consumer's reading of
-a model's answer and the `crm` consumer's of its secret. The models with richer rules (CRM events,
-SMS rules, the CRMs' webhooks, deployment settings) stay pydantic models, imported only where
-they are used.
+a model's answer and the `crm` consumer's of its secret; and, for the SMS functions, their settings
+(`pipeline.sms.settings`) and End User Messaging's delivery events (`pipeline.sms.delivery`). The
+models with richer rules (CRM events, SMS rules, the CRMs' webhooks, deployment settings) stay
+pydantic models, imported only where they are used.
 
 A refusal has pydantic's shape (`errors()`: `loc`, `msg`, `type`, never the input, which may be a
 phone number) and `Invalid` is a `ValueError`, as pydantic's `ValidationError` is: one reader of
 refusals (the webhook's 4xx body, the worker's dead-letter reason, the synth's problems) serves
-both. tests/unit/test_validation_oracle.py checks these documents against the pydantic models
-they replace, on generated input.
+both. tests/unit/test_validation_oracle.py and tests/unit/sms/test_sms_settings_oracle.py check
+these documents against the pydantic models they replace, on generated input; lax numbers are read
+as pydantic's Rust code reads them (tests/unit/test_validation_numbers.py).
 """
 
 from __future__ import annotations
@@ -70,33 +72,111 @@ def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, An
     return {"type": kind, "loc": loc, "msg": message}
 
 
-# pydantic's text of an integer: ASCII digits, `_` between them, optionally `.0...` ("12", "1_000", "3.00").
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0*)?")
+# Rust's `str::trim`, with which pydantic trims a number's text: Unicode's White_Space, which
+# Python's `str.strip()` exceeds (it also strips U+001C-U+001F, which pydantic refuses).
+_WHITESPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+# An integer's text as JSON writes it, how pydantic reads an int's text first (jiter's number): at
+# most 4300 characters, a sign included (Python's `int()` counts digits only).
+_JSON_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_DIGITS_MAX = 4300
+# The text of a float as Rust parses one (ASCII; "1.", ".5", "1e3", "inf", "infinity", "nan").
+_FLOAT_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity|nan))"
+)
 
 
 def _integer(value: Any) -> int | None:
-    """pydantic's lax integer: an int (a bool too), an integral float, a string of one."""
+    """pydantic's lax integer (`str_as_int`): an int (a bool too), an integral float within 64
+    bits, the text of one as JSON writes it, or once cleaned (`_cleaned_integer`: " 1_000 ", "+5",
+    "3.00")."""
     if isinstance(value, int):
         return int(value)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and -(2.0**63) < value < 2.0**63:
         return int(value)
     if isinstance(value, str):
-        text = value.strip()
-        if _INTEGER_TEXT.fullmatch(text):
-            return int(text.split(".", 1)[0])
+        number = _json_integer(value)
+        if number is None:
+            cleaned = _cleaned_integer(value)
+            number = None if cleaned is None else _json_integer(cleaned)
+        return number
     return None
+
+
+def _json_integer(text: str) -> int | None:
+    if len(text) > _DIGITS_MAX or _JSON_INTEGER.fullmatch(text) is None:
+        return None
+    return int(text)
+
+
+def _cleaned_integer(text: str) -> str | None:
+    """pydantic's `clean_int_str`: the text of an integer without its spaces, a `+`, leading zeros,
+    a `.0...` and `_` between digits; None if it is none ("1.", "_1", "1__0", "+-1")."""
+    before = len(text)
+    text = text.strip(_WHITESPACE)
+    if text.startswith("+"):
+        if text.startswith("+-"):
+            return None
+        text = text[1:]
+    sign = ""
+    if text.startswith("-"):
+        if text.startswith(("--", "-+")):
+            return None
+        sign, text = "-", text[1:]
+    stripped = _without_leading_zeros(text)
+    if stripped is None:
+        return None
+    text = stripped
+    point = text.find(".")
+    if point >= 0 and text[point + 1 :] and not text[point + 1 :].strip("0"):
+        text = text[:point]
+    if _underscores_between(text):
+        return sign + text.replace("_", "")
+    return None if len(text) == before else sign + text
+
+
+def _without_leading_zeros(text: str) -> str | None:
+    """pydantic's `strip_leading_zeros`, quirks kept: "0_0" is "0", "00.0" is "0.0", and "0-9" is
+    "-9"."""
+    if not text or text[0] not in "0123456789-":
+        return None
+    if text[0] != "0":
+        return text
+    for index, char in enumerate(text[1:], 1):
+        if char in "123456789-":
+            return text[index:]
+        if char == ".":
+            return text[index - 1 :]
+        if char not in "0_":
+            return None
+    return text[-1]
+
+
+def _underscores_between(text: str) -> bool:
+    """pydantic's `strip_underscores` applies: `_` in the text, never first, last or doubled."""
+    return "_" in text and not text.startswith("_") and not text.endswith("_") and "__" not in text
 
 
 def _float(value: Any) -> float | None:
-    """pydantic's lax number: an int or float (a bool too), or an ASCII string of one ("1e3", "inf")."""
+    """pydantic's lax number: an int or float (a bool too), or the text of one as Rust reads it
+    ("1e3", "inf", " 5 "), then without its `_` ("1_000.5")."""
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value.isascii():
         try:
             return float(value)
-        except ValueError:
+        except OverflowError:  # an int too large for a float
             return None
+    if isinstance(value, str):
+        number = _float_text(value.strip(_WHITESPACE))
+        if number is None and _underscores_between(value):
+            number = _float_text(value.replace("_", ""))
+        return number
     return None
+
+
+def _float_text(text: str) -> float | None:
+    return float(text) if text.isascii() and _FLOAT_TEXT.fullmatch(text) else None
 
 
 # pydantic's lax booleans from text (exact, case-insensitive; no surrounding spaces) and numbers.

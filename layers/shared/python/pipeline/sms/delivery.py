@@ -12,20 +12,28 @@ operator asked for, or failed) becomes `accepted` and is never sent again. The d
 (`TEXT_DELIVERED` -> "delivered", `TEXT_BLOCKED` -> "blocked", ...) is kept apart from the send
 state, and an older event never overwrites a newer one. Applying an event twice changes nothing,
 so SNS's at-least-once delivery needs no idempotency layer here.
+
+An event is read by hand (`pipeline.validation`), not by pydantic: `sms_events` reads one at its
+cold start, where importing pydantic and building a model costs about 0.4x of `import boto3`
+(docs/perf.md). `DeliveryEvent.from_json` accepts and refuses what the pydantic model it replaced
+did (tests/unit/sms/test_sms_settings_oracle.py).
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SNSEvent
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.sms.gateways import CONTEXT_KEY
 from pipeline.sms.journal import EVIDENCE_CLOSES, Journal
+from pipeline.validation import Fields, Invalid, refusal
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -33,16 +41,37 @@ metrics = Metrics()
 Applied = Literal["recorded", "closed_unknown", "stale", "not_ours", "unknown_key"]
 
 
-class DeliveryEvent(BaseModel):
-    """The fields used from an End User Messaging SMS event; the rest (the phone too) is ignored."""
+@dataclass(frozen=True)
+class DeliveryEvent:
+    """The fields used from an End User Messaging SMS event; the rest (the phone too) is ignored.
 
-    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True, populate_by_name=True)
+    Checked when made; an invalid one raises `Invalid`, naming each field (never its value: an
+    event may hold a phone number) by its key in the event (`eventType`, or `event_type` where the
+    event gives that name instead), as pydantic named it.
+    """
 
-    event_type: str = Field(alias="eventType", min_length=1)
-    event_timestamp: int = Field(alias="eventTimestamp", ge=0, description="Unix time in milliseconds")
-    message_id: str = Field(alias="messageId", min_length=1)
-    is_final: bool = Field(alias="isFinal", default=False)
-    context: dict[str, str] = Field(default_factory=dict)
+    event_type: str
+    event_timestamp: int
+    """Unix time in milliseconds."""
+    message_id: str
+    is_final: bool = False
+    context: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, value in _checked(vars(self)).items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def parse(cls, data: Any) -> DeliveryEvent:
+        """An event from its JSON object: each field by its key in the event (`eventType`) or its
+        name here (`event_type`); other keys are ignored."""
+        return cls(**_checked(data))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> DeliveryEvent:
+        """An event from its JSON text (an SNS message); text that is not JSON, or JSON that is not
+        an object, is refused as a whole (loc `()`)."""
+        return cls.parse(_json_document(text))
 
     @property
     def delivery_status(self) -> str:
@@ -52,6 +81,87 @@ class DeliveryEvent(BaseModel):
     @property
     def occurred_at(self) -> datetime:
         return datetime.fromtimestamp(self.event_timestamp / 1000, tz=UTC)
+
+
+_TITLE = "DeliveryEvent"
+# Field -> its key in an event.
+_ALIASES = {
+    "event_type": "eventType",
+    "event_timestamp": "eventTimestamp",
+    "message_id": "messageId",
+    "is_final": "isFinal",
+}
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """Every field checked (all refusals at once), read by its key in the event, else by its name."""
+    fields = Fields(_TITLE, data)
+
+    def key(name: str) -> str:
+        alias = _ALIASES.get(name, name)
+        return name if alias not in data and name in data else alias
+
+    values = {
+        "event_type": fields.text(key("event_type"), min_length=1),
+        "event_timestamp": fields.number(key("event_timestamp"), ge=0),
+        "message_id": fields.text(key("message_id"), min_length=1),
+        "is_final": fields.boolean(key("is_final"), default=False),
+        "context": fields.text_mapping("context", default={}),
+    }
+    fields.done()
+    return values
+
+
+# JSON as pydantic's parser (jiter) reads it, where Python's `json` reads more: no value nested in
+# more than 200 arrays and objects, no number with more than 4300 characters before its point or
+# exponent, no lone surrogate (`"\ud800"`).
+_DEPTH_MAX = 200
+_DIGITS_MAX = 4300
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _json_document(text: str | bytes) -> Any:
+    try:
+        if isinstance(text, bytes):
+            text = text.decode()  # UTF-8 only, as jiter reads it (Python's json would guess)
+        else:
+            text.encode()  # a str with a lone surrogate is no text pydantic reads
+        document = json.loads(text, parse_int=_json_integer, parse_float=_json_float)
+    except (ValueError, RecursionError) as error:  # UnicodeError and JSONDecodeError are ValueErrors
+        raise Invalid(_TITLE, [refusal((), "json_invalid", f"Invalid JSON: {error}")]) from None
+    deep = text.count("[") + text.count("{") > _DEPTH_MAX
+    if (deep or _ESCAPED_SURROGATE.search(text)) and not _readable(document, 0):
+        raise Invalid(
+            _TITLE, [refusal((), "json_invalid", "Invalid JSON: nested too deep or a lone surrogate")]
+        )
+    return document
+
+
+def _json_integer(text: str) -> int:
+    if len(text) > _DIGITS_MAX:
+        raise ValueError("number out of range")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    if len(re.split(r"[.eE]", text, maxsplit=1)[0]) > _DIGITS_MAX:
+        raise ValueError("number out of range")
+    return float(text)
+
+
+def _readable(value: Any, depth: int) -> bool:
+    """False if a value of `value` is nested in more than _DEPTH_MAX arrays and objects, or a text
+    (a key too) holds a lone surrogate."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is None
+    if isinstance(value, dict | list) and depth >= _DEPTH_MAX and value:
+        return False
+    if isinstance(value, dict):
+        return all(_readable(key, depth) and _readable(item, depth + 1) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_readable(item, depth + 1) for item in value)
+    return True
 
 
 def apply_delivery_event(journal: Journal, event: DeliveryEvent) -> Applied:
@@ -88,8 +198,8 @@ def handle_sns_event(event: dict[str, Any], journal: Journal) -> dict[str, int]:
     invalid = 0
     for record in SNSEvent(event).records:
         try:
-            delivery = DeliveryEvent.model_validate_json(record.sns.message)
-        except ValidationError as error:
+            delivery = DeliveryEvent.from_json(record.sns.message)
+        except Invalid as error:
             invalid += 1
             fields = sorted({".".join(str(part) for part in e["loc"]) or "message" for e in error.errors()})
             logger.error("Unreadable SMS delivery event", extra={"fields": fields})
