@@ -809,6 +809,11 @@ def test_a_rule_made_or_changed_in_code_is_checked_as_one_read_from_a_file() -> 
         "paid",
     )  # type: ignore[arg-type]
     assert SmsRules.parse(rules) is rules
+    document = {**_version_1({**RULE, "template": {"en": "x"}}), "language_by_country": {"DE": "en"}}
+    read = SmsRules.parse(document)
+    document["rules"][0]["template"]["en"] = "changed"  # a copy held, as pydantic held one
+    document["language_by_country"]["DE"] = "de"
+    assert (read.rules[0].template, read.language_by_country) == ({"en": "x"}, {"DE": "en"})
     assert SmsRules.parse({"version": 1, "rules": [back]}).rules == (back,)
     assert math.isclose(
         load_rules(json.dumps(BASES[5])).max_age("shipped", timedelta()).total_seconds(), 4 * 3600
