@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from pipeline.crm.event_model import CrmEvent
 from pipeline.errors import PermanentError
 from pipeline.sms.rules import MissingOrderFieldError, SmsRule, load_rules
