@@ -345,7 +345,7 @@ class Fields:
             return value
         if isinstance(value, Mapping):
             value = dict(value)
-            wrong = []
+            wrong: list[tuple[Any, ...]] = []
             for name, text in value.items():
                 wrong += [] if isinstance(name, str) else [(name, "[key]")]
                 wrong += [] if isinstance(text, str) else [(name,)]
