@@ -463,7 +463,7 @@ def check_sms_environment(environment: Mapping[str, str], consumer: Consumer) ->
     rules_name = RULES_ENV if source and source.strip() else f"{rules_file()} (no {RULES_ENV})"
     try:
         rules = load_rules(source)
-    except ValidationError as error:
+    except Invalid as error:
         raise SettingsError(
             Problem(f"{rules_name} {whose}", f"{'.'.join(map(str, p['loc'])) or 'rules'}: {p['msg']}")
             for p in error.errors()

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from ops.context import Context
 from ops.errors import OpsError
 from pipeline.sms.rules import SmsRules, load_rules, rules_file
+from pipeline.validation import Invalid
 
 
 def _rules(context: Context) -> tuple[SmsRules, Path]:
@@ -25,7 +24,7 @@ def _rules(context: Context) -> tuple[SmsRules, Path]:
         return load_rules(str(path)), path
     except OSError as error:
         raise OpsError(f"cannot read the SMS rules file {path}: {error.strerror}") from None
-    except ValidationError as error:
+    except Invalid as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'rules'}: {e['msg']}" for e in error.errors())
         raise OpsError(f"{path}: {problems}") from None
 

@@ -104,7 +104,7 @@ def test_raising_a_sending_consumers_concurrency_keeps_its_telegram_budget() -> 
 
 
 def _rules(texts: dict[str, str]) -> SmsRules:
-    return SmsRules.model_validate(
+    return SmsRules.parse(
         {
             "schema_version": 2,
             "fallback_language": "en",

@@ -47,19 +47,19 @@ def test_default_rules_cover_ready_for_pickup_and_shipped_and_fill_placeholders(
     ],
 )
 def test_a_template_may_use_only_the_event_placeholders(template: str, problem: str) -> None:
-    with pytest.raises(ValidationError, match=problem):
+    with pytest.raises(Invalid, match=problem):
         load_rules(_rules({"name": "bad", "status": "shipped", "template": template}))
 
 
 def test_rules_that_claim_the_same_transition_are_refused() -> None:
-    with pytest.raises(ValidationError, match="match the same transition"):
+    with pytest.raises(Invalid, match="match the same transition"):
         load_rules(
             _rules(
                 {"name": "a", "status": "shipped", "template": "A"},
                 {"name": "b", "status": "shipped", "from_statuses": ["paid"], "template": "B"},
             )
         )
-    with pytest.raises(ValidationError, match="never sends"):
+    with pytest.raises(Invalid, match="never sends"):
         load_rules(_rules({"name": "c", "status": "shipped", "from_statuses": ["shipped"], "template": "C"}))
 
 

@@ -6,11 +6,11 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from pipeline.crm.event_model import CrmEvent
 from pipeline.errors import PermanentError
 from pipeline.sms.rules import MissingOrderFieldError, SmsRule, load_rules
+from pipeline.validation import Invalid
 from tests.unit.sms.conftest import order_event
 
 
@@ -47,7 +47,7 @@ def test_an_extra_order_field_and_a_contract_field_fill_the_template() -> None:
     ],
 )
 def test_anything_but_one_order_field_by_name_is_refused_at_load(template: str) -> None:
-    with pytest.raises(ValidationError, match="unsupported placeholder"):
+    with pytest.raises(Invalid, match="unsupported placeholder"):
         rule(template)
 
 

@@ -1,24 +1,26 @@
-"""Checks for the documents on the Telegram functions' cold path, without pydantic.
+"""Checks for the documents the functions read, without pydantic.
 
 Importing pydantic and building its schemas costs about 0.4x of `import boto3` at each cold start
-(docs/perf.md). The documents read on the Telegram functions' first invocation have plain fields,
-so they are checked here: the envelope (`pipeline.envelope`), the Telegram update
-(`pipeline.telegram`), the worker's settings (`pipeline.worker`), the `ai` consumer's reading of
-a model's answer and the `crm` consumer's of its secret; and, for the SMS functions, their settings
-(`pipeline.sms.settings`) and End User Messaging's delivery events (`pipeline.sms.delivery`). The
-models with richer rules (CRM events, SMS rules, the CRMs' webhooks, deployment settings) stay
-pydantic models, imported only where they are used.
+(docs/perf.md), and every document a function reads has plain fields, so they are checked here:
+the envelope (`pipeline.envelope`), the Telegram update (`pipeline.telegram`), the worker's
+settings (`pipeline.worker`), the `ai` consumer's reading of a model's answer, the `crm`
+consumer's of its secret, the CRM order event (`pipeline.crm.event_model`), the SMS settings,
+rules and delivery events (`pipeline.sms`), and the Bitrix24 and amoCRM webhooks and REST answers
+(`pipeline.crm.bitrix24`, `pipeline.crm.amocrm`). Only the deployment's settings (`infra.config`,
+read at synth and by the tools) stay pydantic models.
 
 A refusal has pydantic's shape (`errors()`: `loc`, `msg`, `type`, never the input, which may be a
 phone number) and `Invalid` is a `ValueError`, as pydantic's `ValidationError` is: one reader of
 refusals (the webhook's 4xx body, the worker's dead-letter reason, the synth's problems) serves
-both. tests/unit/test_validation_oracle.py and tests/unit/sms/test_sms_settings_oracle.py check
-these documents against the pydantic models they replace, on generated input; lax numbers are read
-as pydantic's Rust code reads them (tests/unit/test_validation_numbers.py).
+both. Each converted document has an oracle test holding it to the pydantic model it replaced, on
+generated input (tests/unit/test_validation_oracle.py, tests/unit/webhook/test_crm_event_oracle.py,
+tests/unit/sms/test_sms_*_oracle.py, tests/unit/crm_sources/test_*_oracle.py); lax numbers are
+read as pydantic's Rust code reads them (tests/unit/test_validation_numbers.py).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta, timezone
@@ -450,8 +452,9 @@ class Fields:
             return None
 
     def checked(self, key: str, value: T, rule: Callable[[T], T]) -> T:
-        """`rule(value)`, its ValueError a refusal of `key` (pydantic's field validator)."""
-        if any(problem["loc"] == (key,) for problem in self.problems) or key not in self.data:
+        """`rule(value)`, its ValueError a refusal of `key` (pydantic's field validator: it runs only
+        on a valid value, none of whose items was refused)."""
+        if any(problem["loc"][:1] == (key,) for problem in self.problems) or key not in self.data:
             return value
         try:
             return rule(value)
@@ -466,3 +469,131 @@ class Fields:
                     self.problems.append(refusal((key,), "extra_forbidden", "Extra inputs are not permitted"))
         if self.problems:
             raise Invalid(self.title, self.problems)
+
+    def text_tuple(self, key: str, *, default: Any = MISSING) -> Any:
+        """A JSON array of strings (`tuple[str, ...]`), as a tuple; each item that is not a string
+        is refused by its index."""
+        value = self._get(key, default)
+        items = self._array(key, value) if key in self.data else None
+        if items is None:
+            return value
+        for index, item in enumerate(items):
+            if not isinstance(item, str):
+                self.problems.append(refusal((key, index), "string_type", "Input should be a valid string"))
+        return tuple(items)
+
+    def integer_mapping(self, key: str, *, default: Any = MISSING) -> Any:
+        """A JSON object of integers (`dict[str, int]`, each a lax int: "12", 3.0, true); each value
+        that is not one is refused by its key, with pydantic's type of refusal."""
+        value = self.mapping(key, default=default)
+        if key not in self.data or not isinstance(value, dict):
+            return value
+        numbers = {}
+        for name, item in value.items():
+            if not isinstance(name, str):
+                self.problems.append(refusal((key, name, "[key]"), "string_type", _NOT_TEXT))
+            kind = _integer_refusal(item)
+            if kind is not None:
+                self.problems.append(refusal((key, name), kind, _INTEGER_REFUSALS[kind]))
+            numbers[name] = item if kind is not None else _integer(item)
+        return numbers
+
+    def text_or_texts(self, key: str, *, min_length: int = 0, default: Any = MISSING) -> Any:
+        """A string or a JSON object of strings (`str | dict[str, str]`, `min_length` bounding the
+        string's or the object's length). Refused, each member of the union says why under its
+        name, `(key, "str")` and `(key, "dict[str,str]", ...)`, as pydantic's union does."""
+        value = self._get(key, default)
+        if key not in self.data:
+            return value
+        if isinstance(value, Mapping):
+            value = dict(value)
+            wrong: list[tuple[Any, ...]] = []
+            for name, text in value.items():
+                wrong += [] if isinstance(name, str) else [(name, "[key]")]
+                wrong += [] if isinstance(text, str) else [(name,)]
+            if wrong:
+                self.problems.append(refusal((key, "str"), "string_type", _NOT_TEXT))
+                for where in wrong:
+                    self.problems.append(refusal((key, "dict[str,str]", *where), "string_type", _NOT_TEXT))
+                return value
+        elif not isinstance(value, str):
+            self.problems.append(refusal((key, "str"), "string_type", _NOT_TEXT))
+            self.problems.append(
+                refusal((key, "dict[str,str]"), "dict_type", "Input should be a valid dictionary")
+            )
+            return value
+        if len(value) < min_length:
+            s = "" if min_length == 1 else "s"
+            message = f"Value should have at least {min_length} item{s} after validation, not {len(value)}"
+            self.problems.append(refusal((key,), "too_short", message))
+        return value
+
+    def models(
+        self, key: str, parse: Callable[[Any], T], *, min_length: int = 0, default: Any = MISSING
+    ) -> Any:
+        """A JSON array of documents (`tuple[Model, ...]`), each read by `parse` (refused with
+        `Invalid`: its refusals under `(key, index)`); pydantic's `too_short` when fewer than
+        `min_length` of them were read."""
+        value = self._get(key, default)
+        items = self._array(key, value) if key in self.data else None
+        if items is None:
+            return value
+        documents = []
+        for index, item in enumerate(items):
+            try:
+                documents.append(parse(item))
+            except Invalid as error:
+                for problem in error.errors():
+                    self.problems.append(
+                        refusal((key, index, *problem["loc"]), problem["type"], problem["msg"])
+                    )
+        if len(documents) < min_length:
+            s = "" if min_length == 1 else "s"
+            message = (
+                f"Tuple should have at least {min_length} item{s} after validation, not {len(documents)}"
+            )
+            self.problems.append(refusal((key,), "too_short", message))
+        return tuple(documents)
+
+    def whole(self, rule: Callable[[], object]) -> None:
+        """`rule()`, a check of the whole document (pydantic's model validator, mode="after"): it runs
+        only when every field so far is valid and no key is extra, so it may rely on the values;
+        its ValueError is the document's refusal (loc `()`), and no later one runs."""
+        extra = self._known is not None and any(key not in self._known for key in self.data)
+        if self.problems or extra:
+            return
+        try:
+            rule()
+        except ValueError as error:
+            self.problems.append(refusal((), "value_error", f"Value error, {error}"))
+
+    def _array(self, key: str, value: Any) -> list[Any] | tuple[Any, ...] | None:
+        """A JSON array's items (a list or a tuple); anything else refused as pydantic's tuple."""
+        if isinstance(value, list | tuple):
+            return value
+        self.problems.append(refusal((key,), "tuple_type", "Input should be a valid tuple"))
+        return None
+
+
+_NOT_TEXT = "Input should be a valid string"
+_INTEGER_REFUSALS = {
+    "int_type": "Input should be a valid integer",
+    "int_parsing": "Input should be a valid integer, unable to parse string as an integer",
+    "int_from_float": "Input should be a valid integer, got a number with a fractional part",
+    "int_parsing_size": "Unable to parse input string as an integer, exceeded maximum size",
+    "finite_number": "Input should be a finite number",
+}
+
+
+def _integer_refusal(value: Any) -> str | None:
+    """pydantic's type of refusal of `value` as a lax integer (None: it is one). A float must be
+    finite and, whole, fit in 64 bits."""
+    if isinstance(value, float) and not -(2**63) < value < 2**63:  # NaN too
+        return "int_parsing_size" if math.isfinite(value) else "finite_number"
+    if _integer(value) is not None:
+        return None
+    if isinstance(value, str):
+        return "int_parsing"
+    if isinstance(value, float):
+        return "int_from_float" if math.isfinite(value) else "finite_number"
+    return "int_type"

@@ -21,8 +21,6 @@ did (tests/unit/sms/test_sms_settings_oracle.py).
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -31,9 +29,10 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SNSEvent
 
+from pipeline.json_text import parse_json
 from pipeline.sms.gateways import CONTEXT_KEY
 from pipeline.sms.journal import EVIDENCE_CLOSES, Journal
-from pipeline.validation import Fields, Invalid, refusal
+from pipeline.validation import Fields, Invalid
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -71,7 +70,7 @@ class DeliveryEvent:
     def from_json(cls, text: str | bytes) -> DeliveryEvent:
         """An event from its JSON text (an SNS message); text that is not JSON, or JSON that is not
         an object, is refused as a whole (loc `()`)."""
-        return cls.parse(_json_document(text))
+        return parse_json(_TITLE, text, cls.parse)
 
     @property
     def delivery_status(self) -> str:
@@ -110,58 +109,6 @@ def _checked(data: Any) -> dict[str, Any]:
     }
     fields.done()
     return values
-
-
-# JSON as pydantic's parser (jiter) reads it, where Python's `json` reads more: no value nested in
-# more than 200 arrays and objects, no number with more than 4300 characters before its point or
-# exponent, no lone surrogate (`"\ud800"`).
-_DEPTH_MAX = 200
-_DIGITS_MAX = 4300
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _json_document(text: str | bytes) -> Any:
-    try:
-        if isinstance(text, bytes):
-            text = text.decode()  # UTF-8 only, as jiter reads it (Python's json would guess)
-        else:
-            text.encode()  # a str with a lone surrogate is no text pydantic reads
-        document = json.loads(text, parse_int=_json_integer, parse_float=_json_float)
-    except (ValueError, RecursionError) as error:  # UnicodeError and JSONDecodeError are ValueErrors
-        raise Invalid(_TITLE, [refusal((), "json_invalid", f"Invalid JSON: {error}")]) from None
-    deep = text.count("[") + text.count("{") > _DEPTH_MAX
-    if (deep or _ESCAPED_SURROGATE.search(text)) and not _readable(document, 0):
-        raise Invalid(
-            _TITLE, [refusal((), "json_invalid", "Invalid JSON: nested too deep or a lone surrogate")]
-        )
-    return document
-
-
-def _json_integer(text: str) -> int:
-    if len(text) > _DIGITS_MAX:
-        raise ValueError("number out of range")
-    return int(text)
-
-
-def _json_float(text: str) -> float:
-    if len(re.split(r"[.eE]", text, maxsplit=1)[0]) > _DIGITS_MAX:
-        raise ValueError("number out of range")
-    return float(text)
-
-
-def _readable(value: Any, depth: int) -> bool:
-    """False if a value of `value` is nested in more than _DEPTH_MAX arrays and objects, or a text
-    (a key too) holds a lone surrogate."""
-    if isinstance(value, str):
-        return _SURROGATE.search(value) is None
-    if isinstance(value, dict | list) and depth >= _DEPTH_MAX and value:
-        return False
-    if isinstance(value, dict):
-        return all(_readable(key, depth) and _readable(item, depth + 1) for key, item in value.items())
-    if isinstance(value, list):
-        return all(_readable(item, depth + 1) for item in value)
-    return True
 
 
 def apply_delivery_event(journal: Journal, event: DeliveryEvent) -> Applied:

@@ -23,6 +23,11 @@ Size: each field is cut, at render, to its maximum length (`FIELD_MAX_LENGTHS`, 
 `field_max_lengths`), so the longest text a template can make is known before anything is sent:
 `worst_case` renders it (fields at their maximum, of any script where a field may be), and
 `pipeline.sms.encoding` counts its parts; the synth refuses a template over the part limit.
+
+The rules are read on the `sms` function's cold path: they are dataclasses checked by
+`pipeline.validation`, not pydantic models (importing pydantic and building its models costs about
+0.4x of `import boto3` per cold start, docs/perf.md). They accept and refuse what the models they
+replace did, with the same locations and messages (tests/unit/sms/test_sms_rules_oracle.py).
 """
 
 from __future__ import annotations
@@ -31,17 +36,18 @@ import os
 import re
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from typing import Any
 
 from pipeline import phones
 from pipeline.crm.event_model import CrmEvent
 from pipeline.errors import PermanentError
+from pipeline.json_text import parse_json
 from pipeline.sms.encoding import SmsSize, size
 from pipeline.team import team_file
+from pipeline.validation import Fields
 
 RULES_ENV = "SMS_RULES_JSON"
 # In the team's folder (`pipeline.team`); in Lambda the stack sets RULES_ENV and no file is read.
@@ -120,38 +126,72 @@ def _order_field(event: CrmEvent, field: str, rule: str) -> str:
     return str(value)
 
 
-class SmsRule(BaseModel):
-    """A transition into `status` (from any other status, or only from `from_statuses`) sends `template`."""
+def _known_placeholders(template: str | dict[str, str]) -> str | dict[str, str]:
+    for language, text in template.items() if isinstance(template, dict) else [("", template)]:
+        if language and not LANGUAGE.fullmatch(language):
+            raise ValueError(f"language {language!r} is not an ISO 639 code (e.g. en, ru, de)")
+        if not 1 <= len(text) <= 1_600:
+            raise ValueError("a template is 1..1600 characters")
+        _placeholders(text)
+    return template
 
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
-    name: str = Field(pattern=r"^[a-z0-9_]{1,64}$")
-    status: str = Field(min_length=1, max_length=64)
+_RULE = "SmsRule"
+_RULE_FIELDS = ("name", "status", "from_statuses", "template", "max_age_hours")
+
+
+def _rule_values(fields: Fields) -> dict[str, Any]:
+    """A rule's fields checked, as the values to hold (`fields.done()` raises the refusals)."""
+    values = {
+        "name": fields.text("name", pattern=r"^[a-z0-9_]{1,64}$"),
+        "status": fields.text("status", min_length=1, max_length=64),
+        "from_statuses": fields.text_tuple("from_statuses", default=()),
+        "template": fields.text_or_texts("template", min_length=1),
+        "max_age_hours": fields.number("max_age_hours", float, gt=0, le=MAX_AGE_LIMIT_HOURS, default=None),
+    }
+    values["template"] = fields.checked("template", values["template"], _known_placeholders)
+    return values
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmsRule:
+    """A transition into `status` (from any other status, or only from `from_statuses`) sends `template`.
+
+    Checked when made (an invalid one raises `pipeline.validation.Invalid`); `parse` reads one
+    from its JSON object.
+    """
+
+    name: str
+    status: str
     from_statuses: tuple[str, ...] = ()
     # One text (the fallback language's), or a text per language.
-    template: str | dict[str, str] = Field(min_length=1)
-    max_age_hours: float | None = Field(default=None, gt=0, le=MAX_AGE_LIMIT_HOURS)
+    template: str | dict[str, str]
+    max_age_hours: float | None = None
 
-    @field_validator("template")
+    def __post_init__(self) -> None:
+        fields = Fields(_RULE, dict(vars(self)), known=_RULE_FIELDS)
+        for name, value in _rule_values(fields).items():
+            object.__setattr__(self, name, value)
+        fields.whole(self._a_real_change)
+        fields.done()
+
     @classmethod
-    def _known_placeholders(cls, template: str | dict[str, str]) -> str | dict[str, str]:
-        for language, text in template.items() if isinstance(template, dict) else [("", template)]:
-            if language and not LANGUAGE.fullmatch(language):
-                raise ValueError(f"language {language!r} is not an ISO 639 code (e.g. en, ru, de)")
-            if not 1 <= len(text) <= 1_600:
-                raise ValueError("a template is 1..1600 characters")
-            _placeholders(text)
-        return template
+    def parse(cls, data: Any) -> SmsRule:
+        """A rule from its JSON object (a rule as it is)."""
+        if isinstance(data, SmsRule):
+            return data
+        fields = Fields(_RULE, data, known=_RULE_FIELDS)
+        values = _rule_values(fields)
+        fields.done()
+        return cls(**values)
 
     def texts(self, fallback: str) -> dict[str, str]:
         """The rule's text per language (a single string is the fallback language's)."""
         return dict(self.template) if isinstance(self.template, dict) else {fallback: self.template}
 
-    @model_validator(mode="after")
-    def _a_real_change(self) -> SmsRule:
+    def _a_real_change(self) -> None:
         if self.status in self.from_statuses:
             raise ValueError(f"rule {self.name!r}: a re-save ({self.status} -> {self.status}) never sends")
-        return self
 
     def matches(self, status: str, previous_status: str | None) -> bool:
         if status != self.status or previous_status == status:
@@ -234,27 +274,86 @@ def worst_case(template: str, max_lengths: Mapping[str, int] = FIELD_MAX_LENGTHS
     return "".join(parts)
 
 
-class SmsRules(BaseModel):
-    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
+_RULES = "SmsRules"
+_RULES_FIELDS = (
+    "version",
+    "schema_version",
+    "fallback_language",
+    "languages",
+    "language_by_country",
+    "field_max_lengths",
+    "max_parts",
+    "max_price",
+    "rules",
+)
+
+
+def _rules_values(fields: Fields) -> dict[str, Any]:
+    """A rules file's fields checked, as the values to hold (`fields.done()` raises the refusals)."""
+    return {
+        "version": fields.number("version", int, ge=1, le=1, default=None),
+        "schema_version": fields.number("schema_version", int, ge=1, le=2, default=None),
+        "fallback_language": fields.text("fallback_language", pattern=LANGUAGE.pattern, default="en"),
+        "languages": fields.text_tuple("languages", default=()),
+        "language_by_country": fields.text_mapping("language_by_country", default={}),
+        "field_max_lengths": fields.integer_mapping("field_max_lengths", default={}),
+        "max_parts": fields.number("max_parts", int, ge=1, le=MAX_PARTS_BOUND, default=MAX_PARTS),
+        "max_price": fields.text(
+            "max_price", pattern=MAX_PRICE_PATTERN, min_length=2, max_length=8, default=None
+        ),
+        "rules": fields.models("rules", SmsRule.parse, min_length=1),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmsRules:
+    """The rules file. Checked when made (an invalid one raises `pipeline.validation.Invalid`, every
+    field's reason at once); `parse` reads one from its JSON object, `from_json` from its text.
+
+    Like the pydantic model it replaces, the checks of the whole file (`_languages`, then
+    `_unambiguous`) run only once every field is valid, and the first refusal stops the second.
+    """
 
     # The file's format: 1 (`version`, one text per rule) or 2 (`schema_version`, languages).
-    version: int | None = Field(default=None, ge=1, le=1)
-    schema_version: int | None = Field(default=None, ge=1, le=2)
-    fallback_language: str = Field(default="en", pattern=LANGUAGE.pattern)
+    version: int | None = None
+    schema_version: int | None = None
+    fallback_language: str = "en"
     # Every language a rule must have a text in (the fallback is always one).
     languages: tuple[str, ...] = ()
     # ISO 3166 region of the phone -> language, when the event names none (`{"RU": "ru"}`).
-    language_by_country: dict[str, str] = {}
-    field_max_lengths: dict[str, int] = {}
+    language_by_country: dict[str, str] = field(default_factory=dict)
+    field_max_lengths: dict[str, int] = field(default_factory=dict)
     # The most billed parts a text may come to at its longest: a template over it fails the synth.
-    max_parts: int = Field(default=MAX_PARTS, ge=1, le=MAX_PARTS_BOUND)
+    max_parts: int = MAX_PARTS
     # End User Messaging's `MaxPrice` per part of every send (USD, "0.05"; None: no cap): a send
     # priced above it is refused (ValidationException PRICE_OVER_THRESHOLD), nothing sent.
-    max_price: str | None = Field(default=None, pattern=MAX_PRICE_PATTERN, min_length=2, max_length=8)
-    rules: tuple[SmsRule, ...] = Field(min_length=1)
+    max_price: str | None = None
+    rules: tuple[SmsRule, ...]
 
-    @model_validator(mode="after")
-    def _languages(self) -> SmsRules:
+    def __post_init__(self) -> None:
+        fields = Fields(_RULES, dict(vars(self)), known=_RULES_FIELDS)
+        for name, value in _rules_values(fields).items():
+            object.__setattr__(self, name, value)
+        fields.whole(self._languages)
+        fields.whole(self._unambiguous)
+        fields.done()
+
+    @classmethod
+    def parse(cls, data: Any) -> SmsRules:
+        """The rules from the file's JSON object (rules as they are)."""
+        if isinstance(data, SmsRules):
+            return data
+        fields = Fields(_RULES, data, known=_RULES_FIELDS)
+        values = _rules_values(fields)
+        fields.done()
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> SmsRules:
+        """The rules from the file's text; text that is no JSON object is refused as `Invalid` too."""
+        return parse_json(_RULES, text, cls.parse)
+
+    def _languages(self) -> None:
         if self.version is None and self.schema_version is None:
             raise ValueError("the rules file needs its schema_version (2; or version 1)")
         unknown = [name for name in self.languages if not LANGUAGE.fullmatch(name)]
@@ -278,7 +377,6 @@ class SmsRules(BaseModel):
                 raise ValueError(f"rule {rule.name!r} has no text in {', '.join(missing)}")
             if extra:
                 raise ValueError(f"rule {rule.name!r} has a text in {', '.join(extra)}, not in languages")
-        return self
 
     @property
     def all_languages(self) -> tuple[str, ...]:
@@ -317,8 +415,7 @@ class SmsRules(BaseModel):
             for example in [worst_case(text, self.max_lengths)]
         ]
 
-    @model_validator(mode="after")
-    def _unambiguous(self) -> SmsRules:
+    def _unambiguous(self) -> None:
         names = [rule.name for rule in self.rules]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -327,7 +424,6 @@ class SmsRules(BaseModel):
             for other in self.rules[index + 1 :]:
                 if rule.overlaps(other):
                     raise ValueError(f"rules {rule.name!r} and {other.name!r} match the same transition")
-        return self
 
     def sends_for(self, status: str) -> bool:
         """Whether an entry into `status` may send an SMS (from some previous status)."""
@@ -352,4 +448,4 @@ def load_rules(source: str | None = None) -> SmsRules:
         text = source
     else:
         text = Path(source).read_text(encoding="utf-8")
-    return SmsRules.model_validate_json(text)
+    return SmsRules.from_json(text)
