@@ -13,8 +13,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pydantic import ValidationError
-
 from infra.config import (
     TELEGRAM_CIDRS,
     PipelineSettings,

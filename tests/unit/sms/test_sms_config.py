@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 
 from pipeline.crm.event_model import CrmEvent
 from pipeline.observability import mask_phone, mask_phones

@@ -5,7 +5,8 @@ must accept and refuse what the models did, at the same locations and with the s
 synth, `ops sms preview` and the tests show them), and, once read, behave the same: the same
 texts, sizes, matching rules and ages. The models below are the ones replaced, verbatim but for
 their names and their reading of a customer's language (`customer.value`: the CRM event they read
-is no pydantic model either, `pipeline.crm.event_model`); Hypothesis mutates real rules files (the team's, the tests') and generates others.
+is no pydantic model either, `pipeline.crm.event_model`); Hypothesis mutates real rules files
+(the team's, the tests') and generates others.
 
 Known differences, normalized below (`comparable`), both in `pipeline.validation`'s number reading
 shared with other documents: a number field's refusal of what is no number (`version: "x"`,
