@@ -83,7 +83,10 @@ def _integer(value: Any) -> int | None:
     if isinstance(value, str):
         text = value.strip()
         if _INTEGER_TEXT.fullmatch(text):
-            return int(text.split(".", 1)[0])
+            try:
+                return int(text.split(".", 1)[0])
+            except ValueError:  # past Python's 4300 digits, which pydantic refuses too
+                return None
     return None
 
 
@@ -386,3 +389,23 @@ class Fields:
                     self.problems.append(refusal((key,), "extra_forbidden", "Extra inputs are not permitted"))
         if self.problems:
             raise Invalid(self.title, self.problems)
+
+    def optional_aware_moment(self, key: str) -> Any:
+        """`aware_moment`, or None where absent or null (pydantic's `AwareDatetime | None = None`)."""
+        if self.data.get(key) is None:
+            return None
+        return self.aware_moment(key)
+
+    def texts(self, key: str, *, default: Any = MISSING) -> Any:
+        """A list of strings, read as a tuple (pydantic's `tuple[str, ...]`); each item that is no
+        string is refused by its index."""
+        value = self._get(key, default)
+        if key not in self.data:
+            return value
+        if not isinstance(value, list | tuple):
+            self.problems.append(refusal((key,), "tuple_type", "Input should be a valid tuple"))
+            return value
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                self.problems.append(refusal((key, index), "string_type", "Input should be a valid string"))
+        return tuple(value)
