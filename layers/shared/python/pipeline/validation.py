@@ -74,11 +74,15 @@ def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, An
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0*)?")
 
 
+# pydantic reads an integral float as an int only below 2**63 either way (an i64), else int_parsing_size.
+_FLOAT_INTEGER_LIMIT = 2.0**63
+
+
 def _integer(value: Any) -> int | None:
     """pydantic's lax integer: an int (a bool too), an integral float, a string of one."""
     if isinstance(value, int):
         return int(value)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) < _FLOAT_INTEGER_LIMIT:
         return int(value)
     if isinstance(value, str):
         text = value.strip()
