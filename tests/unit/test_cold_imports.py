@@ -67,6 +67,14 @@ def test_a_crm_request_loads_no_pydantic_on_the_webhook() -> None:
     assert loaded_after_import(modules, {"pydantic", "pydantic_core"}) == []
 
 
+def test_a_bitrix24_request_loads_no_pydantic_on_the_webhook() -> None:
+    """The webhook's Bitrix24 route reads the form with `pipeline.validation` too; the `bitrix24`
+    function's reading of deals, contacts and history does (it still loads pydantic for the SMS
+    rules, `pipeline.crm.sources`)."""
+    modules = ["webhook.app", *first_use()["webhook"], "pipeline.crm.forms", "pipeline.crm.bitrix24"]
+    assert loaded_after_import(modules, {"pydantic", "pydantic_core"}) == []
+
+
 def test_the_check_sees_pydantic_where_it_is_loaded() -> None:
     """The lists above are not empty by accident: the deployment's settings are pydantic's."""
     assert loaded_after_import(["infra.config"], {"pydantic"}) == ["pydantic"]

@@ -470,6 +470,12 @@ class Fields:
         if self.problems:
             raise Invalid(self.title, self.problems)
 
+    def optional_aware_moment(self, key: str) -> Any:
+        """`aware_moment`, or None where absent or null (pydantic's `AwareDatetime | None = None`)."""
+        if self.data.get(key) is None:
+            return None
+        return self.aware_moment(key)
+
     def text_tuple(self, key: str, *, default: Any = MISSING) -> Any:
         """A JSON array of strings (`tuple[str, ...]`), as a tuple; each item that is not a string
         is refused by its index."""

@@ -18,25 +18,22 @@ a JSON body. The URL *is* the credential: neither it nor its code ever appears i
 Bitrix reports errors in the body (`error`, `error_description`) whatever the HTTP status; the
 code may be empty, e.g. crm.deal.get for a missing id answers HTTP 400
 `{"error": "", "error_description": "Not found"}`.
+
+The event and the REST answers are frozen dataclasses checked by `pipeline.validation`, not pydantic
+models: the webhook's Bitrix24 route and the `bitrix24` function read them at their first
+invocation, and pydantic's import and schemas cost a cold start about 0.4x of `import boto3`
+(docs/perf.md). Refusals keep pydantic's shape and locations (the form's and Bitrix24's field
+names); tests/unit/crm_sources/test_bitrix24_oracle.py holds them to the models they replaced.
 """
 
 from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
-
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
 
 from pipeline.errors import UNAUTHORIZED, RemoteRefused
 from pipeline.http import (
@@ -47,6 +44,7 @@ from pipeline.http import (
     url_secrets,
 )
 from pipeline.observability import mask_phones
+from pipeline.validation import Fields, Invalid
 
 # Bitrix24 system errors that go away by themselves (REST docs, "Statuses and System Error Codes").
 BITRIX_TRANSIENT_ERRORS = frozenset(
@@ -85,10 +83,36 @@ def _short(value: Any, limit: int = _DESCRIPTION_LIMIT) -> str | None:
     return mask_phones(value[:limit]) if isinstance(value, str) and value else None
 
 
-def _field_names(error: ValidationError) -> str:
-    """The fields a ValidationError is about (their input is never part of it)."""
+def _field_names(error: Invalid) -> str:
+    """The fields a refusal is about (their input is never part of it)."""
     names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
     return ", ".join(sorted(names))
+
+
+def _blank_is_none(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _empty_is_none(value: Any) -> Any:
+    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
+def _read(
+    title: str, data: Any, names: Mapping[str, str], before: Mapping[str, Callable[[Any], Any]]
+) -> tuple[Fields, dict[str, str]]:
+    """`data`'s fields as pydantic read a model with aliases and `populate_by_name`: each under its
+    alias (`names`: alias -> field name), else under its name, which a refusal then names (a missing
+    one is named by its alias); `before` rewrites a present value first (a before-validator, by
+    alias). Other keys are ignored (`extra="ignore"`). Returns the fields and the key each is under."""
+    if not isinstance(data, Mapping):
+        Fields(title, data)  # raises: not an object
+    keys = {alias: name if alias not in data and name in data else alias for alias, name in names.items()}
+    view = {
+        key: before[alias](data[key]) if alias in before else data[key]
+        for alias, key in keys.items()
+        if key in data
+    }
+    return Fields(title, view), keys
 
 
 # -- outgoing webhook events ---------------------------------------------------------------------
@@ -104,39 +128,24 @@ def _dig(form: Mapping[str, Any], *path: str) -> Any:
     return node
 
 
-class OutgoingEvent(BaseModel):
-    """One outgoing-webhook request. Built by `from_form`; validation errors name the form fields
+@dataclass(frozen=True, kw_only=True)
+class OutgoingEvent:
+    """One outgoing-webhook request. Built by `from_form`; refusals name the form fields
     (`data[FIELDS][ID]`, `auth[application_token]`), never their values."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, hide_input_in_errors=True, populate_by_name=True)
-
-    event: str = Field(alias="event", min_length=1, max_length=128, pattern=r"^[A-Z0-9_]+$")
-    deal_id: int = Field(alias="data[FIELDS][ID]", gt=0)
-    ts: int | None = Field(default=None, alias="ts", ge=0)
-    domain: str | None = Field(default=None, alias="auth[domain]", max_length=253)
-    member_id: str | None = Field(default=None, alias="auth[member_id]", max_length=128)
-    application_token: SecretStr = Field(alias="auth[application_token]", min_length=1, max_length=256)
-    event_handler_id: str | None = Field(default=None, alias="event_handler_id", max_length=64)
-
-    @field_validator("event", mode="before")
-    @classmethod
-    def _upper(cls, value: Any) -> Any:
-        return value.strip().upper() if isinstance(value, str) else value
-
-    @field_validator("ts", "domain", "member_id", "event_handler_id", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator("application_token", mode="before")
-    @classmethod
-    def _strip(cls, value: Any) -> Any:
-        return value.strip() if isinstance(value, str) else value
+    event: str
+    deal_id: int
+    ts: int | None = None
+    domain: str | None = None
+    member_id: str | None = None
+    # The credential: kept out of repr and str.
+    application_token: str = field(repr=False)
+    event_handler_id: str | None = None
 
     @classmethod
     def from_form(cls, form: Mapping[str, Any]) -> OutgoingEvent:
-        """The event in a `parse_form` result; pydantic ValidationError naming the bad fields."""
-        fields = {
+        """The event in a `parse_form` result; `Invalid` naming the bad fields by their form names."""
+        dug = {
             "event": _dig(form, "event"),
             "data[FIELDS][ID]": _dig(form, "data", "FIELDS", "ID"),
             "ts": _dig(form, "ts"),
@@ -145,7 +154,28 @@ class OutgoingEvent(BaseModel):
             "auth[application_token]": _dig(form, "auth", "application_token"),
             "event_handler_id": _dig(form, "event_handler_id"),
         }
-        return cls.model_validate({name: value for name, value in fields.items() if value is not _MISSING})
+        data = {name: value for name, value in dug.items() if value is not _MISSING}
+        # Before the checks, as pydantic's before-validators: the name upper-cased, the token
+        # stripped, a blank optional field absent.
+        if isinstance(data.get("event"), str):
+            data["event"] = data["event"].strip().upper()
+        if isinstance(data.get("auth[application_token]"), str):
+            data["auth[application_token]"] = data["auth[application_token]"].strip()
+        for name in ("ts", "auth[domain]", "auth[member_id]", "event_handler_id"):
+            if name in data:
+                data[name] = _blank_is_none(data[name])
+        fields = Fields("OutgoingEvent", data)
+        event = cls(
+            event=fields.text("event", min_length=1, max_length=128, pattern=r"^[A-Z0-9_]+$"),
+            deal_id=fields.number("data[FIELDS][ID]", int, gt=0),
+            ts=fields.number("ts", int, ge=0, default=None),
+            domain=fields.text("auth[domain]", max_length=253, default=None),
+            member_id=fields.text("auth[member_id]", max_length=128, default=None),
+            application_token=fields.text("auth[application_token]", min_length=1, max_length=256),
+            event_handler_id=fields.text("event_handler_id", max_length=64, default=None),
+        )
+        fields.done()
+        return event
 
     @property
     def is_deal_event(self) -> bool:
@@ -153,17 +183,11 @@ class OutgoingEvent(BaseModel):
 
     def token_matches(self, expected: str) -> bool:
         """Whether the event carries `expected` as its application token (constant-time)."""
-        return bool(expected) and hmac.compare_digest(
-            self.application_token.get_secret_value().encode(), expected.encode()
-        )
+        return bool(expected) and hmac.compare_digest(self.application_token.encode(), expected.encode())
 
 
 # -- REST answers --------------------------------------------------------------------------------
-class _Entity(BaseModel):
-    # Bitrix adds fields (UF_CRM_*, PARENT_ID_*) per portal: ignore what is not modelled.
-    model_config = ConfigDict(
-        defer_build=True, frozen=True, hide_input_in_errors=True, populate_by_name=True, extra="ignore"
-    )
+# Bitrix adds fields (UF_CRM_*, PARENT_ID_*) per portal: what is not read here is ignored.
 
 
 def _category_id(value: Any) -> Any:
@@ -173,93 +197,131 @@ def _category_id(value: Any) -> Any:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def _empty_is_none(value: Any) -> Any:
-    return None if value is None or (isinstance(value, str) and not value.strip()) else value
+def _title(value: Any) -> Any:
+    return "" if value is None else value
 
 
-class Deal(_Entity):
+def _contact_id(value: Any) -> Any:
+    value = _empty_is_none(value)
+    return None if value in (0, "0") else value
+
+
+def _amount(value: Any) -> Any:
+    value = _empty_is_none(value)
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+_DEAL_NAMES = {
+    "ID": "id",
+    "TITLE": "title",
+    "STAGE_ID": "stage_id",
+    "CATEGORY_ID": "category_id",
+    "CONTACT_ID": "contact_id",
+    "MOVED_TIME": "moved_time",
+    "DATE_MODIFY": "date_modify",
+    "OPPORTUNITY": "opportunity",
+    "CURRENCY_ID": "currency_id",
+}
+_DEAL_BEFORE = {
+    "TITLE": _title,
+    "CATEGORY_ID": _category_id,
+    "CONTACT_ID": _contact_id,
+    "MOVED_TIME": _empty_is_none,
+    "DATE_MODIFY": _empty_is_none,
+    "OPPORTUNITY": _amount,
+    "CURRENCY_ID": _empty_is_none,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deal:
     """A `crm.deal.get` result. `moved_time` (MOVED_TIME) is when the deal entered its current stage."""
 
-    id: int = Field(alias="ID", gt=0)
-    title: str = Field(default="", alias="TITLE")
-    stage_id: str = Field(alias="STAGE_ID", min_length=1)
-    category_id: str = Field(default="0", alias="CATEGORY_ID")
-    contact_id: int | None = Field(default=None, alias="CONTACT_ID")
-    moved_time: AwareDatetime | None = Field(default=None, alias="MOVED_TIME")
-    date_modify: AwareDatetime | None = Field(default=None, alias="DATE_MODIFY")
-    opportunity: str | None = Field(default=None, alias="OPPORTUNITY")
-    currency_id: str | None = Field(default=None, alias="CURRENCY_ID")
-
-    @field_validator("title", mode="before")
-    @classmethod
-    def _title(cls, value: Any) -> Any:
-        return "" if value is None else value
-
-    @field_validator("category_id", mode="before")
-    @classmethod
-    def _category(cls, value: Any) -> Any:
-        return _category_id(value)
-
-    @field_validator("contact_id", mode="before")
-    @classmethod
-    def _contact(cls, value: Any) -> Any:
-        value = _empty_is_none(value)
-        return None if value in (0, "0") else value
-
-    @field_validator("moved_time", "date_modify", "currency_id", mode="before")
-    @classmethod
-    def _optional(cls, value: Any) -> Any:
-        return _empty_is_none(value)
-
-    @field_validator("opportunity", mode="before")
-    @classmethod
-    def _amount(cls, value: Any) -> Any:
-        value = _empty_is_none(value)
-        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    id: int
+    title: str = ""
+    stage_id: str
+    category_id: str = "0"
+    contact_id: int | None = None
+    moved_time: datetime | None = None
+    date_modify: datetime | None = None
+    opportunity: str | None = None
+    currency_id: str | None = None
 
     @classmethod
     def from_result(cls, result: Mapping[str, Any]) -> Deal:
-        """The deal in `result` (the `result` of a crm.deal.get answer); ValidationError otherwise."""
-        return cls.model_validate(result)
+        """The deal in `result` (the `result` of a crm.deal.get answer); `Invalid` otherwise."""
+        fields, key = _read("Deal", result, _DEAL_NAMES, _DEAL_BEFORE)
+        deal = cls(
+            id=fields.number(key["ID"], int, gt=0),
+            title=fields.text(key["TITLE"], default=""),
+            stage_id=fields.text(key["STAGE_ID"], min_length=1),
+            category_id=fields.text(key["CATEGORY_ID"], default="0"),
+            contact_id=fields.number(key["CONTACT_ID"], int, default=None),
+            moved_time=fields.optional_aware_moment(key["MOVED_TIME"]),
+            date_modify=fields.optional_aware_moment(key["DATE_MODIFY"]),
+            opportunity=fields.text(key["OPPORTUNITY"], default=None),
+            currency_id=fields.text(key["CURRENCY_ID"], default=None),
+        )
+        fields.done()
+        return deal
 
 
 # Phone kinds in the order `Contact.phone` prefers them.
 PHONE_PREFERENCE = ("MOBILE", "WORK")
+# `phones` and `phone_types` have no alias: read under their names when PHONE is absent.
+_CONTACT_NAMES = {
+    "ID": "id",
+    "NAME": "name",
+    "LAST_NAME": "last_name",
+    "phones": "phones",
+    "phone_types": "phone_types",
+}
+_CONTACT_BEFORE = {"NAME": _empty_is_none, "LAST_NAME": _empty_is_none}
 
 
-class Contact(_Entity):
+def _multifield(entries: Any) -> dict[str, tuple[str, ...]]:
+    """The PHONE multifield's non-blank values (stripped) and their VALUE_TYPE (upper case, "" if
+    none); entries of any other shape are skipped."""
+    values: list[str] = []
+    types: list[str] = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        value = entry.get("VALUE")
+        if isinstance(value, str) and value.strip():
+            values.append(value.strip())
+            kind = entry.get("VALUE_TYPE")
+            types.append(kind.upper() if isinstance(kind, str) else "")
+    return {"phones": tuple(values), "phone_types": tuple(types)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Contact:
     """A `crm.contact.get` result. `phones` are the PHONE multifield values as written in the CRM
     (not normalised), `phone_types` their VALUE_TYPE (MOBILE, WORK, HOME, ...) at the same index."""
 
-    id: int = Field(alias="ID", gt=0)
-    name: str | None = Field(default=None, alias="NAME")
-    last_name: str | None = Field(default=None, alias="LAST_NAME")
+    id: int
+    name: str | None = None
+    last_name: str | None = None
     phones: tuple[str, ...] = ()
     phone_types: tuple[str, ...] = ()
 
-    @model_validator(mode="before")
     @classmethod
-    def _multifield(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or "PHONE" not in data:
-            return data
-        entries = data["PHONE"]
-        values: list[str] = []
-        types: list[str] = []
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, Mapping):
-                continue
-            value = entry.get("VALUE")
-            if isinstance(value, str) and value.strip():
-                values.append(value.strip())
-                kind = entry.get("VALUE_TYPE")
-                types.append(kind.upper() if isinstance(kind, str) else "")
-        rest = {key: value for key, value in data.items() if key != "PHONE"}
-        return {**rest, "phones": tuple(values), "phone_types": tuple(types)}
-
-    @field_validator("name", "last_name", mode="before")
-    @classmethod
-    def _optional(cls, value: Any) -> Any:
-        return _empty_is_none(value)
+    def from_result(cls, result: Mapping[str, Any]) -> Contact:
+        """The contact in `result` (the `result` of a crm.contact.get answer); `Invalid` otherwise."""
+        if isinstance(result, Mapping) and "PHONE" in result:
+            rest = {key: value for key, value in result.items() if key != "PHONE"}
+            result = {**rest, **_multifield(result["PHONE"])}
+        fields, key = _read("Contact", result, _CONTACT_NAMES, _CONTACT_BEFORE)
+        contact = cls(
+            id=fields.number(key["ID"], int, gt=0),
+            name=fields.text(key["NAME"], default=None),
+            last_name=fields.text(key["LAST_NAME"], default=None),
+            phones=fields.text_tuple("phones", default=()),
+            phone_types=fields.text_tuple("phone_types", default=()),
+        )
+        fields.done()
+        return contact
 
     def phone(self) -> str | None:
         """The number to text: the first MOBILE, else the first WORK, else the first at all."""
@@ -273,32 +335,47 @@ class Contact(_Entity):
     def display_name(self) -> str:
         return " ".join(part.strip() for part in (self.name, self.last_name) if part and part.strip())
 
-    @classmethod
-    def from_result(cls, result: Mapping[str, Any]) -> Contact:
-        return cls.model_validate(result)
-
 
 # `crm.stagehistory.list`'s page: 50 records, as every Bitrix24 list method.
 HISTORY_PAGE = 50
 DEAL_ENTITY_TYPE = 2
+_HISTORY_NAMES = {
+    "ID": "id",
+    "TYPE_ID": "type_id",
+    "OWNER_ID": "owner_id",
+    "CREATED_TIME": "created_time",
+    "CATEGORY_ID": "category_id",
+    "STAGE_ID": "stage_id",
+}
 
 
-class StageHistoryRecord(_Entity):
+@dataclass(frozen=True, kw_only=True)
+class StageHistoryRecord:
     """One `crm.stagehistory.list` record of a deal (entityTypeId 2): the deal `owner_id` entered
     stage `stage_id` of category `category_id` at `created_time`. Portals write the numbers as
     integers or as strings; both are read."""
 
-    id: int = Field(alias="ID", gt=0)
-    type_id: int = Field(alias="TYPE_ID")
-    owner_id: int = Field(alias="OWNER_ID", gt=0)
-    created_time: AwareDatetime = Field(alias="CREATED_TIME")
-    category_id: str = Field(default="0", alias="CATEGORY_ID")
-    stage_id: str = Field(alias="STAGE_ID", min_length=1)
+    id: int
+    type_id: int
+    owner_id: int
+    created_time: datetime
+    category_id: str = "0"
+    stage_id: str
 
-    @field_validator("category_id", mode="before")
     @classmethod
-    def _category(cls, value: Any) -> Any:
-        return _category_id(value)
+    def from_result(cls, item: Mapping[str, Any]) -> StageHistoryRecord:
+        """The record `item` (one of a crm.stagehistory.list answer's `result.items`); `Invalid` otherwise."""
+        fields, key = _read("StageHistoryRecord", item, _HISTORY_NAMES, {"CATEGORY_ID": _category_id})
+        record = cls(
+            id=fields.number(key["ID"], int, gt=0),
+            type_id=fields.number(key["TYPE_ID"], int),
+            owner_id=fields.number(key["OWNER_ID"], int, gt=0),
+            created_time=fields.aware_moment(key["CREATED_TIME"]),
+            category_id=fields.text(key["CATEGORY_ID"], default="0"),
+            stage_id=fields.text(key["STAGE_ID"], min_length=1),
+        )
+        fields.done()
+        return record
 
 
 # -- the REST client -----------------------------------------------------------------------------
@@ -376,7 +453,7 @@ class Bitrix24Rest:
             raise self._client(method).refused("the answer has no result object", "refused")
         return result
 
-    def _malformed(self, method: str, error: ValidationError) -> RemoteRefused:
+    def _malformed(self, method: str, error: Invalid) -> RemoteRefused:
         return self._client(method).refused(f"malformed result ({_field_names(error)})", "refused")
 
     def deal(self, deal_id: int) -> Deal:
@@ -384,7 +461,7 @@ class Bitrix24Rest:
         result = self._entity("crm.deal.get", deal_id)
         try:
             deal = Deal.from_result(result)
-        except ValidationError as error:
+        except Invalid as error:
             raise self._malformed("crm.deal.get", error) from None
         if deal.id != deal_id:
             raise self._client("crm.deal.get").refused(f"answered deal {deal.id} for {deal_id}", "refused")
@@ -395,7 +472,7 @@ class Bitrix24Rest:
         result = self._entity("crm.contact.get", contact_id)
         try:
             contact = Contact.from_result(result)
-        except ValidationError as error:
+        except Invalid as error:
             raise self._malformed("crm.contact.get", error) from None
         if contact.id != contact_id:
             raise self._client("crm.contact.get").refused(
@@ -422,8 +499,8 @@ class Bitrix24Rest:
         if not isinstance(items, list):
             raise self._client(method).refused("the answer has no result.items list", "refused")
         try:
-            records = [StageHistoryRecord.model_validate(item) for item in items]
-        except ValidationError as error:
+            records = [StageHistoryRecord.from_result(item) for item in items]
+        except Invalid as error:
             raise self._malformed(method, error) from None
         following = body.get("next")
         return records, following if isinstance(following, int) and following > start else None
