@@ -71,20 +71,54 @@ def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, An
 
 
 # pydantic's text of an integer: ASCII digits, `_` between them, optionally `.0...` ("12", "1_000", "3.00").
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0*)?")
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+# What pydantic (Rust's `str::trim`, Unicode White_Space) strips around one; Python's `strip()` also
+# strips \x1c-\x1f, which pydantic refuses.
+_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+# pydantic reads the text first as a JSON integer: one of more than 4300 characters is too large.
+_JSON_INTEGER_START = re.compile(r"-?[1-9][0-9]*")
+_MAX_INTEGER_DIGITS = 4300
+# pydantic makes an int of a float only inside the signed 64-bit range.
+_INT64_FROM_FLOAT = 2.0**63
+_NOT_AN_INTEGER = ("int_type", "Input should be a valid integer")
+_TOO_LARGE = ("int_parsing_size", "Unable to parse input string as an integer, exceeded maximum size")
+_UNPARSED = ("int_parsing", "Input should be a valid integer, unable to parse string as an integer")
+
+
+def _lax_integer(value: Any) -> int | tuple[str, str]:
+    """pydantic's lax integer: an int (a bool too), an integral float, a string of one; else
+    pydantic's (type, message) for the value."""
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "finite_number", "Input should be a finite number"
+        if not value.is_integer():
+            return "int_from_float", "Input should be a valid integer, got a number with a fractional part"
+        return int(value) if -_INT64_FROM_FLOAT < value < _INT64_FROM_FLOAT else _TOO_LARGE
+    if not isinstance(value, str):
+        return _NOT_AN_INTEGER
+    start = _JSON_INTEGER_START.match(value)
+    if start is not None and len(start.group()) > _MAX_INTEGER_DIGITS:
+        return _TOO_LARGE
+    text = value.strip(_SPACE)
+    if not _INTEGER_TEXT.fullmatch(text):
+        return _UNPARSED
+    negative = text.startswith("-")
+    digits = text.split(".", 1)[0].lstrip("+-").replace("_", "").lstrip("0") or "0"
+    if negative + len(digits) > _MAX_INTEGER_DIGITS:  # a minus sign counts
+        return _UNPARSED
+    return -int(digits) if negative else int(digits)
 
 
 def _integer(value: Any) -> int | None:
-    """pydantic's lax integer: an int (a bool too), an integral float, a string of one."""
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if _INTEGER_TEXT.fullmatch(text):
-            return int(text.split(".", 1)[0])
-    return None
+    """pydantic's lax integer (`_lax_integer`), None for what it refuses."""
+    number = _lax_integer(value)
+    return number if isinstance(number, int) else None
 
 
 def _float(value: Any) -> float | None:
@@ -290,12 +324,12 @@ class Fields:
         value = self._get(key, default)
         if key not in self.data or (value is None and default is None):
             return value
-        number: int | float | None = _integer(value) if kind is int else _float(value)
+        number: int | float | tuple[str, str] | None = _lax_integer(value) if kind is int else _float(value)
+        if isinstance(number, tuple):
+            self.problems.append(refusal((key,), *number))
+            return value
         if number is None:
-            if kind is int:
-                self.problems.append(refusal((key,), "int_parsing", "Input should be a valid integer"))
-            else:
-                self.problems.append(refusal((key,), "float_parsing", "Input should be a valid number"))
+            self.problems.append(refusal((key,), "float_parsing", "Input should be a valid number"))
             return value
         outside = _bound_refusal(number, ge, gt, le)
         if outside is not None:
