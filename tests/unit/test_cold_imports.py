@@ -67,6 +67,12 @@ def test_a_crm_request_loads_no_pydantic_on_the_webhook() -> None:
     assert loaded_after_import(modules, {"pydantic", "pydantic_core"}) == []
 
 
+def test_an_amocrm_request_loads_no_pydantic_on_the_webhook() -> None:
+    """The webhook's amoCRM route reads the form with `pipeline.validation` (`pipeline.crm.amocrm`)."""
+    modules = ["webhook.app", *first_use()["webhook"], "pipeline.crm.amocrm"]
+    assert loaded_after_import(modules, {"pydantic", "pydantic_core"}) == []
+
+
 def test_the_check_sees_pydantic_where_it_is_loaded() -> None:
     """The lists above are not empty by accident: the deployment's settings are pydantic's."""
     assert loaded_after_import(["infra.config"], {"pydantic"}) == ["pydantic"]

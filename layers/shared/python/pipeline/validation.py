@@ -420,3 +420,36 @@ class Fields:
                     self.problems.append(refusal((key,), "extra_forbidden", "Extra inputs are not permitted"))
         if self.problems:
             raise Invalid(self.title, self.problems)
+
+    def sequence(
+        self, key: str, kind: type[int] | type[str], *, length: int | None = None, default: Any = MISSING
+    ) -> Any:
+        """A tuple of lax ints or of strings (`kind`), from a list or tuple: pydantic's
+        `tuple[int, int]` with `length`, `tuple[str, ...]` without (None allowed where the default
+        is None). An item refused is named by its index."""
+        value = self._get(key, default)
+        if key not in self.data or (value is None and default is None):
+            return value
+        if not isinstance(value, list | tuple):
+            self.problems.append(refusal((key,), "tuple_type", "Input should be a valid tuple"))
+            return value
+        if length is not None and len(value) > length:
+            message = f"Tuple should have at most {length} items after validation, not {len(value)}"
+            self.problems.append(refusal((key,), "too_long", message))
+            return value
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            if kind is int:
+                number = _lax_integer(item)
+                if isinstance(number, tuple):
+                    self.problems.append(refusal((key, index), *number))
+                items.append(number)
+            else:
+                if not isinstance(item, str):
+                    self.problems.append(
+                        refusal((key, index), "string_type", "Input should be a valid string")
+                    )
+                items.append(item)
+        for index in range(len(value), length or 0):
+            self.problems.append(refusal((key, index), "missing", "Field required"))
+        return tuple(items)
