@@ -605,8 +605,8 @@ def ingest_amocrm(request: Request, settings: Settings, path_token: str) -> Outc
                 received_at=utc_now(),
                 # The lead as the webhook names its fields: id, status_id, pipeline_id, old_*.
                 payload={
-                    "account": account.model_dump(mode="json"),
-                    "lead": change.model_dump(by_alias=True),
+                    "account": account.to_payload(),
+                    "lead": change.to_payload(),
                 },
             )
             publish(envelope, {"source": "amocrm", "type": AMOCRM_EVENT_TYPE}, settings.topic_arn)

@@ -48,16 +48,12 @@ def test_an_untraced_handlers_init_loads_no_xray_sdk_boto3_or_parser_models(modu
     assert _loaded_after_import(module, POWERTOOLS_TRACE_DISABLED="true") == []
 
 
-# The functions whose whole cold path (init, then what the first invocation imports: bench.imports'
-# `first_use`) loads no pydantic, about 0.4x of `import boto3` (docs/perf.md): their documents are
-# checked by `pipeline.validation` (`crm`'s Bitrix24 sink loads it with its first lead: the
-# Bitrix24 module's webhook models). The others read CRM events and SMS rules, pydantic models.
-WITHOUT_PYDANTIC = ("webhook", "store", "autoreply", "analytics", "broadcast", "bot", "ai", "crm")
-
-
-@pytest.mark.parametrize("function", WITHOUT_PYDANTIC)
-def test_a_telegram_functions_cold_path_loads_no_pydantic(function: str) -> None:
-    modules = [f"{function}.app", *first_use()[function]]
+# No function's whole cold path (init, then what its first invocation imports: bench.imports'
+# `first_use`) loads pydantic, about 0.4x of `import boto3` (docs/perf.md): what each reads is
+# checked by `pipeline.validation`. Only the deployment's settings (`infra.config`) are pydantic's.
+@pytest.mark.parametrize("module", EVERY_HANDLER_MODULE)
+def test_no_functions_cold_path_loads_pydantic(module: str) -> None:
+    modules = [module, *first_use().get(module.removesuffix(".app"), ())]
     assert loaded_after_import(modules, {"pydantic", "pydantic_core"}, POWERTOOLS_TRACE_DISABLED="true") == []
 
 
@@ -67,11 +63,14 @@ def test_a_crm_request_loads_no_pydantic_on_the_webhook() -> None:
     assert loaded_after_import(modules, {"pydantic", "pydantic_core"}) == []
 
 
-def test_a_bitrix24_request_loads_no_pydantic_on_the_webhook() -> None:
-    """The webhook's Bitrix24 route reads the form with `pipeline.validation` too; the `bitrix24`
-    function's reading of deals, contacts and history does (it still loads pydantic for the SMS
-    rules, `pipeline.crm.sources`)."""
-    modules = ["webhook.app", *first_use()["webhook"], "pipeline.crm.forms", "pipeline.crm.bitrix24"]
+@pytest.mark.parametrize(
+    "route",
+    [("pipeline.crm.forms", "pipeline.crm.bitrix24"), ("pipeline.crm.forms", "pipeline.crm.amocrm")],
+    ids=["bitrix24", "amocrm"],
+)
+def test_a_crm_webhook_request_loads_no_pydantic_on_the_webhook(route: tuple[str, ...]) -> None:
+    """The webhook's Bitrix24 and amoCRM routes read their forms with `pipeline.validation` too."""
+    modules = ["webhook.app", *first_use()["webhook"], *route]
     assert loaded_after_import(modules, {"pydantic", "pydantic_core"}) == []
 
 

@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
-from pydantic import ValidationError
 
 from pipeline.crm import forms
 from pipeline.crm.amocrm import (
@@ -27,6 +26,7 @@ from pipeline.crm.amocrm import (
 )
 from pipeline.errors import AccountRefused, PermanentError, RemoteRefused, TransientError
 from pipeline.observability import mask_phone
+from pipeline.validation import Invalid
 from tests.support import amocrm_webhooks
 from tests.unit.consumers.conftest import FakeHttpServer, Scripted
 from tests.unit.crm_sources.conftest import fixture_bytes, fixture_json
@@ -268,7 +268,7 @@ def test_without_a_main_contact_the_first_one_else_none(embedded: Any, expected:
 
 
 def test_a_malformed_lead_names_the_fields() -> None:
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(Invalid) as caught:
         Lead.from_api({"id": 1, "pipeline_id": "x"})
     assert sorted(error["loc"] for error in caught.value.errors()) == [("pipeline_id",), ("status_id",)]
 

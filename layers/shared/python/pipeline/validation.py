@@ -83,6 +83,7 @@ _WHITESPACE = (
 # An integer's text as JSON writes it, how pydantic reads an int's text first (jiter's number): at
 # most 4300 characters, a sign included (Python's `int()` counts digits only).
 _JSON_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_JSON_INTEGER_START = re.compile(r"-?[1-9][0-9]*")
 _DIGITS_MAX = 4300
 # The text of a float as Rust parses one (ASCII; "1.", ".5", "1e3", "inf", "infinity", "nan").
 _FLOAT_TEXT = re.compile(
@@ -372,12 +373,14 @@ class Fields:
         value = self._get(key, default)
         if key not in self.data or (value is None and default is None):
             return value
-        number: int | float | None = _integer(value) if kind is int else _float(value)
+        if kind is int:
+            refused = _integer_refusal(value)
+            if refused is not None:
+                self.problems.append(refusal((key,), refused, _INTEGER_REFUSALS[refused]))
+                return value
+        number = _integer(value) if kind is int else _float(value)
         if number is None:
-            if kind is int:
-                self.problems.append(refusal((key,), "int_parsing", "Input should be a valid integer"))
-            else:
-                self.problems.append(refusal((key,), "float_parsing", "Input should be a valid number"))
+            self.problems.append(refusal((key,), "float_parsing", "Input should be a valid number"))
             return value
         outside = _bound_refusal(number, ge, gt, le)
         if outside is not None:
@@ -476,17 +479,43 @@ class Fields:
             return None
         return self.aware_moment(key)
 
+    def sequence(
+        self, key: str, kind: type[int] | type[str], *, length: int | None = None, default: Any = MISSING
+    ) -> Any:
+        """A tuple of lax ints or of strings (`kind`), from a list or tuple: pydantic's
+        `tuple[int, int]` with `length`, `tuple[str, ...]` without (None allowed where the default
+        is None). An item refused is named by its index."""
+        value = self._get(key, default)
+        if key not in self.data or (value is None and default is None):
+            return value
+        if not isinstance(value, list | tuple):
+            self.problems.append(refusal((key,), "tuple_type", "Input should be a valid tuple"))
+            return value
+        if length is not None and len(value) > length:
+            message = f"Tuple should have at most {length} items after validation, not {len(value)}"
+            self.problems.append(refusal((key,), "too_long", message))
+            return value
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            if kind is int:
+                refused = _integer_refusal(item)
+                if refused is not None:
+                    self.problems.append(refusal((key, index), refused, _INTEGER_REFUSALS[refused]))
+                items.append(item if refused is not None else _integer(item))
+            else:
+                if not isinstance(item, str):
+                    self.problems.append(
+                        refusal((key, index), "string_type", "Input should be a valid string")
+                    )
+                items.append(item)
+        for index in range(len(value), length or 0):
+            self.problems.append(refusal((key, index), "missing", "Field required"))
+        return tuple(items)
+
     def text_tuple(self, key: str, *, default: Any = MISSING) -> Any:
         """A JSON array of strings (`tuple[str, ...]`), as a tuple; each item that is not a string
         is refused by its index."""
-        value = self._get(key, default)
-        items = self._array(key, value) if key in self.data else None
-        if items is None:
-            return value
-        for index, item in enumerate(items):
-            if not isinstance(item, str):
-                self.problems.append(refusal((key, index), "string_type", "Input should be a valid string"))
-        return tuple(items)
+        return self.sequence(key, str, default=default)
 
     def integer_mapping(self, key: str, *, default: Any = MISSING) -> Any:
         """A JSON object of integers (`dict[str, int]`, each a lax int: "12", 3.0, true); each value
@@ -599,7 +628,9 @@ def _integer_refusal(value: Any) -> str | None:
     if _integer(value) is not None:
         return None
     if isinstance(value, str):
-        return "int_parsing"
+        # pydantic reads the text first as a JSON integer: one of more than 4300 characters is too large.
+        start = _JSON_INTEGER_START.match(value)
+        return "int_parsing_size" if start is not None and len(start.group()) > _DIGITS_MAX else "int_parsing"
     if isinstance(value, float):
         return "int_from_float" if math.isfinite(value) else "finite_number"
     return "int_type"

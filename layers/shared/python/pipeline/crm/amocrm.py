@@ -18,6 +18,12 @@ API (us -> amoCRM): `GET https://<subdomain>.amocrm.ru/api/v4/leads/<id>?with=co
 `/api/v4/contacts/<id>` with `Authorization: Bearer <long-lived token>`. amoCRM answers 204 No
 Content (no body) for an id it has no entity for; errors are `application/problem+json`
 (`title`, `status`, `detail`).
+
+The webhook's account and entries and the API's answers are plain frozen dataclasses checked by
+hand (`pipeline.validation`), not pydantic models: the `amocrm` function and the webhook's amoCRM
+route would otherwise import pydantic and build its schemas at each cold start, about 0.4x of
+`import boto3` (docs/perf.md). tests/unit/crm_sources/test_amocrm_oracle.py holds them to the
+pydantic models they replaced, on generated input. A refusal names fields, never their values.
 """
 
 from __future__ import annotations
@@ -29,12 +35,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from pipeline.crm import forms
 from pipeline.errors import RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
+from pipeline.validation import Fields, Invalid, refusal
 
 NO_STATUS_CHANGES = "no lead status changes in the webhook (is it subscribed to 'lead status changed'?)"
 _DETAIL_LIMIT = 200
@@ -63,12 +68,6 @@ class NoStatusChanges(AmoWebhookError):
     """The webhook has no `leads[status]`: it is about other events than lead status changes."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        defer_build=True, frozen=True, hide_input_in_errors=True, populate_by_name=True, extra="ignore"
-    )
-
-
 def _blank_is_none(value: Any) -> Any:
     return None if value is None or (isinstance(value, str) and not value.strip()) else value
 
@@ -90,39 +89,93 @@ def _unix_time(value: Any) -> datetime | None:
         raise ValueError("not a unix time in range") from None
 
 
-def _field_names(error: ValidationError) -> str:
-    """The fields of an API answer a ValidationError is about, dotted (`_embedded.contacts`).
+def _blanks_as_none(data: Any, keys: tuple[str, ...]) -> Any:
+    """`data` with its blank `keys` (None, empty or spaces) as None: amoCRM's forms leave an
+    unset id empty."""
+    if not isinstance(data, Mapping):
+        return data
+    return {**data, **{key: None for key in keys if key in data and _blank_is_none(data[key]) is None}}
+
+
+def _moment(fields: Fields, key: str, *, required: bool) -> datetime | None:
+    """`_unix_time` of `key`; where `required`, a refusal when it is missing or none (0, blank)."""
+    if key not in fields.data:
+        if required:
+            fields.problems.append(refusal((key,), "missing", "Field required"))
+        return None
+    moment = fields.checked(key, fields.data[key], _unix_time)
+    refused = any(problem["loc"] == (key,) for problem in fields.problems)
+    if moment is None and required and not refused:
+        fields.problems.append(refusal((key,), "datetime_type", "Input should be a valid datetime"))
+    return moment if isinstance(moment, datetime) else None
+
+
+def _field_names(error: Invalid) -> str:
+    """The fields of an API answer a refusal is about, dotted (`_embedded.contacts`).
     Their input is never part of it."""
     names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
     return ", ".join(sorted(names))
 
 
 # -- the webhook ---------------------------------------------------------------------------------
-class Account(_Model):
-    """`account[id]`, `account[subdomain]` of a webhook."""
+@dataclass(frozen=True)
+class Account:
+    """`account[id]`, `account[subdomain]` of a webhook (blanks as None)."""
 
     id: int | None = None
     subdomain: str | None = None
 
-    @field_validator("id", "subdomain", mode="before")
     @classmethod
-    def _optional(cls, value: Any) -> Any:
-        return _blank_is_none(value)
+    def parse(cls, data: Any) -> Account:
+        """The account in `data` (field name -> text), or `Invalid` naming its refused fields."""
+        fields = Fields("Account", _blanks_as_none(data, ("id", "subdomain")))
+        account = cls(
+            id=fields.number("id", int, default=None), subdomain=fields.text("subdomain", default=None)
+        )
+        fields.done()
+        return account
+
+    def to_payload(self) -> dict[str, Any]:
+        """The `account` of the event the webhook publishes."""
+        return {"id": self.id, "subdomain": self.subdomain}
 
 
-class StatusChange(_Model):
+@dataclass(frozen=True, kw_only=True)
+class StatusChange:
     """One `leads[status][<n>]` entry: the lead moved to `status_id` in `pipeline_id`."""
 
-    lead_id: int = Field(alias="id", gt=0)
+    lead_id: int  # the entry's `id`
     status_id: int
     pipeline_id: int
     old_status_id: int | None = None
     old_pipeline_id: int | None = None
 
-    @field_validator("old_status_id", "old_pipeline_id", mode="before")
     @classmethod
-    def _optional(cls, value: Any) -> Any:
-        return _blank_is_none(value)
+    def parse(cls, data: Any) -> StatusChange:
+        """The entry in `data` (field name -> text; blank old ids as None), or `Invalid` naming
+        its refused fields. The lead id is `id`, else `lead_id` (the pydantic model's
+        `populate_by_name`)."""
+        fields = Fields("StatusChange", _blanks_as_none(data, ("old_status_id", "old_pipeline_id")))
+        lead_key = "lead_id" if "id" not in fields.data and "lead_id" in fields.data else "id"
+        change = cls(
+            lead_id=fields.number(lead_key, int, gt=0),
+            status_id=fields.number("status_id", int),
+            pipeline_id=fields.number("pipeline_id", int),
+            old_status_id=fields.number("old_status_id", int, default=None),
+            old_pipeline_id=fields.number("old_pipeline_id", int, default=None),
+        )
+        fields.done()
+        return change
+
+    def to_payload(self) -> dict[str, Any]:
+        """The `lead` of the event the webhook publishes, named as the webhook names its fields."""
+        return {
+            "id": self.lead_id,
+            "status_id": self.status_id,
+            "pipeline_id": self.pipeline_id,
+            "old_status_id": self.old_status_id,
+            "old_pipeline_id": self.old_pipeline_id,
+        }
 
 
 @dataclass(frozen=True)
@@ -149,7 +202,7 @@ def _form_name(prefix: str, loc: tuple[Any, ...]) -> str:
     return mask_phones(prefix + "".join(f"[{part}]" for part in loc))
 
 
-def _field_errors(error: ValidationError, prefix: str) -> tuple[FieldError, ...]:
+def _field_errors(error: Invalid, prefix: str) -> tuple[FieldError, ...]:
     return tuple(
         {"loc": [_form_name(prefix, item["loc"])], "msg": item["msg"]}
         for item in error.errors(include_input=False)
@@ -205,12 +258,12 @@ def read_status_webhook(raw: bytes) -> StatusWebhook:
             refused.append(RefusedEntry(index, tuple(faults[index].values())))
             continue
         try:
-            changes.append(StatusChange.model_validate(entries[index]))
-        except ValidationError as error:
+            changes.append(StatusChange.parse(entries[index]))
+        except Invalid as error:
             refused.append(RefusedEntry(index, _field_errors(error, f"leads[status][{index}]")))
     try:
-        parsed_account = Account.model_validate(account)
-    except ValidationError as error:
+        parsed_account = Account.parse(account)
+    except Invalid as error:
         errors = _field_errors(error, "account")
         names = ", ".join(sorted(item["loc"][0] for item in errors))
         raise AmoWebhookError(f"invalid account ({names})", errors) from None
@@ -218,10 +271,23 @@ def read_status_webhook(raw: bytes) -> StatusWebhook:
 
 
 # -- API v4 answers ------------------------------------------------------------------------------
-class Lead(_Model):
+def _with_main_contact(data: Any) -> Any:
+    """`data` with `main_contact_id`: of `_embedded.contacts[]`, the one with `is_main: true`, else
+    the first (unless `data` names it already)."""
+    if not isinstance(data, Mapping) or "main_contact_id" in data:
+        return data
+    embedded = data.get("_embedded")
+    contacts = embedded.get("contacts") if isinstance(embedded, Mapping) else None
+    linked = [c for c in contacts if isinstance(c, Mapping)] if isinstance(contacts, list) else []
+    main = next((c for c in linked if c.get("is_main") is True), linked[0] if linked else None)
+    return {**data, "main_contact_id": main.get("id") if main is not None else None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lead:
     """A `GET /api/v4/leads/<id>?with=contacts` answer."""
 
-    id: int = Field(gt=0)
+    id: int
     name: str = ""
     status_id: int
     pipeline_id: int
@@ -229,30 +295,25 @@ class Lead(_Model):
     # `_embedded.contacts[]`: the one with `is_main: true`, else the first.
     main_contact_id: int | None = None
 
-    @model_validator(mode="before")
     @classmethod
-    def _main_contact(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or "main_contact_id" in data:
-            return data
-        embedded = data.get("_embedded")
-        contacts = embedded.get("contacts") if isinstance(embedded, Mapping) else None
-        linked = [c for c in contacts if isinstance(c, Mapping)] if isinstance(contacts, list) else []
-        main = next((c for c in linked if c.get("is_main") is True), linked[0] if linked else None)
-        return {**data, "main_contact_id": main.get("id") if main is not None else None}
-
-    @field_validator("name", mode="before")
-    @classmethod
-    def _name(cls, value: Any) -> Any:
-        return "" if value is None else value
-
-    @field_validator("updated_at", mode="before")
-    @classmethod
-    def _time(cls, value: Any) -> Any:
-        return _unix_time(value)
-
-    @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> Lead:
-        return cls.model_validate(body)
+    def from_api(cls, body: Any) -> Lead:
+        """The lead in `body`, or `Invalid` naming its refused fields (a null name is "")."""
+        fields = Fields("Lead", _with_main_contact(body))
+        lead_id = fields.number("id", int, gt=0)
+        name = "" if fields.data.get("name") is None else fields.text("name")
+        status_id = fields.number("status_id", int)
+        pipeline_id = fields.number("pipeline_id", int)
+        updated_at = _moment(fields, "updated_at", required=False)
+        main_contact_id = fields.number("main_contact_id", int, default=None)
+        fields.done()
+        return cls(
+            id=lead_id,
+            name=name,
+            status_id=status_id,
+            pipeline_id=pipeline_id,
+            updated_at=updated_at,
+            main_contact_id=main_contact_id,
+        )
 
 
 # What amoCRM's refusals of the account are (API v4 "Error codes", "Common errors"): 401 the token
@@ -281,72 +342,82 @@ def _lead_status(values: Any) -> tuple[int, int] | None:
     return None
 
 
-class StatusEvent(_Model):
+def _with_statuses(data: Any) -> Any:
+    """`data` with `after` and `before` read from `value_after`/`value_before` (unless `data`
+    names `after` already)."""
+    if not isinstance(data, Mapping) or "after" in data:
+        return data
+    return {
+        **data,
+        "after": _lead_status(data.get("value_after")),
+        "before": _lead_status(data.get("value_before")),
+    }
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusEvent:
     """One `lead_status_changed` event of `GET /api/v4/events`: lead `entity_id` entered status
     `after` (pipeline, status) from `before` at `created_at`. `id` is amoCRM's own (a string)."""
 
-    id: str = Field(min_length=1, max_length=64)
+    id: str
     type: str
-    entity_id: int = Field(gt=0)
+    entity_id: int
     created_at: datetime
     after: tuple[int, int]
     before: tuple[int, int] | None = None
 
-    @model_validator(mode="before")
     @classmethod
-    def _values(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or "after" in data:
-            return data
-        return {
-            **data,
-            "after": _lead_status(data.get("value_after")),
-            "before": _lead_status(data.get("value_before")),
-        }
-
-    @field_validator("created_at", mode="before")
-    @classmethod
-    def _time(cls, value: Any) -> Any:
-        return _unix_time(value)
+    def parse(cls, data: Any) -> StatusEvent:
+        """The event in `data`, or `Invalid` naming its refused fields."""
+        fields = Fields("StatusEvent", _with_statuses(data))
+        event_id = fields.text("id", min_length=1, max_length=64)
+        kind = fields.text("type")
+        entity_id = fields.number("entity_id", int, gt=0)
+        created_at = _moment(fields, "created_at", required=True)
+        after = fields.sequence("after", int, length=2)
+        before = fields.sequence("before", int, length=2, default=None)
+        fields.done()
+        assert created_at is not None  # done() refused it otherwise
+        return cls(
+            id=event_id, type=kind, entity_id=entity_id, created_at=created_at, after=after, before=before
+        )
 
 
 # Phone kinds (`enum_code` of the PHONE field) in the order `Contact.phone` prefers them.
 PHONE_PREFERENCE = ("MOB",)
 
 
-class Contact(_Model):
+def _with_phones(data: Any) -> Any:
+    """`data` with `phones` and `phone_codes` read from the PHONE field of `custom_fields_values`
+    (when it has that key): each non-blank value stripped, its `enum_code` upper-cased."""
+    if not isinstance(data, Mapping) or "custom_fields_values" not in data:
+        return data
+    values: list[str] = []
+    codes: list[str] = []
+    fields = data["custom_fields_values"]
+    for field in fields if isinstance(fields, list) else []:
+        if not isinstance(field, Mapping) or field.get("field_code") != "PHONE":
+            continue
+        entries = field.get("values")
+        for entry in entries if isinstance(entries, list) else []:
+            value = entry.get("value") if isinstance(entry, Mapping) else None
+            if isinstance(value, str) and value.strip():
+                values.append(value.strip())
+                code = entry.get("enum_code")
+                codes.append(code.upper() if isinstance(code, str) else "")
+    rest = {key: value for key, value in data.items() if key != "custom_fields_values"}
+    return {**rest, "phones": tuple(values), "phone_codes": tuple(codes)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Contact:
     """A `GET /api/v4/contacts/<id>` answer. `phones` are the values of the PHONE field (as written
     in the CRM, not normalised), `phone_codes` their `enum_code` (WORK, MOB, HOME, ...)."""
 
-    id: int = Field(gt=0)
+    id: int
     name: str | None = None
     phones: tuple[str, ...] = ()
     phone_codes: tuple[str, ...] = ()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _phone_field(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or "custom_fields_values" not in data:
-            return data
-        values: list[str] = []
-        codes: list[str] = []
-        fields = data["custom_fields_values"]
-        for field in fields if isinstance(fields, list) else []:
-            if not isinstance(field, Mapping) or field.get("field_code") != "PHONE":
-                continue
-            entries = field.get("values")
-            for entry in entries if isinstance(entries, list) else []:
-                value = entry.get("value") if isinstance(entry, Mapping) else None
-                if isinstance(value, str) and value.strip():
-                    values.append(value.strip())
-                    code = entry.get("enum_code")
-                    codes.append(code.upper() if isinstance(code, str) else "")
-        rest = {key: value for key, value in data.items() if key != "custom_fields_values"}
-        return {**rest, "phones": tuple(values), "phone_codes": tuple(codes)}
-
-    @field_validator("name", mode="before")
-    @classmethod
-    def _optional(cls, value: Any) -> Any:
-        return _blank_is_none(value)
 
     def phone(self) -> str | None:
         """The number to text: the first with enum_code MOB, else the first at all."""
@@ -357,8 +428,17 @@ class Contact(_Model):
         return self.phones[0] if self.phones else None
 
     @classmethod
-    def from_api(cls, body: Mapping[str, Any]) -> Contact:
-        return cls.model_validate(body)
+    def from_api(cls, body: Any) -> Contact:
+        """The contact in `body` (a blank name as None), or `Invalid` naming its refused fields."""
+        fields = Fields("Contact", _blanks_as_none(_with_phones(body), ("name",)))
+        contact = cls(
+            id=fields.number("id", int, gt=0),
+            name=fields.text("name", default=None),
+            phones=fields.sequence("phones", str, default=()),
+            phone_codes=fields.sequence("phone_codes", str, default=()),
+        )
+        fields.done()
+        return contact
 
 
 # -- the API client ------------------------------------------------------------------------------
@@ -423,7 +503,7 @@ class AmoCrmApi:
         body = self._get("lead", f"/api/v4/leads/{self._checked_id(lead_id)}?with=contacts")
         try:
             lead = Lead.from_api(body)
-        except ValidationError as error:
+        except Invalid as error:
             raise self._client("lead").refused(f"malformed lead ({_field_names(error)})", "refused") from None
         if lead.id != lead_id:
             raise self._client("lead").refused(f"answered lead {lead.id} for {lead_id}", "refused")
@@ -434,7 +514,7 @@ class AmoCrmApi:
         body = self._get("contact", f"/api/v4/contacts/{self._checked_id(contact_id)}")
         try:
             contact = Contact.from_api(body)
-        except ValidationError as error:
+        except Invalid as error:
             raise self._client("contact").refused(
                 f"malformed contact ({_field_names(error)})", "refused"
             ) from None
@@ -469,8 +549,8 @@ class AmoCrmApi:
         if not isinstance(events, list):
             raise self._client("events").refused("the answer has no _embedded.events list", "refused")
         try:
-            parsed = [StatusEvent.model_validate(event) for event in events]
-        except ValidationError as error:
+            parsed = [StatusEvent.parse(event) for event in events]
+        except Invalid as error:
             raise self._client("events").refused(
                 f"malformed events ({_field_names(error)})", "refused"
             ) from None
