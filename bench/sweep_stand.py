@@ -37,9 +37,10 @@ from pipeline.crm.sweep import (
     sweep,
 )
 from pipeline.crm.sweep import metrics as sweep_metrics
-from pipeline.crm.sync import MAX_AGE_ENV, HistoryMarks, sync_order
+from pipeline.crm.sync import HistoryMarks, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import TransientError
+from pipeline.sms.rules import MAX_AGE_ENV
 
 PHONE = "+375291234567"
 AMO_TOKEN = "amoSweepStandToken0123456789abcdef"

@@ -29,13 +29,12 @@ from pipeline.crm.order_events import TOPIC_ENV
 from pipeline.crm.sweep import OVERLAP_ENV as SWEEP_OVERLAP_ENV
 from pipeline.crm.sweep import PERIOD_ENV as SWEEP_PERIOD_ENV
 from pipeline.crm.sweep import SOURCES_ENV as SWEEP_SOURCES_ENV
-from pipeline.crm.sync import MAX_AGE_ENV
 from pipeline.observability import TRACE_DISABLED_ENV
 from pipeline.phones import DEFAULT_REGION_ENV
 from pipeline.registry import TUNING, TUNING_ENV, Consumer, enabled, secret_env_var, table_env_var
 from pipeline.replies import REPLIES_ENV, RepliesError, parse_replies, team_replies
 from pipeline.sms.gateways import HTTP_SECRET
-from pipeline.sms.rules import RULES_ENV, load_rules, rules_file
+from pipeline.sms.rules import MAX_AGE_ENV, RULES_ENV, load_rules, rules_file
 from pipeline.sms.settings import ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.telegram import BOT_USERNAME_ENV
 from pipeline.validation import Invalid

@@ -146,3 +146,10 @@ def test_a_first_invocations_imports_pause_the_collector_the_first_time_only(
         assert gc.get_freeze_count() == 0
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("module", ["sms.app", "reconciler.app", "sms_events.app"])
+def test_the_sms_functions_init_loads_no_crm_source_machinery(module: str) -> None:
+    """They read one setting the CRM sources read too (`pipeline.sms.rules.max_age`), not the
+    sources' sync (about a tenth of `import boto3` of the `sms` cold path, docs/perf.md)."""
+    assert _loaded_after_import(module, {"pipeline.crm.sync", "pipeline.crm.sources"}) == []

@@ -26,6 +26,7 @@ from pipeline.crm.order_events import OrderStatus
 from pipeline.crm.sources import SourceMisconfigured
 from pipeline.crm.sync import HistoryMarks, HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
+from pipeline.sms import rules as sms_rules
 from tests.unit.consumer_support import JOURNAL_TABLE
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -97,7 +98,7 @@ class CrashingMarks(HistoryMarks):
 def published(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OrderStatus]]:
     monkeypatch.setenv("BITRIX24_STAGES", json.dumps(STAGES))
     monkeypatch.setenv("JOURNAL_TABLE", JOURNAL_TABLE)
-    monkeypatch.delenv(crm_sync.MAX_AGE_ENV, raising=False)
+    monkeypatch.delenv(sms_rules.MAX_AGE_ENV, raising=False)
     sent: list[OrderStatus] = []
 
     def publish(order: OrderStatus, envelope: Envelope) -> dict[str, Any]:
@@ -206,7 +207,7 @@ def test_a_webhook_delayed_twenty_minutes_still_texts(published: list[OrderStatu
 
 
 def test_the_age_limit_is_a_setting(published: list[OrderStatus], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(crm_sync.MAX_AGE_ENV, "600")
+    monkeypatch.setenv(sms_rules.MAX_AGE_ENV, "600")
     crm = ScriptedCrm()
     crm.move("READY", NOW - timedelta(minutes=20))
     assert sync_order(crm, 42, look())["too_old"] == 1
@@ -290,7 +291,7 @@ def test_generated_looks_publish_every_transition_in_the_window_in_order(
     expected, previous = [], None
     for record in full:
         status = STAGES.get(record.pipeline, {}).get(record.stage)
-        if status is not None and status != previous and record.at >= NOW - crm_sync.DEFAULT_MAX_AGE:
+        if status is not None and status != previous and record.at >= NOW - sms_rules.DEFAULT_MAX_AGE:
             expected.append(record.ref)
         previous = status
     firsts = list(dict.fromkeys(order.transition_id for order in published))

@@ -58,11 +58,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pipeline import aws
 from pipeline.crm.look import LOOK_EVENT_TYPE
 from pipeline.crm.order_events import TOPIC_ENV
-from pipeline.crm.sync import max_age
 from pipeline.envelope import Envelope, publish_request, sns_attributes
 from pipeline.errors import TransientError
 from pipeline.formats import by_name as by_format
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS
+from pipeline.sms.rules import max_age
 
 logger = Logger(child=True)
 metrics = Metrics()

@@ -64,9 +64,8 @@ from pipeline.errors import RemoteRefused, TransientError
 from pipeline.formats import SCHEMA_VERSION
 from pipeline.formats import by_name as by_format
 from pipeline.retention import SMS_RETENTION_DAYS
+from pipeline.sms.rules import max_age
 
-MAX_AGE_ENV = "SMS_MAX_AGE_SECONDS"
-DEFAULT_MAX_AGE = timedelta(hours=2)
 TOO_OLD_METRIC = "CrmTransitionsTooOld"
 NOT_TRANSITIONS_METRIC = "CrmHistoryNotTransitions"
 PHONE_RECHECKED_METRIC = "CrmPhoneRechecked"
@@ -116,11 +115,6 @@ class CrmSource(Protocol):
     def contact(self, contact_id: int) -> Contact: ...
 
     def display_name(self, contact: Any) -> str: ...
-
-
-def max_age() -> timedelta:
-    value = os.environ.get(MAX_AGE_ENV, "").strip()
-    return timedelta(seconds=int(value)) if value else DEFAULT_MAX_AGE
 
 
 @dataclass(frozen=True)

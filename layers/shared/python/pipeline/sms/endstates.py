@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from pipeline.crm.sync import max_age
 from pipeline.observability import mask_phone
 from pipeline.sms import suppression
 from pipeline.sms.journal import Journal, Notification, State
-from pipeline.sms.rules import SmsRules
+from pipeline.sms.rules import SmsRules, max_age
 from pipeline.sms.settings import SmsSettings
 
 # End User Messaging's `TimeToLive` bounds (seconds).

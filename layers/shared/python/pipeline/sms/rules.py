@@ -58,6 +58,16 @@ RULES_FILE_NAME = "sms_rules.json"
 # which the CRM sources use too). End User Messaging gets the rest as its `TimeToLive`, whose
 # longest is 72 hours (SendTextMessage's 259,200 s): the bound.
 MAX_AGE_LIMIT_HOURS = 72
+# The deployment's one SMS age setting, in seconds (the stack sets it from `sms_max_age_minutes`).
+MAX_AGE_ENV = "SMS_MAX_AGE_SECONDS"
+DEFAULT_MAX_AGE = timedelta(hours=2)
+
+
+def max_age() -> timedelta:
+    """The deployment's SMS age: here, not in `pipeline.crm.sync` (which reads it too), so that the
+    `sms` function's init does not import the CRM sources' machinery for one variable."""
+    value = os.environ.get(MAX_AGE_ENV, "").strip()
+    return timedelta(seconds=int(value)) if value else DEFAULT_MAX_AGE
 
 
 def rules_file() -> Path:
