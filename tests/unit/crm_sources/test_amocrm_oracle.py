@@ -10,9 +10,10 @@ The models below are those of `pipeline.crm.amocrm` before the change, verbatim 
 names; Hypothesis searches amoCRM-shaped forms and answers, and single fields changed, for a
 difference.
 
-One difference is deliberate: pydantic strips a leading zero before a sign (it reads "0-5" as
--5, "00_0-5" too); `pipeline.validation` refuses such a text, which no amoCRM form or answer
-carries, so the generators never write a sign after a zero.
+pydantic strips a leading zero before a sign (it reads "0-5" as -5, "00_0-5" too); the shared
+reader (`pipeline.lax`) keeps that quirk, checked against pydantic itself in
+tests/unit/test_validation_numbers.py, and no amoCRM form or answer carries such a text, so the
+generators here never write a sign after a zero.
 """
 
 from __future__ import annotations
