@@ -59,7 +59,7 @@ TELEGRAM_MESSAGES_PER_SECOND = 30
 TELEGRAM_CHAT_INTERVAL_SECONDS = 1.0
 TELEGRAM_GROUP_MESSAGES_PER_MINUTE = 20
 # A paced batch's last record starts a little after its slot: a sleep ends past its slot, and an
-# invocation's remaining time is whole milliseconds. Without a margin, a record written 0.9 s after
+# invocation's remaining time is whole milliseconds. Without a margin, a record written 0.99 s after
 # its send left the next send 9 ms to wait, which one millisecond less of remaining time refused
 # at the least timeout (tests/unit/worker/test_deadline.py). The registry adds it to the least
 # timeout of a consumer that paces a batch.
