@@ -74,6 +74,13 @@ def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, An
     return {"type": kind, "loc": loc, "msg": message}
 
 
+def aliased(data: Mapping[str, Any], alias: str, name: str) -> str:
+    """The key a field with an alias is read under, as pydantic's `populate_by_name` read it: its
+    alias, else its own name where only that is given. A refusal names that key (a missing field,
+    its alias)."""
+    return name if alias not in data and name in data else alias
+
+
 class Fields:
     """One document's fields, read and checked one by one; `done()` raises every refusal at once."""
 

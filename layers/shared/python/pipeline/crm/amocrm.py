@@ -39,7 +39,7 @@ from pipeline.crm import forms
 from pipeline.errors import RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
-from pipeline.validation import Fields, Invalid, refusal
+from pipeline.validation import Fields, Invalid, aliased, refusal
 
 NO_STATUS_CHANGES = "no lead status changes in the webhook (is it subscribed to 'lead status changed'?)"
 _DETAIL_LIMIT = 200
@@ -156,9 +156,8 @@ class StatusChange:
         its refused fields. The lead id is `id`, else `lead_id` (the pydantic model's
         `populate_by_name`)."""
         fields = Fields("StatusChange", _blanks_as_none(data, ("old_status_id", "old_pipeline_id")))
-        lead_key = "lead_id" if "id" not in fields.data and "lead_id" in fields.data else "id"
         change = cls(
-            lead_id=fields.number(lead_key, int, gt=0),
+            lead_id=fields.number(aliased(fields.data, "id", "lead_id"), int, gt=0),
             status_id=fields.number("status_id", int),
             pipeline_id=fields.number("pipeline_id", int),
             old_status_id=fields.number("old_status_id", int, default=None),

@@ -44,7 +44,7 @@ from pipeline.http import (
     url_secrets,
 )
 from pipeline.observability import mask_phones
-from pipeline.validation import Fields, Invalid
+from pipeline.validation import Fields, Invalid, aliased
 
 # Bitrix24 system errors that go away by themselves (REST docs, "Statuses and System Error Codes").
 BITRIX_TRANSIENT_ERRORS = frozenset(
@@ -106,7 +106,7 @@ def _read(
     alias). Other keys are ignored (`extra="ignore"`). Returns the fields and the key each is under."""
     if not isinstance(data, Mapping):
         Fields(title, data)  # raises: not an object
-    keys = {alias: name if alias not in data and name in data else alias for alias, name in names.items()}
+    keys = {alias: aliased(data, alias, name) for alias, name in names.items()}
     view = {
         key: before[alias](data[key]) if alias in before else data[key]
         for alias, key in keys.items()

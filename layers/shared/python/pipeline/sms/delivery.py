@@ -32,7 +32,7 @@ from aws_lambda_powertools.utilities.data_classes import SNSEvent
 from pipeline.json_text import parse_json
 from pipeline.sms.gateways import CONTEXT_KEY
 from pipeline.sms.journal import EVIDENCE_CLOSES, Journal
-from pipeline.validation import Fields, Invalid
+from pipeline.validation import Fields, Invalid, aliased
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -97,8 +97,7 @@ def _checked(data: Any) -> dict[str, Any]:
     fields = Fields(_TITLE, data)
 
     def key(name: str) -> str:
-        alias = _ALIASES.get(name, name)
-        return name if alias not in data and name in data else alias
+        return aliased(fields.data, _ALIASES.get(name, name), name)
 
     values = {
         "event_type": fields.text(key("event_type"), min_length=1),
