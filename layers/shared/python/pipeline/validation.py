@@ -74,6 +74,12 @@ def refusal(loc: tuple[str | int, ...], kind: str, message: str) -> dict[str, An
     return {"type": kind, "loc": loc, "msg": message}
 
 
+def blank_is_none(value: Any) -> Any:
+    """`value`, or None where it is a blank text (empty or spaces): how the CRMs write a field
+    they leave unset."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 def aliased(data: Mapping[str, Any], alias: str, name: str) -> str:
     """The key a field with an alias is read under, as pydantic's `populate_by_name` read it: its
     alias, else its own name where only that is given. A refusal names that key (a missing field,

@@ -39,7 +39,7 @@ from pipeline.crm import forms
 from pipeline.errors import RemoteRefused
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS, JsonHttpClient, JsonResponse, retry_after_seconds
 from pipeline.observability import mask_phones
-from pipeline.validation import Fields, Invalid, aliased, refusal
+from pipeline.validation import Fields, Invalid, aliased, blank_is_none, refusal
 
 NO_STATUS_CHANGES = "no lead status changes in the webhook (is it subscribed to 'lead status changed'?)"
 _DETAIL_LIMIT = 200
@@ -68,13 +68,9 @@ class NoStatusChanges(AmoWebhookError):
     """The webhook has no `leads[status]`: it is about other events than lead status changes."""
 
 
-def _blank_is_none(value: Any) -> Any:
-    return None if value is None or (isinstance(value, str) and not value.strip()) else value
-
-
 def _unix_time(value: Any) -> datetime | None:
     """A unix time (int or digit string) as an aware UTC datetime; 0 and blanks as None."""
-    value = _blank_is_none(value)
+    value = blank_is_none(value)
     if value is None:
         return None
     if isinstance(value, str) and value.strip().isdigit():
@@ -94,7 +90,7 @@ def _blanks_as_none(data: Any, keys: tuple[str, ...]) -> Any:
     unset id empty."""
     if not isinstance(data, Mapping):
         return data
-    return {**data, **{key: None for key in keys if key in data and _blank_is_none(data[key]) is None}}
+    return {**data, **{key: None for key in keys if key in data and blank_is_none(data[key]) is None}}
 
 
 def _moment(fields: Fields, key: str, *, required: bool) -> datetime | None:

@@ -44,7 +44,7 @@ from pipeline.http import (
     url_secrets,
 )
 from pipeline.observability import mask_phones
-from pipeline.validation import Fields, Invalid, aliased
+from pipeline.validation import Fields, Invalid, aliased, blank_is_none
 
 # Bitrix24 system errors that go away by themselves (REST docs, "Statuses and System Error Codes").
 BITRIX_TRANSIENT_ERRORS = frozenset(
@@ -87,14 +87,6 @@ def _field_names(error: Invalid) -> str:
     """The fields a refusal is about (their input is never part of it)."""
     names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
     return ", ".join(sorted(names))
-
-
-def _blank_is_none(value: Any) -> Any:
-    return None if isinstance(value, str) and not value.strip() else value
-
-
-def _empty_is_none(value: Any) -> Any:
-    return None if value is None or (isinstance(value, str) and not value.strip()) else value
 
 
 def _read(
@@ -163,7 +155,7 @@ class OutgoingEvent:
             data["auth[application_token]"] = data["auth[application_token]"].strip()
         for name in ("ts", "auth[domain]", "auth[member_id]", "event_handler_id"):
             if name in data:
-                data[name] = _blank_is_none(data[name])
+                data[name] = blank_is_none(data[name])
         fields = Fields("OutgoingEvent", data)
         event = cls(
             event=fields.text("event", min_length=1, max_length=128, pattern=r"^[A-Z0-9_]+$"),
@@ -202,12 +194,12 @@ def _title(value: Any) -> Any:
 
 
 def _contact_id(value: Any) -> Any:
-    value = _empty_is_none(value)
+    value = blank_is_none(value)
     return None if value in (0, "0") else value
 
 
 def _amount(value: Any) -> Any:
-    value = _empty_is_none(value)
+    value = blank_is_none(value)
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
@@ -226,10 +218,10 @@ _DEAL_BEFORE = {
     "TITLE": _title,
     "CATEGORY_ID": _category_id,
     "CONTACT_ID": _contact_id,
-    "MOVED_TIME": _empty_is_none,
-    "DATE_MODIFY": _empty_is_none,
+    "MOVED_TIME": blank_is_none,
+    "DATE_MODIFY": blank_is_none,
     "OPPORTUNITY": _amount,
-    "CURRENCY_ID": _empty_is_none,
+    "CURRENCY_ID": blank_is_none,
 }
 
 
@@ -276,7 +268,7 @@ _CONTACT_NAMES = {
     "phones": "phones",
     "phone_types": "phone_types",
 }
-_CONTACT_BEFORE = {"NAME": _empty_is_none, "LAST_NAME": _empty_is_none}
+_CONTACT_BEFORE = {"NAME": blank_is_none, "LAST_NAME": blank_is_none}
 
 
 def _multifield(entries: Any) -> dict[str, tuple[str, ...]]:
