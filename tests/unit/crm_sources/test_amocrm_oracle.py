@@ -36,7 +36,6 @@ from pipeline.crm.amocrm import (
     StatusChange,
     StatusEvent,
     _field_errors,
-    _field_names,
     _form_name,
 )
 from pipeline.validation import Invalid
@@ -255,7 +254,7 @@ def same(ours: Callable[[], Any], theirs: Callable[[], Any]) -> tuple[Any, Any]:
     else:
         assert isinstance(got_error, Invalid)
         names = {".".join(str(part) for part in item[0]) or "(whole)" for item in expected_errors}
-        assert _field_names(got_error) == ", ".join(sorted(names))
+        assert got_error.field_names() == sorted(names)
     return got, expected
 
 

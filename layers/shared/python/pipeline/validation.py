@@ -61,6 +61,11 @@ class Invalid(ValueError):
     def error_count(self) -> int:
         return len(self._errors)
 
+    def field_names(self, whole: str = "(whole)") -> list[str]:
+        """The refused fields, dotted (`order.id`), sorted, each once; `whole` for a refusal of the
+        whole document. What a reason or a log may say: never a value (it may be a phone number)."""
+        return sorted({".".join(str(part) for part in error["loc"]) or whole for error in self._errors})
+
     def _describe(self) -> str:
         count = len(self._errors)
         lines = [f"{count} validation error{'s' if count != 1 else ''} for {self.title}"]

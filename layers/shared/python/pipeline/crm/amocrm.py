@@ -106,13 +106,6 @@ def _moment(fields: Fields, key: str, *, required: bool) -> datetime | None:
     return moment if isinstance(moment, datetime) else None
 
 
-def _field_names(error: Invalid) -> str:
-    """The fields of an API answer a refusal is about, dotted (`_embedded.contacts`).
-    Their input is never part of it."""
-    names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
-    return ", ".join(sorted(names))
-
-
 # -- the webhook ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Account:
@@ -499,7 +492,9 @@ class AmoCrmApi:
         try:
             lead = Lead.from_api(body)
         except Invalid as error:
-            raise self._client("lead").refused(f"malformed lead ({_field_names(error)})", "refused") from None
+            raise self._client("lead").refused(
+                f"malformed lead ({', '.join(error.field_names())})", "refused"
+            ) from None
         if lead.id != lead_id:
             raise self._client("lead").refused(f"answered lead {lead.id} for {lead_id}", "refused")
         return lead
@@ -511,7 +506,7 @@ class AmoCrmApi:
             contact = Contact.from_api(body)
         except Invalid as error:
             raise self._client("contact").refused(
-                f"malformed contact ({_field_names(error)})", "refused"
+                f"malformed contact ({', '.join(error.field_names())})", "refused"
             ) from None
         if contact.id != contact_id:
             raise self._client("contact").refused(
@@ -547,7 +542,7 @@ class AmoCrmApi:
             parsed = [StatusEvent.parse(event) for event in events]
         except Invalid as error:
             raise self._client("events").refused(
-                f"malformed events ({_field_names(error)})", "refused"
+                f"malformed events ({', '.join(error.field_names())})", "refused"
             ) from None
         links = body.get("_links")
         return parsed, isinstance(links, Mapping) and "next" in links

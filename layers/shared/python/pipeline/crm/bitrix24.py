@@ -83,12 +83,6 @@ def _short(value: Any, limit: int = _DESCRIPTION_LIMIT) -> str | None:
     return mask_phones(value[:limit]) if isinstance(value, str) and value else None
 
 
-def _field_names(error: Invalid) -> str:
-    """The fields a refusal is about (their input is never part of it)."""
-    names = {".".join(str(part) for part in item["loc"]) or "(whole)" for item in error.errors()}
-    return ", ".join(sorted(names))
-
-
 def _read(
     title: str, data: Any, names: Mapping[str, str], before: Mapping[str, Callable[[Any], Any]]
 ) -> tuple[Fields, dict[str, str]]:
@@ -446,7 +440,7 @@ class Bitrix24Rest:
         return result
 
     def _malformed(self, method: str, error: Invalid) -> RemoteRefused:
-        return self._client(method).refused(f"malformed result ({_field_names(error)})", "refused")
+        return self._client(method).refused(f"malformed result ({', '.join(error.field_names())})", "refused")
 
     def deal(self, deal_id: int) -> Deal:
         """`crm.deal.get` for `deal_id`."""

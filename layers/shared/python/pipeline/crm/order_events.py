@@ -88,7 +88,7 @@ def order_event(order: OrderStatus, phone_default_region: str | None) -> tuple[C
             raise InvalidCustomerPhone(
                 f"{order.source} order {order.order_id}: customer phone: {why}"
             ) from None
-        fields = ", ".join(sorted({".".join(str(p) for p in problem["loc"]) for problem in problems}))
+        fields = ", ".join(error.field_names(whole=""))
         raise PermanentError(
             f"{order.source} order {order.order_id}: not a valid order event ({fields})"
         ) from None

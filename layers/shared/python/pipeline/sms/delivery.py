@@ -147,7 +147,7 @@ def handle_sns_event(event: dict[str, Any], journal: Journal) -> dict[str, int]:
             delivery = DeliveryEvent.from_json(record.sns.message)
         except Invalid as error:
             invalid += 1
-            fields = sorted({".".join(str(part) for part in e["loc"]) or "message" for e in error.errors()})
+            fields = error.field_names(whole="message")
             logger.error("Unreadable SMS delivery event", extra={"fields": fields})
             continue
         applied = apply_delivery_event(journal, delivery)

@@ -326,9 +326,7 @@ def parse(envelope: Envelope) -> CrmEvent | str:
         return CrmEvent.parse(envelope.payload)
     except Invalid as error:
         # Field locations only: the input (a phone number) must not reach logs or the DLQ reason.
-        fields = ", ".join(
-            sorted({".".join(str(part) for part in e["loc"]) or "payload" for e in error.errors()})
-        )
+        fields = ", ".join(error.field_names(whole="payload"))
         raise PermanentError(f"invalid CRM order event ({fields})") from None
 
 
