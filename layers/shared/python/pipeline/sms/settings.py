@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Literal, get_args
 
 from pipeline.retention import SMS_RETENTION_DAYS, SMS_RETENTION_MIN_DAYS
-from pipeline.validation import Fields, Invalid, refusal
+from pipeline.validation import Fields
 
 GatewayKind = Literal["end_user_messaging", "http", "fake"]
 MessageType = Literal["TRANSACTIONAL", "PROMOTIONAL"]
@@ -173,22 +173,20 @@ def _checked(data: Any) -> dict[str, Any]:
         "quiet_hours": fields.text("quiet_hours", pattern=_QUIET_HOURS, default=None),
         "quiet_statuses": fields.text("quiet_statuses", default=None),
     }
+    fields.whole(lambda: _consistent(values))
     fields.done()
-    broken = _inconsistency(values)
-    if broken is not None:
-        raise Invalid(_TITLE, [refusal((), "value_error", f"Value error, {broken}")])
     return values
 
 
-def _inconsistency(values: Mapping[str, Any]) -> str | None:
-    """The first rule across fields the (valid) values break, in the order pydantic checked them."""
+def _consistent(values: Mapping[str, Any]) -> None:
+    """ValueError for the first rule across fields the (valid) values break, in the order pydantic
+    checked them."""
     if values["retry_base_seconds"] > values["retry_max_seconds"]:
-        return "SMS_RETRY_BASE_SECONDS must not exceed SMS_RETRY_MAX_SECONDS"
+        raise ValueError("SMS_RETRY_BASE_SECONDS must not exceed SMS_RETRY_MAX_SECONDS")
     if values["gateway"] == "http" and not values["http_base_url"]:
-        return "SMS_GATEWAY=http needs SMS_HTTP_BASE_URL"
+        raise ValueError("SMS_GATEWAY=http needs SMS_HTTP_BASE_URL")
     if bool(values["quiet_hours"]) != bool(_status_set(values["quiet_statuses"])):
-        return "SMS_QUIET_HOURS and SMS_QUIET_STATUSES go together"
+        raise ValueError("SMS_QUIET_HOURS and SMS_QUIET_STATUSES go together")
     window = _window(values["quiet_hours"])
     if window is not None and window[0] == window[1]:
-        return "SMS_QUIET_HOURS must not start when it ends"
-    return None
+        raise ValueError("SMS_QUIET_HOURS must not start when it ends")
