@@ -244,10 +244,11 @@ class Fields:
         self.problems.append(refusal((key,), "datetime_type", "Input should be a valid datetime"))
         return value
 
-    def aware_moment(self, key: str) -> Any:
-        """A moment with its offset (pydantic's `AwareDatetime`; see `lax.aware_moment`)."""
-        value = self._get(key, MISSING)
-        if key not in self.data:
+    def aware_moment(self, key: str, *, default: Any = MISSING) -> Any:
+        """A moment with its offset (pydantic's `AwareDatetime`; see `lax.aware_moment`); None too
+        where the default is None."""
+        value = self._get(key, default)
+        if key not in self.data or (value is None and default is None):
             return value
         moment = lax.aware_moment(value)
         if moment is None:
@@ -285,12 +286,6 @@ class Fields:
         if self.problems:
             raise Invalid(self.title, self.problems)
 
-    def optional_aware_moment(self, key: str) -> Any:
-        """`aware_moment`, or None where absent or null (pydantic's `AwareDatetime | None = None`)."""
-        if self.data.get(key) is None:
-            return None
-        return self.aware_moment(key)
-
     def sequence(
         self, key: str, kind: type[int] | type[str], *, length: int | None = None, default: Any = MISSING
     ) -> Any:
@@ -300,8 +295,7 @@ class Fields:
         value = self._get(key, default)
         if key not in self.data or (value is None and default is None):
             return value
-        if not isinstance(value, list | tuple):
-            self.problems.append(refusal((key,), "tuple_type", "Input should be a valid tuple"))
+        if self._array(key, value) is None:
             return value
         if length is not None and len(value) > length:
             message = f"Tuple should have at most {length} items after validation, not {len(value)}"

@@ -243,8 +243,8 @@ class Deal:
             stage_id=fields.text(key["STAGE_ID"], min_length=1),
             category_id=fields.text(key["CATEGORY_ID"], default="0"),
             contact_id=fields.number(key["CONTACT_ID"], int, default=None),
-            moved_time=fields.optional_aware_moment(key["MOVED_TIME"]),
-            date_modify=fields.optional_aware_moment(key["DATE_MODIFY"]),
+            moved_time=fields.aware_moment(key["MOVED_TIME"], default=None),
+            date_modify=fields.aware_moment(key["DATE_MODIFY"], default=None),
             opportunity=fields.text(key["OPPORTUNITY"], default=None),
             currency_id=fields.text(key["CURRENCY_ID"], default=None),
         )
