@@ -21,6 +21,10 @@ from pipeline.validation import Fields, refusal
 
 # Routed on as an SNS message attribute, which cannot carry control characters.
 STATUS_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+# The fields each document declares; a CRM's other keys are its `extra`.
+_ORDER_FIELDS = ("id", "status", "previous_status", "transition_id")
+_CUSTOMER_FIELDS = ("phone", "name")
+_EVENT_FIELDS = ("event_id", "type", "occurred_at", "order", "customer")
 
 
 def _extra(fields: Fields, declared: tuple[str, ...]) -> dict[str, Any]:
@@ -47,7 +51,7 @@ class Order:
             status=fields.text("status", min_length=1, max_length=64, pattern=STATUS_PATTERN),
             previous_status=fields.text("previous_status", max_length=64, default=None),
             transition_id=fields.text("transition_id", min_length=1, max_length=256, default=None),
-            extra=_extra(fields, ("id", "status", "previous_status", "transition_id")),
+            extra=_extra(fields, _ORDER_FIELDS),
         )
         fields.done()
         return order
@@ -75,16 +79,13 @@ class Customer:
                 # The message says why, never which number.
                 fields.problems.append(refusal(("phone",), PHONE_ERROR_TYPE, str(error)))
         name = fields.text("name", max_length=256)
-        customer = cls(phone=phone, name=name, extra=_extra(fields, ("phone", "name")))
+        customer = cls(phone=phone, name=name, extra=_extra(fields, _CUSTOMER_FIELDS))
         fields.done()
         return customer
 
     def value(self, name: str) -> Any:
         """The field `name`, declared or one the CRM added (None if it has none)."""
-        return getattr(self, name) if name in ("phone", "name") else self.extra.get(name)
-
-
-_ORDER_FIELDS = ("id", "status", "previous_status", "transition_id")
+        return getattr(self, name) if name in _CUSTOMER_FIELDS else self.extra.get(name)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class CrmEvent:
         occurred_at = fields.aware_moment("occurred_at")
         order = fields.document("order", Order.parse)
         customer = fields.document("customer", lambda value: Customer.parse(value, phone_default_region))
-        extra = _extra(fields, ("event_id", "type", "occurred_at", "order", "customer"))
+        extra = _extra(fields, _EVENT_FIELDS)
         fields.done()
         assert order is not None and customer is not None  # done() refused them otherwise
         return cls(event_id, kind, occurred_at, order, customer, extra)
