@@ -5,10 +5,9 @@ runtime on moto queues (`run_consumer`), against the vendors' stand-ins. Never s
 
 from __future__ import annotations
 
-import tests.conftest  # noqa: F401 - the process-wide test defaults (no real AWS account)
+from tests.conftest import _load_service_models_once  # and the process-wide defaults (no real AWS account)
 from tests.unit.conftest import aws_env, deploy, import_app, lambda_context, moto_aws, output
 from tests.unit.consumers.conftest import (
-    _parse_service_models_once,
     http_fake,
     put_secret,
     run_consumer,
@@ -16,7 +15,7 @@ from tests.unit.consumers.conftest import (
 )
 
 __all__ = [
-    "_parse_service_models_once",
+    "_load_service_models_once",
     "aws_env",
     "deploy",
     "http_fake",

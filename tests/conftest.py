@@ -8,7 +8,11 @@ independent of import order and guarantees no test can reach a real AWS account.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
+import botocore.loaders
+import botocore.session
 import pytest
 from hypothesis import settings
 
@@ -36,6 +40,30 @@ for _name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
 # `@settings(...)` inherits this, and none sets a deadline (tests/unit/test_test_layout.py).
 settings.register_profile("pipeline", deadline=None)
 settings.load_profile("pipeline")
+
+
+_SHARED_LOADER = botocore.loaders.create_loader()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _load_service_models_once() -> Iterator[None]:
+    """Every botocore session of a test process reads AWS's service models through one loader.
+
+    `pipeline.aws` makes a new botocore session for each client, as Lambda's environments do once
+    each; a test deploys one environment after another, and a new session's loader reads and
+    parses the service's model files again: 54 ms a client here, 11 ms with the loader shared
+    (boto3's sessions, which `botocore.session.get_session` also makes, share it too).
+    """
+    make = botocore.session.get_session
+
+    def get_session(env_vars: Any = None) -> botocore.session.Session:
+        session = make(env_vars)
+        session.register_component("data_loader", _SHARED_LOADER)
+        return session
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.session, "get_session", get_session)
+        yield
 
 
 @pytest.hookimpl(tryfirst=True)  # before tests/e2e/conftest.py moves `after_scenarios` tests last

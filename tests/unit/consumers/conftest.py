@@ -7,9 +7,8 @@
 - `run_consumer`: a consumer deployed as the stack does it (queues, environment), whose real
   `lambda_handler` is invoked with SQS events received from its moto queue.
 
-Every test starts with fresh boto3 clients (`aws.reset_clients()`), and each new boto3 session
-parses the service model files again; sharing botocore's data loader (static JSON files only)
-makes that parsing happen once per process and the suite several times faster.
+Every test starts with fresh clients (`aws.reset_clients()`); their sessions share one loader of
+the service models (`tests/conftest.py`).
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
 from typing import Any
 
-import boto3.session
-import botocore.loaders
 import pytest
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
@@ -51,22 +48,6 @@ BOT_TOKEN = "7000000001:AAHt0k3n-S3cr3t_ValueThatMustNotLeak"
 # The crm consumer's webhook credential and Bitrix24 webhook code (`webhook_crm`, `bitrix_crm`).
 AUTH_HEADER = "Bearer crm-webhook-secret-7f3a"
 BITRIX_CODE = "k3y7webhookcode"
-
-
-_SHARED_LOADER = botocore.loaders.create_loader()
-
-
-class _SessionWithSharedLoader(boto3.session.Session):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._session.register_component("data_loader", _SHARED_LOADER)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _parse_service_models_once() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(boto3.session, "Session", _SessionWithSharedLoader)
-        yield
 
 
 @dataclass(frozen=True)
