@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -123,9 +124,14 @@ def deployed_stack(pipeline: Pipeline, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(autouse=True)
 def isolated_scenario(pipeline: Pipeline, deployed_stack: StackSynthesis) -> Iterator[None]:
-    """Each scenario starts with no pending fault and leaves every queue drained."""
+    """Each scenario starts with no pending fault and leaves every queue drained.
+
+    The runtimes are waited for side by side: each wait lasts at least its settling second, and a
+    worker holds every runtime the session has started by then.
+    """
     yield
-    for each in (pipeline, *OTHER_PIPELINES):
+    pipelines = (pipeline, *OTHER_PIPELINES)
+    for each in pipelines:
         for name, fake in each.runtime.fakes.items():
             if is_refused(f"{fake.url}/_faults"):
                 # A fake that is down has no control endpoint: bring it back from Python.
@@ -133,4 +139,11 @@ def isolated_scenario(pipeline: Pipeline, deployed_stack: StackSynthesis) -> Ite
             else:
                 each.fake(name).clear_faults()
         assert each.runtime.failure is None, each.runtime.failure
-        assert each.runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS), "queues not drained"
+
+    def drained(each: Pipeline) -> bool:
+        return each.runtime.wait_until_drained(timeout=DRAIN_TIMEOUT_SECONDS)
+
+    with ThreadPoolExecutor(len(pipelines)) as waiting:
+        done = list(waiting.map(drained, pipelines))
+    stuck = [each.runtime.state_dir.name for each, ok in zip(pipelines, done, strict=True) if not ok]
+    assert not stuck, f"queues not drained: {stuck}"
