@@ -1,7 +1,9 @@
-"""The local moto server finds each host's backend once (`local.moto_process.route_each_host_once`).
+"""The local moto server finds each host's backend once (`local.moto_process.route_each_host_once`)
+and lists each response class's methods once (`list_response_methods_once`).
 
 moto's dispatcher lists its package directory and matches hundreds of URL patterns for every
-request, under a lock every request takes; the answer for a host never changes.
+request, under a lock every request takes; the answer for a host never changes. Its responses list
+their class's functions for every request, to see whether the action is one of them.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from typing import Any
 
 import pytest
 from moto import backends
+from moto.core import responses, utils
+from moto.dynamodb.responses import DynamoHandler
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.sqs.responses import SQSResponse
 
-from local.moto_process import route_each_host_once
+from local.moto_process import list_response_methods_once, route_each_host_once
 
 
 def signed_request(service: str, target: str) -> dict[str, Any]:
@@ -67,3 +72,24 @@ def test_each_host_is_looked_up_once_and_routed_as_moto_routes_it(listings: list
             assert routed is app.app_instances[expected[service]]
 
     assert len(listings) == 2  # one per host
+
+
+def test_each_response_class_s_methods_are_listed_once_as_moto_lists_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listed: list[type] = []
+
+    def listing(clazz: type) -> list[str]:
+        listed.append(clazz)
+        return utils.method_names_from_class(clazz)
+
+    monkeypatch.setattr(responses, "method_names_from_class", listing)  # moto's own, restored after
+    list_response_methods_once()
+    list_response_methods_once()  # applying the patches twice (tests do) wraps the listing once
+
+    for _ in range(3):
+        for clazz in (SQSResponse, DynamoHandler):
+            names = responses.method_names_from_class(clazz)
+            assert names == utils.method_names_from_class(clazz)
+            assert "receive_message" in names or "put_item" in names
+    assert listed == [SQSResponse, DynamoHandler]
