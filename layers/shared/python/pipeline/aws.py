@@ -7,11 +7,16 @@ botocore honours) decide where they point. `reset_clients()` drops the cache bet
 Clients are botocore's own: `import boto3` also imports s3transfer (boto3's S3 transfer
 manager, which nothing here uses), about a third of its import time. boto3 is imported only
 for a DynamoDB `resource` (tables with Python values instead of attribute-value maps).
+
+Every client and resource of a process comes from one botocore session: a session reads the
+endpoint rules, the retry rules and each service's model once, and resolves the credentials once.
+A session per client read them again for each (`bench/latency.py` times the first reply with them).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -52,8 +57,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# A botocore session is not thread-safe: clients (which are) are built from it one at a time.
+_BUILDING = threading.Lock()
+
+
+@functools.cache
 def _session() -> Any:
-    """A new botocore session for each client, as boto3's `Session().client` made one."""
+    """The process's botocore session, made with its first client (module docstring)."""
     import botocore.session
 
     return botocore.session.get_session()
@@ -62,7 +72,8 @@ def _session() -> Any:
 @functools.cache
 def client(service: str) -> Any:
     """Return the process-wide client for `service` (e.g. "sns", "sqs", "dynamodb")."""
-    return _session().create_client(service, config=_config())
+    with _BUILDING:
+        return _session().create_client(service, config=_config())
 
 
 @functools.cache
@@ -76,7 +87,8 @@ def non_retrying_client(service: str) -> Any:
     from botocore.config import Config
 
     no_retries = _config().merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
-    return _session().create_client(service, config=no_retries)
+    with _BUILDING:
+        return _session().create_client(service, config=no_retries)
 
 
 @functools.cache
@@ -84,7 +96,9 @@ def resource(service: str) -> Any:
     """Return the process-wide resource for `service` (used for DynamoDB tables)."""
     import boto3
 
-    return boto3.session.Session().resource(service, config=_config())  # type: ignore[call-overload]
+    with _BUILDING:
+        session = boto3.session.Session(botocore_session=_session())
+        return session.resource(service, config=_config())  # type: ignore[call-overload]
 
 
 def error_code(error: ClientError) -> str:
@@ -93,7 +107,8 @@ def error_code(error: ClientError) -> str:
 
 
 def reset_clients() -> None:
-    """Forget every cached client and resource (tests, local runtime re-pointing)."""
+    """Forget every cached client and resource, and the session (tests, local runtime re-pointing)."""
     client.cache_clear()
     non_retrying_client.cache_clear()
     resource.cache_clear()
+    _session.cache_clear()
