@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import math
 import re
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +117,20 @@ def test_no_sample_is_of_a_version_the_registry_does_not_know() -> None:
         assert int(path.stem[1:]) in known[path.parent.name], f"{path}: not a version of its format"
 
 
+# What a body or an item may hold: JSON's values (Python's json reads Infinity and NaN too), the
+# Decimals boto3's resource gives, and versions near the readable ones in every form.
+near_versions = st.integers(min_value=-1, max_value=3)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.decimals()
+    | st.text()
+    | near_versions
+    | near_versions.map(float)
+    | near_versions.map(str)
+    | st.sampled_from([0.5, 1.5, "1.0", " 1", "1_0", "+1", "\u0661"]),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
     max_leaves=6,
 )
@@ -128,13 +142,36 @@ def test_any_schema_version_is_read_or_refused_as_one_this_code_does_not_read(
 ) -> None:
     """Whatever an item or a body holds as its version (in DynamoDB JSON, `{"N": ...}`), the
     version check returns one this code reads or raises FormatTooNew, which every reader refuses
-    with its reason: never another exception (a list once raised a TypeError out of it)."""
+    with its reason: never another exception (a list once raised a TypeError out of it, infinity
+    an OverflowError). A version read is exactly the number held: no bool read as 1, no fraction
+    cut to its whole part, no text but ASCII digits."""
     item = {"schema_version": {"N": raw} if dynamodb else raw}
     try:
         version = fmt.version_of(item)
     except FormatTooNew:
         return
     assert version in fmt.readable
+    held = raw.get("N") if isinstance(raw, dict) and not dynamodb else raw  # DynamoDB JSON, unasked
+    if held is not None:
+        assert not isinstance(held, bool)
+        assert Decimal(held) == version if not isinstance(held, str) else held == str(version)
+
+
+@pytest.mark.parametrize("raw", [math.inf, -math.inf, math.nan, Decimal("Infinity"), Decimal("NaN")])
+def test_infinity_or_nan_as_a_version_is_refused_as_unreadable(raw: Any) -> None:
+    """Found by the generator above: `int(inf)` raised OverflowError out of the version check,
+    which no reader expects (a queued body with `"schema_version": Infinity`, as Python's json
+    reads it)."""
+    with pytest.raises(FormatUnreadable, match="no whole number"):
+        formats.by_name("envelope").version_of({"schema_version": raw})
+
+
+@pytest.mark.parametrize("raw", [True, 1.5, Decimal("0.5"), "1.0", " 1", "1_0", "+1", "\u0661"])
+def test_a_version_that_only_looks_whole_is_refused_not_rounded(raw: Any) -> None:
+    """The siblings of infinity: what `int()` turned into a readable version (True and 1.5 into 1,
+    " 1" and other scripts' digits into 1) is no version any writer wrote."""
+    with pytest.raises(FormatUnreadable, match="no whole number"):
+        formats.by_name("envelope").version_of({"schema_version": raw})
 
 
 def test_a_version_that_is_no_number_is_refused_without_quoting_it() -> None:

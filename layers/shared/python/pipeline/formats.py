@@ -29,9 +29,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 SCHEMA_VERSION = "schema_version"
+# A version in text (DynamoDB JSON's "N"): ASCII digits only, not the rest int() reads
+# (" 1", "1_0", other scripts' digits).
+_WHOLE_TEXT = re.compile(r"-?[0-9]+")
 
 
 class FormatTooNew(ValueError):
@@ -47,6 +51,25 @@ class FormatUnreadable(FormatTooNew):
 # `{"id": {"S": ...}}`), as boto3's Table resource does ("resource", plain values), or the message
 # body's text ("body").
 ReadsFrom = Literal["client", "resource", "body"]
+
+
+def whole_number(raw: Any) -> int | None:
+    """`raw` as the whole number it is (an int; an integral float or Decimal, as JSON and boto3's
+    resource give numbers; digits in text), else None: never a bool as 1, a fraction cut to its
+    whole part, or infinity's OverflowError."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str):
+        return int(raw) if _WHOLE_TEXT.fullmatch(raw) else None
+    if isinstance(raw, float | Decimal):
+        try:
+            whole = int(raw)
+        except (OverflowError, ValueError):  # infinity, NaN
+            return None
+        return whole if whole == raw else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -78,12 +101,11 @@ class Format:
         raw = item.get(SCHEMA_VERSION)
         if isinstance(raw, Mapping):
             raw = raw.get("N")
-        try:
-            version = 0 if raw is None else int(raw)
-        except (TypeError, ValueError):  # the message names no value: a body may carry anything
+        version = 0 if raw is None else whole_number(raw)
+        if version is None:  # the message names no value: a body may carry anything
             raise FormatUnreadable(
                 f"{self.name} has a schema_version that is no whole number (a {type(raw).__name__})"
-            ) from None
+            )
         if version not in self.readable:
             raise FormatTooNew(
                 f"{self.name} has schema_version {version}; this code reads "
