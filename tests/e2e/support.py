@@ -48,6 +48,15 @@ CRM_SWEEP_EVERY_SECONDS = 8.0
 
 
 # -- waiting ----------------------------------------------------------------------------------------
+def answered(calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The calls once a stand-in has answered each (None while none was made or one is in flight).
+
+    A stand-in records a call before it answers and sets its `status` after, so a call read in
+    flight differs from the same call read later: wait for this before comparing calls whole.
+    """
+    return calls if calls and all(call["status"] is not None for call in calls) else None
+
+
 def wait_for(
     condition: Callable[[], T | None], timeout: float, what: str, interval: float = POLL_SECONDS
 ) -> T:

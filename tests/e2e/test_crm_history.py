@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import CRM_SWEEP_EVERY_SECONDS, SENT_PHONES, Pipeline, phone_number, wait_for
+from tests.e2e.support import (
+    CRM_SWEEP_EVERY_SECONDS,
+    SENT_PHONES,
+    Pipeline,
+    answered,
+    phone_number,
+    wait_for,
+)
 
 pytestmark = pytest.mark.minutes(3)  # started first (tests/conftest.py)
 
@@ -71,7 +78,7 @@ def test_a_move_whose_webhook_comes_twenty_minutes_late_texts_once(pipeline: Pip
 
     portal.move_deal(deal_id, "EXECUTING", at=int(time.time()) - 20 * 60)
 
-    [sms] = wait_for(lambda: texts_to(pipeline, phone), 60, "the ready-for-pickup SMS")
+    [sms] = wait_for(lambda: answered(texts_to(pipeline, phone)), 60, "the ready-for-pickup SMS")
     assert f"Ihre Bestellung {deal_id} ist abholbereit" in sms["body"]["MessageBody"]  # a German phone: de
     settled(pipeline)
     assert texts_to(pipeline, phone) == [sms], "exactly one SMS: webhook and sweep saw the same move"
@@ -107,7 +114,9 @@ def test_a_lost_webhook_texts_within_one_catch_up_period(pipeline: Pipeline) -> 
     moved = portal.move_deal(deal_id, "EXECUTING")
 
     assert moved.fate == "lost"
-    [sms] = wait_for(lambda: texts_to(pipeline, phone), SWEEP_SECONDS + 30, "the SMS the sweep found")
+    [sms] = wait_for(
+        lambda: answered(texts_to(pipeline, phone)), SWEEP_SECONDS + 30, "the SMS the sweep found"
+    )
     assert time.monotonic() - lost_at <= SWEEP_SECONDS + 30
     swept = [r for r in pipeline.log_records("crm_sweep") if r.get("message") == "CRM history swept"]
     assert any(r["crm"] == "bitrix24" and r["orders"] >= 1 for r in swept)
@@ -120,7 +129,7 @@ def test_two_stages_of_one_status_text_once(pipeline: Pipeline) -> None:
     dead_letters_before = pipeline.dlq_depth("bitrix24")
     deal_id, phone = deal_for(pipeline, TWO_STAGES, stage="EXECUTING")
     portal = pipeline.runtime.bitrix24
-    [sms] = wait_for(lambda: texts_to(pipeline, phone), 60, "the ready-for-pickup SMS")
+    [sms] = wait_for(lambda: answered(texts_to(pipeline, phone)), 60, "the ready-for-pickup SMS")
 
     portal.move_deal(deal_id, "UC_PICKUP")  # the pickup shelf: also ready_for_pickup (local.overlay)
     portal.move_deal(deal_id, "EXECUTING")
@@ -159,7 +168,9 @@ def test_an_amocrm_status_change_whose_webhook_was_lost_texts_from_the_sweep(pip
     delivery = account.change_statuses([(lead_id, 70014)])  # shipped
 
     assert delivery.fate == "lost"
-    [sms] = wait_for(lambda: texts_to(pipeline, phone), SWEEP_SECONDS + 30, "the SMS the sweep found")
+    [sms] = wait_for(
+        lambda: answered(texts_to(pipeline, phone)), SWEEP_SECONDS + 30, "the SMS the sweep found"
+    )
     assert "wurde versandt" in sms["body"]["MessageBody"]  # a German phone: de
     settled(pipeline)
     assert texts_to(pipeline, phone) == [sms]

@@ -34,6 +34,7 @@ from tests.e2e.support import (
     SENT_PHONES,
     Ids,
     Pipeline,
+    answered,
     callback_query,
     contact_message,
     group_chat,
@@ -609,7 +610,7 @@ def test_a_crm_event_with_the_token_in_the_url_path_sends_its_sms(pipeline: Pipe
     assert pipeline.send_crm_event_with_path_token(event) == 200
 
     gateway = END_USER_MESSAGING
-    [sms] = wait_for(lambda: gateway.sends(pipeline, order_id), 30, "the order SMS")
+    [sms] = wait_for(lambda: answered(gateway.sends(pipeline, order_id)), 30, "the order SMS")
     assert sms
     assert pipeline.runtime.wait_until_drained(timeout=30)
     assert gateway.sends(pipeline, order_id) == [sms], "exactly one SMS"
@@ -647,7 +648,7 @@ def test_a_bitrix24_deal_moved_to_ready_texts_once_and_edits_and_resends_text_no
     moved = portal.move_deal(created.deal_id, "EXECUTING")  # mapped to ready_for_pickup
 
     assert moved.status == 200, moved.body
-    [sms] = wait_for(lambda: texts_to(pipeline, phone), 30, "the ready-for-pickup SMS")
+    [sms] = wait_for(lambda: answered(texts_to(pipeline, phone)), 30, "the ready-for-pickup SMS")
     # A German phone: the shipped rules' German text (team/sms_rules.json language_by_country).
     assert f"Ihre Bestellung {created.deal_id} ist abholbereit" in sms["body"]["MessageBody"]
     # A manager edits the deal five times (ONCRMDEALUPDATE each time, no stage change), then
@@ -679,7 +680,7 @@ def test_a_bitrix24_portal_down_for_a_minute_texts_once_after_it_recovers(pipeli
     moved = portal.move_deal(created.deal_id, "EXECUTING")
 
     assert moved.status == 200, "the webhook answers at once; the portal's REST API is what is down"
-    [sms] = wait_for(lambda: texts_to(pipeline, phone), 240, "the SMS after the portal recovered")
+    [sms] = wait_for(lambda: answered(texts_to(pipeline, phone)), 240, "the SMS after the portal recovered")
     assert time.monotonic() - down_since >= 60
     # The catch-up sweep may bring the SMS before the webhook's own event comes back from its
     # backoff (5 s doubling, at most the consumer's max delay): drained once that retry ran too.
@@ -797,7 +798,7 @@ def test_no_secret_and_no_full_phone_number_appears_in_any_log(pipeline: Pipelin
     wait_for_effects(pipeline, [contact], timeout=30)
     gateway = END_USER_MESSAGING
     assert pipeline.deployment.sms_gateway == gateway.name, "the session runs the stack's default gateway"
-    [sms] = wait_for(lambda: gateway.sends(pipeline, order_id), 30, "the order SMS")
+    [sms] = wait_for(lambda: answered(gateway.sends(pipeline, order_id)), 30, "the order SMS")
     key = f"sms#{gateway.key(sms)}"
     wait_for(
         lambda: (pipeline.item("journal", {"id": key}) or {}).get("delivery_status") == "delivered",
