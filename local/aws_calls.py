@@ -3,10 +3,11 @@
 The local runtime sets `LOCAL_AWS_CALLS_FILE` in each function process's environment; the
 function host (`local.lambda_host`) calls `install_from_environment()` before it loads the
 handler. Without the variable nothing is registered and nothing else is imported, and the
-Lambda code itself (`pipeline.aws`) knows nothing of this: it builds clients from
-`boto3.session.Session()`, and every botocore session created after `install()` registers
-botocore's built-in handlers, to which this adds one on `before-parameter-build` (once per API
-call, before retries; it sees the call's parameters, its service model and the client's region).
+Lambda code itself (`pipeline.aws`) knows nothing of this: it builds its clients from one
+botocore session, made at its first client (after `install()`), and every botocore session created
+after `install()` registers botocore's built-in handlers, to which this adds one on
+`before-parameter-build` (once per API call, before retries; it sees the call's parameters, its
+service model and the client's region).
 
 Each call is one JSON line: the function, who made it (`handler`, or `lambda` for the event
 source mapping's own receives and deletes, which Lambda makes with the function's role), the
