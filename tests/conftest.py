@@ -49,10 +49,11 @@ _SHARED_LOADER = botocore.loaders.create_loader()
 def _load_service_models_once() -> Iterator[None]:
     """Every botocore session of a test process reads AWS's service models through one loader.
 
-    `pipeline.aws` makes a new botocore session for each client, as Lambda's environments do once
-    each; a test deploys one environment after another, and a new session's loader reads and
-    parses the service's model files again: 54 ms a client here, 11 ms with the loader shared
-    (boto3's sessions, which `botocore.session.get_session` also makes, share it too).
+    `pipeline.aws` makes one botocore session per process, which a test forgets with its clients
+    (`aws.reset_clients()`) as a new Lambda environment starts without it, and the local runtime and
+    boto3 make sessions of their own; a new session's loader reads and parses each service's model
+    files again: 54 ms a client here, 11 ms with the loader shared (boto3's sessions, which
+    `botocore.session.get_session` also makes, share it too).
     """
     make = botocore.session.get_session
 

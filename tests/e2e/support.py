@@ -57,6 +57,15 @@ def answered(calls: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     return calls if calls and all(call["status"] is not None for call in calls) else None
 
 
+def texts_to(pipeline: Pipeline, phone: str) -> list[dict[str, Any]]:
+    """The SMS End User Messaging's stand-in was asked to send to `phone` (in flight or answered)."""
+    return [
+        call
+        for call in pipeline.fake("end_user_messaging").calls()
+        if (call["body"] or {}).get("DestinationPhoneNumber") == phone
+    ]
+
+
 def wait_for(
     condition: Callable[[], T | None], timeout: float, what: str, interval: float = POLL_SECONDS
 ) -> T:

@@ -20,6 +20,7 @@ from tests.e2e.support import (
     Pipeline,
     answered,
     phone_number,
+    texts_to,
     wait_for,
 )
 
@@ -36,15 +37,6 @@ AMOCRM_BATCH = 47
 # Longer than a sweep period and its run: the sweep has seen every move by then.
 SWEEP_SECONDS = CRM_SWEEP_EVERY_SECONDS
 SETTLE = SWEEP_SECONDS + 10
-
-
-def texts_to(pipeline: Pipeline, phone: str) -> list[dict[str, Any]]:
-    """The SMS End User Messaging's stand-in was asked to send to `phone`."""
-    return [
-        call
-        for call in pipeline.fake("end_user_messaging").calls()
-        if (call["body"] or {}).get("DestinationPhoneNumber") == phone
-    ]
 
 
 def deal_for(

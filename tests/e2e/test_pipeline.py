@@ -43,6 +43,7 @@ from tests.e2e.support import (
     order_status_changed,
     phone_number,
     private_chat,
+    texts_to,
     user,
     wait_for,
 )
@@ -618,15 +619,6 @@ def test_a_crm_event_with_the_token_in_the_url_path_sends_its_sms(pipeline: Pipe
 
 
 # -- CRMs that post their own webhooks (issue 11) -------------------------------------------------
-def texts_to(pipeline: Pipeline, phone: str) -> list[dict[str, Any]]:
-    """The SMS End User Messaging's stand-in was asked to send to `phone`."""
-    return [
-        call
-        for call in pipeline.fake(END_USER_MESSAGING.fake).calls()
-        if (call["body"] or {}).get("DestinationPhoneNumber") == phone
-    ]
-
-
 def portal_customer(pipeline: Pipeline, scenario: int) -> tuple[int, str]:
     """A contact in the Bitrix24 stand-in with a phone as a manager types it; (its id, E.164)."""
     phone = phone_number(scenario, 1)
