@@ -6,12 +6,15 @@ only what it shares with the rotation-aware one.
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from pipeline import aws, secrets
 from pipeline.registry import secret_env_var
@@ -67,6 +70,70 @@ def test_window_is_measured_from_the_current_versions_creation(pipeline: Pipelin
     assert secret.current_created_at == created
     assert secret.candidates(10, created + timedelta(seconds=9)) == (NEW, TELEGRAM_TOKEN)
     assert secret.candidates(10, created + timedelta(seconds=10)) == (NEW,)
+
+
+def test_previous_is_not_read_once_the_window_has_closed(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deployed secret is mostly older than the grace period: a cold start reads it with one
+    call, not two, and a sender still using the previous value is refused as before."""
+    pipeline.rotate(pipeline.telegram_secret_id, NEW)
+    _clock(monkeypatch, 3601)
+
+    assert secrets.secret_candidates(pipeline.telegram_secret_id) == (NEW,)
+    assert pipeline.calls["GetSecretValue"] == 1
+    assert not secrets.check_with_refresh(
+        pipeline.telegram_secret_id, lambda candidates: TELEGRAM_TOKEN in candidates, lambda ok: not ok
+    )
+
+
+# The versions' CreatedDate come from moto's clock, in whole seconds: ages this near the grace
+# period could fall on either side of it.
+_EDGE_SECONDS = 3
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    grace=st.integers(min_value=10, max_value=7200),
+    rotations=st.integers(min_value=0, max_value=2),
+    read_age=st.integers(min_value=0, max_value=14400),
+    later=st.integers(min_value=0, max_value=14400),
+)
+def test_candidates_are_those_of_a_read_of_both_stages(
+    pipeline: Pipeline,
+    monkeypatch: pytest.MonkeyPatch,
+    grace: int,
+    rotations: int,
+    read_age: int,
+    later: int,
+) -> None:
+    """Generated: whatever the grace period, the rotations and when the secret is read and then
+    checked, the candidates are those a read of both stages would give (current, plus previous
+    while the current version is younger than the grace period), and the read calls Secrets
+    Manager once, or twice while the window is open."""
+    check_age = read_age + later
+    assume(all(abs(age - grace) > _EDGE_SECONDS for age in (read_age, check_age)))
+    monkeypatch.setenv("SECRET_ROTATION_GRACE_SECONDS", str(grace))
+    values = [f"value-{index}-{uuid.uuid4().hex}" for index in range(rotations + 1)]
+    secret_id = aws.client("secretsmanager").create_secret(
+        Name=f"generated-{uuid.uuid4().hex}", SecretString=values[0]
+    )["ARN"]
+    for value in values[1:]:
+        pipeline.rotate(secret_id, value)
+    parameters.clear_caches()
+    reads = pipeline.calls["GetSecretValue"]
+
+    _clock(monkeypatch, read_age)
+    at_read = secrets.secret_candidates(secret_id)
+    calls = pipeline.calls["GetSecretValue"] - reads
+    _clock(monkeypatch, check_age)
+    at_check = secrets.secret_candidates(secret_id)  # the cached read
+
+    def expected(age: int) -> tuple[str, ...]:
+        return (values[-1], values[-2]) if rotations and age < grace else (values[-1],)
+
+    assert (at_read, at_check) == (expected(read_age), expected(check_age))
+    assert calls == (2 if read_age < grace else 1)
 
 
 def test_cached_value_makes_no_call_until_forced(pipeline: Pipeline) -> None:

@@ -19,9 +19,11 @@ in Powertools' `DEFAULT_PROVIDERS`, so `parameters.clear_caches()` forgets it to
 
 Powertools' `SecretsProvider` caches by name only (ignoring `VersionStage`) and returns only the
 string, so `RotatingSecretProvider` fetches both stages and the current version's `CreatedDate`
-in one cached value. On the warm path nothing calls Secrets Manager until `max_age` expires.
-The window is measured from the version's creation (the rotation's `createSecret` step), a
-moment before it became current: the grace period is at most that much shorter.
+in one cached value; the previous stage only while the window is open (a secret older than the
+grace period costs one call per read, not two). On the warm path nothing calls Secrets Manager
+until `max_age` expires. The window is measured from the version's creation (the rotation's
+`createSecret` step), a moment before it became current: the grace period is at most that much
+shorter.
 """
 
 from __future__ import annotations
@@ -63,23 +65,30 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _in_window(current_created_at: datetime, grace_seconds: int, now: datetime) -> bool:
+    """Whether the previous value is still accepted: the current version is younger than the grace."""
+    return now - current_created_at < timedelta(seconds=grace_seconds)
+
+
 @dataclass(frozen=True)
 class RotatingSecret:
     current: str
+    # None when the secret was never rotated, or when the current version was already older than
+    # the grace period at the read (then the previous value was not read: it is no candidate).
     previous: str | None
     current_created_at: datetime
     fetched_at: datetime
 
     def candidates(self, grace_seconds: int, now: datetime) -> tuple[str, ...]:
         """The values a sender may legitimately use now: current, plus previous inside the window."""
-        in_window = now - self.current_created_at < timedelta(seconds=grace_seconds)
-        if self.previous is not None and in_window:
+        if self.previous is not None and _in_window(self.current_created_at, grace_seconds, now):
             return (self.current, self.previous)
         return (self.current,)
 
 
 class RotatingSecretProvider(BaseProvider):
-    """Fetches AWSCURRENT and AWSPREVIOUS of a secret as one cacheable value."""
+    """Fetches AWSCURRENT and, while it is younger than the grace period, AWSPREVIOUS of a secret
+    as one cacheable value."""
 
     def __init__(self, client: Any) -> None:
         super().__init__(client=client)
@@ -102,11 +111,15 @@ class RotatingSecretProvider(BaseProvider):
 
     def _get(self, name: str, **sdk_options: Any) -> dict[str, Any]:
         current = self._stage(name, "AWSCURRENT")
+        now = _now()
+        # Outside the window the previous value is never a candidate again (the current version
+        # only gets older): not reading it saves a call at every cold start and cache refresh.
+        in_window = _in_window(current["CreatedDate"], rotation_grace_seconds(), now)
         return {
             "current": current["SecretString"],
-            "previous": self._previous(name),
+            "previous": self._previous(name) if in_window else None,
             "current_created_at": current["CreatedDate"],
-            "fetched_at": _now(),
+            "fetched_at": now,
         }
 
     def _get_multiple(self, path: str, **sdk_options: Any) -> dict[str, str]:
