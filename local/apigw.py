@@ -306,6 +306,7 @@ class _ApiHandler(AnyMethodHandler):
             error=invocation.error,
             timed_out=invocation.timed_out,
             duration_ms=invocation.duration_ms,
+            **invocation.work(),
         )
         if invocation.timed_out:
             # The environment is discarded; the parent starts a fresh one on the same port.

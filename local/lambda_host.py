@@ -66,10 +66,53 @@ class Invocation:
     timed_out: bool = False
     duration_ms: int = 0
     request_id: str = ""
+    # What the handler's thread did besides its work: CPU time (Lambda runs an invocation at the
+    # memory's share of a vCPU: `bench latency` scales it), botocore clients built and modules
+    # imported. A function's init makes both ready (`pipeline.aws.prepare`): a first invocation
+    # that builds or imports one pays for it at that share.
+    cpu_ms: float = 0.0
+    clients_built: int = 0
+    imported: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.error is None and not self.timed_out
+
+    def work(self) -> dict[str, Any]:
+        """What an invocation report says of the handler's own work besides its outcome."""
+        return {"cpu_ms": self.cpu_ms, "clients_built": self.clients_built, "imported": self.imported}
+
+
+class ClientBuilds:
+    """The botocore clients built, by thread (botocore's `creating-client-class` event, registered
+    among its built-in handlers: every session made afterwards emits it to this)."""
+
+    def __init__(self) -> None:
+        self._by_thread: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._installed = False
+
+    def install(self) -> None:
+        """Once per process (its one execution environment)."""
+        with self._lock:
+            if self._installed:
+                return
+            self._installed = True
+        from botocore.handlers import BUILTIN_HANDLERS
+
+        BUILTIN_HANDLERS.append(("creating-client-class", self.on_build))
+
+    def on_build(self, **_: Any) -> None:
+        with self._lock:
+            thread = threading.get_ident()
+            self._by_thread[thread] = self._by_thread.get(thread, 0) + 1
+
+    def of_thread(self, thread: int) -> int:
+        with self._lock:
+            return self._by_thread.get(thread, 0)
+
+
+CLIENT_BUILDS = ClientBuilds()
 
 
 @dataclass
@@ -87,6 +130,7 @@ class FunctionHost:
     status: StatusChannel | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _imported: ImportedFiles | None = field(default_factory=ImportedFiles.from_environment)
+    _client_builds: ClientBuilds = CLIENT_BUILDS
 
     def report_code(self) -> None:
         """Send the files of functions/ this process has imported, when they changed since the last report."""
@@ -100,6 +144,7 @@ class FunctionHost:
         """("ready", None), ("missing handler", detail) or ("init error", detail)."""
         # Before the handler's modules load: their boto3 sessions are then recorded (local.aws_calls).
         aws_calls.install_from_environment(ACCOUNT_ID)
+        self._client_builds.install()
         module_name, _, attribute = self.handler_path.rpartition(".")
         package = module_name.split(".", 1)[0]
         try:
@@ -136,6 +181,8 @@ class FunctionHost:
             started = time.monotonic()
 
             def run() -> None:
+                modules, cpu = set(sys.modules), time.thread_time()
+                built = self._client_builds.of_thread(threading.get_ident())
                 try:
                     # Lambda serialises the result to JSON: a handler returning something that
                     # cannot be serialised fails there, so it fails here too.
@@ -143,6 +190,10 @@ class FunctionHost:
                 except Exception as error:
                     outcome.error = f"{type(error).__name__}: {error}"
                     traceback.print_exc()
+                finally:
+                    outcome.cpu_ms = round((time.thread_time() - cpu) * 1000, 3)
+                    outcome.clients_built = self._client_builds.of_thread(threading.get_ident()) - built
+                    outcome.imported = sorted(set(sys.modules) - modules)
 
             thread = threading.Thread(target=run, name=f"invoke-{context.aws_request_id}", daemon=True)
             thread.start()

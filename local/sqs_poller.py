@@ -293,4 +293,5 @@ def report_invocation(
         duration_ms=invocation.duration_ms,
         result=result,
         last_failure=last_failure,
+        **invocation.work(),
     )

@@ -166,6 +166,44 @@ def test_a_handler_past_its_timeout_is_not_waited_for(package: tuple[str, thread
     assert time.monotonic() - started < 1.5
 
 
+def test_an_invocation_reports_the_clients_its_handler_built_and_the_modules_it_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `make local`'s hosts report per invocation (tests/e2e/test_first_invocation.py reads
+    it): a handler that builds a botocore client and imports a module at its first call reports
+    both then, and neither at its second; its CPU time is its own thread's."""
+    name = f"localfn_{uuid.uuid4().hex[:8]}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / name / "lazy.py").write_text("VALUE = 1\n")
+    (tmp_path / name / "app.py").write_text(
+        textwrap.dedent(
+            f"""
+            import botocore.session
+            clients = []
+
+            def lambda_handler(event, context):
+                if not clients:
+                    from {name} import lazy
+                    session = botocore.session.get_session()
+                    clients.append(session.create_client("sqs", region_name="eu-central-1"))
+                sum(range(200_000))
+                return {{}}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    host = FunctionHost(f"{name}.app.lambda_handler", "fn", timeout_seconds=10, memory_mb=128)
+    assert host.load() == ("ready", None)
+
+    first, second = host.invoke({}), host.invoke({})
+
+    assert (first.clients_built, first.imported) == (1, [f"{name}.lazy"])
+    assert (second.clients_built, second.imported) == (0, [])
+    assert first.cpu_ms > 0 and second.cpu_ms > 0
+    assert first.work() == {"cpu_ms": first.cpu_ms, "clients_built": 1, "imported": [f"{name}.lazy"]}
+
+
 def test_a_missing_handler_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name = f"localfn_{uuid.uuid4().hex[:8]}"
     (tmp_path / name).mkdir()
