@@ -5,12 +5,11 @@ rounds of fresh interpreters alternate `import boto3` and the function's cold pa
 skews both alike. A cold path is what a new environment imports before its first answer:
 
 - init: `import <handler module>`, Lambda's init phase;
-- then first use: what the first invocation imports (`first_use`): every consumer built on
+- then first use: what the first invocation would import (`first_use`): every consumer built on
   `pipeline.worker` its Powertools idempotency layer, a function that reads a secret with its
-  first event `pipeline.secrets` (Powertools Parameters), the bot its python-telegram-bot engine;
-  Those the code imports under `pipeline.coldstart.paused` (the worker's idempotency layer, the
-  webhook's secrets, the bot's engine: Python's cyclic GC paused and what they made frozen, as
-  each handler's init does) are imported so here too;
+  first event `pipeline.secrets` (Powertools Parameters), the bot its python-telegram-bot engine.
+  Each init now imports them itself (Lambda runs the init at a full vCPU, an invocation at the
+  memory's share of one: `pipeline.aws`), so this part is about 0 ms; it is kept to show it stays so;
 - then boto3: `import boto3` after those, in the same interpreter (whatever of it they did not
   load yet: every function calls AWS on its first event).
 
@@ -19,7 +18,8 @@ just before it (median over rounds) against issue 44's goal (1.5x; 2.0x for the 
 python-telegram-bot), the same ratio in CPU time (the process's own, `time.process_time`: what other
 work on a shared machine skews far less than the wall clock; the goal is judged on the wall clock, as
 issue 44 states it), the init alone over boto3, the peak RSS (VmHWM) after the cold path, and which of
-boto3, s3transfer, the X-Ray SDK and python-telegram-bot the init alone loaded (none should).
+boto3, s3transfer, the X-Ray SDK and python-telegram-bot the init alone loaded (all but the X-Ray
+SDK, with tracing off, may: the first invocation needs them).
 
 The code is loaded as Lambda loads it (`bench.assets`): from the functions' asset and the function's
 layers of ours as the synth builds them, with their bytecode, and with PYTHONDONTWRITEBYTECODE=1 (Lambda
@@ -95,12 +95,7 @@ with open("/proc/self/status") as status:
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & {watched!r})
 t, c = time.perf_counter(), time.process_time()
 for name in {first_use!r}:
-    if name in {paused!r}:
-        from pipeline import coldstart
-        with coldstart.paused(name):
-            __import__(name)
-    else:
-        __import__(name)
+    __import__(name)
 first_use, cpu_first_use = time.perf_counter() - t, time.process_time() - c
 t, c = time.perf_counter(), time.process_time()
 import boto3
@@ -138,21 +133,9 @@ def first_use() -> dict[str, tuple[str, ...]]:
     return uses
 
 
-def paused_first_use(function: str) -> set[str]:
-    """Which of a function's first-use modules its code imports under `coldstart.paused`: the
-    worker's idempotency layer (`ConsumerWorker._wire`), the bot's engine (`BotRunner.engine`)
-    and the webhook's secrets (`webhook.ingest._check_secret`); a consumer's own secret reads
-    are not paused (boto3 is loaded by then)."""
-    paused = {IDEMPOTENCY_MODULE, ENGINE_MODULE}
-    if function == WEBHOOK.service_name:
-        paused.add(SECRETS_MODULE)
-    return paused
-
-
 def _sample(
     module: str,
     first_use: tuple[str, ...] = (),
-    paused: frozenset[str] = frozenset(),
     path: list[Path] | None = None,
 ) -> dict[str, Any]:
     """One fresh interpreter's cold path; `path`: the code's folders as Lambda loads them (no
@@ -171,7 +154,6 @@ def _sample(
         module=module,
         watched=set(WATCHED),
         first_use=first_use,
-        paused=set(paused),
         absent=set(ABSENT_IN_LAMBDA),
     )
     done = subprocess.run(
@@ -205,8 +187,7 @@ def _measure(
     load_before = round(os.getloadavg()[0], 2)
 
     def cold_path(name: str, lambda_code: assets.LambdaCode) -> dict[str, Any]:
-        paused = frozenset(paused_first_use(name))
-        return _sample(modules[name], uses.get(name, ()), paused, lambda_code.python_path(name))
+        return _sample(modules[name], uses.get(name, ()), lambda_code.python_path(name))
 
     # Warm the machine's file caches (and the .venv's bytecode), so no figure includes a first read.
     _sample(BASELINE)

@@ -39,6 +39,9 @@ from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id
 logger = Logger(child=True)
 metrics = Metrics()
 
+# Bedrock's client and the conversations table's resource, built at the init (`pipeline.aws.prepare`).
+aws.prepare(clients=("bedrock-runtime",), resources=("dynamodb",))
+
 MAX_INPUT_CHARS = 4_000
 MAX_OUTPUT_TOKENS = 400
 RAW_KEPT_CHARS = 4_000

@@ -26,6 +26,7 @@ from pipeline.crm.sweep import Page, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
+from pipeline.secrets import secret_json, with_refreshed_secret
 
 SOURCE = "amocrm"
 API_SECRET = "amocrm_api"  # noqa: S105 - the registry name of the secret, not a value
@@ -68,9 +69,6 @@ def as_history(event: StatusEvent) -> HistoryRecord:
 
 
 def account() -> AmoCrmApi:
-    # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
-    from pipeline.secrets import secret_json
-
     secret = secret_json(API_SECRET)
     base_url, token = secret.get("base_url"), secret.get("token")
     if (
@@ -190,7 +188,6 @@ class AmoCrmSource:
 
 def sync_lead(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the amocrm consumer (see the module docstring)."""
-    from pipeline.secrets import with_refreshed_secret  # at first use, as in account()
 
     lead_id = lead_id_of(envelope.payload)
     # A token refused is re-read once past the cache: "put the new token, redrive" works at once.

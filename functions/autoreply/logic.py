@@ -44,6 +44,7 @@ from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError
 from pipeline.registry import MESSAGE_KINDS
 from pipeline.replies import DEFAULT_KEY, RepliesError, replies_in_force
+from pipeline.secrets import secret_string, with_refreshed_secret
 from pipeline.telegram import TelegramUpdate, bot_command, chat_of, integer_id, own_username, user_of
 
 logger = Logger(child=True)
@@ -71,9 +72,6 @@ def reply_text(update: TelegramUpdate) -> str | None:
 
 
 def _call(envelope: Envelope, chat_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    # At first use: pipeline.secrets imports Powertools Parameters, and boto3.
-    from pipeline.secrets import secret_string, with_refreshed_secret
-
     def send() -> None:
         BotApi(secret_string(TOKEN_SECRET)).call(method, params)
 

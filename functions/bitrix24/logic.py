@@ -26,6 +26,7 @@ from pipeline.crm.sweep import Page, latest_changes
 from pipeline.crm.sync import HistoryRecord, OrderCard, sync_order
 from pipeline.envelope import Envelope
 from pipeline.errors import PermanentError, RemoteRefused
+from pipeline.secrets import secret_json, with_refreshed_secret
 
 SOURCE = "bitrix24"
 API_SECRET = "bitrix24_api"  # noqa: S105 - the registry name of the secret, not a value
@@ -58,9 +59,6 @@ def as_history(record: StageHistoryRecord) -> HistoryRecord:
 
 
 def portal() -> Bitrix24Rest:
-    # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
-    from pipeline.secrets import secret_json
-
     url = secret_json(API_SECRET).get("url")
     if not isinstance(url, str) or not url.strip():
         misconfigured(
@@ -163,7 +161,6 @@ class Bitrix24Source:
 
 def sync_deal(envelope: Envelope) -> dict[str, Any]:
     """The worker's `process` for the bitrix24 consumer (see the module docstring)."""
-    from pipeline.secrets import with_refreshed_secret  # at first use, as in portal()
 
     deal_id = deal_id_of(envelope.payload)
     # A webhook code refused is re-read once past the cache: "put the new URL, redrive" works at once.

@@ -39,9 +39,12 @@ from pipeline.deadline import NotStarted
 from pipeline.envelope import Envelope
 from pipeline.errors import ConsumerError, HandedBack, PermanentError, TransientError
 from pipeline.formats import by_name as format_named
+from pipeline.secrets import secret_string
 
 logger = Logger(child=True)
 metrics = Metrics()
+# The jobs' items are read and written through boto3's resource: built at the init (`pipeline.aws.prepare`).
+aws.prepare(resources=("dynamodb",))
 TOKEN_SECRET = "telegram_bot_token"  # noqa: S105 - the registry name of the secret, not a value
 # How many chats are sent between two reads of the job (pause and cancel take effect this soon).
 CHECK_EVERY = 10
@@ -221,9 +224,6 @@ class Page:
                 self.outcomes[chat_id] = found
                 continue
             if api is None:
-                # At first use: pipeline.secrets imports Powertools Parameters, and boto3.
-                from pipeline.secrets import secret_string
-
                 api = BotApi(secret_string(TOKEN_SECRET))
             self.outcomes[chat_id] = self.send(api, job, chat_id)
         counted = jobs.count_page(

@@ -21,6 +21,9 @@ from botocore.exceptions import ClientError
 from crm.leads import Lead
 from pipeline import aws, formats
 
+# The contacts are written through boto3's resource: built at the init (`pipeline.aws.prepare`).
+aws.prepare(resources=("dynamodb",))
+
 PENDING = "pending"
 # The contact item's format (`pipeline.formats`); items from before release 0.5.0 have none (0).
 CONTACT_SCHEMA_VERSION = formats.by_name("crm_lead_contact").version

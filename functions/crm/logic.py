@@ -38,6 +38,7 @@ from crm.sinks import LeadSink, sink_from_config
 from pipeline.envelope import Envelope
 from pipeline.errors import AccountRefused, PermanentError, TransientError
 from pipeline.observability import mask_phone
+from pipeline.secrets import secret_json, with_refreshed_secret
 
 logger = Logger(child=True)
 # The sink's configuration and credential (re-read once when the sink refuses it: a new token).
@@ -55,8 +56,6 @@ def push_lead(envelope: Envelope) -> dict[str, Any]:
 
 
 def _sink() -> LeadSink:
-    from pipeline.secrets import secret_json  # at first use: it imports Powertools Parameters, and boto3
-
     return sink_from_config(secret_json(CRM_SECRET))
 
 
@@ -69,8 +68,6 @@ def create_lead(lead: Lead) -> dict[str, Any]:
             return _update_lead(contacts, lead)
         logger.debug("no lead: contact already known", extra={"telegram_user_id": lead.telegram_user_id})
         return {"lead": "skipped", "reason": "contact already known"}
-
-    from pipeline.secrets import with_refreshed_secret  # at first use, as in _sink
 
     lead_id = with_refreshed_secret(CRM_SECRET, lambda: _sink().push(lead))
     contacts.confirm(lead, lead_id)
@@ -113,7 +110,6 @@ def _update_lead(contacts: ContactBook, lead: Lead) -> dict[str, Any]:
             "reason": _SKIPPED[claim.plan],
         }
     assert claim.lead_id is not None
-    from pipeline.secrets import with_refreshed_secret  # at first use, as in _sink
 
     lead_id = claim.lead_id
     try:

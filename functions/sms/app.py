@@ -13,9 +13,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pipeline.worker import ConsumerWorker
 
 # isort: split
-from pipeline.sms.service import send_notification
+from pipeline.sms import service
 
-worker = ConsumerWorker(send_notification)
+worker = ConsumerWorker(service.send_notification)
+service.prepare()  # what its first record would build (`pipeline.aws`)
 logger, metrics = worker.logger, worker.metrics
 
 

@@ -28,6 +28,9 @@ from pipeline.formats import by_name as by_format
 from pipeline.retention import conversation_expiration
 from pipeline.telegram import chat_of, integer_id, user_of
 
+# Its table is written through boto3's resource: built at the init (`pipeline.aws.prepare`).
+aws.prepare(resources=("dynamodb",))
+
 # DynamoDB error codes worth retrying: capacity, throttling and server-side faults.
 TRANSIENT_CODES = frozenset(
     {

@@ -19,12 +19,15 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from pipeline import aws
 from pipeline.observability import http_correlation_id, service_logger, service_tracer
 from webhook import ingest
 
 logger = service_logger()
 tracer = service_tracer()
 metrics = Metrics()
+# Every accepted request reads its secret and publishes: both clients at the init (`pipeline.aws`).
+aws.prepare(clients=("secretsmanager", "sns"))
 
 TELEGRAM_ROUTE = "/telegram/webhook"
 CRM_ROUTE = "/crm/events"

@@ -27,9 +27,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pipeline import aws, coldstart, phones, publication, telegram
+# Powertools Parameters (and boto3 with it) at the init, not with the first request: Lambda runs
+# the init at a full vCPU and the request at a share of one (`pipeline.aws`).
+from pipeline import aws, coldstart, phones, publication, secrets, telegram
 from pipeline.crm import contract, forms
 from pipeline.envelope import (
     SNS_MAX_MESSAGE_BYTES,
@@ -243,13 +246,6 @@ def record_rejection(source: str, reason: str, count: int = 1) -> None:
 def _check_secret(
     secret_id: str, check: Callable[[tuple[str, ...]], Any], retry_if: Callable[[Any], bool]
 ) -> Any:
-    # Imported by the first request that authenticates: Powertools Parameters imports boto3 (and
-    # with it s3transfer), which nothing before this point needs (a cold start's init is shorter).
-    with coldstart.paused("pipeline.secrets"):  # the first request: see pipeline.coldstart
-        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-
-        from pipeline import secrets
-
     try:
         return secrets.check_with_refresh(secret_id, check, retry_if)
     except GetParameterError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import botocore.handlers
 import botocore.session
 import pytest
 
@@ -54,3 +55,42 @@ def test_forgetting_the_clients_forgets_the_session(sessions: list[Any]) -> None
     aws.client("dynamodb")
 
     assert len(sessions) == 2
+
+
+PREPARED = {"clients": ("sqs",), "non_retrying_clients": ("sns",), "resources": ("dynamodb",)}
+
+
+def test_prepare_builds_nothing_outside_an_execution_environment(
+    sessions: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test importing a handler before it points the endpoint gets no client made too early."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+
+    aws.prepare(**PREPARED)
+
+    assert sessions == []
+    assert aws.client.cache_info().currsize == aws.resource.cache_info().currsize == 0
+
+
+def test_prepare_builds_the_named_clients_at_the_init_of_an_execution_environment_and_calls_nothing(
+    sessions: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Lambda (and `make local`'s hosts, which set the same variable) the init builds them, at
+    its full vCPU: the first invocation finds them made, and no AWS call was made to build them."""
+    calls: list[str] = []
+    monkeypatch.setattr(
+        botocore.handlers,
+        "BUILTIN_HANDLERS",
+        [*botocore.handlers.BUILTIN_HANDLERS, ("before-call", lambda model, **_: calls.append(model.name))],
+    )
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "pipeline-dev-store")
+
+    aws.prepare(**PREPARED)
+
+    assert len(sessions) == 1
+    cached = (aws.client.cache_info(), aws.non_retrying_client.cache_info(), aws.resource.cache_info())
+    assert [info.currsize for info in cached] == [1, 1, 1]
+    assert calls == []
+    sqs = aws.client("sqs")
+    assert aws.client.cache_info().hits == cached[0].hits + 1 and len(sessions) == 1
+    assert sqs.meta.service_model.service_name == "sqs"

@@ -1,11 +1,14 @@
-"""What a function's init imports: nothing its first request can import instead.
+"""What a function's init imports: what its first invocation needs, and nothing that it never needs.
 
-With tracing off (the default deployment) no handler module loads the X-Ray SDK; none loads boto3
-(nor s3transfer, which `import boto3` always loads): clients are botocore's, and Powertools
-Parameters and idempotency, which import boto3, are imported with the first request that needs
-them. Nor Powertools' parser models, which its batch utility builds when pydantic is loaded
-before it (the consumers import the worker runtime first). How long the imports take is
-`python -m bench imports`' business, not a test's.
+Lambda runs a function's init at a full vCPU and its invocations at the memory's share of one
+(`pipeline.aws`), so what every first invocation needs is imported by the init: boto3, Powertools
+idempotency (every consumer), Powertools Parameters (`pipeline.secrets`: the webhook and every
+consumer with a secret), the bot's python-telegram-bot engine. What the first invocation then still
+builds or imports, run in `make local`'s function hosts: tests/e2e/test_first_invocation.py. With
+tracing off (the default deployment) no handler module loads the X-Ray SDK, nor Powertools' parser
+models, which its batch utility builds when pydantic is loaded before it (the consumers import the
+worker runtime first). How long the imports take is `python -m bench imports`' business, not a
+test's.
 """
 
 from __future__ import annotations
@@ -31,21 +34,32 @@ HANDLER_MODULES = [
 ]
 # Every handler module, including any added later: each pauses the collector (pipeline.coldstart).
 EVERY_HANDLER_MODULE = sorted(f"{path.parent.name}.app" for path in (ROOT / "functions").glob("*/app.py"))
-DEFERRED = {"aws_xray_sdk", "boto3", "s3transfer"}
-PARSER_MODELS = "aws_lambda_powertools.utilities.parser"
+NEVER_AT_INIT = {"aws_xray_sdk", "aws_lambda_powertools.utilities.parser"}
 
 
 def _loaded_after_import(module: str, modules: set[str] | None = None, **environment: str) -> list[str]:
-    """Which of `modules` (default: DEFERRED and the parser models) an untraced fresh interpreter
-    has loaded after importing `module`."""
-    return loaded_after_import(
-        [module], modules if modules is not None else {*DEFERRED, PARSER_MODELS}, **environment
-    )
+    """Which of `modules` (default: NEVER_AT_INIT) an untraced fresh interpreter has loaded after
+    importing `module`."""
+    return loaded_after_import([module], modules if modules is not None else NEVER_AT_INIT, **environment)
 
 
 @pytest.mark.parametrize("module", HANDLER_MODULES)
-def test_an_untraced_handlers_init_loads_no_xray_sdk_boto3_or_parser_models(module: str) -> None:
+def test_an_untraced_handlers_init_loads_no_xray_sdk_or_parser_models(module: str) -> None:
     assert _loaded_after_import(module, POWERTOOLS_TRACE_DISABLED="true") == []
+
+
+# Every function whose first invocation imports something (the consumers, the webhook), by name.
+FIRST_USES = sorted(first_use().items())
+
+
+@pytest.mark.parametrize(("function", "modules"), FIRST_USES, ids=[name for name, _ in FIRST_USES])
+def test_a_handlers_init_imports_what_its_first_invocation_needs(
+    function: str, modules: tuple[str, ...]
+) -> None:
+    """boto3 and the function's first-use modules are loaded once the handler module is: none is
+    left for the first invocation, at its share of a vCPU."""
+    wanted = {"boto3", *modules}
+    assert _loaded_after_import(f"{function}.app", wanted, POWERTOOLS_TRACE_DISABLED="true") == sorted(wanted)
 
 
 # No function's whole cold path (init, then what its first invocation imports: bench.imports'
@@ -79,14 +93,9 @@ def test_the_check_sees_pydantic_where_it_is_loaded() -> None:
     assert loaded_after_import(["infra.config"], {"pydantic"}) == ["pydantic"]
 
 
-def test_the_bot_consumers_init_loads_no_python_telegram_bot() -> None:
-    """Its engine, and python-telegram-bot with it, comes with the first update (as boto3 does for
-    the others): `python -m bench imports` shows both parts."""
-    assert _loaded_after_import("bot.app", {"telegram", "httpx"}) == []
-    assert _loaded_after_import("pipeline.telegram_bot.engine", {"telegram", "httpx"}) == [
-        "httpx",
-        "telegram",
-    ]
+def test_the_bot_consumers_init_loads_python_telegram_bot() -> None:
+    """Its engine, and python-telegram-bot with it, is imported by the init: every update needs it."""
+    assert _loaded_after_import("bot.app", {"telegram", "httpx"}) == ["httpx", "telegram"]
 
 
 def test_a_traced_handler_gets_powertools_tracer() -> None:

@@ -1,5 +1,6 @@
 """`phonenumbers` is loaded only where a CRM event is validated: a cold start of any other path,
-and the functions without the phonenumbers layer, never import it."""
+and the functions without the phonenumbers layer, never import it. The `sms` consumer, which has
+the layer and parses a phone in every record, imports it at its init (`pipeline.phones.prepare`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 
 import pytest
 
+from infra.constructs.layers import validates_crm_events
+from pipeline.registry import by_name
 from tests.support.imports import loaded_after_import
 from tests.unit.webhook.support import (
     CRM_ORDER_EVENT,
@@ -18,12 +21,19 @@ from tests.unit.webhook.support import (
     telegram_event,
 )
 
-# Handler modules of every function; only the webhook and `sms` get the phonenumbers layer.
-HANDLER_MODULES = ["webhook.app", "sms.app", "reconciler.app", "sms_events.app", "store.app", "crm.app"]
+# Handler modules of functions without the phonenumbers layer, and the webhook's (its Telegram
+# path never needs the library: its CRM routes import it with their first request).
+HANDLER_MODULES = ["webhook.app", "reconciler.app", "sms_events.app", "store.app", "crm.app"]
 
 
-def test_importing_any_handler_loads_no_phonenumbers() -> None:
+def test_importing_the_webhook_or_a_handler_without_the_layer_loads_no_phonenumbers() -> None:
+    assert not any(validates_crm_events(by_name(consumer)) for consumer in ("store", "crm"))
     assert loaded_after_import(HANDLER_MODULES, {"phonenumbers"}) == []
+
+
+def test_the_sms_consumer_which_has_the_layer_imports_it_at_its_init() -> None:
+    assert validates_crm_events(by_name("sms"))
+    assert loaded_after_import(["sms.app"], {"phonenumbers"}) == ["phonenumbers"]
 
 
 def test_the_telegram_path_runs_without_phonenumbers_and_the_crm_path_needs_it(

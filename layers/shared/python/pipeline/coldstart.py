@@ -9,10 +9,12 @@ made into the permanent generation (`gc.freeze`: never scanned again, so resumin
 catch-up pass over it; the little garbage the imports left stays) and resumes the collector: the
 invocations collect as usual, over their own objects. Only a pause `begin()` made is resumed.
 
-The imports a first invocation makes instead of the init (Powertools idempotency, and boto3 with
-it; Powertools Parameters in the webhook; the bot's python-telegram-bot engine) run under
-`paused()`, the same pause: what is frozen then also holds that invocation's live objects, a
-few kilobytes kept for the environment's life.
+What every first invocation needs (boto3, Powertools idempotency and Parameters, the bot's
+python-telegram-bot engine, the clients: `pipeline.aws`) the init imports and builds itself: Lambda
+runs the init at a full vCPU, an invocation at the memory's share of one. An import only some first
+invocations make (the webhook's CRM event model, with its first CRM request) runs under `paused()`,
+the same pause: what is frozen then also holds that invocation's live objects, a few kilobytes
+kept for the environment's life.
 """
 
 from __future__ import annotations

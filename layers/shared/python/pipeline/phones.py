@@ -12,6 +12,8 @@ validated.
 
 from __future__ import annotations
 
+import os
+
 # The webhook's environment variable holding the deployment's `phone_default_region`
 # ("" or absent: only international +... forms are accepted).
 DEFAULT_REGION_ENV = "PHONE_DEFAULT_REGION"
@@ -19,6 +21,18 @@ DEFAULT_REGION_ENV = "PHONE_DEFAULT_REGION"
 
 class PhoneNumberError(ValueError):
     """Why a text is not an acceptable phone number; the message never contains the text."""
+
+
+def prepare() -> None:
+    """At the init of a function whose every record parses a phone (the `sms` consumer): import
+    libphonenumber then, and the numbering data of the deployment's default region, rather than
+    at the first record's share of a vCPU (`pipeline.aws`). Another region's data still loads
+    with its first number."""
+    import phonenumbers
+
+    region = os.environ.get(DEFAULT_REGION_ENV, "").strip().upper()
+    if region in phonenumbers.SUPPORTED_REGIONS:
+        phonenumbers.PhoneMetadata.metadata_for_region(region)
 
 
 def is_known_region(region: str) -> bool:

@@ -64,7 +64,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -75,13 +75,19 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+# Imported at the init, with boto3 (Powertools' DynamoDB layer imports it): the first record needs
+# them, and Lambda runs the init at a full vCPU, the invocation at a share of one (`pipeline.aws`).
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pipeline import aws, coldstart, deadline, pause
+from pipeline import aws, deadline, http, pause
 from pipeline.envelope import Envelope
 from pipeline.errors import FLOOD_CONTROL, AccountRefused, HandedBack, PermanentError, TransientError
 from pipeline.formats import SCHEMA_VERSION
 from pipeline.formats import by_name as by_format
+from pipeline.idempotency_store import VersionedPersistenceLayer
 from pipeline.observability import mask_phones, service_logger
 from pipeline.pause import MAX_VISIBILITY_SECONDS
 from pipeline.registry import Consumer, RetryPolicy, by_name
@@ -93,10 +99,14 @@ from pipeline.retention import (
 )
 from pipeline.validation import Fields, Invalid
 
-if TYPE_CHECKING:
-    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
-
 Process = Callable[[Envelope], dict[str, Any] | None]
+
+# The clients a consumer's first record calls besides the journal's, by what its entry declares.
+_DECLARED_CLIENTS: dict[str, Callable[[Consumer], bool]] = {
+    "dynamodb": lambda consumer: True,  # the idempotency journal
+    "secretsmanager": lambda consumer: bool(consumer.secrets),
+    "sns": lambda consumer: consumer.publishes or consumer.asks_crm_to_look,
+}
 
 # An ordered consumer's attempt counter item in the journal: `<consumer>#attempts#<message id>`,
 # kept as long as the message can stay in its queue.
@@ -219,8 +229,22 @@ class ConsumerWorker:
         # Per invocation: the account refusal that paused a record; the rest of the batch waits too.
         self._paused: AccountRefused | None = None
         self._envelope: Envelope | None = None  # the record's in hand (a dead letter's notice names it)
+        if aws.in_execution_environment():
+            self._prepare()
 
-    # -- lazy wiring: nothing touches AWS or the environment until the first invocation --------
+    def _prepare(self) -> None:
+        """At the init (in Lambda or `make local`'s function host): what the first record would
+        build, at the init's full vCPU (`pipeline.aws`): the idempotency layer with its journal
+        client, the clients of the consumer's declared secrets and topic, and the HTTP opener of a
+        consumer that calls a remote with a secret. (A consumer's own module prepares what else it
+        calls: `store.logic` its DynamoDB resource, `ai.logic` Bedrock's client.)"""
+        self._wire()
+        consumer = self.consumer
+        aws.prepare(clients=[service for service, used in _DECLARED_CLIENTS.items() if used(consumer)])
+        if consumer.secrets:
+            http.prepare()
+
+    # -- wiring: at the init in an execution environment (`_prepare`), else at the first invocation --
     @property
     def settings(self) -> WorkerSettings:
         if self._settings is None:
@@ -251,13 +275,6 @@ class ConsumerWorker:
 
     def _wire(self) -> tuple[IdempotencyConfig, Callable[..., Any]]:
         if self._config is None or self._idempotent_process is None:
-            # Imported with the first invocation: Powertools idempotency imports boto3 (and with it
-            # s3transfer) for its DynamoDB layer, which the function's init does not need.
-            with coldstart.paused("pipeline.idempotency_store"):
-                from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-
-                from pipeline.idempotency_store import VersionedPersistenceLayer
-
             settings = self.settings
             self._config = IdempotencyConfig(
                 event_key_jmespath=self.consumer.idempotency_key,
@@ -366,9 +383,6 @@ class ConsumerWorker:
             )
             self._dead_letter(record, f"invalid envelope ({fields})", log_keys, None)
             return
-
-        # Loaded by `_wire`, which every invocation runs before its records.
-        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 
         self.logger.set_correlation_id(envelope.correlation_id)
         self.logger.append_keys(event_id=envelope.event_id, event_type=envelope.type)

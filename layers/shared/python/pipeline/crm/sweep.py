@@ -62,6 +62,7 @@ from pipeline.envelope import Envelope, publish_request, sns_attributes
 from pipeline.errors import TransientError
 from pipeline.formats import by_name as by_format
 from pipeline.http import DEFAULT_TIMEOUT_SECONDS
+from pipeline.secrets import with_refreshed_secret
 from pipeline.sms.rules import max_age
 
 logger = Logger(child=True)
@@ -387,7 +388,6 @@ def sweep(
     adapter built inside its own try: a wrong secret of one stops only that one; `secrets`: the
     secret each CRM's adapter reads its credential from, re-read once after a 401 (module
     docstring). Emits the lag; SweepFailed after all were tried if one failed."""
-    from pipeline.secrets import with_refreshed_secret  # at first use: it loads boto3 (cold start)
 
     clock = clock or SystemClock()
     started = clock.monotonic()

@@ -18,6 +18,11 @@ def parse_iso(text: str) -> datetime:
     return datetime.strptime(text, _TIME_FORMAT).replace(tzinfo=UTC)
 
 
+# The first `strptime` imports the standard library's `_strptime` and compiles the format's
+# pattern: done at the import, with a function's init (`pipeline.aws`), not by its first record.
+parse_iso(iso(datetime(2000, 1, 1, tzinfo=UTC)))
+
+
 class Clock:
     """The wall clock, with an offset tests advance to expire leases, backoffs and deadlines.
 

@@ -32,9 +32,9 @@ from urllib.parse import quote, urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from pipeline import aws
+from pipeline import aws, secrets
 from pipeline.errors import UNAUTHORIZED, PermanentError, TransientError
-from pipeline.http import JsonResponse, retry_after_seconds
+from pipeline.http import JsonResponse, retry_after_seconds, tls_context
 from pipeline.observability import mask_phones
 from pipeline.registry import secret_env_var
 from pipeline.sms.settings import SmsSettings
@@ -249,9 +249,6 @@ class HttpGateway:
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.secret and os.environ.get(secret_env_var(self.secret)):
-            # Imported at first use: pipeline.secrets imports Powertools Parameters, and they boto3.
-            from pipeline import secrets
-
             value = secrets.secret_string(self.secret)
             try:
                 parsed = json.loads(value)
@@ -265,7 +262,9 @@ class HttpGateway:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout)
+            # One TLS context for every send: a connection without one loads the CA store each time.
+            context = tls_context()
+            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=context)
         return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
     @staticmethod
@@ -283,7 +282,6 @@ class HttpGateway:
         at most once a minute), changed, so the call is worth making once more."""
         if not self.secret or not os.environ.get(secret_env_var(self.secret)):
             return False
-        from pipeline import secrets  # at first use, as in _headers
 
         try:
             return secrets.refresh_secret(self.secret)

@@ -26,6 +26,10 @@ from pipeline.sms.records import (
     cursor_of,
 )
 
+# The journal is read through boto3's resource: built at the init of a function that reads it
+# (`pipeline.aws.prepare`: in an execution environment only).
+aws.prepare(resources=("dynamodb",))
+
 
 class JournalReads:
     """The journal's table, its settings, and its reads (see the module docstring)."""

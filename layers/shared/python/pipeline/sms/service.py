@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import math
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ from typing import Any, Literal
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from pipeline import aws, phones
 from pipeline.crm.contract import ORDER_STATUS_CHANGED
 from pipeline.crm.event_model import CrmEvent
 from pipeline.envelope import Envelope
@@ -48,6 +50,7 @@ from pipeline.pause import PAUSE_SECONDS
 from pipeline.registry import RetryPolicy
 from pipeline.sms.endstates import CLOSING_METRICS, QUIET_METRIC, Hold, hold, time_to_live
 from pipeline.sms.gateways import (
+    EndUserMessagingGateway,
     GatewayOutcomeUnknown,
     GatewayRefused,
     OutgoingSms,
@@ -68,7 +71,7 @@ from pipeline.sms.journal import (
 from pipeline.sms.orders import Move, Observation, OrderState, observe
 from pipeline.sms.recheck import ask_crm_to_look, refused_for_good
 from pipeline.sms.rules import SmsRules, load_rules
-from pipeline.sms.settings import SmsSettings
+from pipeline.sms.settings import DEFAULTS, ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.validation import Invalid
 
 logger = Logger(child=True)
@@ -110,6 +113,16 @@ def runtime() -> SmsRuntime:
     if _runtime is None:
         _runtime = SmsRuntime.from_env()
     return _runtime
+
+
+def prepare() -> None:
+    """At the `sms` consumer's init: what its first record would build besides the worker's part
+    (`pipeline.worker`): libphonenumber, which reads the order's phone, and the client of End User
+    Messaging when it is the gateway (`pipeline.aws.prepare`: in an execution environment)."""
+    phones.prepare()
+    gateway = os.environ.get(ENVIRONMENT_VARIABLES["gateway"]) or DEFAULTS["gateway"]
+    if gateway == "end_user_messaging":
+        aws.prepare(non_retrying_clients=(EndUserMessagingGateway.SERVICE,))
 
 
 def reset_runtime() -> None:

@@ -65,6 +65,7 @@ from pipeline.bot_api import TIMEOUT_SECONDS, api_base
 from pipeline.bot_api_errors import ChatUnreachable, Scope
 from pipeline.envelope import Envelope
 from pipeline.errors import UNAUTHORIZED, AccountRefused, ConsumerError, PermanentError, TransientError
+from pipeline.secrets import refresh_secret, secret_string
 from pipeline.telegram_bot.calls import (
     CallJournal,
     JournaledRequest,
@@ -214,8 +215,6 @@ class BotEngine:
 
     async def application(self) -> Application[Any, Any, Any, Any, Any, Any]:
         if self._application is None:
-            from pipeline.secrets import secret_string
-
             reference = ApplicationReference.parse(os.environ.get(APPLICATION_ENV, ""))
             factory = load_application_factory(reference)
             self._token = secret_string(TOKEN_SECRET).strip()
@@ -253,7 +252,6 @@ class BotEngine:
         not the one the Application holds, forget the Application (the next `application()`
         builds one with it). Compared with the held token, not the cache: the cache may have
         expired into the new value while the Application kept the old one."""
-        from pipeline.secrets import refresh_secret, secret_string
 
         refresh_secret(TOKEN_SECRET)
         if secret_string(TOKEN_SECRET).strip() == self._token:

@@ -1,39 +1,27 @@
-"""The bot consumer's `process`, with python-telegram-bot imported at the first update.
+"""The bot consumer's `process`: the engine (python-telegram-bot) imported at the init.
 
-python-telegram-bot (with httpx and asyncio) costs about as much to import as `import boto3`;
-like boto3 for the other consumers, it is imported when the first update needs it, not at init
-(`bench/imports.py` reports both parts). What the engine does per update:
-`pipeline.telegram_bot.engine`.
+python-telegram-bot (with httpx and asyncio) costs about as much to import as `import boto3`.
+Every update needs it, so it is imported with the handler's init, which Lambda runs at a full
+vCPU, not with the first update, which runs at the function's share of one (`pipeline.aws`).
+What the engine does per update: `pipeline.telegram_bot.engine`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pipeline import coldstart
 from pipeline.envelope import Envelope
+from pipeline.telegram_bot.engine import BotEngine
 
-if TYPE_CHECKING:
-    from pipeline.telegram_bot.engine import BotEngine
-
-# What the first update imports (bench/imports.py times it after the handler's init).
-ENGINE_MODULE = "pipeline.telegram_bot.engine"
+# The module of the engine (bench/imports.py names it among what a cold path loads).
+ENGINE_MODULE = BotEngine.__module__
 
 
 class BotRunner:
     """Module-level in the bot function; `process` is the worker's `process`."""
 
     def __init__(self) -> None:
-        self._engine: BotEngine | None = None
-
-    @property
-    def engine(self) -> BotEngine:
-        if self._engine is None:
-            with coldstart.paused(ENGINE_MODULE):  # PTB's import, like an init's (see pipeline.coldstart)
-                from pipeline.telegram_bot.engine import BotEngine
-
-            self._engine = BotEngine()
-        return self._engine
+        self.engine = BotEngine()
 
     def process(self, envelope: Envelope) -> dict[str, Any]:
         return self.engine.process(envelope)
