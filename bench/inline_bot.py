@@ -28,7 +28,7 @@ from crm.leads import lead_from_envelope
 from crm.sinks import sink_from_config
 from store.logic import conversation_item
 
-from pipeline import aws, publication, secrets, telegram
+from pipeline import aws, http, publication, secrets, telegram
 from pipeline.bot_api import BotApi
 from pipeline.observability import http_correlation_id, service_tracer
 
@@ -37,6 +37,10 @@ SECRET_HEADER = "x-telegram-bot-api-secret-token"
 logger = Logger(service="inline_bot")
 tracer = service_tracer()
 metrics = Metrics()
+# Built at the init, as the pipeline's functions build theirs (`pipeline.aws.prepare`): the secrets'
+# client and the HTTPS opener (its table's resource: `store.logic`, imported above).
+aws.prepare(clients=("secretsmanager",))
+http.prepare()
 
 
 def _answer(status: int, body: dict[str, Any]) -> dict[str, Any]:
