@@ -45,6 +45,7 @@ from bench import assets
 from bench.common import (
     FAKE_AWS_ENV,
     PROJECT_ROOT,
+    deployed_default_settings,
     function_path_environment,
     powertools_environment,
     require,
@@ -123,9 +124,11 @@ def goal(function: str) -> float:
 def first_use() -> dict[str, tuple[str, ...]]:
     """Function name -> the modules its first invocation imports after the init, in order."""
     uses: dict[str, tuple[str, ...]] = {WEBHOOK.service_name: (SECRETS_MODULE,)}
+    # The secrets the deployed defaults give a consumer (`sms_gateway` exists for an HTTP gateway).
+    settings = deployed_default_settings().deployment.registry_settings()
     for consumer in CONSUMERS:
         modules = [IDEMPOTENCY_MODULE]
-        if consumer.secrets:
+        if consumer.used_secrets(settings):
             modules.append(SECRETS_MODULE)
         if consumer.name == BOT:
             modules.append(ENGINE_MODULE)

@@ -90,7 +90,7 @@ from pipeline.formats import by_name as by_format
 from pipeline.idempotency_store import VersionedPersistenceLayer
 from pipeline.observability import mask_phones, service_logger
 from pipeline.pause import MAX_VISIBILITY_SECONDS
-from pipeline.registry import Consumer, RetryPolicy, by_name
+from pipeline.registry import Consumer, RetryPolicy, by_name, secret_env_var
 from pipeline.retention import (
     CONSUMER_QUEUE_RETENTION,
     IDEMPOTENCY_TTL_SECONDS,
@@ -104,9 +104,16 @@ Process = Callable[[Envelope], dict[str, Any] | None]
 # The clients a consumer's first record calls besides the journal's, by what its entry declares.
 _DECLARED_CLIENTS: dict[str, Callable[[Consumer], bool]] = {
     "dynamodb": lambda consumer: True,  # the idempotency journal
-    "secretsmanager": lambda consumer: bool(consumer.secrets),
+    "secretsmanager": lambda consumer: bool(_deployed_secrets(consumer)),
     "sns": lambda consumer: consumer.publishes or consumer.asks_crm_to_look,
 }
+
+
+def _deployed_secrets(consumer: Consumer) -> list[str]:
+    """The consumer's secrets this deployment has (the stack sets a secret's id variable only
+    then: `sms_gateway` exists for an HTTP gateway alone)."""
+    return [name for name in consumer.secrets if os.environ.get(secret_env_var(name))]
+
 
 # An ordered consumer's attempt counter item in the journal: `<consumer>#attempts#<message id>`,
 # kept as long as the message can stay in its queue.
@@ -235,13 +242,13 @@ class ConsumerWorker:
     def _prepare(self) -> None:
         """At the init (in Lambda or `make local`'s function host): what the first record would
         build, at the init's full vCPU (`pipeline.aws`): the idempotency layer with its journal
-        client, the clients of the consumer's declared secrets and topic, and the HTTP opener of a
+        client, the clients of the consumer's deployed secrets and topic, and the HTTPS opener of a
         consumer that calls a remote with a secret. (A consumer's own module prepares what else it
         calls: `store.logic` its DynamoDB resource, `ai.logic` Bedrock's client.)"""
         self._wire()
         consumer = self.consumer
         aws.prepare(clients=[service for service, used in _DECLARED_CLIENTS.items() if used(consumer)])
-        if consumer.secrets:
+        if _deployed_secrets(consumer):
             http.prepare()
 
     # -- wiring: at the init in an execution environment (`_prepare`), else at the first invocation --

@@ -32,7 +32,7 @@ from urllib.parse import quote, urlsplit
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from pipeline import aws, secrets
+from pipeline import aws
 from pipeline.errors import UNAUTHORIZED, PermanentError, TransientError
 from pipeline.http import JsonResponse, retry_after_seconds, tls_context
 from pipeline.observability import mask_phones
@@ -249,6 +249,10 @@ class HttpGateway:
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.secret and os.environ.get(secret_env_var(self.secret)):
+            # Imported by the HTTP gateway alone: the reconciler and `sms_events` on End User
+            # Messaging read no secret (the `sms` consumer's init imports it: `service.prepare`).
+            from pipeline import secrets
+
             value = secrets.secret_string(self.secret)
             try:
                 parsed = json.loads(value)
@@ -282,6 +286,7 @@ class HttpGateway:
         at most once a minute), changed, so the call is worth making once more."""
         if not self.secret or not os.environ.get(secret_env_var(self.secret)):
             return False
+        from pipeline import secrets  # as in _headers
 
         try:
             return secrets.refresh_secret(self.secret)

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from pipeline import aws, phones
+from pipeline import aws, http, phones
 from pipeline.crm.contract import ORDER_STATUS_CHANGED
 from pipeline.crm.event_model import CrmEvent
 from pipeline.envelope import Envelope
@@ -118,11 +118,16 @@ def runtime() -> SmsRuntime:
 def prepare() -> None:
     """At the `sms` consumer's init: what its first record would build besides the worker's part
     (`pipeline.worker`): libphonenumber, which reads the order's phone, and the client of End User
-    Messaging when it is the gateway (`pipeline.aws.prepare`: in an execution environment)."""
+    Messaging (`pipeline.aws.prepare`: in an execution environment) or, for an HTTP gateway, the
+    secret's reader and the TLS context."""
     phones.prepare()
     gateway = os.environ.get(ENVIRONMENT_VARIABLES["gateway"]) or DEFAULTS["gateway"]
     if gateway == "end_user_messaging":
         aws.prepare(non_retrying_clients=(EndUserMessagingGateway.SERVICE,))
+    elif gateway == "http":
+        from pipeline import secrets  # noqa: F401  (the gateway's token, read with the first send)
+
+        http.prepare()
 
 
 def reset_runtime() -> None:
