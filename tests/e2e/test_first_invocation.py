@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from local.overlay import LOCAL_BOT_APPLICATION
 from tests.e2e.support import (
     SENT_PHONES,
     Ids,
@@ -23,6 +24,7 @@ from tests.e2e.support import (
     user,
     wait_for,
 )
+from tests.e2e.test_bot_conversation import Conversation
 from tests.e2e.test_pipeline import (
     END_USER_MESSAGING,
     TELEGRAM_CONSUMERS,
@@ -81,3 +83,32 @@ def test_a_first_invocation_builds_no_client_and_imports_nothing(pipeline: Pipel
     assert extra == {name: (0, []) for name in names}
     # Each report is of the handler's own thread: it did its work there.
     assert all(report["cpu_ms"] > 0 for report in work.values())
+
+
+BOT_FIRST_INVOCATION = 82
+
+
+def test_the_bots_first_update_builds_no_client_and_imports_only_the_teams_module(
+    bot_pipeline: Pipeline,
+) -> None:
+    """The example bot, as `make local` runs it: its first update builds the team's Application
+    with the token it reads then (an AWS call, which no init makes), so it imports the team's
+    module; python-telegram-bot, httpx's transport and anyio, the Bot API request with its TLS
+    context, the clients and the event loop are the init's (`BotEngine.prepare`)."""
+    runtime = bot_pipeline.runtime
+    heard: list[dict[str, Any]] = []
+    runtime.on_status("bot", heard.append)
+    runtime.restart_functions("webhook", "bot")
+    # "bot.examples.lead_bot": its packages below the handler's own (`bot`), and itself.
+    parts = LOCAL_BOT_APPLICATION.partition(":")[0].split(".")
+    team_modules = {".".join(parts[:depth]) for depth in range(2, len(parts) + 1)}
+
+    chat = Conversation(bot_pipeline, BOT_FIRST_INVOCATION)
+    chat.start()
+    chat.wait_for_texts(1)
+    assert runtime.wait_until_drained(timeout=60)
+
+    first = next(message for message in heard if message["event"] == "invocation")
+    assert first["failed"] == 0 and first["clients_built"] == 0
+    imported = [module for module in first["imported"] if not loaded_on_first_use(module)]
+    assert set(imported) == team_modules

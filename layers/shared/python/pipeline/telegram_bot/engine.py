@@ -195,6 +195,27 @@ class BotEngine:
         self._token: str | None = None  # the one the Application was built with
         self._loop: asyncio.AbstractEventLoop | None = None
         self._errors: list[BaseException] = []
+        self._prepared_request: JournaledRequest | None = None
+
+    def prepare(self) -> None:
+        """At the init (`BotRunner`, in an execution environment): what the first update would make
+        besides the team's Application, which needs the token (an AWS call): the Bot API request
+        with its HTTP client and TLS context, the persistence and the event loop, and httpx's
+        transport (httpcore), which PTB's own request for getUpdates imports when the Application
+        is built. Lambda runs the init at a full vCPU, an update at the memory's share of one."""
+        # httpx's transport, and what its async connections load from anyio at their first request
+        # (anyio loads its asyncio backend by name then): about 30 ms of anyio's imports.
+        import anyio._backends._asyncio
+        import anyio.abc
+        import anyio.lowlevel
+        import anyio.streams.stapled
+        import anyio.streams.tls
+        import anyio.to_thread  # noqa: F401
+        import httpcore  # noqa: F401
+
+        self._prepared_request = bot_request(self._journal)
+        self.persistence  # noqa: B018 - built now, not by the first update
+        self.loop  # noqa: B018
 
     @property
     def persistence(self) -> DynamoDBPersistence:
@@ -218,7 +239,8 @@ class BotEngine:
             reference = ApplicationReference.parse(os.environ.get(APPLICATION_ENV, ""))
             factory = load_application_factory(reference)
             self._token = secret_string(TOKEN_SECRET).strip()
-            builder = configured_builder(self._token, self.persistence, bot_request(self._journal))
+            request, self._prepared_request = self._prepared_request or bot_request(self._journal), None
+            builder = configured_builder(self._token, self.persistence, request)
             application = factory(builder)
             if not isinstance(application, Application):
                 raise PermanentError(f"{APPLICATION_ENV}: {reference} did not return an Application")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline import aws
 from pipeline.envelope import Envelope
 from pipeline.telegram_bot.engine import BotEngine
 
@@ -22,6 +23,8 @@ class BotRunner:
 
     def __init__(self) -> None:
         self.engine = BotEngine()
+        if aws.in_execution_environment():
+            self.engine.prepare()
 
     def process(self, envelope: Envelope) -> dict[str, Any]:
         return self.engine.process(envelope)
