@@ -53,6 +53,16 @@ import importlib
 import os
 from typing import Any
 
+# httpx's transport and what its async connections load from anyio at their first request (anyio
+# loads its asyncio backend by name then): httpx imports them when a client is made, PTB's request
+# for getUpdates at the first update, so they are imported here, with the init (`prepare`).
+import anyio._backends._asyncio
+import anyio.abc
+import anyio.lowlevel
+import anyio.streams.stapled
+import anyio.streams.tls
+import anyio.to_thread  # noqa: F401
+import httpcore  # noqa: F401
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from telegram import Update
@@ -200,19 +210,8 @@ class BotEngine:
     def prepare(self) -> None:
         """At the init (`BotRunner`, in an execution environment): what the first update would make
         besides the team's Application, which needs the token (an AWS call): the Bot API request
-        with its HTTP client and TLS context, the persistence and the event loop, and httpx's
-        transport (httpcore), which PTB's own request for getUpdates imports when the Application
-        is built. Lambda runs the init at a full vCPU, an update at the memory's share of one."""
-        # httpx's transport, and what its async connections load from anyio at their first request
-        # (anyio loads its asyncio backend by name then): about 30 ms of anyio's imports.
-        import anyio._backends._asyncio
-        import anyio.abc
-        import anyio.lowlevel
-        import anyio.streams.stapled
-        import anyio.streams.tls
-        import anyio.to_thread  # noqa: F401
-        import httpcore  # noqa: F401
-
+        with its HTTP client and TLS context, the persistence and the event loop. Lambda runs the
+        init at a full vCPU, an update at the memory's share of one."""
         self._prepared_request = bot_request(self._journal)
         self.persistence  # noqa: B018 - built now, not by the first update
         self.loop  # noqa: B018
