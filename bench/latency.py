@@ -655,6 +655,18 @@ def report(results: dict[str, Any]) -> list[str]:
         g = goal[name]
         return f"  goal {g['goal']}: {g['value']}  {'met' if g['met'] else 'NOT MET'}"
 
+    def at_cpu_share(phase: str, invocation: str) -> list[str]:
+        """The `phase` ("cold", "warm") reply at Lambda's CPU share, with each invocation's CPU."""
+        return [
+            line(f"pipeline {phase} at CPU share", replies[f"pipeline_{phase}_at_cpu_share"]),
+            *(
+                line(f"  CPU of {name}'s {invocation}", replies[f"pipeline_{phase}_cpu_{name}"])
+                for name in ("webhook", "autoreply")
+            ),
+            line(f"inline {phase} at CPU share", replies[f"inline_{phase}_at_cpu_share"]),
+            line(f"  CPU of its {invocation}", replies[f"inline_{phase}_cpu"]),
+        ]
+
     lines = [
         "reply and ack latency: the pipeline (local runtime) vs one inline handler (bench.inline_bot),"
         " same run, samples interleaved",
@@ -671,11 +683,7 @@ def report(results: dict[str, Any]) -> list[str]:
         f"  cold p50 pipeline / inline{verdict('cold_reply_ratio')}",
         "  the same at Lambda's CPU share (an estimate: each first invocation's CPU time at its memory's"
         " share of a vCPU):",
-        line("pipeline cold at CPU share", replies["pipeline_cold_at_cpu_share"]),
-        line("  CPU of webhook's first invocation", replies["pipeline_cold_cpu_webhook"]),
-        line("  CPU of autoreply's first invocation", replies["pipeline_cold_cpu_autoreply"]),
-        line("inline cold at CPU share", replies["inline_cold_at_cpu_share"]),
-        line("  CPU of its first invocation", replies["inline_cold_cpu"]),
+        *at_cpu_share("cold", "first invocation"),
         f"  cold p50 at CPU share pipeline / inline{verdict('cold_reply_ratio_at_cpu_share')}",
         "  warm reply:",
         line("pipeline warm: POST -> sendMessage", replies["pipeline_warm"]),
@@ -683,11 +691,7 @@ def report(results: dict[str, Any]) -> list[str]:
         *legs("pipeline_warm"),
         line("inline warm: POST -> sendMessage", replies["inline_warm"]),
         f"  warm p50 pipeline, ms{verdict('warm_reply_ms')}",
-        line("pipeline warm at CPU share", replies["pipeline_warm_at_cpu_share"]),
-        line("  CPU of webhook's invocation", replies["pipeline_warm_cpu_webhook"]),
-        line("  CPU of autoreply's invocation", replies["pipeline_warm_cpu_autoreply"]),
-        line("inline warm at CPU share", replies["inline_warm_at_cpu_share"]),
-        line("  CPU of its invocation", replies["inline_warm_cpu"]),
+        *at_cpu_share("warm", "invocation"),
         f"  warm p50 at CPU share pipeline, ms{verdict('warm_reply_ms_at_cpu_share')}",
         f"  ack (HTTP answer) of /start bursts, CRM answering at once vs holding each lead"
         f" {CRM_SLOW_SECONDS:.0f} s:",
