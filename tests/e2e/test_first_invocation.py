@@ -93,8 +93,8 @@ def test_the_bots_first_update_builds_no_client_and_imports_only_the_teams_modul
 ) -> None:
     """The example bot, as `make local` runs it: its first update builds the team's Application
     with the token it reads then (an AWS call, which no init makes), so it imports the team's
-    module; python-telegram-bot, httpx's transport and anyio, the Bot API request with its TLS
-    context, the clients and the event loop are the init's (`BotEngine.prepare`)."""
+    module; python-telegram-bot, the Bot API request (`pipeline.telegram_bot.transport`) with its
+    TLS context, the clients and the event loop are the init's (`BotEngine.prepare`)."""
     runtime = bot_pipeline.runtime
     heard: list[dict[str, Any]] = []
     runtime.on_status("bot", heard.append)

@@ -203,7 +203,8 @@ def test_a_crash_after_a_sent_album_replays_it_from_the_journal_not_sending_it_a
     still match its journal entry (same files, same order)."""
     from bot.examples import lead_bot
     from telegram import InputMediaPhoto
-    from telegram.request import HTTPXRequest
+
+    from pipeline.telegram_bot.transport import PooledRequest
 
     original_start = lead_bot.start
 
@@ -221,14 +222,14 @@ def test_a_crash_after_a_sent_album_replays_it_from_the_journal_not_sending_it_a
     # and checked against aiogram's model below.
     telegram.strict = False
     albums: list[tuple[dict[str, str], dict[str, Any]]] = []
-    send = HTTPXRequest.do_request
+    send = PooledRequest.do_request
 
-    async def caught(self: HTTPXRequest, url: str, method: str, request_data: Any = None, **kw: Any) -> Any:
+    async def caught(self: PooledRequest, url: str, method: str, request_data: Any = None, **kw: Any) -> Any:
         if url.endswith("/sendMediaGroup"):
             albums.append((request_data.json_parameters, request_data.multipart_data))
         return await send(self, url, method, request_data, **kw)
 
-    monkeypatch.setattr(HTTPXRequest, "do_request", caught)
+    monkeypatch.setattr(PooledRequest, "do_request", caught)
     original_put = calls_module.CallJournal.put
     crashed: list[str] = []
 
@@ -414,7 +415,6 @@ def test_a_403_from_another_chat_dead_letters_the_step_naming_that_chat_and_neve
     """The bot was removed from the managers' group it forwards each lead to: that call's error,
     not the user's block; the step is kept (dead-lettered, redriven once the bot is back)."""
     from bot.examples import lead_bot
-    from telegram.request import HTTPXRequest
 
     original_start = lead_bot.start
 
@@ -425,30 +425,22 @@ def test_a_403_from_another_chat_dead_letters_the_step_naming_that_chat_and_neve
 
     monkeypatch.setattr(lead_bot, "start", start_and_forward)
     bot.app.runner.__init__()  # the handlers are bound when the conversation is built
-    original = HTTPXRequest.do_request
-    kicked = [True]
-
-    async def refused_in_the_group(
-        self: HTTPXRequest, url: str, method: str, request_data: Any = None, **kwargs: Any
-    ) -> tuple[int, bytes]:
-        if kicked[0] and request_data is not None and request_data.parameters.get("chat_id") == MANAGERS:
-            return 403, json.dumps({"ok": False, "error_code": 403, "description": KICKED}).encode()
-        return await original(self, url, method, request_data, **kwargs)
-
-    monkeypatch.setattr(HTTPXRequest, "do_request", refused_in_the_group)
+    telegram.refuse("forwardMessage", 403, KICKED)  # the one forward, to the managers' group
     assert bot.deliver(telegram_envelope(start())).failed == []
     [reason] = bot.dead_letter_reasons()
     assert reason == f"telegram forwardMessage to chat {MANAGERS}: HTTP 403 {KICKED}"
     assert "Item" not in aws.resource("dynamodb").Table(JOURNAL_TABLE).get_item(Key={"id": f"blocked#{ANNA}"})
     assert stored_state() is None  # the step's state was not committed
+    assert telegram.pending_refusals() == {}
 
-    kicked[0] = False  # the bot is back in the group; the operator redrives the update
+    # the bot is back in the group; the operator redrives the update
     assert bot.queues.redrive() == 1
     event = bot.queues.receive_event()
     bot.queues.acknowledge(event, bot.app.lambda_handler(event, bot.context))
     assert stored_state() == 0
     assert texts(telegram).count(lead_bot.ASK_PHONE) == 1  # the user's answer came from the journal
-    [forward] = sent(telegram, "forwardMessage")
+    refused, forward = sent(telegram, "forwardMessage")  # the kicked one, then the one on the redrive
+    assert [c["status"] for c in (refused, forward)] == [403, 200]
     assert (forward["body"]["chat_id"], forward["body"]["from_chat_id"]) == (str(MANAGERS), str(ANNA))
 
 
@@ -515,29 +507,12 @@ def test_an_expired_callback_query_lets_the_step_go_on_as_autoreply_does(
 ) -> None:
     """A step retried after Telegram's answer window cannot stop the spinner any more; the
     conversation must not lose the step for it (nor dead-letter it)."""
-    from telegram.request import HTTPXRequest
-
     first, second, third = conversation(bot)
     bot.deliver(first)
     bot.deliver(second)
-    original = HTTPXRequest.do_request
-    expired = json.dumps(
-        {
-            "ok": False,
-            "error_code": 400,
-            "description": "Bad Request: query is too old and response timeout expired",
-        }
-    ).encode()
-
-    async def too_late(
-        self: HTTPXRequest, url: str, method: str, *args: Any, **kwargs: Any
-    ) -> tuple[int, bytes]:
-        if url.endswith("/answerCallbackQuery"):
-            return 400, expired
-        return await original(self, url, method, *args, **kwargs)
-
-    monkeypatch.setattr(HTTPXRequest, "do_request", too_late)
+    telegram.refuse("answerCallbackQuery", 400, "Bad Request: query is too old and response timeout expired")
     assert bot.deliver(third).failed == []
+    assert telegram.pending_refusals() == {}  # its answerCallbackQuery was refused
     assert bot.dead_letter_reasons() == []
     assert sent(telegram, "editMessageText")[0]["body"]["text"] == "Thanks, we will call you soon."
     assert len(leads(http_fake)) == 1

@@ -180,16 +180,18 @@ def test_no_interleaving_of_chats_over_shared_bot_data_sends_a_different_call_fo
     """Steps of several chats (each chat's in order, as its FIFO group delivers them), any of
     them run while another is between its reads and its commit, lost commits retried later;
     every call Telegram receives for an update is the one it received before at that index."""
-    from telegram.request import HTTPXRequest
+    from pipeline.telegram_bot.transport import PooledRequest
 
     counts, operations = schedule
     aws.client("dynamodb").delete_item(TableName=BOT_STATE_TABLE, Key={"pk": {"S": "bot"}})
     pending = {chat: [ticket_request(CHATS[chat]) for _ in range(n)] for chat, n in enumerate(counts)}
     engines = (BotRunner(), BotRunner())  # two warm instances on the same tables
     sent = Sent({})
-    send = HTTPXRequest.do_request
+    send = PooledRequest.do_request
 
-    async def recorded(self: HTTPXRequest, url: str, method: str, request_data: Any = None, **kw: Any) -> Any:
+    async def recorded(
+        self: PooledRequest, url: str, method: str, request_data: Any = None, **kw: Any
+    ) -> Any:
         step = calls_module._STEP.get()
         if step is not None:
             body = json.dumps(request_data.json_parameters if request_data else {}, sort_keys=True)
@@ -197,7 +199,7 @@ def test_no_interleaving_of_chats_over_shared_bot_data_sends_a_different_call_fo
             sent.calls.setdefault((step.event_id, step.calls - 1), []).append(call)
         return await send(self, url, method, request_data, **kw)
 
-    monkeypatch.setattr(HTTPXRequest, "do_request", recorded)
+    monkeypatch.setattr(PooledRequest, "do_request", recorded)
     interloper: list[Callable[[], None]] = []
     commit = StateTable.commit
 

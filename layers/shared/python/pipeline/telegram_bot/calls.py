@@ -1,8 +1,8 @@
 """The Bot API call journal: each call a handler makes for an update is answered at most once
 by Telegram, even when the update is processed again.
 
-`JournaledRequest` wraps python-telegram-bot's HTTPXRequest. While an update is processed
-(`journaled(event_id)`), its n-th call is looked up in the journal table as
+`JournaledRequest` wraps the transport (`pipeline.telegram_bot.transport.PooledRequest`). While an
+update is processed (`journaled(event_id)`), its n-th call is looked up in the journal table as
 `botcall#<event id>#<n>`: a call answered before (same method, same parameters and uploaded
 files, whatever names PTB gave the uploads: `call_digest`) gets the stored answer and Telegram
 is not called; otherwise Telegram is called and a successful answer is stored before the
@@ -45,7 +45,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -310,10 +310,10 @@ def call_fingerprint(method: str, request_data: RequestData | None) -> tuple[str
     return hashlib.sha256(text.encode()).hexdigest(), parts
 
 
-async def crash_hook(response: Any) -> None:
-    """httpx response hook (local runtime only): note a crash the stand-in asks for."""
+def crash_hook(headers: Mapping[str, str]) -> None:
+    """The transport's response hook (local runtime only): note a crash the stand-in asks for."""
     step = _STEP.get()
-    if step is not None and response.headers.get(CRASH_HEADER):
+    if step is not None and headers.get(CRASH_HEADER):
         step.crash_requested = True
 
 

@@ -53,22 +53,11 @@ import importlib
 import os
 from typing import Any
 
-# httpx's transport and what its async connections load from anyio at their first request (anyio
-# loads its asyncio backend by name then): httpx imports them when a client is made, PTB's request
-# for getUpdates at the first update, so they are imported here, with the init (`prepare`).
-import anyio._backends._asyncio
-import anyio.abc
-import anyio.lowlevel
-import anyio.streams.stapled
-import anyio.streams.tls
-import anyio.to_thread  # noqa: F401
-import httpcore  # noqa: F401
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes
-from telegram.request import HTTPXRequest
 
 from pipeline.blocked import unreachable
 from pipeline.bot_api import TIMEOUT_SECONDS, api_base
@@ -87,6 +76,7 @@ from pipeline.telegram_bot.calls import (
 from pipeline.telegram_bot.inspection import ApplicationRefused, PipelineBuilder, check, refusals
 from pipeline.telegram_bot.persistence import DynamoDBPersistence
 from pipeline.telegram_bot.reference import APPLICATION_ENV, CRASH_HOOKS_ENV, ApplicationReference
+from pipeline.telegram_bot.transport import PooledRequest
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -102,17 +92,15 @@ TOKEN_SECRET = "telegram_bot_token"  # noqa: S105 - a secret's name, not its val
 
 
 def bot_request(journal: CallJournal | None = None) -> JournaledRequest:
-    """The Bot API client handlers call through: PTB's HTTPXRequest, journaled."""
-    hooks: dict[str, Any] = {}
-    if os.environ.get(CRASH_HOOKS_ENV) == "1":
-        hooks = {"event_hooks": {"response": [crash_hook]}}
-    inner = HTTPXRequest(
+    """The Bot API client handlers call through: our urllib3 transport (`transport`), journaled."""
+    hook = crash_hook if os.environ.get(CRASH_HOOKS_ENV) == "1" else None
+    inner = PooledRequest(
         connection_pool_size=CONNECTION_POOL_SIZE,
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         read_timeout=TIMEOUT_SECONDS,
         write_timeout=TIMEOUT_SECONDS,
         pool_timeout=POOL_TIMEOUT_SECONDS,
-        httpx_kwargs=hooks,
+        on_response=hook,
     )
     return JournaledRequest(inner, journal)
 
@@ -127,6 +115,8 @@ def configured_builder(
         .base_url(f"{base}/bot")
         .base_file_url(f"{base}/file/bot")
         .request(request)
+        # Never used (no updater), but PTB builds an HTTPXRequest for it when none is given.
+        .get_updates_request(PooledRequest(connection_pool_size=1))
         .updater(None)
         .job_queue(None)
         .persistence(persistence)
