@@ -56,6 +56,11 @@ def collector_after_import(module: str, **environment: str) -> dict[str, int | b
     return collector
 
 
+def run_fresh(script: str, **environment: str) -> str:
+    """What `script` prints, run in a fresh interpreter with the functions' import path, untraced."""
+    return _run(script, environment).stdout
+
+
 def _run(script: str, environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """`script` in a fresh interpreter with the functions' import path, untraced."""
     env = {

@@ -93,9 +93,13 @@ def test_the_check_sees_pydantic_where_it_is_loaded() -> None:
     assert loaded_after_import(["infra.config"], {"pydantic"}) == ["pydantic"]
 
 
-def test_the_bot_consumers_init_loads_python_telegram_bot() -> None:
-    """Its engine, and python-telegram-bot with it, is imported by the init: every update needs it."""
-    assert _loaded_after_import("bot.app", {"telegram", "httpx"}) == ["httpx", "telegram"]
+def test_the_bot_consumers_init_loads_python_telegram_bot_and_only_what_its_engine_uses() -> None:
+    """Its engine, and python-telegram-bot with it, is imported by the init: every update needs it.
+    PTB imports httpx, but the engine's transport is urllib3 (`pipeline.telegram_bot.transport`):
+    httpx's async stack is never loaded; nor is Passport's cryptography, which AWS's Powertools
+    layer carries (`pipeline.telegram_bot.passport`)."""
+    watched = {"telegram", "httpx", "httpcore", "h11", "anyio", "cryptography"}
+    assert _loaded_after_import("bot.app", watched) == ["httpx", "telegram"]
 
 
 def test_a_traced_handler_gets_powertools_tracer() -> None:

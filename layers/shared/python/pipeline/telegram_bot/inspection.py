@@ -23,12 +23,17 @@ from typing import Any
 from telegram.ext import Application, ApplicationBuilder, ConversationHandler
 
 from pipeline.errors import PermanentError
+from pipeline.telegram_bot import passport
 from pipeline.telegram_bot.reference import APPLICATION_ENV
 
 ARBITRARY_CALLBACK_DATA = (
     "arbitrary callback data is not persisted: after a cold start a button press would carry "
     "InvalidCallbackData; remove .arbitrary_callback_data() and give each button a string "
     "callback_data (up to 64 bytes), keeping what it stands for in chat_data or user_data"
+)
+PASSPORT_NEEDS_CRYPTOGRAPHY = (
+    "Telegram Passport (.private_key()) needs the cryptography package, which no layer of the bot "
+    "ships: pin python-telegram-bot[passport] in functions/bot/requirements.txt"
 )
 
 
@@ -46,6 +51,14 @@ class PipelineBuilder(ApplicationBuilder):  # type: ignore[type-arg]
         if arbitrary_callback_data:
             raise ApplicationRefused(f"{APPLICATION_ENV}: {ARBITRARY_CALLBACK_DATA}")
         return super().arbitrary_callback_data(arbitrary_callback_data)
+
+    def private_key(self, private_key: Any, password: Any = None) -> Any:
+        """Telegram Passport: PTB's cryptography, which its import was kept from (`passport`)."""
+        try:
+            passport.enable()
+        except ImportError as error:
+            raise ApplicationRefused(f"{APPLICATION_ENV}: {PASSPORT_NEEDS_CRYPTOGRAPHY} ({error})") from error
+        return super().private_key(private_key, password)
 
 
 def conversations(application: Application[Any, Any, Any, Any, Any, Any]) -> Iterator[tuple[int, str, Any]]:

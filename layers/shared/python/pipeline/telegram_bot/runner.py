@@ -12,7 +12,10 @@ from typing import Any
 
 from pipeline import aws
 from pipeline.envelope import Envelope
-from pipeline.telegram_bot.engine import BotEngine
+from pipeline.telegram_bot import passport
+
+with passport.deferred():  # python-telegram-bot's first import, without Passport's cryptography
+    from pipeline.telegram_bot.engine import BotEngine
 
 # The module of the engine (bench/imports.py names it among what a cold path loads).
 ENGINE_MODULE = BotEngine.__module__
