@@ -14,6 +14,7 @@ test's.
 from __future__ import annotations
 
 import gc
+import json
 import sys
 import types
 from pathlib import Path
@@ -25,7 +26,7 @@ from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
 from pipeline import coldstart
 from pipeline.observability import UntracedFunction, service_tracer
 from pipeline.registry import CONSUMERS
-from tests.support.imports import collector_after_import, loaded_after_import
+from tests.support.imports import collector_after_import, loaded_after_import, run_fresh
 
 ROOT = Path(__file__).resolve().parents[2]
 HANDLER_MODULES = [
@@ -100,6 +101,18 @@ def test_the_bot_consumers_init_loads_python_telegram_bot_and_only_what_its_engi
     layer carries (`pipeline.telegram_bot.passport`)."""
     watched = {"telegram", "httpx", "httpcore", "h11", "anyio", "cryptography"}
     assert _loaded_after_import("bot.app", watched) == ["httpx", "telegram"]
+
+
+def test_no_handlers_init_compiles_the_formats_key_patterns() -> None:
+    """Only `ops` and the tests match stored keys against `pipeline.formats` (`Format.key`)."""
+    script = (
+        "import importlib, json\n"
+        f"for name in {HANDLER_MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "from pipeline.formats import FORMATS\n"
+        "print(json.dumps([f.name for f in FORMATS if 'key' in vars(f)]))\n"
+    )
+    assert json.loads(run_fresh(script)) == []
 
 
 def test_a_traced_handler_gets_powertools_tracer() -> None:

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, Literal
 
 SCHEMA_VERSION = "schema_version"
@@ -77,8 +78,9 @@ class Format:
     name: str
     # Where it lives: a table's logical name ("journal", "conversations", "bot_state") or "queue".
     where: str
-    # Its key (`id`, or `pk` with `sk` joined by a space) matches this; for "queue", the body's event_id.
-    key: re.Pattern[str]
+    # Its key (`id`, or `pk` with `sk` joined by a space) matches this regular expression (`key`);
+    # for "queue", the body's event_id.
+    key_pattern: str
     # The schema_version its writer writes (0: none written, before release 0.5.0).
     version: int
     writer: str
@@ -89,6 +91,12 @@ class Format:
     reads_from: ReadsFrom = "client"
     # The first version that existed (a format new in a release starts at its version, not at 0).
     first: int = 0
+
+    @cached_property
+    def key(self) -> re.Pattern[str]:
+        """`key_pattern`, compiled when first matched: only `ops` and the tests match keys, so no
+        function's init compiles the patterns (about 2 ms)."""
+        return re.compile(self.key_pattern)
 
     @property
     def readable(self) -> range:
@@ -125,7 +133,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "idempotency_record",
         _J,
-        re.compile(rf"{_CONSUMER}#[0-9a-f]{{32}}"),
+        rf"{_CONSUMER}#[0-9a-f]{{32}}",
         1,
         "pipeline.idempotency_store (Powertools idempotency: key_prefix=consumer, event_key_jmespath)",
         "pipeline.idempotency_store:data_record",
@@ -133,7 +141,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "consumer_attempts",
         _J,
-        re.compile(rf"{_CONSUMER}#attempts#.+"),
+        rf"{_CONSUMER}#attempts#.+",
         1,
         "pipeline.worker (an ordered consumer's failed attempts at one message)",
         "pipeline.worker:attempts_of",
@@ -141,7 +149,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "sms_notification",
         _J,
-        re.compile(r"sms#[0-9a-f]{64}"),
+        r"sms#[0-9a-f]{64}",
         1,
         "pipeline.sms.journal",
         "pipeline.sms.records:Notification.from_item",
@@ -150,7 +158,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "sms_order",
         _J,
-        re.compile(r"sms-order#[0-9a-f]{64}"),
+        r"sms-order#[0-9a-f]{64}",
         1,
         "pipeline.sms.orders",
         "pipeline.sms.orders:OrderState.from_item",
@@ -159,7 +167,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "sms_reconcile_cursor",
         _J,
-        re.compile(r"sms-reconcile-cursor#\w+"),
+        r"sms-reconcile-cursor#\w+",
         1,
         "pipeline.sms.journal_reads (the reconciler's turns)",
         "pipeline.sms.records:cursor_of",
@@ -168,7 +176,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "crm_lead_contact",
         _J,
-        re.compile(r"contact#-?\d+"),
+        r"contact#-?\d+",
         1,
         "functions/crm/contacts.py",
         "crm.contacts:contact_record",
@@ -177,7 +185,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "crm_history_marks",
         _J,
-        re.compile(r"crm-history#.+"),
+        r"crm-history#.+",
         1,
         "pipeline.crm.sync",
         "pipeline.crm.sync:marks_of",
@@ -185,7 +193,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "crm_sweep_cursor",
         _J,
-        re.compile(r"crm-sweep-cursor#\w+"),
+        r"crm-sweep-cursor#\w+",
         1,
         "pipeline.crm.sweep",
         "pipeline.crm.sweep:cursor_of",
@@ -193,7 +201,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "bot_api_call",
         _J,
-        re.compile(r"botcall#.+#\d+"),
+        r"botcall#.+#\d+",
         1,
         "pipeline.telegram_bot.calls",
         "pipeline.telegram_bot.calls:recorded_call",
@@ -201,7 +209,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "chat_blocked",
         _J,
-        re.compile(r"blocked#-?\d+"),
+        r"blocked#-?\d+",
         1,
         "pipeline.blocked",
         None,
@@ -210,7 +218,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "consumer_paused",
         _J,
-        re.compile(rf"{_CONSUMER}#paused"),
+        rf"{_CONSUMER}#paused",
         1,
         "pipeline.pause",
         "pipeline.pause:pause_of",
@@ -219,7 +227,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "telegram_not_before",
         _J,
-        re.compile(r"telegram#not_before"),
+        r"telegram#not_before",
         1,
         "pipeline.pacing",
         "pipeline.pacing:not_before_of",
@@ -228,7 +236,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "sms_suppression",
         _J,
-        re.compile(r"sms-optout#[0-9a-f]{64}"),
+        r"sms-optout#[0-9a-f]{64}",
         1,
         "pipeline.sms.suppression",
         None,
@@ -237,7 +245,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "broadcast_job",
         _J,
-        re.compile(r"broadcast#bc-[\w-]+"),
+        r"broadcast#bc-[\w-]+",
         2,
         "pipeline.broadcast",
         None,
@@ -246,7 +254,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "broadcast_index",
         _J,
-        re.compile(r"broadcasts"),
+        r"broadcasts",
         1,
         "pipeline.broadcast",
         "pipeline.broadcast:index_ids",
@@ -256,7 +264,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "broadcast_page",
         _J,
-        re.compile(r"broadcast#bc-[\w-]+#page#\d+"),
+        r"broadcast#bc-[\w-]+#page#\d+",
         1,
         "pipeline.broadcast",
         "pipeline.broadcast:stored_page",
@@ -266,7 +274,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "broadcast_chat",
         _J,
-        re.compile(r"broadcast#bc-[\w-]+#-?\d+"),
+        r"broadcast#bc-[\w-]+#-?\d+",
         1,
         "functions/broadcast/logic.py",
         None,
@@ -276,7 +284,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "conversation_update",
         "conversations",
-        re.compile(r"(chat#-?\d+|user#-?\d+|update#\w+) update#\d{12}"),
+        r"(chat#-?\d+|user#-?\d+|update#\w+) update#\d{12}",
         1,
         "functions/store/logic.py, functions/ai/logic.py",
         None,
@@ -285,7 +293,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "conversation_tag",
         "conversations",
-        re.compile(r"chat#\d+ tag#[A-Za-z0-9_-]{1,64}"),
+        r"chat#\d+ tag#[A-Za-z0-9_-]{1,64}",
         1,
         "functions/store/logic.py",
         None,
@@ -296,7 +304,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "bot_state",
         "bot_state",
-        re.compile(r"conversation#.+|chat#-?\d+|user#-?\d+|bot"),
+        r"conversation#.+|chat#-?\d+|user#-?\d+|bot",
         1,
         "pipeline.telegram_bot.state, pipeline.telegram_bot.persistence",
         "pipeline.telegram_bot.state:stored_of",
@@ -304,7 +312,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "bot_update_applied",
         "bot_state",
-        re.compile(r"applied#.+"),
+        r"applied#.+",
         1,
         "pipeline.telegram_bot.state",
         "pipeline.telegram_bot.state:applied_of",
@@ -313,7 +321,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "envelope",
         "queue",
-        re.compile(r"[a-z0-9_]+:.+"),
+        r"[a-z0-9_]+:.+",
         1,
         "pipeline.envelope",
         "pipeline.envelope:Envelope.from_json",
