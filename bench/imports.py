@@ -23,10 +23,12 @@ SDK, with tracing off, may: the first invocation needs them).
 
 The code is loaded as Lambda loads it (`bench.assets`): from the functions' asset and the function's
 layers of ours as the synth builds them, with their bytecode, and with PYTHONDONTWRITEBYTECODE=1 (Lambda
-cannot write any: /var/task and /opt are read-only). Powertools, pydantic and boto3 come from the .venv,
-bytecode cached: in Lambda they are AWS's (the managed Powertools layer, the runtime's boto3). For a
-few functions (COMPARED) the same rounds also run the same code without bytecode, what 0.5.0 shipped
-(Lambda compiled every module of ours at each cold start): the gain is a printed figure.
+cannot write any: /var/task and /opt are read-only), LAMBDA_TASK_ROOT naming the asset (where the
+registry reads every consumer's declaration: each sample must have registered them all).
+Powertools, pydantic and boto3 come from the .venv, bytecode cached: in Lambda they are AWS's (the
+managed Powertools layer, the runtime's boto3). For a few functions (COMPARED) the same rounds also
+run the same code without bytecode, what 0.5.0 shipped (Lambda compiled every module of ours at each
+cold start): the gain is a printed figure.
 Interpreter start-up is left out.
 """
 
@@ -94,6 +96,8 @@ seconds, cpu = time.perf_counter() - t, time.process_time() - c
 with open("/proc/self/status") as status:
     rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 loaded = sorted({{name.split(".")[0] for name in sys.modules}} & {watched!r})
+registry = sys.modules.get("pipeline.registry")  # what the init registered, as in Lambda
+consumers = len(registry.CONSUMERS) if registry is not None else None
 t, c = time.perf_counter(), time.process_time()
 for name in {first_use!r}:
     __import__(name)
@@ -104,7 +108,7 @@ then, cpu_then = time.perf_counter() - t, time.process_time() - c
 with open("/proc/self/status") as status:
     cold_rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 print(json.dumps({{"seconds": seconds, "first_use": first_use, "then_boto3": then, "rss_kib": rss_kib,
-                  "cold_rss_kib": cold_rss_kib, "loaded": loaded,
+                  "cold_rss_kib": cold_rss_kib, "loaded": loaded, "consumers": consumers,
                   "cpu": cpu, "cpu_cold": cpu + cpu_first_use + cpu_then}}))
 """
 
@@ -150,8 +154,12 @@ def _sample(
         **function_path_environment(),
     }
     cwd = PROJECT_ROOT
-    if path is not None:  # and in the asset's folder, as Lambda runs in /var/task
-        env |= {"PYTHONPATH": os.pathsep.join(map(str, path)), "PYTHONDONTWRITEBYTECODE": "1"}
+    if path is not None:  # and in the asset's folder, as Lambda runs in /var/task, which it names
+        env |= {
+            "PYTHONPATH": os.pathsep.join(map(str, path)),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LAMBDA_TASK_ROOT": str(path[0]),  # where the registry finds every consumer's declaration
+        }
         cwd = path[0]
     code = _SNIPPET.format(
         module=module,
@@ -203,6 +211,11 @@ def _measure(
             boto3_run = _sample(BASELINE)
             baseline.append(boto3_run)
             handler_run = cold_path(name, code)
+            require(
+                handler_run["consumers"] == len(CONSUMERS),
+                f"{name}'s init registered {handler_run['consumers']} consumers of {len(CONSUMERS)}:"
+                " the sample does not load the code as Lambda does",
+            )
             samples[name].append(handler_run)
             ratios[name].append(_cold(handler_run) / boto3_run["seconds"])
             init_ratios[name].append(handler_run["seconds"] / boto3_run["seconds"])

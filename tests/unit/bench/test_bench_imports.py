@@ -44,3 +44,11 @@ def test_httpx_imports_in_a_sample_without_its_command_line() -> None:
     """httpx's `_main` is optional: the bot's engine still imports, as in Lambda."""
     sample = imports._sample("httpx")
     assert sample["seconds"] > 0
+
+
+def test_a_sample_of_the_built_assets_registers_every_consumer_as_lambda_does() -> None:
+    """Lambda names its code's folder (LAMBDA_TASK_ROOT), where the registry reads every consumer's
+    declaration: a sample that found none would leave their reading out of every cold path."""
+    code = assets.build(["store"])
+    sample = imports._sample("store.app", (), code.python_path("store"))
+    assert sample["consumers"] == len(CONSUMERS) > 0
