@@ -33,6 +33,7 @@ from infra.constructs.layers import (
     PIP_PYTHON_VERSION,
     TASK_ROOT,
     consumer_requirements,
+    functions_generated,
     phonenumbers_pin,
     validates_crm_events,
 )
@@ -109,7 +110,8 @@ def _layer_source(pins: tuple[str, ...], folder: Path) -> Path:
 
 def build(functions: list[str]) -> LambdaCode:
     """The code these functions load, with its bytecode, staged in ASSETS_DIR."""
-    task, _ = staged(FUNCTIONS_DIR, ASSET_EXCLUDES, runtime_path=TASK_ROOT, **_STAGING)
+    generated = functions_generated(FUNCTIONS_DIR)
+    task, _ = staged(FUNCTIONS_DIR, ASSET_EXCLUDES, runtime_path=TASK_ROOT, generated=generated, **_STAGING)
     shared, _ = staged(SHARED_LAYER_DIR, ASSET_EXCLUDES, runtime_path=LAYER_ROOT, **_STAGING)
     layers = {SHARED: shared / "python"}
     pins: dict[str, tuple[str, ...]] = {PHONENUMBERS: (phonenumbers_pin(),)}

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -77,14 +77,18 @@ def source_files(source: Path, excludes: Sequence[str]) -> list[Path]:
     return sorted(files)
 
 
-def source_key(source: Path, files: Sequence[Path], compiled_by: str) -> str:
-    """What a staged copy is named and hashed by: its files' paths and contents, and the
-    bytecode it carries (`compiled_by`: the Python version, or "none"), so the same source
-    always gives the same asset hash, whatever the bytes of its `.pyc`."""
+def source_key(
+    source: Path, files: Sequence[Path], compiled_by: str, generated: Mapping[str, bytes] | None = None
+) -> str:
+    """What a staged copy is named and hashed by: its files' paths and contents, the files
+    generated into it, and the bytecode it carries (`compiled_by`: the Python version, or
+    "none"), so the same source always gives the same asset hash, whatever the bytes of its `.pyc`."""
     digest = hashlib.sha256(f"{STAGING_FORMAT}\n{compiled_by}\n{INVALIDATION_MODE}\n".encode())
     for relative in files:
         digest.update(relative.as_posix().encode() + b"\0")
         digest.update(hashlib.sha256((source / relative).read_bytes()).digest())
+    for name, content in sorted((generated or {}).items()):
+        digest.update(f"generated {name}".encode() + b"\0" + hashlib.sha256(content).digest())
     return digest.hexdigest()[:32]
 
 
@@ -130,21 +134,31 @@ def cache_entry(entry: Path, build: Callable[[Path], None]) -> Path:
 
 
 def staged(
-    source: Path, excludes: Sequence[str], *, cache_dir: Path, version: str, runtime_path: str
+    source: Path,
+    excludes: Sequence[str],
+    *,
+    cache_dir: Path,
+    version: str,
+    runtime_path: str,
+    generated: Mapping[str, bytes] | None = None,
 ) -> tuple[Path, str]:
-    """A copy of `source` without `excludes`, with bytecode for Python `version`, and its key.
+    """A copy of `source` without `excludes`, with `generated` (file name -> content, at its
+    top: the functions' `pipeline.declarations.SNAPSHOT`) and bytecode for Python `version`, and
+    its key.
 
     Kept in `cache_dir` under its key, so a synth with the same source reuses it; built in a
     temporary folder renamed when complete (an interrupted synth leaves no entry)."""
     files = source_files(source, excludes)
     python = bytecode_python(version)
-    key = source_key(source, files, version if python else "none")
+    key = source_key(source, files, version if python else "none", generated)
     entry = cache_dir / f"{source.name}-{key}"
 
     def stage(partial: Path) -> None:
         for relative in files:
             (partial / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(source / relative, partial / relative)  # content and mode
+        for name, content in (generated or {}).items():
+            (partial / name).write_bytes(content)
         if python:
             compile_tree(partial, python, runtime_path=runtime_path, strict=True)
 

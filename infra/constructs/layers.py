@@ -16,7 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from infra.bytecode import NOT_COMPILED, bytecode_python, cache_entry, compile_c
 from infra.config import powertools_parameter_name
 from infra.naming import pascal_case
 from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR
+from pipeline import declarations
 from pipeline.registry import REQUIREMENTS, Consumer, functions_dir
 
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -183,18 +184,27 @@ def pinned_layer_code(source_dir: Path, requirements: Sequence[str], name: str) 
     )
 
 
-def compiled_code(source_dir: Path, runtime_path: str) -> lambda_.Code:
+def compiled_code(
+    source_dir: Path, runtime_path: str, generated: Mapping[str, bytes] | None = None
+) -> lambda_.Code:
     """The asset of our own code (the functions' asset, the shared layer): `source_dir` without
-    ASSET_EXCLUDES, with bytecode for the runtime, staged in the layer cache and hashed by its
-    source (`infra.bytecode.staged`)."""
+    ASSET_EXCLUDES, with `generated` files and bytecode for the runtime, staged in the layer cache
+    and hashed by its source (`infra.bytecode.staged`)."""
     folder, key = staged(
         source_dir,
         ASSET_EXCLUDES,
         cache_dir=layer_cache_dir() / "staged",
         version=PIP_PYTHON_VERSION,
         runtime_path=runtime_path,
+        generated=generated,
     )
     return lambda_.Code.from_asset(str(folder), asset_hash_type=AssetHashType.CUSTOM, asset_hash=key)
+
+
+def functions_generated(source_dir: Path) -> dict[str, bytes]:
+    """What the functions' asset carries besides `source_dir`'s files: the consumers'
+    declarations, parsed (`pipeline.declarations.SNAPSHOT`: no init parses TOML)."""
+    return {declarations.SNAPSHOT: declarations.snapshot(source_dir)}
 
 
 def validates_crm_events(consumer: Consumer) -> bool:

@@ -3,7 +3,8 @@ module without a usable `.pyc` is compiled from source at every cold start (issu
 
 The functions' asset and the shared layer as the synth leaves them in cdk.out carry an unchecked
 hash-based `.pyc` of the runtime's Python beside every module, and nothing else beyond what they
-shipped before; a handler imports from those `.pyc` alone.
+shipped before (the functions' asset: and the consumers' declarations, parsed); a handler imports
+from those `.pyc` alone.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from synthesized import Synthesized
 from template_queries import function_env, of_type, props, ref_name
 
 from infra.bytecode import bytecode_python, compile_tree, staged
-from infra.constructs.layers import LAYER_ROOT, PIP_PYTHON_VERSION
+from infra.constructs.layers import LAYER_ROOT, PIP_PYTHON_VERSION, functions_generated
 from infra.naming import pascal_case
 from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR, SHARED_LAYER_DIR
+from pipeline.declarations import SNAPSHOT, snapshot
 
 pytestmark = runtime_python
 # What a first invocation imports of ours beyond the handler (a secret's reader; `bench.imports`).
@@ -79,7 +81,10 @@ def test_our_assets_hold_what_they_did_before_plus_that_bytecode_only(
         before = _files(tmp_path / f"asset.{hashes[source]}")
         assert not any("__pycache__" in name or name.endswith(".pyc") for name in before)
         bytecode = {pyc_of(Path(name)).as_posix() for name in before if name.endswith(".py")}
-        assert _files(asset) == before | bytecode
+        # And the functions' asset, the consumers' declarations parsed (`pipeline.declarations`).
+        generated = set(functions_generated(source)) if source == FUNCTIONS_DIR else set()
+        assert _files(asset) == before | bytecode | generated
+    assert (assets[FUNCTIONS_DIR] / SNAPSHOT).read_bytes() == snapshot(FUNCTIONS_DIR)
 
 
 def test_a_handler_imports_from_the_shipped_bytecode_alone(

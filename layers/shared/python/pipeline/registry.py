@@ -5,6 +5,7 @@ the tests all read `CONSUMERS`. A consumer is a folder `functions/<name>/`: its 
 `consumer.toml`, its handler package (`app.py` exposing `lambda_handler`), its own
 `requirements.txt` (bundled into its own layer) and its `tests/`. The built-in consumers are
 folders like any other; adding one (`make consumer NAME=x`) edits nothing outside its folder.
+In Lambda the declarations are read from the asset's snapshot of them (`pipeline.declarations`).
 
 A filter policy is an SNS filter policy on the message attributes the webhook sets:
 `source`, `type`, and where they apply `chat_type`, `command`, `status`.
@@ -19,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from pipeline.deadline import needed
+from pipeline.declarations import DECLARATION as DECLARATION  # its folder's file (ops scaffold)
+from pipeline.declarations import DeclarationError, parse_toml, read_declarations
 from pipeline.errors import ACCOUNT_CAUSES
 from pipeline.pacing import (
     BOT_API_TIMEOUT_SECONDS,
@@ -326,7 +328,6 @@ NAMED_LEAST_TIMEOUTS: dict[str, float] = {
 # A consumer is a folder `functions/<name>/` holding this file (its declaration), its handler
 # package (`app.py` exposing `lambda_handler`), optionally its `requirements.txt` (bundled into its
 # own layer) and its `tests/`.
-DECLARATION = "consumer.toml"
 REQUIREMENTS = "requirements.txt"
 # Where the folders are: this variable if set; in Lambda the code asset (`LAMBDA_TASK_ROOT`, the
 # whole `functions/` folder); else the repository's `functions/`.
@@ -337,10 +338,6 @@ _REPOSITORY_FUNCTIONS = Path(__file__).resolve().parent.parent.parent.parent.par
 # Declaration keys that are not Consumer fields of the same name.
 _DECLARATION_ONLY = {"events", "retry", "tables"}
 _NOT_DECLARED = {"filter_policy", "retry", "tables"}
-
-
-class DeclarationError(ValueError):
-    """A consumer folder whose declaration the registry refuses; the message names the file."""
 
 
 def functions_dir() -> Path:
@@ -417,17 +414,10 @@ def discover(root: Path | None = None) -> tuple[Consumer, ...]:
     holding a DECLARATION. A folder's declaration must name the folder."""
     root = root if root is not None else functions_dir()
     consumers = []
-    for path in sorted(root.glob(f"*/{DECLARATION}")):
-        where = f"{path.parent.name}/{DECLARATION}"
-        try:
-            declaration = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as error:
-            raise DeclarationError(f"{where}: not TOML ({error})") from error
+    for folder, where, declaration in read_declarations(root):
         consumer = declared(declaration, where)
-        if consumer.name != path.parent.name:
-            raise DeclarationError(
-                f"{where}: name {consumer.name!r} must be its folder's, {path.parent.name!r}"
-            )
+        if consumer.name != folder:
+            raise DeclarationError(f"{where}: name {consumer.name!r} must be its folder's, {folder!r}")
         consumers.append(consumer)
     return tuple(consumers)
 
@@ -455,10 +445,7 @@ def read_tuning() -> dict[str, Any]:
     path = team_file(TUNING_FILE_NAME)
     if not path.is_file():
         return {}
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as error:
-        raise DeclarationError(f"{path}: not TOML ({error})") from error
+    return parse_toml(path.read_text(encoding="utf-8"), str(path))
 
 
 def _whole_number(value: Any) -> bool:
