@@ -298,7 +298,7 @@ class FunctionEnvironments:
 
     def check_worker_environment(self, environment: Mapping[str, str], consumer: Consumer) -> None:
         """Fail the synth (or the local start), not every message, on an environment
-        `pipeline.worker.WorkerSettings` would refuse; a variable built from a deployment
+        `pipeline.worker_settings.WorkerSettings` would refuse; a variable built from a deployment
         setting is named by its context key, any other by itself."""
 
         def named(loc: tuple[int | str, ...]) -> str:

@@ -82,7 +82,7 @@ SMS_EXPIRED_METRIC = CLOSING_METRICS[State.EXPIRED]
 
 def max_message_age_seconds(consumer: Consumer) -> int:
     """The oldest a healthy consumer's message can get: the longest backoff before each retry
-    (`pipeline.worker.backoff_seconds` caps), one full run per delivery, and some slack."""
+    (`pipeline.worker_settings.backoff_seconds` caps), one full run per delivery, and some slack."""
     retry = consumer.retry
     backoffs = sum(
         min(retry.max_delay_seconds, retry.base_delay_seconds * 2 ** (attempt - 1))

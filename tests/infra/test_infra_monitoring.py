@@ -195,7 +195,7 @@ class _Longest(random.Random):
 def test_the_age_threshold_covers_every_delay_the_worker_can_choose_and_no_more_than_slack(
     consumer: Consumer,
 ) -> None:
-    """What the worker can make a healthy message wait (pipeline.worker.backoff_seconds at its
+    """What the worker can make a healthy message wait (pipeline.worker_settings.backoff_seconds at its
     longest, before each redelivery, plus a run per delivery) stays under the threshold."""
     retry = consumer.retry
     longest = sum(backoff_seconds(retry, count, _Longest()) for count in range(1, retry.max_receive_count))

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -90,14 +89,12 @@ from pipeline.formats import by_name as by_format
 from pipeline.idempotency_store import VersionedPersistenceLayer
 from pipeline.observability import mask_phones, service_logger
 from pipeline.pause import MAX_VISIBILITY_SECONDS
-from pipeline.registry import Consumer, RetryPolicy, by_name, secret_env_var
-from pipeline.retention import (
-    CONSUMER_QUEUE_RETENTION,
-    IDEMPOTENCY_TTL_SECONDS,
-    TELEGRAM_RETRY_AFTER_CAP_SECONDS,
-    check_idempotency_ttl,
-)
-from pipeline.validation import Fields, Invalid
+from pipeline.registry import Consumer, by_name, secret_env_var
+from pipeline.retention import CONSUMER_QUEUE_RETENTION, TELEGRAM_RETRY_AFTER_CAP_SECONDS
+from pipeline.validation import Invalid
+from pipeline.worker_settings import ALARM_TOPIC_ENV as ALARM_TOPIC_ENV  # re-exported: the stack's name
+from pipeline.worker_settings import ENVIRONMENT_VARIABLES as ENVIRONMENT_VARIABLES
+from pipeline.worker_settings import WorkerSettings, backoff_seconds
 
 Process = Callable[[Envelope], dict[str, Any] | None]
 
@@ -132,64 +129,6 @@ def attempts_of(item: Mapping[str, Any]) -> int:
 SUBJECT_MAX = 100
 
 
-# An ordered consumer's alarm topic (`infra.constructs.events_topic.AlarmTopic`).
-ALARM_TOPIC_ENV = "ALARM_TOPIC_ARN"
-# Field of WorkerSettings -> the environment variable it is read from.
-ENVIRONMENT_VARIABLES = {
-    "consumer_name": "CONSUMER_NAME",
-    "queue_url": "QUEUE_URL",
-    "dlq_url": "DLQ_URL",
-    "journal_table": "JOURNAL_TABLE",
-    "idempotency_ttl_seconds": "IDEMPOTENCY_TTL_SECONDS",
-    "alarm_topic_arn": ALARM_TOPIC_ENV,
-}
-
-
-@dataclass
-class WorkerSettings:
-    """What a worker reads from its environment (set by the CDK stack or the local runtime).
-
-    `infra.environment` checks every worker's environment with `from_environment` at synth (and at
-    the local start), so a constraint added here is enforced before anything is deployed.
-    """
-
-    consumer_name: str
-    queue_url: str
-    dlq_url: str
-    journal_table: str
-    # Records must outlive every redelivery of their event (pipeline.retention).
-    idempotency_ttl_seconds: int = IDEMPOTENCY_TTL_SECONDS
-    # Ordered consumers: where each dead letter's notice (naming its chat) is published.
-    alarm_topic_arn: str | None = None
-
-    def __post_init__(self) -> None:
-        fields = Fields("WorkerSettings", vars(self))
-        for name in REQUIRED:
-            fields.text(name, min_length=1)
-        ttl = fields.integer("idempotency_ttl_seconds")
-        self.idempotency_ttl_seconds = fields.checked("idempotency_ttl_seconds", ttl, check_idempotency_ttl)
-        fields.text("alarm_topic_arn", default=None)
-        fields.done()
-
-    @classmethod
-    def from_environment(cls, environment: Mapping[str, str]) -> WorkerSettings:
-        """Unset required variables read as empty (and are refused naming their field); an unset
-        or empty TTL keeps the default."""
-        values: dict[str, Any] = {
-            field: environment.get(name, "")
-            for field, name in ENVIRONMENT_VARIABLES.items()
-            if field in REQUIRED or environment.get(name)
-        }
-        return cls(**values)
-
-    @classmethod
-    def from_env(cls) -> WorkerSettings:
-        return cls.from_environment(os.environ)
-
-
-REQUIRED = ("consumer_name", "queue_url", "dlq_url", "journal_table")
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What happened to one record; the local runtime and tests count these."""
@@ -199,18 +138,6 @@ class Outcome:
     status: str
     reason: str | None = None
     delay_seconds: int | None = None
-
-
-def backoff_seconds(policy: RetryPolicy, receive_count: int, rng: random.Random | None = None) -> int:
-    """Exponential backoff with equal jitter: half the capped delay fixed, half random.
-
-    Attempt n waits between cap/2 and cap, cap = min(max, base * 2**(n-1)), so retries of many
-    records spread out instead of hammering a recovering service together.
-    """
-    rng = rng or random.Random()
-    exponent = max(receive_count - 1, 0)
-    cap = min(policy.max_delay_seconds, policy.base_delay_seconds * (2 ** min(exponent, 20)))
-    return math.ceil(cap / 2 + rng.uniform(0, cap / 2))
 
 
 class ConsumerWorker:

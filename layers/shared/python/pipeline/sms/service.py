@@ -73,6 +73,7 @@ from pipeline.sms.recheck import ask_crm_to_look, refused_for_good
 from pipeline.sms.rules import SmsRules, load_rules
 from pipeline.sms.settings import DEFAULTS, ENVIRONMENT_VARIABLES, SmsSettings
 from pipeline.validation import Invalid
+from pipeline.worker_settings import backoff_seconds  # the consumers' backoff, without the worker runtime
 
 logger = Logger(child=True)
 metrics = Metrics()
@@ -233,10 +234,6 @@ def _after_attempt(
     if record.attempts_this_round >= settings.max_attempts:
         reason = f"gateway refused the SMS {record.attempts_this_round} times, last with {outcome.code}"
         return Finish(State.FAILED, entry, outcome.answered_at, failure_reason=reason, retryable=True)
-    # The consumers' backoff; imported here, as the reconciler and `sms_events` use this module
-    # without the worker runtime (its Powertools batch utility), which the `sms` worker has loaded.
-    from pipeline.worker import backoff_seconds
-
     # Only the delays: the journal bounds attempts itself (settings.max_attempts, above).
     policy = RetryPolicy(
         base_delay_seconds=settings.retry_base_seconds, max_delay_seconds=settings.retry_max_seconds

@@ -14,6 +14,8 @@ call with files gets `media_write_timeout` for its write), the parameters form-e
 multipart with the files; a full pool waits `pool_timeout`, then `TimedOut` and nothing sent; a
 timeout is `TimedOut`, any other transport failure `NetworkError`. One difference: urllib3 bounds
 connecting and sending the body by one socket timeout, the larger of the connect and write timeouts.
+It uses what urllib3 1.26 and 2.x both have: Lambda's runtime brings botocore's, either line (the
+tests of tests/unit/consumers/test_bot_transport.py pass with 1.26.20 as with the pinned 2.x).
 """
 
 from __future__ import annotations
