@@ -209,7 +209,8 @@ def test_generated_sequences_of_answers_and_failures_each_send_exactly_one_call(
     telegram: TelegramFake, sequence: list[str]
 ) -> None:
     """Whatever came before on the pool's connections (a hang, a lost answer, an error kept
-    alive), each call reaches Telegram exactly once and ends as PTB's HTTPXRequest ended it."""
+    alive), each call reaches Telegram exactly once and ends as PTB's HTTPXRequest ended it,
+    and no error names the bot's token."""
     telegram.clear_faults()
     telegram.clear_calls()
     request = PooledRequest(connection_pool_size=2)
@@ -225,4 +226,6 @@ def test_generated_sequences_of_answers_and_failures_each_send_exactly_one_call(
             with pytest.raises(expected) as raised:
                 send_message(telegram, request, **timeouts)
             assert isinstance(raised.value, TimedOut) == (expected is TimedOut)
+            # The token is in every call's path: no error, nor its cause, may quote it.
+            assert BOT_TOKEN not in f"{raised.value} {raised.value.__cause__!r}"
         assert len(calls(telegram, "sendMessage")) == index + 1, (index, behaviour)
