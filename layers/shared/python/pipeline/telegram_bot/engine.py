@@ -1,6 +1,8 @@
 """The bot consumer's engine: the user's python-telegram-bot Application, one update per record.
 
-Imported with the first update (`pipeline.telegram_bot.runner`), not at init.
+Imported by the function's init (`pipeline.telegram_bot.runner`), python-telegram-bot's first import
+without Passport's cryptography (`pipeline.telegram_bot.passport`); its Bot API calls go over
+`pipeline.telegram_bot.transport`.
 
 `BOT_APPLICATION` names "package.module:callable" under functions/. The callable gets an
 `ApplicationBuilder` configured here (the token from the telegram_bot_token secret, the Bot API

@@ -1,6 +1,7 @@
 """The bot consumer's `process`: the engine (python-telegram-bot) imported at the init.
 
-python-telegram-bot (with httpx and asyncio) costs about as much to import as `import boto3`.
+python-telegram-bot (with httpx and asyncio) costs about as much to import as `import boto3`
+(without `cryptography`, which only Passport uses: `pipeline.telegram_bot.passport`).
 Every update needs it, so it is imported with the handler's init, which Lambda runs at a full
 vCPU, not with the first update, which runs at the function's share of one (`pipeline.aws`).
 What the engine does per update: `pipeline.telegram_bot.engine`.
