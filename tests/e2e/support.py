@@ -83,6 +83,33 @@ def wait_for(
         time.sleep(interval)
 
 
+def wait_while_advancing(
+    condition: Callable[[], T | None],
+    progress: Callable[[], int],
+    stalled_after: float,
+    what: str,
+    interval: float = POLL_SECONDS,
+) -> T:
+    """Poll `condition` until it returns something truthy (returned); fail only when `progress`
+    (a count that grows as the awaited work is done) has not grown for `stalled_after` seconds.
+
+    For work whose pace is the machine's (thousands of calls on cores other tests share): a slow
+    run passes, a stuck one fails, however loaded the machine. `what` as in `wait_for`.
+    """
+    last = progress()
+    last_moved = time.monotonic()
+    while True:
+        result = condition()
+        if result:
+            return result
+        now, done = time.monotonic(), progress()
+        if done != last:
+            last, last_moved = done, now
+        elif now - last_moved >= stalled_after:
+            raise AssertionError(f"no progress for {stalled_after:g}s (at {done}) waiting for {what}")
+        time.sleep(interval)
+
+
 # -- HTTP -----------------------------------------------------------------------------------------
 def http(
     method: str,
