@@ -33,12 +33,14 @@ from infra.constructs.layers import (
     PIP_PYTHON_VERSION,
     TASK_ROOT,
     consumer_requirements,
+    functions_derived,
     functions_generated,
     phonenumbers_pin,
     validates_crm_events,
 )
 from infra.environment import WEBHOOK
 from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR, PROJECT_ROOT, SHARED_LAYER_DIR
+from pipeline import dataclass_code
 from pipeline.registry import CONSUMERS
 
 # Staged copies, kept between runs (each named by its source's hash, as the synth's cache).
@@ -111,7 +113,14 @@ def _layer_source(pins: tuple[str, ...], folder: Path) -> Path:
 def build(functions: list[str]) -> LambdaCode:
     """The code these functions load, with its bytecode, staged in ASSETS_DIR."""
     generated = functions_generated(FUNCTIONS_DIR)
-    task, _ = staged(FUNCTIONS_DIR, ASSET_EXCLUDES, runtime_path=TASK_ROOT, generated=generated, **_STAGING)
+    task, _ = staged(
+        FUNCTIONS_DIR,
+        ASSET_EXCLUDES,
+        runtime_path=TASK_ROOT,
+        generated=generated,
+        derived=functions_derived(),
+        **_STAGING,
+    )
     shared, _ = staged(SHARED_LAYER_DIR, ASSET_EXCLUDES, runtime_path=LAYER_ROOT, **_STAGING)
     layers = {SHARED: shared / "python"}
     pins: dict[str, tuple[str, ...]] = {PHONENUMBERS: (phonenumbers_pin(),)}
@@ -124,9 +133,9 @@ def build(functions: list[str]) -> LambdaCode:
 
 
 def without_bytecode(code: LambdaCode, folder: Path, functions: Sequence[str]) -> LambdaCode:
-    """A copy in `folder` of what `functions` load of `code`, without any bytecode: what 0.5.0
-    shipped."""
-    bare = shutil.ignore_patterns("__pycache__")
+    """A copy in `folder` of what `functions` load of `code`, without any bytecode (nor the
+    precompiled dataclass methods): what 0.5.0 shipped."""
+    bare = shutil.ignore_patterns("__pycache__", dataclass_code.CODE_FILE)
     shutil.copytree(code.task, folder / "task", ignore=bare)
     layers = {}
     for name in sorted({layer for function in functions for layer in function_layers(function)}):

@@ -54,6 +54,7 @@ from bench.common import (
     table,
 )
 from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from pipeline import dataclass_code
 from pipeline.registry import CONSUMERS
 from pipeline.telegram_bot.runner import ENGINE_MODULE
 
@@ -107,9 +108,11 @@ import boto3
 then, cpu_then = time.perf_counter() - t, time.process_time() - c
 with open("/proc/self/status") as status:
     cold_rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+precompiled = sys.modules.get("pipeline.dataclass_code")  # the dataclasses' methods shipped or compiled
+dataclasses = precompiled.counts() if precompiled is not None else None
 print(json.dumps({{"seconds": seconds, "first_use": first_use, "then_boto3": then, "rss_kib": rss_kib,
                   "cold_rss_kib": cold_rss_kib, "loaded": loaded, "consumers": consumers,
-                  "cpu": cpu, "cpu_cold": cpu + cpu_first_use + cpu_then}}))
+                  "cpu": cpu, "cpu_cold": cpu + cpu_first_use + cpu_then, "dataclasses": dataclasses}}))
 """
 
 
@@ -200,6 +203,11 @@ def _measure(
     def cold_path(name: str, lambda_code: assets.LambdaCode) -> dict[str, Any]:
         return _sample(modules[name], uses.get(name, ()), lambda_code.python_path(name))
 
+    require(
+        (code.task / dataclass_code.CODE_FILE).is_file(),
+        f"the functions' asset has no {dataclass_code.CODE_FILE}: its Python could not build it (the"
+        " synth's note says why)",
+    )
     # Warm the machine's file caches (and the .venv's bytecode), so no figure includes a first read.
     _sample(BASELINE)
     for name in modules:
@@ -215,6 +223,12 @@ def _measure(
                 handler_run["consumers"] == len(CONSUMERS),
                 f"{name}'s init registered {handler_run['consumers']} consumers of {len(CONSUMERS)}:"
                 " the sample does not load the code as Lambda does",
+            )
+            compiled = (handler_run["dataclasses"] or {}).get("compiled")
+            require(
+                compiled == 0,
+                f"{name}'s cold path compiled {compiled} dataclasses' methods: the asset's"
+                f" {dataclass_code.CODE_FILE} misses what its init defines",
             )
             samples[name].append(handler_run)
             ratios[name].append(_cold(handler_run) / boto3_run["seconds"])
@@ -241,6 +255,7 @@ def _measure(
             "met": ratio <= goal(name),
             "peak_rss_mb": round(statistics.median(s["cold_rss_kib"] for s in samples[name]) / 1024, 1),
             "loaded": sorted({WATCHED[m] for s in samples[name] for m in s["loaded"]}),
+            "dataclasses_shipped": samples[name][0]["dataclasses"]["shipped"],
             "layers": assets.function_layers(name),
         }
         if name in COMPARED:
@@ -282,6 +297,7 @@ def report(results: dict[str, Any]) -> list[str]:
             f"<= {f['goal']:.1f}x",
             "OK" if f["met"] else "NOT MET",
             f["peak_rss_mb"],
+            f["dataclasses_shipped"],
             ", ".join(f["loaded"]) or "-",
         )
         for name, f in results["functions"].items()
@@ -298,6 +314,7 @@ def report(results: dict[str, Any]) -> list[str]:
         "goal",
         "",
         "peak RSS MB",
+        "dataclasses precompiled",
         "init loads",
     )
     uses = sorted({m for f in results["functions"].values() for m in f.get("first_use", ())})

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Protocol
 
 # `compileall --invalidation-mode`: hash-based, never checked against the source.
 INVALIDATION_MODE = "unchecked-hash"
@@ -37,6 +38,18 @@ STAGING_FORMAT = 1
 NOT_COMPILED = r"[/\\]phonenumbers[/\\](geodata|carrierdata|tzdata)[/\\]"
 # Staged copies of a source not used for this long are removed when another is staged.
 STALE_SECONDS = 3600
+
+
+class Derived(Protocol):
+    """Files built from a staged copy by the runtime's Python (`infra.dataclass_code`)."""
+
+    def key(self) -> str:
+        """What the files depend on beyond the copy's own source (part of the copy's key)."""
+        ...
+
+    def files(self, staged: Path, python: str) -> Mapping[str, bytes]:
+        """File name -> content, at the copy's top."""
+        ...
 
 
 @cache
@@ -78,17 +91,24 @@ def source_files(source: Path, excludes: Sequence[str]) -> list[Path]:
 
 
 def source_key(
-    source: Path, files: Sequence[Path], compiled_by: str, generated: Mapping[str, bytes] | None = None
+    source: Path,
+    files: Sequence[Path],
+    compiled_by: str,
+    generated: Mapping[str, bytes] | None = None,
+    derived_key: str = "",
 ) -> str:
     """What a staged copy is named and hashed by: its files' paths and contents, the files
-    generated into it, and the bytecode it carries (`compiled_by`: the Python version, or
-    "none"), so the same source always gives the same asset hash, whatever the bytes of its `.pyc`."""
+    generated into it, what the files derived from it are built from (`derived_key`), and the
+    bytecode it carries (`compiled_by`: the Python version, or "none"), so the same source always
+    gives the same asset hash, whatever the bytes of its `.pyc`."""
     digest = hashlib.sha256(f"{STAGING_FORMAT}\n{compiled_by}\n{INVALIDATION_MODE}\n".encode())
     for relative in files:
         digest.update(relative.as_posix().encode() + b"\0")
         digest.update(hashlib.sha256((source / relative).read_bytes()).digest())
     for name, content in sorted((generated or {}).items()):
         digest.update(f"generated {name}".encode() + b"\0" + hashlib.sha256(content).digest())
+    if derived_key:
+        digest.update(f"derived {derived_key}".encode())
     return digest.hexdigest()[:32]
 
 
@@ -141,16 +161,19 @@ def staged(
     version: str,
     runtime_path: str,
     generated: Mapping[str, bytes] | None = None,
+    derived: Derived | None = None,
 ) -> tuple[Path, str]:
     """A copy of `source` without `excludes`, with `generated` (file name -> content, at its
-    top: the functions' `pipeline.declarations.SNAPSHOT`) and bytecode for Python `version`, and
-    its key.
+    top: the functions' `pipeline.declarations.SNAPSHOT`), the files `derived` builds from the
+    staged copy with the runtime's Python (the functions' precompiled dataclass methods: only with
+    such a Python, and only when the copy is staged), and bytecode for Python `version`, and its key.
 
     Kept in `cache_dir` under its key, so a synth with the same source reuses it; built in a
     temporary folder renamed when complete (an interrupted synth leaves no entry)."""
     files = source_files(source, excludes)
     python = bytecode_python(version)
-    key = source_key(source, files, version if python else "none", generated)
+    derived_by = derived.key() if derived is not None and python else ""
+    key = source_key(source, files, version if python else "none", generated, derived_by)
     entry = cache_dir / f"{source.name}-{key}"
 
     def stage(partial: Path) -> None:
@@ -160,6 +183,9 @@ def staged(
         for name, content in (generated or {}).items():
             (partial / name).write_bytes(content)
         if python:
+            if derived is not None:
+                for name, content in derived.files(partial, python).items():
+                    (partial / name).write_bytes(content)
             compile_tree(partial, python, runtime_path=runtime_path, strict=True)
 
     cache_entry(entry, stage)

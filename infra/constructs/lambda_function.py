@@ -14,7 +14,14 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import PipelineSettings
-from infra.constructs.layers import ARCHITECTURE, RUNTIME, TASK_ROOT, compiled_code, functions_generated
+from infra.constructs.layers import (
+    ARCHITECTURE,
+    RUNTIME,
+    TASK_ROOT,
+    compiled_code,
+    functions_derived,
+    functions_generated,
+)
 from infra.limits import LIMITS
 from infra.paths import FUNCTIONS_DIR
 from infra.settings import cdk_log_level, cdk_log_retention, cdk_removal_policy
@@ -40,7 +47,9 @@ class FunctionDefaults:
         return cls(
             # One asset for all functions: the handler string picks the package inside it.
             # With bytecode, as Lambda's read-only /var/task could never cache it.
-            code=compiled_code(FUNCTIONS_DIR, TASK_ROOT, functions_generated(FUNCTIONS_DIR)),
+            code=compiled_code(
+                FUNCTIONS_DIR, TASK_ROOT, functions_generated(FUNCTIONS_DIR), functions_derived()
+            ),
             layers=tuple(layers),
             log_retention=cdk_log_retention(settings),
             removal_policy=cdk_removal_policy(settings),

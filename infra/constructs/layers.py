@@ -26,8 +26,17 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.bytecode import NOT_COMPILED, bytecode_python, cache_entry, compile_command, compile_tree, staged
+from infra.bytecode import (
+    NOT_COMPILED,
+    Derived,
+    bytecode_python,
+    cache_entry,
+    compile_command,
+    compile_tree,
+    staged,
+)
 from infra.config import powertools_parameter_name
+from infra.dataclass_code import PrecompiledDataclasses
 from infra.naming import pascal_case
 from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, SHARED_LAYER_DIR
 from pipeline import declarations
@@ -185,11 +194,14 @@ def pinned_layer_code(source_dir: Path, requirements: Sequence[str], name: str) 
 
 
 def compiled_code(
-    source_dir: Path, runtime_path: str, generated: Mapping[str, bytes] | None = None
+    source_dir: Path,
+    runtime_path: str,
+    generated: Mapping[str, bytes] | None = None,
+    derived: Derived | None = None,
 ) -> lambda_.Code:
     """The asset of our own code (the functions' asset, the shared layer): `source_dir` without
-    ASSET_EXCLUDES, with `generated` files and bytecode for the runtime, staged in the layer cache
-    and hashed by its source (`infra.bytecode.staged`)."""
+    ASSET_EXCLUDES, with `generated` and `derived` files and bytecode for the runtime, staged in
+    the layer cache and hashed by its source (`infra.bytecode.staged`)."""
     folder, key = staged(
         source_dir,
         ASSET_EXCLUDES,
@@ -197,6 +209,7 @@ def compiled_code(
         version=PIP_PYTHON_VERSION,
         runtime_path=runtime_path,
         generated=generated,
+        derived=derived,
     )
     return lambda_.Code.from_asset(str(folder), asset_hash_type=AssetHashType.CUSTOM, asset_hash=key)
 
@@ -205,6 +218,12 @@ def functions_generated(source_dir: Path) -> dict[str, bytes]:
     """What the functions' asset carries besides `source_dir`'s files: the consumers'
     declarations, parsed (`pipeline.declarations.SNAPSHOT`: no init parses TOML)."""
     return {declarations.SNAPSHOT: declarations.snapshot(source_dir)}
+
+
+def functions_derived() -> Derived:
+    """What the functions' asset carries built from its own code by the runtime's Python: the
+    init's `@dataclass` methods, precompiled (`pipeline.dataclass_code`)."""
+    return PrecompiledDataclasses()
 
 
 def validates_crm_events(consumer: Consumer) -> bool:

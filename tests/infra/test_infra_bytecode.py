@@ -3,8 +3,9 @@ module without a usable `.pyc` is compiled from source at every cold start (issu
 
 The functions' asset and the shared layer as the synth leaves them in cdk.out carry an unchecked
 hash-based `.pyc` of the runtime's Python beside every module, and nothing else beyond what they
-shipped before (the functions' asset: and the consumers' declarations, parsed); a handler imports
-from those `.pyc` alone.
+shipped before (the functions' asset: and the consumers' declarations, parsed, and the dataclass
+methods its functions define, precompiled); a handler imports from those `.pyc` alone, and
+compiles no dataclass's methods.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from infra.bytecode import bytecode_python, compile_tree, staged
 from infra.constructs.layers import LAYER_ROOT, PIP_PYTHON_VERSION, functions_generated
 from infra.naming import pascal_case
 from infra.paths import ASSET_EXCLUDES, FUNCTIONS_DIR, SHARED_LAYER_DIR
+from pipeline.dataclass_code import CODE_FILE
 from pipeline.declarations import SNAPSHOT, snapshot
 
 pytestmark = runtime_python
@@ -81,8 +83,9 @@ def test_our_assets_hold_what_they_did_before_plus_that_bytecode_only(
         before = _files(tmp_path / f"asset.{hashes[source]}")
         assert not any("__pycache__" in name or name.endswith(".pyc") for name in before)
         bytecode = {pyc_of(Path(name)).as_posix() for name in before if name.endswith(".py")}
-        # And the functions' asset, the consumers' declarations parsed (`pipeline.declarations`).
-        generated = set(functions_generated(source)) if source == FUNCTIONS_DIR else set()
+        # And the functions' asset, the consumers' declarations parsed (`pipeline.declarations`)
+        # and the dataclasses' methods precompiled (`pipeline.dataclass_code`).
+        generated = set(functions_generated(source)) | {CODE_FILE} if source == FUNCTIONS_DIR else set()
         assert _files(asset) == before | bytecode | generated
     assert (assets[FUNCTIONS_DIR] / SNAPSHOT).read_bytes() == snapshot(FUNCTIONS_DIR)
 
@@ -91,7 +94,8 @@ def test_a_handler_imports_from_the_shipped_bytecode_alone(
     assets: dict[Path, Path], default_synth: Synthesized, tmp_path: Path
 ) -> None:
     """As Lambda loads it: the asset and the layer on the path, no bytecode written; every
-    source replaced by a module that fails, so any module compiled from source fails the import."""
+    source replaced by a module that fails, so any module compiled from source fails the import;
+    and every dataclass they define built from the asset's precompiled methods."""
     task, layer = tmp_path / "task", tmp_path / "opt"
     shutil.copytree(assets[FUNCTIONS_DIR], task)
     shutil.copytree(assets[SHARED_LAYER_DIR], layer)
@@ -105,21 +109,28 @@ def test_a_handler_imports_from_the_shipped_bytecode_alone(
     )
     modules = [*handlers, SECRETS_MODULE]
     code = (
-        "import importlib, os, sys\n"
+        "import importlib, json, os, sys\n"
         f"for name in {modules!r}:\n"
         "    module = importlib.import_module(name)\n"
         f"    assert module.__cached__.endswith('.{RUNTIME_TAG}.pyc'), module.__cached__\n"
         "    assert os.path.isfile(module.__cached__), module.__cached__\n"
         f"    assert module.__file__.startswith(({str(task)!r}, {str(layer)!r})), module.__file__\n"
-        "print(len(sys.modules))\n"
+        "from pipeline import dataclass_code\n"
+        "print(json.dumps(dataclass_code.counts()))\n"
     )
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTHON", "PYTEST"))}
-    env.update(PYTHONPATH=f"{task}{os.pathsep}{layer / 'python'}", PYTHONDONTWRITEBYTECODE="1")
+    env.update(
+        PYTHONPATH=f"{task}{os.pathsep}{layer / 'python'}",
+        PYTHONDONTWRITEBYTECODE="1",
+        LAMBDA_TASK_ROOT=str(task),
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(handlers) >= 5
+    dataclasses = json.loads(done.stdout.splitlines()[-1])
+    assert dataclasses["compiled"] == 0 and dataclasses["shipped"] > 20, dataclasses
 
 
 def test_the_same_source_is_the_same_asset_and_a_changed_one_another(tmp_path: Path) -> None:

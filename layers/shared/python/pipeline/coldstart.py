@@ -15,6 +15,10 @@ runs the init at a full vCPU, an invocation at the memory's share of one. An imp
 invocations make (the webhook's CRM event model, with its first CRM request) runs under `paused()`,
 the same pause: what is frozen then also holds that invocation's live objects, a few kilobytes
 kept for the environment's life.
+
+The first `begin()` also puts the functions' asset's precompiled `@dataclass` methods to use
+(`pipeline.dataclass_code`): the classes the init's imports define are then built without
+compiling their methods.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ import gc
 import sys
 from collections.abc import Iterator
 
+from pipeline import dataclass_code
+
 _paused: list[bool] = []  # one entry per `begin()` not yet ended: whether it paused the collector
 
 
 def begin() -> None:
-    """Pause the collector for the imports that follow (a no-op if it is already off)."""
+    """Pause the collector for the imports that follow (a no-op if it is already off); the
+    shipped dataclass methods used from now on (once per process)."""
+    dataclass_code.install()
     _paused.append(gc.isenabled())
     gc.disable()
 
