@@ -53,7 +53,7 @@ from bench.common import (
     require,
     table,
 )
-from infra.environment import RECONCILER, SMS_EVENTS, WEBHOOK
+from infra.environment import CRM_SWEEP, RECONCILER, SMS_EVENTS, WEBHOOK
 from pipeline import dataclass_code
 from pipeline.registry import CONSUMERS
 from pipeline.telegram_bot.runner import ENGINE_MODULE
@@ -120,7 +120,7 @@ def handler_modules() -> dict[str, str]:
     """Function name -> the module its handler string names (`store.app.lambda_handler` -> `store.app`)."""
     functions = [(WEBHOOK.service_name, WEBHOOK.handler)]
     functions += [(consumer.name, consumer.handler) for consumer in CONSUMERS]
-    functions += [(spec.service_name, spec.handler) for spec in (RECONCILER, SMS_EVENTS)]
+    functions += [(spec.service_name, spec.handler) for spec in (RECONCILER, SMS_EVENTS, CRM_SWEEP)]
     return {name: handler.rsplit(".", 1)[0] for name, handler in functions}
 
 
@@ -130,7 +130,11 @@ def goal(function: str) -> float:
 
 def first_use() -> dict[str, tuple[str, ...]]:
     """Function name -> the modules its first invocation imports after the init, in order."""
-    uses: dict[str, tuple[str, ...]] = {WEBHOOK.service_name: (SECRETS_MODULE,)}
+    # The CRM sweep reads each connected CRM's API secret (it exists only with one connected).
+    uses: dict[str, tuple[str, ...]] = {
+        WEBHOOK.service_name: (SECRETS_MODULE,),
+        CRM_SWEEP.service_name: (SECRETS_MODULE,),
+    }
     # The secrets the deployed defaults give a consumer (`sms_gateway` exists for an HTTP gateway).
     settings = deployed_default_settings().deployment.registry_settings()
     for consumer in CONSUMERS:

@@ -167,9 +167,11 @@ def test_without_a_python_of_the_runtime_version_the_asset_ships_no_bytecode_and
 def test_the_bench_loads_each_function_with_the_layers_the_stack_attaches(
     full_synth: Synthesized,
 ) -> None:
-    """`bench imports` measures the cold path from the code a function gets (`bench.assets`);
-    Lambda merges a function's layers into /opt/python, so their order matters not."""
+    """`bench imports` measures the cold path of every function the stack deploys (it had left
+    out the CRM sweep) from the code that function gets (`bench.assets`); Lambda merges a
+    function's layers into /opt/python, so their order matters not."""
     from bench.assets import PHONENUMBERS, SHARED, function_layers
+    from bench.imports import handler_modules
 
     layers = full_synth.stack.node.find_child("Layers").node
     ours = {full_synth.logical_id(layers.find_child("Shared")): SHARED}
@@ -178,14 +180,17 @@ def test_the_bench_loads_each_function_with_the_layers_the_stack_attaches(
         own = layers.try_find_child(f"{pascal_case(consumer.name)}Requirements")
         if own is not None:
             ours[full_synth.logical_id(own)] = consumer.name
-    checked = 0
+    checked, services = 0, set()
     for function_id in of_type(full_synth.resources, "AWS::Lambda::Function"):
         function = props(full_synth.resources, function_id)
         attached = [ours[ref_name(layer)] for layer in function["Layers"] if ref_name(layer) in ours]
         service = function_env(full_synth.resources, function_id)["POWERTOOLS_SERVICE_NAME"]
         assert sorted(function_layers(service)) == sorted(attached), service
+        assert handler_modules()[service] == function["Handler"].rsplit(".", 1)[0], service
         checked += "bot" in attached or PHONENUMBERS in attached
+        services.add(service)
     assert checked >= 2
+    assert "crm_sweep" in services  # the full stack connects a CRM
 
 
 def test_phonenumbers_data_it_never_imports_stays_source_the_rest_is_compiled(tmp_path: Path) -> None:
