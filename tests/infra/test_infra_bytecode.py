@@ -207,3 +207,33 @@ def test_phonenumbers_data_it_never_imports_stays_source_the_rest_is_compiled(tm
 
     compiled = {module for module in modules if pyc_of(tmp_path / module).is_file()}
     assert compiled == {"phonenumbers/__init__.py", "phonenumbers/data/region_BY.py"}
+
+
+class _Derived:
+    """A file built from the staged copy (`infra.bytecode.Derived`), counting its builds."""
+
+    def __init__(self, key: str) -> None:
+        self.derived_key, self.builds = key, 0
+
+    def key(self) -> str:
+        return self.derived_key
+
+    def files(self, staged_copy: Path, python: str) -> dict[str, bytes]:
+        self.builds += 1
+        names = sorted(p.name for p in staged_copy.iterdir())
+        return {"derived.txt": f"{python}\n{','.join(names)}".encode()}
+
+
+def test_derived_files_are_built_from_the_staged_copy_once_and_their_inputs_key_it(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    options = {"version": PIP_PYTHON_VERSION, "runtime_path": "/var/task", "cache_dir": tmp_path / "cache"}
+    derived = _Derived("one")
+    folder, key = staged(source, ASSET_EXCLUDES, derived=derived, **options)
+    python = bytecode_python(PIP_PYTHON_VERSION)
+    assert (folder / "derived.txt").read_text() == f"{python}\npkg"
+    again, same_key = staged(source, ASSET_EXCLUDES, derived=derived, **options)
+    assert (again, same_key, derived.builds) == (folder, key, 1)  # the cached copy, not rebuilt
+    other, other_key = staged(source, ASSET_EXCLUDES, derived=_Derived("two"), **options)
+    assert other_key != key and (other / "derived.txt").is_file()

@@ -180,3 +180,13 @@ def test_without_the_file_nothing_changes(tmp_path: Path) -> None:
     _write(tmp_path, ["@dataclass\nclass Record0:\n    name: int"])
     result = _probe(tmp_path, install=True)
     assert result["installed"] is False and result["counts"] == {"shipped": 0, "compiled": 0}
+
+
+def test_a_python_that_cannot_import_the_functions_builds_no_file_and_says_why(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """As with a `python3.13` on the PATH without Powertools: the asset ships without the file."""
+    assert recorded(sys.executable, tmp_path, ["a_module_nobody_wrote"]) is None
+    note = capsys.readouterr().err
+    assert "could not import the functions to precompile their dataclasses" in note
+    assert "No module named 'a_module_nobody_wrote'" in note and CODE_FILE in note
