@@ -133,6 +133,69 @@ def test_a_handler_imports_from_the_shipped_bytecode_alone(
     assert dataclasses["compiled"] == 0 and dataclasses["shipped"] > 20, dataclasses
 
 
+# What a fresh interpreter prints of every dataclass our handlers define: built from the
+# asset's precompiled methods when LAMBDA_TASK_ROOT names the asset, else compiled as usual.
+_DATACLASSES_SEEN = """\
+import dataclasses, importlib, inspect, json, re, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+
+def shown(value):  # an object's default repr names its address, another in each process
+    return re.sub(r" at 0x[0-9a-f]+", " at 0x-", str(value))
+
+seen = {}
+for module in list(sys.modules.values()):
+    for value in list(vars(module).values()):
+        if not (isinstance(value, type) and dataclasses.is_dataclass(value)):
+            continue
+        if value.__module__ == module.__name__:
+            fields = dataclasses.fields(value)
+            seen[f"{module.__name__}.{value.__qualname__}"] = {
+                "signature": shown(inspect.signature(value)),
+                "fields": [shown((f.name, f.type, f.init, f.repr, f.compare, f.kw_only)) for f in fields],
+                "methods": sorted(n for n in vars(value) if n.startswith("__") and callable(vars(value)[n])),
+                "hash": repr(value.__hash__ is None),
+                "match_args": list(getattr(value, "__match_args__", ())),
+            }
+from pipeline import dataclass_code
+print(json.dumps({"classes": seen, "counts": dataclass_code.counts()}))
+"""
+
+
+def test_every_dataclass_built_from_the_shipped_methods_is_the_one_compiled(
+    assets: dict[Path, Path], default_synth: Synthesized
+) -> None:
+    """Every handler's dataclasses, ours and Powertools', as a cold start in Lambda builds them
+    (the asset's file) and as `dataclasses` alone does: the same signatures (annotations
+    included), fields and methods."""
+    handlers = sorted(
+        {
+            props(default_synth.resources, fid)["Handler"].rsplit(".", 1)[0]
+            for fid in of_type(default_synth.resources, "AWS::Lambda::Function")
+        }
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTHON", "PYTEST"))}
+    env["PYTHONPATH"] = f"{assets[FUNCTIONS_DIR]}{os.pathsep}{assets[SHARED_LAYER_DIR] / 'python'}"
+    seen = []
+    for task_root in (str(assets[FUNCTIONS_DIR]), None):
+        run_env = {**env, "LAMBDA_TASK_ROOT": task_root} if task_root else env
+        done = subprocess.run(
+            [sys.executable, "-c", _DATACLASSES_SEEN, *handlers, SECRETS_MODULE],
+            cwd=assets[FUNCTIONS_DIR],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen.append(json.loads(done.stdout.splitlines()[-1]))
+    shipped, compiled = seen
+    assert shipped["counts"]["compiled"] == 0 and shipped["counts"]["shipped"] > 20
+    assert compiled["counts"] == {"shipped": 0, "compiled": 0}  # not installed: `dataclasses` alone
+    assert len(shipped["classes"]) > 20
+    assert shipped["classes"] == compiled["classes"]
+
+
 def test_the_same_source_is_the_same_asset_and_a_changed_one_another(tmp_path: Path) -> None:
     source = tmp_path / "shared"
     shutil.copytree(SHARED_LAYER_DIR, source, ignore=shutil.ignore_patterns("__pycache__"))
