@@ -20,8 +20,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from infra.bytecode import source_files, source_key
 from infra.environment import CRM_SWEEP, RECONCILER, SMS_EVENTS, WEBHOOK
-from infra.paths import FUNCTIONS_DIR, PHONENUMBERS_LAYER_DIR, PROJECT_ROOT, SHARED_LAYER_DIR
+from infra.paths import ASSET_EXCLUDES, PHONENUMBERS_LAYER_DIR, PROJECT_ROOT, SHARED_LAYER_DIR
 from pipeline import dataclass_code
 from pipeline.registry import CONSUMERS, FUNCTIONS_DIR_ENV
 
@@ -30,13 +31,9 @@ BUILD_FORMAT = 1
 # What a first invocation imports besides its init: `pipeline.worker`'s idempotency, and
 # `pipeline.secrets` (the bot's engine is its init's: `pipeline.telegram_bot.runner`).
 FIRST_USE_MODULES = ("aws_lambda_powertools.utilities.idempotency", "pipeline.secrets")
-# What the asset's file depends on besides the functions' own source: our shared code and the
-# pins of the third-party code the imports load.
-KEYED_FILES = (
-    PROJECT_ROOT / "requirements.txt",
-    PHONENUMBERS_LAYER_DIR / "requirements.txt",
-    *sorted(FUNCTIONS_DIR.glob("*/requirements.txt")),
-)
+# The pins of the third-party code the imports load, outside the functions' folder (a consumer's
+# own requirements.txt is in it, so in the asset's key already).
+KEYED_FILES = (PROJECT_ROOT / "requirements.txt", PHONENUMBERS_LAYER_DIR / "requirements.txt")
 # Run by the runtime's Python: argv[1:] are the modules; the file's bytes on stdout.
 _RECORDER = """\
 import builtins, dataclasses, importlib, sys
@@ -66,10 +63,8 @@ def derived_key() -> str:
     """What the file depends on beyond the functions' folder: the shared layer's sources, the
     pins, the modules recorded (a stale file is harmless, only slower: the lookup is by text)."""
     digest = hashlib.sha256(f"{BUILD_FORMAT}\n{dataclass_code.FORMAT_VERSION}\n".encode())
-    for path in sorted(SHARED_LAYER_DIR.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            digest.update(path.relative_to(SHARED_LAYER_DIR).as_posix().encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    layer_files = source_files(SHARED_LAYER_DIR, ASSET_EXCLUDES)  # as the shared layer's own key reads them
+    digest.update(source_key(SHARED_LAYER_DIR, layer_files, compiled_by="dataclass-code").encode())
     for path in KEYED_FILES:
         digest.update(path.read_bytes() if path.is_file() else b"-")
     digest.update("\n".join(recorded_modules()).encode())
