@@ -27,15 +27,13 @@ from typing import Any
 
 from aiogram.types import Update
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 from moto import mock_aws
 
 from local.demo import message, private_chat
 from local.resources import LocalResources, create_resources
 from local.runtime import FUNCTIONS_DIR, LAYER_DIR
 from local.settings import PROJECT_ROOT, LocalSettings
-from pipeline import aws
+from pipeline import aws, secrets
 from pipeline.registry import Consumer
 
 RESULTS_PATH = PROJECT_ROOT / ".local" / "bench" / "results.json"
@@ -240,8 +238,7 @@ def powertools_environment(service_name: str) -> dict[str, str]:
 
 def _forget_clients() -> None:
     aws.reset_clients()
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secrets.clear_cache()
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from pipeline import aws, http
 from pipeline.crm.sweep import SOURCES_ENV, SweepCursor, SweepSource, sweep
 from pipeline.envelope import utc_now
 from pipeline.observability import service_logger, service_tracer
@@ -42,6 +43,13 @@ def amocrm_source() -> SweepSource:
 ADAPTERS: dict[str, Callable[[], SweepSource]] = {"bitrix24": bitrix24_source, "amocrm": amocrm_source}
 # The secret each CRM's credential is in: its consumer's (the one it reads), re-read after a 401.
 SECRETS: dict[str, str] = {name: by_name(name).secrets[0] for name in ADAPTERS}
+
+# What the first run calls, built at the init's full vCPU (`pipeline.aws`): the cursors' table, the
+# CRMs' secrets, the topic the transitions found go to, and the HTTPS opener the CRMs are read with.
+# botocore's clients alone: nothing here loads boto3 (`bench imports` charges botocore).
+aws.prepare(clients=("dynamodb", "secretsmanager", "sns"))
+if aws.in_execution_environment() and os.environ.get(SOURCES_ENV, "").strip():
+    http.prepare()
 
 
 def connected() -> dict[str, Callable[[], SweepSource]]:

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from botocore.exceptions import BotoCoreError, ClientError
 
-# Powertools Parameters (and boto3 with it) at the init, not with the first request: Lambda runs
-# the init at a full vCPU and the request at a share of one (`pipeline.aws`).
+# The secrets' reader at the init, not with the first request: Lambda runs the init at a full
+# vCPU and the request at a share of one (`pipeline.aws`). No module here loads boto3: the
+# webhook calls AWS through botocore's clients alone (tests/unit/test_cold_imports.py).
 from pipeline import aws, coldstart, phones, publication, secrets, telegram
 from pipeline.crm import contract, forms
 from pipeline.envelope import (
@@ -248,7 +248,7 @@ def _check_secret(
 ) -> Any:
     try:
         return secrets.check_with_refresh(secret_id, check, retry_if)
-    except GetParameterError:
+    except secrets.SecretReadError:
         logger.exception(
             "Could not read the secret to authenticate the request", extra={"secret_id": secret_id}
         )

@@ -26,12 +26,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
 from moto.core.utils import unix_time_millis
 from moto.sqs.models import sqs_backends
 
-from pipeline import aws
+from pipeline import aws, secrets
 from pipeline.registry import secret_env_var
 from tests.unit.consumer_support import (
     ACCOUNT_ID,
@@ -151,15 +149,13 @@ def http_fake() -> Iterator[FakeHttpServer]:
 @pytest.fixture
 def put_secret(moto_aws: None) -> Iterator[Callable[[str, str], None]]:
     """`put_secret("crm_api", value)`: create the secret the deployed consumer's env var names."""
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secrets.clear_cache()
 
     def put(name: str, value: str) -> None:
         aws.client("secretsmanager").create_secret(Name=os.environ[secret_env_var(name)], SecretString=value)
 
     yield put
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secrets.clear_cache()
 
 
 @dataclass

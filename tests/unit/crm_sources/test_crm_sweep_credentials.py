@@ -12,13 +12,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
 
 from local.fakes.amocrm import AmoCrmFake
 from local.fakes.bitrix24 import Bitrix24PortalFake
 from local.overlay import LOCAL_AMOCRM_PIPELINE, LOCAL_AMOCRM_STATUSES, LOCAL_BITRIX24_STAGES
 from pipeline import aws
+from pipeline import secrets as secret_reads
 from pipeline.crm.sweep import SOURCES_ENV
 from pipeline.registry import secret_env_var
 from tests.unit.consumer_support import JOURNAL_TABLE, FakeLambdaContext
@@ -31,8 +30,7 @@ PHONE = "+491701234567"
 @pytest.fixture
 def secrets(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], None]]:
     """`put(name, value)`: the secret created, or a new value put, as the operator does."""
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secret_reads.clear_cache()
     client = aws.client("secretsmanager")
 
     def put(name: str, value: str) -> None:
@@ -43,8 +41,7 @@ def secrets(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
             client.create_secret(Name=f"{name}-secret", SecretString=value)
 
     yield put
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secret_reads.clear_cache()
 
 
 def run_sweep() -> dict[str, int]:

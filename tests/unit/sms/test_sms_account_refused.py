@@ -15,13 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
 from moto.core.utils import unix_time_millis
 from moto.sqs.models import sqs_backends
 
 from local.fakes.end_user_messaging import EndUserMessagingFake
 from local.fakes.sms import DEFAULT_TOKEN, SmsGatewayFake
-from pipeline import aws
+from pipeline import aws, secrets
 from pipeline.pause import PAUSE_SECONDS, PAUSED_METRIC
 from pipeline.registry import by_name
 from pipeline.sms.journal import State
@@ -58,14 +57,14 @@ def http_gateway(sms: SmsHarness, monkeypatch: pytest.MonkeyPatch) -> Iterator[t
     secret = aws.client("secretsmanager").create_secret(
         Name="sms-gateway-account", SecretString=json.dumps({"token": DEFAULT_TOKEN})
     )["ARN"]
-    DEFAULT_PROVIDERS.clear()
+    secrets.clear_cache()
     with SmsGatewayFake() as stand_in:
         monkeypatch.setenv("SMS_GATEWAY", "http")
         monkeypatch.setenv("SMS_HTTP_BASE_URL", stand_in.url)
         monkeypatch.setenv("SMS_GATEWAY_SECRET_ID", secret)
         sms.service.reset_runtime()
         yield stand_in.url, lambda: len(stand_in.messages())
-    DEFAULT_PROVIDERS.clear()
+    secrets.clear_cache()
 
 
 @pytest.fixture
@@ -160,7 +159,7 @@ def test_an_http_gateway_token_refused_after_its_re_read_pauses_until_the_new_on
     let_time_pass(sms, PAUSE_SECONDS)
     # 15 minutes on, the once-a-minute re-read is allowed again: forgetting the provider forgets
     # its last forced read (and its cache, which still holds the old token, re-read at the 401).
-    DEFAULT_PROVIDERS.clear()
+    secrets.clear_cache()
     assert sms.deliver() == {"batchItemFailures": []}
     assert texts() == 1 and sms.record(event).state is State.ACCEPTED
     assert "sms-gw-rotated-T0ken" not in "\n".join(str(line) for line in log.read())

@@ -16,11 +16,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
 from botocore.stub import Stubber
 
-from pipeline import aws
+from pipeline import aws, secrets
 from pipeline.http import tls_context
 from pipeline.sms.gateways import (
     EndUserMessagingGateway,
@@ -252,15 +250,13 @@ def gateway_server() -> Iterator[SmsGatewayFake]:
 
 @pytest.fixture
 def gateway_secret(moto_aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secrets.clear_cache()
     secret_id = aws.client("secretsmanager").create_secret(
         Name="sms-gateway", SecretString=json.dumps({"token": TOKEN})
     )["ARN"]
     monkeypatch.setenv("SMS_GATEWAY_SECRET_ID", secret_id)
     yield secret_id
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secrets.clear_cache()
 
 
 def test_the_http_gateway_posts_the_key_as_client_reference_with_the_token(

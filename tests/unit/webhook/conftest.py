@@ -10,11 +10,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
 from moto import mock_aws
 
-from pipeline import aws
+from pipeline import aws, secrets
 from tests.unit.consumer_support import CurrentStdout, FakeLambdaContext
 from tests.unit.webhook.support import (
     BOT_ID,
@@ -35,8 +33,7 @@ AWS_TEST_ENV = {
 
 
 def _clear_secret_caches() -> None:
-    DEFAULT_PROVIDERS.clear()
-    parameters.clear_caches()
+    secrets.clear_cache()
 
 
 def _clean_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:

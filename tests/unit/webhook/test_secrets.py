@@ -10,14 +10,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.base import DEFAULT_PROVIDERS
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pipeline import aws, secrets
 from pipeline.registry import secret_env_var
+from tests.support.imports import loaded_after_import
 from tests.unit.webhook.support import TELEGRAM_TOKEN, Pipeline
 
 NEW = "rotated-value-0123456789"
@@ -120,7 +118,7 @@ def test_candidates_are_those_of_a_read_of_both_stages(
     )["ARN"]
     for value in values[1:]:
         pipeline.rotate(secret_id, value)
-    parameters.clear_caches()
+    secrets.clear_cache()
     reads = pipeline.calls["GetSecretValue"]
 
     _clock(monkeypatch, read_age)
@@ -148,14 +146,38 @@ def test_cached_value_makes_no_call_until_forced(pipeline: Pipeline) -> None:
     assert pipeline.calls["GetSecretValue"] == 4
 
 
-def test_cache_is_powertools_and_cleared_with_it(pipeline: Pipeline) -> None:
+def test_the_cache_is_forgotten_with_clear_cache(pipeline: Pipeline) -> None:
     secrets.secret_candidates(pipeline.telegram_secret_id)
-    assert isinstance(DEFAULT_PROVIDERS.get("pipeline_rotating_secrets"), secrets.RotatingSecretProvider)
 
-    parameters.clear_caches()
+    secrets.clear_cache()
     secrets.secret_candidates(pipeline.telegram_secret_id)
 
     assert pipeline.calls["GetSecretValue"] == 4
+
+
+def test_a_cached_value_expires_after_max_age_on_the_monotonic_clock(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rotation window's clock (`_now`) does not expire the cache: a value read is kept
+    `max_age` seconds of the process's own clock, then read again."""
+    monotonic = [1000.0]
+    monkeypatch.setattr(secrets.time, "monotonic", lambda: monotonic[0])
+    secrets.get_rotating_secret(pipeline.telegram_secret_id, max_age=300)
+    reads = pipeline.calls["GetSecretValue"]
+
+    _clock(monkeypatch, 10_000)
+    monotonic[0] += 299
+    secrets.get_rotating_secret(pipeline.telegram_secret_id, max_age=300)
+    assert pipeline.calls["GetSecretValue"] == reads
+
+    monotonic[0] += 1
+    secrets.get_rotating_secret(pipeline.telegram_secret_id, max_age=300)
+    assert pipeline.calls["GetSecretValue"] == reads + 1  # past the window: AWSCURRENT alone
+
+
+def test_the_webhook_loads_no_boto3_for_its_secrets() -> None:
+    """The cache is ours: Powertools Parameters imports boto3, which the webhook never needs."""
+    assert loaded_after_import(["webhook.app"], {"boto3", "aws_lambda_powertools.utilities.parameters"}) == []
 
 
 def test_refresh_after_a_failed_check_is_rate_limited(
@@ -192,20 +214,21 @@ def test_no_refresh_when_the_result_does_not_ask_for_it(
     assert pipeline.calls["GetSecretValue"] == 2
 
 
-def test_missing_secret_raises_get_parameter_error(pipeline: Pipeline) -> None:
-    with pytest.raises(GetParameterError):
+def test_missing_secret_raises_a_read_error_naming_the_sdks(pipeline: Pipeline) -> None:
+    with pytest.raises(secrets.SecretReadError, match="ResourceNotFoundException") as refused:
         secrets.get_rotating_secret("no-such-secret")
+    assert aws.error_code(refused.value.__cause__) == "ResourceNotFoundException"  # type: ignore[arg-type]
 
 
 def test_binary_secret_is_refused(pipeline: Pipeline) -> None:
     arn = aws.client("secretsmanager").create_secret(Name="binary-secret", SecretBinary=b"\x00\x01")["ARN"]
 
-    with pytest.raises(GetParameterError, match="no SecretString"):
+    with pytest.raises(secrets.SecretReadError, match="no SecretString"):
         secrets.get_rotating_secret(arn)
 
 
 def test_client_is_created_at_first_use(pipeline: Pipeline) -> None:
-    DEFAULT_PROVIDERS.clear()
+    secrets.clear_cache()
     aws.reset_clients()
     assert aws.client.cache_info().currsize == 0
 
@@ -214,21 +237,22 @@ def test_client_is_created_at_first_use(pipeline: Pipeline) -> None:
     assert aws.client.cache_info().currsize == 1
 
 
-def test_both_readers_share_the_client_and_powertools_caching(
+def test_both_readers_share_the_client_and_each_caches_its_own_reads(
     pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`pipeline.calls` counts the calls of the process's one Secrets Manager client: both read
+    through it, and each read once."""
     monkeypatch.setenv(secret_env_var("telegram_bot_token"), pipeline.telegram_secret_id)
 
     assert secrets.secret_string("telegram_bot_token") == TELEGRAM_TOKEN
     assert secrets.secret_candidates(pipeline.telegram_secret_id) == (TELEGRAM_TOKEN,)
-    plain, rotating = DEFAULT_PROVIDERS["secrets"], DEFAULT_PROVIDERS["pipeline_rotating_secrets"]
-    assert plain.client is rotating.client is aws.client("secretsmanager")
     reads = pipeline.calls["GetSecretValue"]
+    assert reads == 3  # the plain read; AWSCURRENT, and AWSPREVIOUS (created a moment ago: in the window)
 
     secrets.secret_string("telegram_bot_token")
     secrets.secret_candidates(pipeline.telegram_secret_id)
     assert pipeline.calls["GetSecretValue"] == reads
 
-    parameters.clear_caches()
+    secrets.clear_cache()
     secrets.secret_string("telegram_bot_token")
     assert pipeline.calls["GetSecretValue"] == reads + 1

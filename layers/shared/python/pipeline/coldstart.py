@@ -9,7 +9,7 @@ made into the permanent generation (`gc.freeze`: never scanned again, so resumin
 catch-up pass over it; the little garbage the imports left stays) and resumes the collector: the
 invocations collect as usual, over their own objects. Only a pause `begin()` made is resumed.
 
-What every first invocation needs (boto3, Powertools idempotency and Parameters, the bot's
+What every first invocation needs (the SDK, Powertools idempotency, the secrets' reader, the bot's
 python-telegram-bot engine, the clients: `pipeline.aws`) the init imports and builds itself: Lambda
 runs the init at a full vCPU, an invocation at the memory's share of one. An import only some first
 invocations make (the webhook's CRM event model, with its first CRM request) runs under `paused()`,

@@ -1,8 +1,8 @@
-"""Secrets Manager reads, cached by Powertools Parameters: the one place secrets are read.
+"""Secrets Manager reads, cached for `max_age` seconds: the one place secrets are read.
 
-Two readers share one lazily registered provider setup (`_provider`: created at first use with
-the client from `pipeline.aws`, so tests and the local runtime decide where it points, and kept
-in Powertools' `DEFAULT_PROVIDERS`, so `parameters.clear_caches()` forgets it too):
+Two readers share one cache (`_CACHE`, by reader and secret id; `clear_cache()` forgets it) and
+the process's Secrets Manager client (`pipeline.aws`, built at first use, so tests and the local
+runtime decide where it points):
 
 - `secret_string` / `secret_json`: what a consumer calls remote APIs with (a bot token, a CRM
   webhook), named by its logical registry name ("crm_api"); the secret's id comes from the
@@ -17,13 +17,16 @@ in Powertools' `DEFAULT_PROVIDERS`, so `parameters.clear_caches()` forgets it to
   So a check accepts the current value (`AWSCURRENT`) and, only while the current version is
   younger than `SECRET_ROTATION_GRACE_SECONDS`, the previous one (`AWSPREVIOUS`).
 
-Powertools' `SecretsProvider` caches by name only (ignoring `VersionStage`) and returns only the
-string, so `RotatingSecretProvider` fetches both stages and the current version's `CreatedDate`
-in one cached value; the previous stage only while the window is open (a secret older than the
-grace period costs one call per read, not two). On the warm path nothing calls Secrets Manager
-until `max_age` expires. The window is measured from the version's creation (the rotation's
-`createSecret` step), a moment before it became current: the grace period is at most that much
-shorter.
+The rotating reader fetches both stages and the current version's `CreatedDate` as one cached
+value; the previous stage only while the window is open (a secret older than the grace period
+costs one call per read, not two). On the warm path nothing calls Secrets Manager until `max_age`
+expires. The window is measured from the version's creation (the rotation's `createSecret`
+step), a moment before it became current: the grace period is at most that much shorter.
+
+The cache is ours, not Powertools Parameters': that package imports boto3 (its AppConfig and
+DynamoDB providers), which the webhook, calling AWS through botocore's clients alone, then
+never loads (about 22 ms of its init: docs/perf.md). Its expiry runs on the monotonic clock, as
+Powertools' did on the wall clock: the rotation window's clock (`_now`) is another.
 """
 
 from __future__ import annotations
@@ -31,17 +34,12 @@ from __future__ import annotations
 import json
 import os
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
-from aws_lambda_powertools.utilities.parameters.base import BaseProvider
-from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline import aws
 from pipeline.errors import UNAUTHORIZED, AccountRefused, PermanentError, TransientError
@@ -53,12 +51,48 @@ DEFAULT_ROTATION_GRACE_SECONDS = 3600
 # uses a newly rotated value is accepted within a minute instead of after `max_age`, and a flood
 # of bad requests costs at most one Secrets Manager call a minute.
 REFRESH_ON_MISMATCH_INTERVAL_SECONDS = 60
-# Keys in Powertools' DEFAULT_PROVIDERS: "secrets" is the one `parameters.get_secret` uses too.
-_PLAIN_PROVIDER_KEY = "secrets"
-_ROTATING_PROVIDER_KEY = "pipeline_rotating_secrets"
 
 Result = TypeVar("Result")
-Provider = TypeVar("Provider", bound=BaseProvider)
+
+
+class SecretReadError(Exception):
+    """A secret could not be read: Secrets Manager failed or refused (the SDK's error is the
+    cause), or the secret holds no SecretString. The message names the secret, never a value."""
+
+
+@dataclass(frozen=True)
+class _Cached:
+    value: Any
+    expires_at: float  # time.monotonic()
+
+
+# (reader, secret id) -> the value read and when it expires; and when each consumer secret was
+# last re-read past the cache (`refresh_secret`). `clear_cache()` forgets both.
+_CACHE: dict[tuple[str, str], _Cached] = {}
+_forced_reads: dict[str, float] = {}
+_PLAIN, _ROTATING = "plain", "rotating"
+
+
+def clear_cache() -> None:
+    """Forget every value read (tests; a new execution environment starts without them)."""
+    _CACHE.clear()
+    _forced_reads.clear()
+
+
+def _cached(
+    reader: str, secret_id: str, fetch: Callable[[str], Any], *, max_age: int, force_fetch: bool
+) -> Any:
+    """`fetch(secret_id)`, kept for `max_age` seconds; any failure raised as `SecretReadError`."""
+    key = (reader, secret_id)
+    entry = _CACHE.get(key)
+    if entry is not None and not force_fetch and time.monotonic() < entry.expires_at:
+        return entry.value
+    try:
+        value = fetch(secret_id)
+    except (ClientError, BotoCoreError, ValueError) as error:  # refused, unreachable, not a string
+        raise SecretReadError(f"could not read secret {secret_id!r}: {error}") from error
+    _CACHE[key] = _Cached(value, time.monotonic() + max_age)
+    return value
 
 
 def _now() -> datetime:
@@ -86,56 +120,43 @@ class RotatingSecret:
         return (self.current,)
 
 
-class RotatingSecretProvider(BaseProvider):
-    """Fetches AWSCURRENT and, while it is younger than the grace period, AWSPREVIOUS of a secret
-    as one cacheable value."""
-
-    def __init__(self, client: Any) -> None:
-        super().__init__(client=client)
-        self.client = client
-
-    def _stage(self, name: str, stage: str) -> dict[str, Any]:
-        response: dict[str, Any] = self.client.get_secret_value(SecretId=name, VersionStage=stage)
-        if "SecretString" not in response:
-            raise ValueError(f"secret {name!r} has no SecretString (binary secrets are not supported)")
-        return response
-
-    def _previous(self, name: str) -> str | None:
-        try:
-            return str(self._stage(name, "AWSPREVIOUS")["SecretString"])
-        except ClientError as error:
-            # A secret that was never rotated has no AWSPREVIOUS version.
-            if aws.error_code(error) == "ResourceNotFoundException":
-                return None
-            raise
-
-    def _get(self, name: str, **sdk_options: Any) -> dict[str, Any]:
-        current = self._stage(name, "AWSCURRENT")
-        now = _now()
-        # Outside the window the previous value is never a candidate again (the current version
-        # only gets older): not reading it saves a call at every cold start and cache refresh.
-        in_window = _in_window(current["CreatedDate"], rotation_grace_seconds(), now)
-        return {
-            "current": current["SecretString"],
-            "previous": self._previous(name) if in_window else None,
-            "current_created_at": current["CreatedDate"],
-            "fetched_at": now,
-        }
-
-    def _get_multiple(self, path: str, **sdk_options: Any) -> dict[str, str]:
-        raise NotImplementedError("rotating secrets are read one by one")
+def _stage(secret_id: str, stage: str) -> dict[str, Any]:
+    response: dict[str, Any] = aws.client("secretsmanager").get_secret_value(
+        SecretId=secret_id, VersionStage=stage
+    )
+    if "SecretString" not in response:
+        raise ValueError(f"secret {secret_id!r} has no SecretString (binary secrets are not supported)")
+    return response
 
 
-def _provider(key: str, create: Callable[[Any], Provider]) -> Provider:
-    """The provider registered under `key`, created at first use with the shared client."""
-    if key not in DEFAULT_PROVIDERS:
-        DEFAULT_PROVIDERS[key] = create(aws.client("secretsmanager"))
-    provider: Provider = DEFAULT_PROVIDERS[key]
-    return provider
+def _previous(secret_id: str) -> str | None:
+    try:
+        return str(_stage(secret_id, "AWSPREVIOUS")["SecretString"])
+    except ClientError as error:
+        # A secret that was never rotated has no AWSPREVIOUS version.
+        if aws.error_code(error) == "ResourceNotFoundException":
+            return None
+        raise
 
 
-def _plain_provider(client: Any) -> SecretsProvider:
-    return SecretsProvider(boto3_client=client)
+def _read_rotating(secret_id: str) -> RotatingSecret:
+    current = _stage(secret_id, "AWSCURRENT")
+    now = _now()
+    # Outside the window the previous value is never a candidate again (the current version
+    # only gets older): not reading it saves a call at every cold start and cache refresh.
+    in_window = _in_window(current["CreatedDate"], rotation_grace_seconds(), now)
+    return RotatingSecret(
+        current=current["SecretString"],
+        previous=_previous(secret_id) if in_window else None,
+        current_created_at=current["CreatedDate"],
+        fetched_at=now,
+    )
+
+
+def _read_plain(secret_id: str) -> Any:
+    """The SecretString, or the SecretBinary of a binary secret (which `secret_string` refuses)."""
+    response = aws.client("secretsmanager").get_secret_value(SecretId=secret_id)
+    return response["SecretString"] if "SecretString" in response else response.get("SecretBinary")
 
 
 def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS, force_fetch: bool = False) -> str:
@@ -150,11 +171,9 @@ def secret_string(name: str, *, max_age: int = CACHE_MAX_AGE_SECONDS, force_fetc
     if not secret_id:
         raise PermanentError(f"{variable} is not set")
     try:
-        value = _provider(_PLAIN_PROVIDER_KEY, _plain_provider).get(
-            secret_id, max_age=max_age, force_fetch=force_fetch
-        )
-    except GetParameterError as error:
-        cause = error.__context__  # Powertools raises it while handling the SDK's exception
+        value = _cached(_PLAIN, secret_id, _read_plain, max_age=max_age, force_fetch=force_fetch)
+    except SecretReadError as error:
+        cause = error.__cause__
         code = aws.error_code(cause) if isinstance(cause, ClientError) else None
         raise TransientError(f"could not read secret {variable} ({code or type(cause).__name__})") from None
     if not isinstance(value, str):
@@ -179,12 +198,11 @@ def secret_json(
 def get_rotating_secret(
     secret_id: str, *, max_age: int = CACHE_MAX_AGE_SECONDS, force_fetch: bool = False
 ) -> RotatingSecret:
-    """Both stages of `secret_id`; raises Powertools' `GetParameterError` when it cannot be read."""
-    provider = _provider(_ROTATING_PROVIDER_KEY, RotatingSecretProvider)
-    value = provider.get(secret_id, max_age=max_age, force_fetch=force_fetch)
-    if not isinstance(value, dict):
-        raise TypeError(f"unexpected cached value for secret {secret_id!r}")
-    return RotatingSecret(**value)
+    """Both stages of `secret_id`; raises `SecretReadError` when it cannot be read."""
+    secret: RotatingSecret = _cached(
+        _ROTATING, secret_id, _read_rotating, max_age=max_age, force_fetch=force_fetch
+    )
+    return secret
 
 
 def rotation_grace_seconds() -> int:
@@ -216,22 +234,16 @@ def check_with_refresh(
     return check(secret_candidates(secret_id, force_fetch=True))
 
 
-# When each consumer secret was last re-read past the cache (monotonic seconds), kept with the
-# provider whose cache it refreshed: forgetting the provider (`DEFAULT_PROVIDERS.clear()`) forgets them.
-_forced_reads: weakref.WeakKeyDictionary[BaseProvider, dict[str, float]] = weakref.WeakKeyDictionary()
-
-
 def refresh_secret(name: str) -> bool:
     """Re-read the consumer secret `name` past the cache (which keeps the new value); True when
     it was re-read and differs from the cached one. At most once per
     REFRESH_ON_MISMATCH_INTERVAL_SECONDS per secret and execution environment, so a flood of
     refusals costs at most one Secrets Manager call a minute."""
     now = time.monotonic()
-    reads = _forced_reads.setdefault(_provider(_PLAIN_PROVIDER_KEY, _plain_provider), {})
-    last = reads.get(name)
+    last = _forced_reads.get(name)
     if last is not None and now - last < REFRESH_ON_MISMATCH_INTERVAL_SECONDS:
         return False
-    reads[name] = now
+    _forced_reads[name] = now
     cached = secret_string(name)
     return secret_string(name, force_fetch=True) != cached
 
