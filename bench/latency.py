@@ -20,9 +20,12 @@ on arrival.
 - the same first reply at Lambda's CPU share (an estimate): Lambda runs a function's init at a full
   vCPU and its invocations at the memory's share of one (`bench.cost.cpu_factor`: one vCPU at
   1,769 MB), which this machine does not do. Each function host reports its invocations' CPU time
-  (the handler's thread, `local.lambda_host.Invocation.cpu_ms`); the estimate adds to the cold reply
-  what each first invocation's CPU time would take longer at its memory's share (the webhook 512 MB,
-  autoreply 256 MB, the inline bot 256 MB), the inits left as measured.
+  (the handler's thread) when each kind of call left (`local.lambda_host.CallMarks`); the estimate
+  adds to the cold reply what each first invocation's CPU time until its reply's call left
+  (`REPLY_LEAVES`: the webhook's SNS publish, autoreply's and the inline bot's sendMessage) would
+  take longer at its memory's share (the webhook 512 MB, autoreply 256 MB, the inline bot 256 MB),
+  the inits left as measured. What an invocation does after that call (the journal's completion,
+  its log line and metrics) runs while the reply is on its way, on either side.
 - warm reply: the same with the processes warm (and at Lambda's CPU share, each invocation's CPU
   time stretched the same way); beside it a queue hop: from the webhook's HTTP
   answer (SNS has the event) to autoreply's poller handing the record to the handler (its `busy`
@@ -69,6 +72,14 @@ T = TypeVar("T")
 INLINE_HANDLER = "bench.inline_bot.lambda_handler"
 INLINE_NAME = "inline_bot"
 INLINE_MEMORY_MB = 256
+# The call with which each function on a reply's path hands it on: the CPU an invocation spends
+# after it (the journal's completion, the log line, the metrics) runs while the reply is on its
+# way, so the estimate at Lambda's CPU share stretches only what came before it.
+REPLY_LEAVES = {
+    "webhook": "sns.Publish",
+    "autoreply": "telegram.sendMessage",
+    INLINE_NAME: "telegram.sendMessage",
+}
 # The baseline's users: far from the pipeline's (`bench.pipeline.Sender` numbers).
 INLINE_FIRST = 50_000_000
 CRM_SLOW_SECONDS = 2.0
@@ -175,33 +186,40 @@ class BusyLog:
 
 class InvocationLog:
     """The CPU time of each invocation a function's host reported (its `invocation` status
-    messages), in order; the inline bot's process reports the same way (`InlineBot`)."""
+    messages), in order, until the call that carries the reply on left (`REPLY_LEAVES`: the host's
+    `cpu_ms_at`, `local.lambda_host.CallMarks`); the inline bot's process reports the same way
+    (`InlineBot`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, leaves_with: str) -> None:
+        self.leaves_with = leaves_with
         self.cpu_ms: list[float] = []
         self._lock = threading.Lock()
 
     def on_status(self, message: dict[str, Any]) -> None:
         if message.get("event") == "invocation":
+            marks = message.get("cpu_ms_at") or {}
             with self._lock:
-                self.cpu_ms.append(float(message["cpu_ms"]))
+                # A missing mark (a reply that never left) fails `at`, never stretches the rest.
+                self.cpu_ms.append(float(marks[self.leaves_with]) if self.leaves_with in marks else -1.0)
 
     def count(self) -> int:
         with self._lock:
             return len(self.cpu_ms)
 
     def at(self, index: int) -> float:
-        """The CPU ms of the invocation numbered `index` (from 0), once reported."""
+        """The CPU ms the invocation numbered `index` (from 0) spent until its reply's call left."""
         deadline = time.monotonic() + EFFECT_TIMEOUT_SECONDS
         while self.count() <= index:
             require(time.monotonic() < deadline, f"invocation {index} was not reported")
             time.sleep(0.01)
         with self._lock:
-            return self.cpu_ms[index]
+            cpu_ms = self.cpu_ms[index]
+        require(cpu_ms >= 0, f"invocation {index} reported no {self.leaves_with} call")
+        return cpu_ms
 
     @classmethod
     def of(cls, runtime: Runtime, name: str) -> InvocationLog:
-        log = cls()
+        log = cls(REPLY_LEAVES[name])
         runtime.on_status(name, log.on_status)
         return log
 
@@ -228,7 +246,7 @@ class InlineBot:
         }
         self.port = 0
         self.state: str | None = None
-        self.invocations = InvocationLog()
+        self.invocations = InvocationLog(REPLY_LEAVES[INLINE_NAME])
         self._listening = threading.Event()
         self.child = ChildProcess(
             name=INLINE_NAME,
@@ -612,7 +630,8 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
             " (p50, an estimate)",
             "met": share["met"],
             "measured": f"{share['value']:.2f}x: pipeline {p50('pipeline_cold_at_cpu_share'):.0f} ms (first"
-            f" invocations' CPU: webhook {p50('pipeline_cold_cpu_webhook'):.0f} ms at {WEBHOOK_MEMORY_MB} MB,"
+            f" invocations' CPU until the reply's call left: webhook"
+            f" {p50('pipeline_cold_cpu_webhook'):.0f} ms at {WEBHOOK_MEMORY_MB} MB,"
             f" autoreply {p50('pipeline_cold_cpu_autoreply'):.0f} ms at {by_name('autoreply').memory_mb} MB)"
             f" vs inline {p50('inline_cold_at_cpu_share'):.0f} ms ({p50('inline_cold_cpu'):.0f} ms at"
             f" {INLINE_MEMORY_MB} MB); one vCPU at 1,769 MB, the inits at a full vCPU",
@@ -628,7 +647,8 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
         {
             "goal": "warm reply p50 at Lambda's CPU share <= the inline bot's + one queue hop (an estimate)",
             "met": warm_share["met"],
-            "measured": f"{p50('pipeline_warm_at_cpu_share'):.1f} ms (invocations' CPU: webhook"
+            "measured": f"{p50('pipeline_warm_at_cpu_share'):.1f} ms (invocations' CPU until the reply's call"
+            " left: webhook"
             f" {p50('pipeline_warm_cpu_webhook'):.1f} ms at {WEBHOOK_MEMORY_MB} MB, autoreply"
             f" {p50('pipeline_warm_cpu_autoreply'):.1f} ms at {by_name('autoreply').memory_mb} MB) vs inline"
             f" {p50('inline_warm_at_cpu_share'):.1f} ({p50('inline_warm_cpu'):.1f} ms at"
@@ -660,11 +680,16 @@ def report(results: dict[str, Any]) -> list[str]:
         return [
             line(f"pipeline {phase} at CPU share", replies[f"pipeline_{phase}_at_cpu_share"]),
             *(
-                line(f"  CPU of {name}'s {invocation}", replies[f"pipeline_{phase}_cpu_{name}"])
+                line(
+                    f"  CPU of {name}'s {invocation} until {REPLY_LEAVES[name]}",
+                    replies[f"pipeline_{phase}_cpu_{name}"],
+                )
                 for name in ("webhook", "autoreply")
             ),
             line(f"inline {phase} at CPU share", replies[f"inline_{phase}_at_cpu_share"]),
-            line(f"  CPU of its {invocation}", replies[f"inline_{phase}_cpu"]),
+            line(
+                f"  CPU of its {invocation} until {REPLY_LEAVES[INLINE_NAME]}", replies[f"inline_{phase}_cpu"]
+            ),
         ]
 
     lines = [

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -22,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from local import aws_calls
 from local.loaded_code import EVENT as CODE_EVENT
@@ -73,6 +75,8 @@ class Invocation:
     cpu_ms: float = 0.0
     clients_built: int = 0
     imported: list[str] = field(default_factory=list)
+    # The CPU ms the handler's thread had spent when each kind of call first left (`CallMarks`).
+    cpu_ms_at: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +84,12 @@ class Invocation:
 
     def work(self) -> dict[str, Any]:
         """What an invocation report says of the handler's own work besides its outcome."""
-        return {"cpu_ms": self.cpu_ms, "clients_built": self.clients_built, "imported": self.imported}
+        return {
+            "cpu_ms": self.cpu_ms,
+            "clients_built": self.clients_built,
+            "imported": self.imported,
+            "cpu_ms_at": self.cpu_ms_at,
+        }
 
 
 class ClientBuilds:
@@ -114,6 +123,81 @@ class ClientBuilds:
 
 CLIENT_BUILDS = ClientBuilds()
 
+# A Bot API method, as the last segment of its request's path (the token is the one before it).
+_BOT_API_METHOD = re.compile(rb"[A-Za-z]{1,64}")
+
+
+class CallMarks:
+    """When each kind of outgoing call first left during an invocation, in the handler's thread's
+    CPU time: an AWS operation as botocore sends it (its `before-send` event: "sns.Publish") and a
+    Bot API method sent to the Telegram API the function is configured with (`TELEGRAM_API_BASE`,
+    Python's `http.client.send` audit event: "telegram.sendMessage"; the method only, never the
+    path's token). `bench latency` stretches to Lambda's CPU share what a reply's path spent
+    before its call left, not what the invocation did after it (the journal's completion, the
+    log line): that runs while the reply is already on its way."""
+
+    def __init__(self) -> None:
+        self._by_thread: dict[int, dict[str, float]] = {}
+        self._lock = threading.Lock()
+        self._installed = False
+
+    def install(self) -> None:
+        """Once per process: botocore's handler among its built-in ones, and an audit hook."""
+        with self._lock:
+            if self._installed:
+                return
+            self._installed = True
+        from botocore.handlers import BUILTIN_HANDLERS
+
+        BUILTIN_HANDLERS.append(("before-send", self.on_aws_send))
+        sys.addaudithook(self.on_audit)
+
+    @contextlib.contextmanager
+    def recording(self, marks: dict[str, float]) -> Iterator[None]:
+        """Record into `marks` what the calling thread sends while the block runs."""
+        thread = threading.get_ident()
+        with self._lock:
+            self._by_thread[thread] = marks
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._by_thread.pop(thread, None)
+
+    def _mark(self, name: str) -> None:
+        marks = self._by_thread.get(threading.get_ident())
+        if marks is not None and name not in marks:
+            marks[name] = time.thread_time()
+
+    def on_aws_send(self, event_name: str = "", **_: Any) -> None:
+        """botocore's `before-send.<service>.<Operation>`; returns None (a value would be the answer)."""
+        parts = event_name.split(".")
+        if len(parts) >= 3:
+            self._mark(f"{parts[1]}.{parts[2]}")
+
+    def on_audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if event != "http.client.send" or threading.get_ident() not in self._by_thread:
+            return
+        try:  # an audit hook's exception would fail the send itself
+            connection, data = args
+            telegram = urlsplit(os.environ.get("TELEGRAM_API_BASE", ""))
+            if not telegram.hostname or (connection.host, connection.port) != (
+                telegram.hostname,
+                telegram.port or (443 if telegram.scheme == "https" else 80),
+            ):
+                return
+            request_line = bytes(data).split(b"\r\n", 1)[0].split(b" ")
+            if len(request_line) != 3 or not request_line[2].startswith(b"HTTP/"):
+                return  # a body, not a request's head
+            method = request_line[1].split(b"?", 1)[0].rstrip(b"/").rsplit(b"/", 1)[-1]
+            if _BOT_API_METHOD.fullmatch(method):
+                self._mark(f"telegram.{method.decode()}")
+        except Exception:  # noqa: S110 - a mark missed is a figure missing (`bench latency` fails then)
+            pass
+
+
+CALL_MARKS = CallMarks()
+
 
 @dataclass
 class FunctionHost:
@@ -145,6 +229,7 @@ class FunctionHost:
         # Before the handler's modules load: their boto3 sessions are then recorded (local.aws_calls).
         aws_calls.install_from_environment(ACCOUNT_ID)
         self._client_builds.install()
+        CALL_MARKS.install()
         module_name, _, attribute = self.handler_path.rpartition(".")
         package = module_name.split(".", 1)[0]
         try:
@@ -183,15 +268,18 @@ class FunctionHost:
             def run() -> None:
                 modules, cpu = set(sys.modules), time.thread_time()
                 built = self._client_builds.of_thread(threading.get_ident())
+                marks: dict[str, float] = {}
                 try:
-                    # Lambda serialises the result to JSON: a handler returning something that
-                    # cannot be serialised fails there, so it fails here too.
-                    outcome.result = json.loads(json.dumps(handler(event, context)))
+                    with CALL_MARKS.recording(marks):
+                        # Lambda serialises the result to JSON: a handler returning something
+                        # that cannot be serialised fails there, so it fails here too.
+                        outcome.result = json.loads(json.dumps(handler(event, context)))
                 except Exception as error:
                     outcome.error = f"{type(error).__name__}: {error}"
                     traceback.print_exc()
                 finally:
                     outcome.cpu_ms = round((time.thread_time() - cpu) * 1000, 3)
+                    outcome.cpu_ms_at = {name: round((at - cpu) * 1000, 3) for name, at in marks.items()}
                     outcome.clients_built = self._client_builds.of_thread(threading.get_ident()) - built
                     outcome.imported = sorted(set(sys.modules) - modules)
 

@@ -7,6 +7,7 @@ Oracles: Powertools' parser models of the SQS and EventBridge events, and Powert
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import textwrap
 import threading
@@ -201,7 +202,90 @@ def test_an_invocation_reports_the_clients_its_handler_built_and_the_modules_it_
     assert (first.clients_built, first.imported) == (1, [f"{name}.lazy"])
     assert (second.clients_built, second.imported) == (0, [])
     assert first.cpu_ms > 0 and second.cpu_ms > 0
-    assert first.work() == {"cpu_ms": first.cpu_ms, "clients_built": 1, "imported": [f"{name}.lazy"]}
+    assert first.work() == {
+        "cpu_ms": first.cpu_ms,
+        "clients_built": 1,
+        "imported": [f"{name}.lazy"],
+        "cpu_ms_at": {},  # it sent nothing
+    }
+
+
+class _AnswersEverything(http.server.BaseHTTPRequestHandler):
+    """An endpoint that answers any POST 200 `{}`: an AWS JSON API's empty answer, or Telegram's."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = b'{"ok": true, "result": {}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-amz-json-1.0")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_invocation_reports_the_cpu_spent_when_each_call_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench latency` stretches a reply's CPU until its call left, not the invocation's after it:
+    the host marks an AWS operation when botocore sends it and a Bot API method when it goes to
+    the configured Telegram API, in the handler's thread's CPU time; the token in the Bot API's
+    path is never in a mark, and a call to another host is not a Bot API call."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnswersEverything)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnswersEverything)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    other_url = f"http://127.0.0.1:{other.server_address[1]}"
+    monkeypatch.setenv("TELEGRAM_API_BASE", url)
+    name = f"localfn_{uuid.uuid4().hex[:8]}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / name / "app.py").write_text(
+        textwrap.dedent(
+            f"""
+            import urllib.request
+            import botocore.session
+
+            sqs = botocore.session.get_session().create_client(
+                "sqs", region_name="eu-central-1", endpoint_url={url!r},
+                aws_access_key_id="testing", aws_secret_access_key="testing",
+            )
+
+            def post(base, method):
+                request = urllib.request.Request(base + "/bot123:secret-token/" + method, data=b"{{}}")
+                urllib.request.urlopen(request, timeout=5).read()
+
+            def lambda_handler(event, context):
+                sum(range(300_000))
+                sqs.list_queues()
+                post({other_url!r}, "sendPhoto")  # another host: not the Bot API
+                sum(range(300_000))
+                post({url!r}, "sendMessage")
+                post({url!r}, "sendMessage")  # the first one is the mark
+                sum(range(6_000_000))
+                return {{}}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    host = FunctionHost(f"{name}.app.lambda_handler", "fn", timeout_seconds=20, memory_mb=128)
+    try:
+        assert host.load() == ("ready", None)
+        invocation = host.invoke({})
+    finally:
+        server.shutdown()
+        other.shutdown()
+
+    assert invocation.ok, invocation.error
+    marks = invocation.cpu_ms_at
+    assert set(marks) == {"sqs.ListQueues", "telegram.sendMessage"}
+    assert 0 < marks["sqs.ListQueues"] < marks["telegram.sendMessage"]
+    # The sum after the send is ten times both before it: most of the CPU came after the mark.
+    assert marks["telegram.sendMessage"] < invocation.cpu_ms / 2
+    assert "secret-token" not in json.dumps(invocation.work())
 
 
 def test_a_missing_handler_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
