@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,12 +79,14 @@ def install(path: Path, function: str, account: str) -> Recorder:
     global _recorder
     if _recorder is not None:
         return _recorder
-    import boto3
     from botocore import handlers
 
     recorder = Recorder(path, function, account)
     handlers.BUILTIN_HANDLERS.append(("before-parameter-build", recorder.on_call))
-    if boto3.DEFAULT_SESSION is not None:
+    # Not imported for this: a function that never loads boto3 (the webhook) must not get it from
+    # its local host, which would then charge its init with what Lambda's never loads.
+    boto3 = sys.modules.get("boto3")
+    if boto3 is not None and boto3.DEFAULT_SESSION is not None:
         boto3.DEFAULT_SESSION.events.register("before-parameter-build", recorder.on_call)
     _recorder = recorder
     return recorder

@@ -26,6 +26,7 @@ from moto import mock_aws
 from local.lambda_host import FunctionHost, LocalLambdaContext
 from local.sqs_poller import event_id_of, failed_message_ids, sqs_record
 from local.worker_process import scheduled_event
+from tests.support.imports import run_fresh
 
 REGION = "eu-central-1"
 
@@ -300,3 +301,27 @@ def test_a_missing_handler_is_reported_not_raised(tmp_path: Path, monkeypatch: p
     (tmp_path / name / "app.py").write_text("import nosuchdependency_x\n")
     state, detail = FunctionHost(f"{name}.app.lambda_handler", "fn", 1, 128).load()
     assert (state, detail) == ("init error", "ModuleNotFoundError: No module named 'nosuchdependency_x'")
+
+
+def test_a_functions_local_host_loads_no_boto3_its_function_never_loads(tmp_path: Path) -> None:
+    """The webhook never loads boto3 in Lambda (its clients are botocore's). Its host in `make
+    local`, with the AWS calls' recorder on as the runtime runs it, loads it no more: a host that
+    did would charge the function's init with it (`bench latency` measures the inits there)."""
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, ".")
+        from local.lambda_host import FunctionHost
+        state = FunctionHost("webhook.app.lambda_handler", "webhook", 10, 512).load()
+        print(state[0], "boto3" in sys.modules, "botocore.client" in sys.modules)
+        """
+    )
+    printed = run_fresh(
+        script,
+        LOCAL_AWS_CALLS_FILE=str(tmp_path / "calls.jsonl"),
+        AWS_LAMBDA_FUNCTION_NAME="webhook",  # an execution environment: its init builds its clients
+        AWS_REGION=REGION,
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+    )
+    assert printed.split() == ["ready", "False", "True"]
