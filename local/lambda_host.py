@@ -92,24 +92,36 @@ class Invocation:
         }
 
 
-class ClientBuilds:
-    """The botocore clients built, by thread (botocore's `creating-client-class` event, registered
-    among its built-in handlers: every session made afterwards emits it to this)."""
+class _BotocoreWatch:
+    """What a host watches through botocore's built-in handlers (every session made afterwards
+    emits to them), installed once per process (its one execution environment)."""
 
     def __init__(self) -> None:
-        self._by_thread: dict[int, int] = {}
         self._lock = threading.Lock()
         self._installed = False
 
     def install(self) -> None:
-        """Once per process (its one execution environment)."""
         with self._lock:
             if self._installed:
                 return
             self._installed = True
         from botocore.handlers import BUILTIN_HANDLERS
 
-        BUILTIN_HANDLERS.append(("creating-client-class", self.on_build))
+        self._register(BUILTIN_HANDLERS)
+
+    def _register(self, handlers: list[tuple[Any, ...]]) -> None:
+        raise NotImplementedError
+
+
+class ClientBuilds(_BotocoreWatch):
+    """The botocore clients built, by thread (botocore's `creating-client-class` event)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_thread: dict[int, int] = {}
+
+    def _register(self, handlers: list[tuple[Any, ...]]) -> None:
+        handlers.append(("creating-client-class", self.on_build))
 
     def on_build(self, **_: Any) -> None:
         with self._lock:
@@ -127,7 +139,7 @@ CLIENT_BUILDS = ClientBuilds()
 _BOT_API_METHOD = re.compile(rb"[A-Za-z]{1,64}")
 
 
-class CallMarks:
+class CallMarks(_BotocoreWatch):
     """When each kind of outgoing call first left during an invocation, in the handler's thread's
     CPU time: an AWS operation as botocore sends it (its `before-send` event: "sns.Publish") and a
     Bot API method sent to the Telegram API the function is configured with (`TELEGRAM_API_BASE`,
@@ -137,19 +149,11 @@ class CallMarks:
     log line): that runs while the reply is already on its way."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._by_thread: dict[int, dict[str, float]] = {}
-        self._lock = threading.Lock()
-        self._installed = False
 
-    def install(self) -> None:
-        """Once per process: botocore's handler among its built-in ones, and an audit hook."""
-        with self._lock:
-            if self._installed:
-                return
-            self._installed = True
-        from botocore.handlers import BUILTIN_HANDLERS
-
-        BUILTIN_HANDLERS.append(("before-send", self.on_aws_send))
+    def _register(self, handlers: list[tuple[Any, ...]]) -> None:
+        handlers.append(("before-send", self.on_aws_send))
         sys.addaudithook(self.on_audit)
 
     @contextlib.contextmanager
