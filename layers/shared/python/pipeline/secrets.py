@@ -25,7 +25,7 @@ step), a moment before it became current: the grace period is at most that much 
 
 The cache is ours, not Powertools Parameters': that package imports boto3 (its AppConfig and
 DynamoDB providers), which the webhook, calling AWS through botocore's clients alone, then
-never loads (about 22 ms of its init: docs/perf.md). Its expiry runs on the monotonic clock, as
+never loads (docs/perf.md measures what that saves). Its expiry runs on the monotonic clock, as
 Powertools' did on the wall clock: the rotation window's clock (`_now`) is another.
 """
 
