@@ -2,9 +2,9 @@
 
 Lambda runs a function's init at a full vCPU and its invocations at the memory's share of one
 (`pipeline.aws`), so what every first invocation needs is imported by the init: the SDK (boto3;
-the webhook's clients are botocore's alone, and it never loads boto3), Powertools idempotency
-(every consumer), the secrets' reader (`pipeline.secrets`: the webhook and every consumer with a
-secret), the bot's python-telegram-bot engine. What the first invocation then still
+the webhook's and the CRM sweep's clients are botocore's alone, and they never load boto3),
+Powertools idempotency (every consumer), the secrets' reader (`pipeline.secrets`: the webhook and
+every consumer with a secret), the bot's python-telegram-bot engine. What the first invocation then still
 builds or imports, run in `make local`'s function hosts: tests/e2e/test_first_invocation.py. With
 tracing off (the default deployment) no handler module loads the X-Ray SDK, nor Powertools' parser
 models, which its batch utility builds when pydantic is loaded before it (the consumers import the
@@ -60,7 +60,7 @@ def test_a_handlers_init_imports_what_its_first_invocation_needs(
     function: str, modules: tuple[str, ...]
 ) -> None:
     """boto3 and the function's first-use modules are loaded once the handler module is: none is
-    left for the first invocation, at its share of a vCPU. (The webhook: below.)"""
+    left for the first invocation, at its share of a vCPU. (The webhook and the CRM sweep: below.)"""
     wanted = {*modules} if function in BOTOCORE_ONLY else {"boto3", *modules}
     assert _loaded_after_import(f"{function}.app", wanted, POWERTOOLS_TRACE_DISABLED="true") == sorted(wanted)
 
@@ -69,10 +69,11 @@ def test_a_handlers_init_imports_what_its_first_invocation_needs(
 def test_a_function_charged_botocore_alone_never_loads_boto3_and_its_init_builds_its_clients(
     function: str,
 ) -> None:
-    """`bench imports` charges the webhook `import botocore.session`, not boto3: in an execution
-    environment its init builds its clients (`pipeline.aws.prepare`) from botocore, and neither the
-    init nor what its first request imports loads boto3 or Powertools Parameters (which imports
-    boto3: `pipeline.secrets` caches on its own). A module of its that imported boto3 fails this."""
+    """`bench imports` charges the webhook and the CRM sweep (`BOTOCORE_ONLY`) `import
+    botocore.session`, not boto3: in an execution environment each init builds its clients
+    (`pipeline.aws.prepare`) from botocore, and neither the init nor what its first invocation
+    imports loads boto3 or Powertools Parameters (which imports boto3: `pipeline.secrets` caches on
+    its own). A module of theirs that imported boto3 fails this."""
     modules = [f"{function}.app", *first_use()[function]]
     environment = {**FAKE_AWS_ENV, "AWS_LAMBDA_FUNCTION_NAME": function, "POWERTOOLS_TRACE_DISABLED": "true"}
     wanted = {

@@ -63,7 +63,7 @@ class SecretReadError(Exception):
 @dataclass(frozen=True)
 class _Cached:
     value: Any
-    expires_at: float  # time.monotonic()
+    expires_at: float  # _monotonic()
 
 
 # (reader, secret id) -> the value read and when it expires; and when each consumer secret was
@@ -85,18 +85,24 @@ def _cached(
     """`fetch(secret_id)`, kept for `max_age` seconds; any failure raised as `SecretReadError`."""
     key = (reader, secret_id)
     entry = _CACHE.get(key)
-    if entry is not None and not force_fetch and time.monotonic() < entry.expires_at:
+    if entry is not None and not force_fetch and _monotonic() < entry.expires_at:
         return entry.value
     try:
         value = fetch(secret_id)
     except (ClientError, BotoCoreError, ValueError) as error:  # refused, unreachable, not a string
         raise SecretReadError(f"could not read secret {secret_id!r}: {error}") from error
-    _CACHE[key] = _Cached(value, time.monotonic() + max_age)
+    _CACHE[key] = _Cached(value, _monotonic() + max_age)
     return value
 
 
 def _now() -> datetime:
+    """The rotation window's clock (epoch: a version's CreatedDate is compared with it)."""
     return datetime.now(UTC)
+
+
+def _monotonic() -> float:
+    """The cache's clock, and the forced re-reads': the process's own, not the window's."""
+    return time.monotonic()
 
 
 def _in_window(current_created_at: datetime, grace_seconds: int, now: datetime) -> bool:
@@ -239,7 +245,7 @@ def refresh_secret(name: str) -> bool:
     it was re-read and differs from the cached one. At most once per
     REFRESH_ON_MISMATCH_INTERVAL_SECONDS per secret and execution environment, so a flood of
     refusals costs at most one Secrets Manager call a minute."""
-    now = time.monotonic()
+    now = _monotonic()
     last = _forced_reads.get(name)
     if last is not None and now - last < REFRESH_ON_MISMATCH_INTERVAL_SECONDS:
         return False
