@@ -1,15 +1,16 @@
 """Reply and ack latency of the pipeline against the single-function bot it replaces (issue 12).
 
 A `local.Runtime` on free ports (every function its own process, as `make local`): for the
-replies with the deployed defaults, batching windows on (store, crm and analytics gather their
-records, as in AWS, instead of working on the same update as the reply on the one local moto
-server and the machine's CPUs, which in AWS they never share); for the acks, which drain between
-bursts, a second one without the windows. Beside each the baseline: `bench.inline_bot`, one
-handler doing the same work synchronously, served by the same local API Gateway (`local.apigw`) in
-its own process. The two are measured in the same run, their samples interleaved so machine load
-skews them alike. Updates are /start messages from new
-users (real-shaped: `bench.common.telegram_start`); the Telegram and CRM stand-ins stamp each call
-on arrival.
+replies the stack `cdk.json` deploys (`reply_settings`: without the `ai` consumer and the CRM
+sources, which `make local` adds on its stand-ins and the default deployment has not), batching
+windows on (store, crm and analytics gather their records, as in AWS, instead of working on the
+same update as the reply on the one local moto server and the machine's CPUs, which in AWS they
+never share); for the acks, which drain between bursts, a second one without the windows.
+Beside each the baseline: `bench.inline_bot`, one handler doing the same work synchronously
+(the store, the reply, the CRM lead), served by the same local API Gateway (`local.apigw`) in its
+own process. The two are measured in the same run, their samples interleaved so machine load skews
+them alike. Updates are /start messages from new users (real-shaped: `bench.common.telegram_start`);
+the Telegram and CRM stand-ins stamp each call on arrival.
 
 - first reply after idle: the webhook's and autoreply's processes (the baseline's) are replaced
   by fresh ones (`Runtime.restart_functions`), then one /start; the time from the POST to its
@@ -44,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TypeVar
 
 from bench.common import (
@@ -64,6 +65,7 @@ from local.child_process import ChildProcess
 from local.fakes.base import FakeService
 from local.fakes.crm import LEADS_PATH
 from local.runtime import STARTUP_TIMEOUT_SECONDS, WEBHOOK_MEMORY_MB, Ports, Runtime
+from local.settings import LocalSettings
 from pipeline.envelope import telegram_event_id
 from pipeline.registry import by_name
 
@@ -496,13 +498,22 @@ def _restarts(status: dict[str, dict[str, Any]]) -> dict[str, int]:
     return {name: f["restarts"] for name, f in status.items() if f.get("restarts")}
 
 
+def reply_settings() -> LocalSettings:
+    """The replies' runtime: the stack `cdk.json` deploys, and the `crm` consumer, whose lead the
+    inline bot makes too. Not what `make local` adds on its stand-ins beyond that: `ai` (the default
+    deployment has no Bedrock model, so no `ai`; locally it would claim and read every /start on
+    the one moto server and the machine's CPUs while autoreply answers it, which in AWS it never
+    shares) and the CRM sources with their sweep (no CRM is connected by default)."""
+    return replace(deployed_default_settings(), ai_consumer=False, crm_sources=False)
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     sizes = QUICK if quick else Sizes()
     # The replies as deployed: store, crm and analytics gather their batching windows, so they are
     # not working on the same update, on the one local moto server and the machine's CPUs, while
     # its reply is on its way (in AWS they never share either).
     with Runtime(
-        ports=Ports(), settings=deployed_default_settings(), state_dir=RESULTS_PATH.parent / "runtime"
+        ports=Ports(), settings=reply_settings(), state_dir=RESULTS_PATH.parent / "runtime"
     ) as runtime:
         samples = _with_inline(
             runtime, lambda inline, arrivals: measure_replies(runtime, inline, arrivals, sizes)
