@@ -17,7 +17,7 @@ from typing import Any
 
 from bench import cost
 from bench.common import load_results, table
-from infra.prices import FREE_DASHBOARD_METRICS, PRICES, PRICES_RECORDED, REGION, idle_cost
+from infra.prices import FREE_DASHBOARD_METRICS, PRICES, PRICES_RECORDED, REGION, idle_cost, snapshot_mb
 
 # Goals (issue 23): the fixed monthly charges of the default template per alarm profile, USD,
 # within the account's CloudWatch free tier (this stack its only user).
@@ -79,29 +79,30 @@ def sweep_at_rest(crms: int = 2) -> dict[str, Any]:
 
 
 # SnapStart (issue 44) where it would shorten the first reply after idle: the two functions in
-# series on that path. Off by default (no function publishes a SnapStart version).
+# series on that path. Off by default: the `snapstart` setting turns it on per function.
 SNAPSTART_CANDIDATES = ("webhook", "autoreply")
-MONTH_SECONDS = MONTH_MINUTES * 60
 
 
 def snapstart(idle_bills: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What SnapStart would add on the reply path: each function's snapshot cached all month (its
-    memory), and per 1 M updates a restore for each cold start (`cost.COLD_START_SHARE` of the
-    invocations), against the fixed monthly goals."""
+    memory, at the fixed bill's price per MB, `infra.prices`), and per 1 M updates a restore for
+    each cold start (`cost.COLD_START_SHARE` of the invocations), against the fixed monthly goals.
+    `default_on`: the functions the default template already has it on (their cache is in the
+    fixed bill above)."""
     from infra.environment import WEBHOOK
     from infra.prices import TRAFFIC
     from pipeline.registry import by_name
 
+    (snapshot,) = [price for price in PRICES if price.resource_type == "AWS::Lambda::Function"]
+    default_on = idle_bills["full"]["snapstart_on"]
     memory = {WEBHOOK.service_name: WEBHOOK.memory_mb}
     memory.update({name: by_name(name).memory_mb for name in SNAPSTART_CANDIDATES if name != "webhook"})
-    cache = {
-        name: round(mb / 1024 * MONTH_SECONDS * TRAFFIC.lambda_snapstart_cache_gb_second.usd, 2)
-        for name, mb in memory.items()
-    }
+    cache = {name: round(mb * snapshot.usd, 2) for name, mb in memory.items()}
     restores = sum(
         cost.UPDATES * cost.COLD_START_SHARE * mb / 1024 * TRAFFIC.lambda_snapstart_restore_gb.usd
         for mb in memory.values()
     )
+    cache = {name: usd for name, usd in cache.items() if name not in default_on}
     monthly = round(sum(cache.values()), 2)
     with_it = {
         alarms: {
@@ -112,7 +113,7 @@ def snapstart(idle_bills: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for alarms, idle in idle_bills.items()
     }
     return {
-        "default_on": [],
+        "default_on": default_on,
         "cache_monthly_usd": cache,
         "monthly_usd": monthly,
         "restores_per_million_updates_usd": round(restores, 4),
@@ -123,9 +124,15 @@ def snapstart(idle_bills: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def idle(alarms: str) -> dict[str, Any]:
     """The bill at rest of the default template with this alarm profile."""
-    bill = idle_cost(default_resources(alarms))
+    resources = default_resources(alarms)
+    bill = idle_cost(resources)
     goal = IDLE_GOALS_USD[alarms]
     return {
+        "snapstart_on": sorted(
+            resource["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+            for resource in resources.values()
+            if resource["Type"] == "AWS::Lambda::Function" and snapshot_mb(resource)
+        ),
         "total_usd": round(bill.total, 2),
         "free_tier_saving_usd": round(bill.free_tier_saving, 2),
         "within_free_tier_usd": round(bill.within_free_tier, 2),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.common import load_results, table
-from infra.prices import REGION, TRAFFIC, TRAFFIC_PRICES_RECORDED
+from infra.prices import MONTH_SECONDS, REGION, TRAFFIC, TRAFFIC_PRICES_RECORDED
 from local.runtime import WEBHOOK_MEMORY_MB
 from pipeline.registry import Consumer, enabled, matches
 
@@ -47,7 +47,6 @@ UPDATE_MIX: dict[str, float] = {
 # window (a consumer's `batching_window_seconds`) it gathers what arrives in the window:
 # `records_per_invocation`.
 RECORDS_PER_INVOCATION = 1
-MONTH_SECONDS = 30 * 24 * 3600
 # Issue 44's lever: each consumer's own `batching_window_seconds` (store and crm 20 s, analytics
 # 60 s, none on the reply path) is priced by default; beside it, the bill without any window (a team
 # that sets them to 0 in team/consumers.toml).

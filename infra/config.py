@@ -27,6 +27,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -35,7 +36,7 @@ from infra.paths import FUNCTIONS_DIR
 from pipeline import pacing, phones
 from pipeline.crm.contract import DEFAULT_CRM_AUTH, CrmAuth, accepts_token
 from pipeline.crm.status_map import parse_status_map
-from pipeline.registry import CONSUMERS
+from pipeline.registry import CONSUMERS, enabled
 from pipeline.retention import IDEMPOTENCY_TTL_SECONDS, check_idempotency_ttl
 from pipeline.telegram_bot.reference import ApplicationReference
 from pipeline.validation import Refusals
@@ -115,6 +116,12 @@ def _true_or_false(value: Any) -> Any:
 
 # A switch from cdk.json (a JSON boolean) or `-c` (the text "true" or "false").
 ContextBool = Annotated[bool, BeforeValidator(_true_or_false)]
+
+# What SnapStart may be switched on for: the webhook (its API calls an alias) and the queue
+# consumers (their event source mappings do); the scheduled functions and the SMS delivery
+# events' subscriber are called by triggers not built for an alias, and run rarely.
+SNAPSTART_WEBHOOK = "webhook"
+SNAPSTART_FUNCTIONS = (SNAPSTART_WEBHOOK, *(c.name for c in CONSUMERS))
 
 # Telegram's webhook source ranges (https://core.telegram.org/resources/cidr.txt, IPv4).
 TELEGRAM_CIDRS = ("149.154.160.0/20", "91.108.4.0/22")
@@ -264,6 +271,12 @@ class PipelineSettings(BaseModel):
     # bill per million updates (bench/cost.py), and the X-Ray SDK is the largest part of a cold
     # start's imports; off, the functions never import it (pipeline.observability.service_tracer).
     tracing: ContextBool = False
+    # Lambda SnapStart on these functions (comma-separated: "webhook", or a deployed queue
+    # consumer's name, e.g. "webhook,autoreply"): each publishes a version, its trigger calls it
+    # through the alias `live`, and a cold start restores a snapshot of the init instead of
+    # running it. Off everywhere by default: each snapshot is billed all month (`bench bill`
+    # prints the price; on the reply path it does not fit the fixed monthly goals, docs/perf.md).
+    snapstart: tuple[str, ...] = ()
     # -- CRM phone numbers ----------------------------------------------------------------------
     # Region (ISO 3166 alpha-2, e.g. "BY") in which the webhook reads national phone forms
     # ("8 029 123-45-67"); unset: only international (+...) forms are accepted (pipeline.phones).
@@ -312,6 +325,32 @@ class PipelineSettings(BaseModel):
     # Context values for any other registry `requires_setting` key (a consumer added later that
     # is switched on by a key this model does not declare).
     consumer_settings: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("snapstart", mode="before")
+    @classmethod
+    def _snapstart_functions(cls, value: Any) -> Any:
+        """A comma-separated text (`-c snapstart=webhook,autoreply`) or a JSON list (cdk.json):
+        names SnapStart can serve (the webhook, the queue consumers: their triggers can call an
+        alias), each once."""
+        if isinstance(value, str):
+            value = [name.strip() for name in value.split(",") if name.strip()]
+        if not isinstance(value, list | tuple) or not all(isinstance(name, str) for name in value):
+            raise ValueError('snapstart must name functions, comma-separated: e.g. "webhook,autoreply"')
+        unknown = sorted(set(value) - set(SNAPSTART_FUNCTIONS))
+        if unknown:
+            raise ValueError(
+                f"snapstart: {', '.join(unknown)} cannot have SnapStart here; it is offered for"
+                f" {', '.join(SNAPSTART_FUNCTIONS)}"
+            )
+        repeated = sorted(name for name in set(value) if value.count(name) > 1)
+        if repeated:
+            raise ValueError(f"snapstart names {', '.join(repeated)} more than once")
+        return tuple(value)
+
+    @field_serializer("snapstart")
+    def _snapstart_as_context(self, value: tuple[str, ...]) -> str:
+        """As `-c snapstart=...` writes it, so `to_context()` reads back the same."""
+        return ",".join(value)
 
     @field_validator("log_retention_days")
     @classmethod
@@ -377,6 +416,17 @@ class PipelineSettings(BaseModel):
                 f"sms_max_age_minutes ({self.sms_max_age_minutes}) must be at least twice"
                 f" crm_sweep_minutes ({self.crm_sweep_minutes}): the sweep must find a lost"
                 " webhook's transition before it is too old to text"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _snapstart_on_deployed_functions(self) -> PipelineSettings:
+        deployed = {SNAPSTART_WEBHOOK, *(c.name for c in enabled(self.registry_settings()))}
+        absent = [name for name in self.snapstart if name not in deployed]
+        if absent:
+            raise ValueError(
+                f"snapstart names {', '.join(absent)}, which this deployment does not have"
+                " (a consumer that needs a setting is deployed only with it)"
             )
         return self
 

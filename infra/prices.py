@@ -35,6 +35,8 @@ KMS_PRICING = "https://aws.amazon.com/kms/pricing/"
 SECRETS_MANAGER_PRICING = "https://aws.amazon.com/secrets-manager/pricing/"
 CLOUDWATCH_PRICING = "https://aws.amazon.com/cloudwatch/pricing/"
 LAMBDA_PRICING = "https://aws.amazon.com/lambda/pricing/"
+# A month as the fixed monthly charges count it: 30 days.
+MONTH_SECONDS = 30 * 24 * 3600
 API_GATEWAY_PRICING = "https://aws.amazon.com/api-gateway/pricing/"
 SNS_PRICING = "https://aws.amazon.com/sns/pricing/"
 SQS_PRICING = "https://aws.amazon.com/sqs/pricing/"
@@ -134,6 +136,8 @@ class MonthlyPrice:
     source: str
     # Units the account's always-free tier covers (shared with everything else in the account).
     free_units: int = 0
+    # Charged only where a setting turns it on: left out of a bill that has none of it.
+    optional: bool = False
 
 
 PRICES: tuple[MonthlyPrice, ...] = (
@@ -145,6 +149,15 @@ PRICES: tuple[MonthlyPrice, ...] = (
     MonthlyPrice("AWS::CloudWatch::Alarm", "alarm metric", 0.10, CLOUDWATCH_PRICING, free_units=10),
     # Free only for a dashboard of at most FREE_DASHBOARD_METRICS metrics (`free_eligible`).
     MonthlyPrice("AWS::CloudWatch::Dashboard", "dashboard", 3.00, CLOUDWATCH_PRICING, free_units=3),
+    # SnapStart (the `snapstart` setting): a function's snapshot is cached, and billed by its
+    # memory, while its version is active: all month for a function that is called every few days.
+    MonthlyPrice(
+        "AWS::Lambda::Function",
+        "MB of SnapStart snapshot",
+        TRAFFIC.lambda_snapstart_cache_gb_second.usd * MONTH_SECONDS / 1024,
+        LAMBDA_PRICING,
+        optional=True,
+    ),
 )
 
 
@@ -178,13 +191,26 @@ def dashboard_metrics(dashboard: Mapping[str, Any]) -> int:
     )
 
 
+def snapshot_mb(function: Mapping[str, Any]) -> int:
+    """The memory of a function whose published versions have SnapStart (what its snapshot is
+    billed by), 0 for any other (Lambda's default memory is 128 MB)."""
+    properties = function["Properties"]
+    if properties.get("SnapStart", {}).get("ApplyOn") != "PublishedVersions":
+        return 0
+    return int(properties.get("MemorySize", 128))
+
+
 def billed_units(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     """Billed units per priced resource type in a template's Resources."""
     units = {price.resource_type: 0 for price in PRICES}
     for resource in resources.values():
         kind = resource["Type"]
-        if kind in units:
-            units[kind] += alarm_metrics(resource) if kind == "AWS::CloudWatch::Alarm" else 1
+        if kind == "AWS::CloudWatch::Alarm":
+            units[kind] += alarm_metrics(resource)
+        elif kind == "AWS::Lambda::Function":
+            units[kind] += snapshot_mb(resource)
+        elif kind in units:
+            units[kind] += 1
     return units
 
 
@@ -208,7 +234,11 @@ class IdleCost:
 
     @property
     def lines(self) -> list[tuple[MonthlyPrice, int]]:
-        return [(price, self.units[price.resource_type]) for price in PRICES]
+        return [
+            (price, self.units[price.resource_type])
+            for price in PRICES
+            if self.units[price.resource_type] or not price.optional
+        ]
 
     @property
     def total(self) -> float:
@@ -229,7 +259,8 @@ class IdleCost:
     def breakdown(self) -> str:
         """`1 KMS key x $1.00 + ...`, as README states it."""
         return " + ".join(
-            f"{count} {price.unit}{'' if count == 1 else 's'} x ${price.usd:.2f}"
+            f"{count} {price.unit}{'' if count == 1 or price.unit.startswith('MB') else 's'}"
+            f" x ${price.usd:.{4 if price.usd < 0.01 else 2}f}"
             for price, count in self.lines
         )
 

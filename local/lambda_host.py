@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from local import aws_calls
 from local.loaded_code import EVENT as CODE_EVENT
 from local.loaded_code import ImportedFiles
+from pipeline import snapstart
 
 ACCOUNT_ID = "123456789012"
 # Process exit codes the parent's supervisor reads.
@@ -37,6 +38,23 @@ EXIT_TIMED_OUT = 5
 RELOAD_SECONDS = 5.0
 
 Handler = Callable[[dict[str, Any], Any], Any]
+# A SnapStart function's "ready" state detail (`load`): its init was followed by its runtime hooks.
+RESTORED = "restored from a SnapStart snapshot"
+
+
+def run_snapshot_hooks() -> int:
+    """What Lambda does between a SnapStart version's init and its first invocation: the
+    before-snapshot hooks in the reverse order of their registration, then (in the environment
+    resumed from the snapshot) the after-restore hooks in that order (`snapshot_restore_py`, which
+    Lambda's Python runtimes include). An exception fails the init, as it fails the publish or the
+    restore there. How many hooks ran."""
+    import snapshot_restore_py
+
+    for hook, args, kwargs in reversed(snapshot_restore_py.get_before_snapshot()):
+        hook(*args, **kwargs)
+    for hook, args, kwargs in snapshot_restore_py.get_after_restore():
+        hook(*args, **kwargs)
+    return len(snapshot_restore_py.get_before_snapshot()) + len(snapshot_restore_py.get_after_restore())
 
 
 class LocalLambdaContext:
@@ -254,8 +272,16 @@ class FunctionHost:
         handler = getattr(self.module, attribute, None)
         if not callable(handler):
             return "missing handler", f"{module_name} has no callable {attribute}"
+        restored = None
+        if os.environ.get(snapstart.INIT_TYPE_ENV) == snapstart.SNAPSHOT_INIT:
+            try:
+                hooks = run_snapshot_hooks()
+            except Exception as error:
+                traceback.print_exc()
+                return "init error", f"a SnapStart runtime hook failed: {type(error).__name__}: {error}"
+            restored = f"{RESTORED}: {hooks} runtime hook{'' if hooks == 1 else 's'} ran"
         self.handler = handler
-        return "ready", None
+        return "ready", restored
 
     def invoke(self, event: dict[str, Any]) -> Invocation:
         """Run the handler on `event`; a timeout leaves the handler's thread behind (the caller exits)."""

@@ -73,6 +73,7 @@ from local.stack import (
 )
 from local.status import FunctionStatus
 from local.worker_pool import WorkerPool
+from pipeline import snapstart
 from pipeline.registry import Consumer
 
 __all__ = [
@@ -546,6 +547,15 @@ class Runtime:
         """What every child gets: no variables of the user's shell, so no real AWS profile leaks in."""
         return base_environment(self.functions_dir, self.layer_dir, self.settings.region)
 
+    def init_type(self, name: str) -> str:
+        """How Lambda runs the function's init: for a snapshot where the `snapstart` setting names
+        it (its host then runs the SnapStart runtime hooks, `local.lambda_host`), else on demand."""
+        return (
+            snapstart.SNAPSHOT_INIT
+            if name in self.settings.deployment.snapstart
+            else snapstart.ON_DEMAND_INIT
+        )
+
     def _function_environment(self, name: str, memory_mb: int, own: dict[str, str]) -> dict[str, str]:
         """The variables Lambda itself sets, then the function's own."""
         lambda_name = self._lambda_name(name)
@@ -555,6 +565,8 @@ class Runtime:
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_mb),
             "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{lambda_name}",
+            # A SnapStart function's host runs its runtime hooks after the init, as Lambda does.
+            snapstart.INIT_TYPE_ENV: self.init_type(name),
             # Not Lambda's: where the function host records the function's AWS calls.
             aws_calls.ENV_VAR: str(self.aws_calls_dir / f"{name}.jsonl"),
             # Not Lambda's: whose imported files it reports to the reloader (`local.loaded_code`).

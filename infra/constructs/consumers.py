@@ -253,6 +253,7 @@ class ConsumerPipeline(Construct):
             description=consumer.description,
             timeout_seconds=consumer.timeout_seconds,
             memory_mb=consumer.memory_mb,
+            snapstart=consumer.name in settings.snapstart,
             environment=environments.worker(
                 consumer,
                 queue_url=self.queue.queue_url,
@@ -268,7 +269,7 @@ class ConsumerPipeline(Construct):
             events.grant_publish(self.worker.function)
         if consumer.ordered:
             alarm_topic.grant_publish(self.worker.function)
-        self.worker.function.add_event_source(
+        self.worker.invoked.add_event_source(
             SqsEventSource(
                 self.queue,
                 batch_size=consumer.batch_size,

@@ -120,6 +120,7 @@ class Ingress(Construct):
             description="Verifies Telegram/CRM webhook calls and publishes them to the events topic",
             timeout_seconds=WEBHOOK.timeout_seconds,
             memory_mb=WEBHOOK.memory_mb,
+            snapstart=WEBHOOK.service_name in settings.snapstart,
             environment=environments.webhook(
                 topic_arn=events.topic.topic_arn,
                 telegram_secret_id=telegram_secret.secret_arn,
@@ -179,7 +180,7 @@ class Ingress(Construct):
             ),
         )
         integration = HttpLambdaIntegration(
-            "Webhook", webhook_fn, payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0
+            "Webhook", self.webhook.invoked, payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0
         )
         for path in self.paths:
             self.api.add_routes(path=path, methods=[apigwv2.HttpMethod.POST], integration=integration)

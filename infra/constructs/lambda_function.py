@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Acknowledgment as Ack
-from aws_cdk import Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import Annotations, Duration, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -26,6 +26,8 @@ from infra.limits import LIMITS
 from infra.paths import FUNCTIONS_DIR
 from infra.settings import cdk_log_level, cdk_log_retention, cdk_removal_policy
 
+# The alias a SnapStart function's trigger invokes (the `snapstart` setting).
+SNAPSTART_ALIAS = "live"
 # The period alarms and the dashboard look at metrics over, unless they say otherwise.
 METRIC_PERIOD = Duration.minutes(5)
 
@@ -79,6 +81,7 @@ class PipelineFunction(Construct):
         environment: Mapping[str, str],
         timeout_seconds: int,
         memory_mb: int,
+        snapstart: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if environment.get("POWERTOOLS_SERVICE_NAME") != service_name:
@@ -130,7 +133,25 @@ class PipelineFunction(Construct):
             # action; with ACTIVE it adds xray:PutTraceSegments/PutTelemetryRecords on '*'.
             tracing=lambda_.Tracing.ACTIVE if defaults.tracing else None,
             environment=dict(environment),
+            # SnapStart on published versions. A deploy that changes the function publishes a new
+            # version (with its snapshot) and moves the alias to it; the version it replaces is
+            # deleted, so no old snapshot stays cached and billed (CDK keeps replaced versions).
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snapstart else None,
+            current_version_options=(
+                lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY) if snapstart else None
+            ),
         )
+        # What the function's trigger (its API route, its queue's event source mapping) invokes:
+        # with SnapStart, the alias of the version published with its snapshot ($LATEST has none).
+        self.invoked: lambda_.IFunction = self.function
+        if snapstart:
+            self.invoked = lambda_.Alias(
+                self, "Live", alias_name=SNAPSTART_ALIAS, version=self.function.current_version
+            )
+            Annotations.of(self.function).acknowledge_warning(
+                "@aws-cdk/aws-lambda:snapStartRequirePublish",
+                "Its trigger calls the alias of the version published with it (`invoked`).",
+            )
         if defaults.tracing:
             Validations.of(self.role).acknowledge(
                 Ack(

@@ -62,6 +62,8 @@ CUSTOM_CONTEXT: dict[str, Any] = {
     "phone_default_region": "by",
     # Token authentication: the stack makes the crm_token secret for it (not made by default).
     "crm_auth": "token",
+    # SnapStart on the reply path: the webhook's API and autoreply's queue call aliases.
+    "snapstart": "webhook,autoreply",
 }
 
 

@@ -67,8 +67,15 @@ def test_the_readme_quotes_the_idle_cost_of_the_default_template_per_alarm_profi
         "[`infra/prices.py`](../infra/prices.py)",
     ]
     assert [phrase for phrase in expected if phrase not in text] == []
-    # Each priced resource is there at all (a count of 0 would mean the figure misses a cost).
-    assert all(cost.units.values())
+    # Each priced resource is there at all (a count of 0 would mean the figure misses a cost), but
+    # a SnapStart snapshot, which only the `snapstart` setting makes (and which the page prices).
+    (snapshot,) = [price for price in PRICES if price.optional]
+    assert all(count for price, count in cost.lines)
+    assert cost.units[snapshot.resource_type] == 0
+    assert (
+        f"(${snapshot.usd:.4f} per MB: the webhook ${512 * snapshot.usd:.2f}, a 256 MB consumer"
+        f" ${256 * snapshot.usd:.2f};"
+    ) in text
     # What docs/deploy.md says of them holds: every dashboard free-tier eligible, essential's alarm
     # metrics all within the free ones.
     assert cost.free_eligible["AWS::CloudWatch::Dashboard"] == cost.units["AWS::CloudWatch::Dashboard"]

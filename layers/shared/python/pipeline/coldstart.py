@@ -16,6 +16,9 @@ invocations make (the webhook's CRM event model, with its first CRM request) run
 the same pause: what is frozen then also holds that invocation's live objects, a few kilobytes
 kept for the environment's life.
 
+The init's last `end()` registers, where Lambda snapshots the init (SnapStart), what each restored
+environment must run (`pipeline.snapstart`).
+
 The first `begin()` also puts the functions' asset's precompiled `@dataclass` methods to use
 (`pipeline.dataclass_code`): the classes the init's imports define are then built without
 compiling their methods.
@@ -28,7 +31,7 @@ import gc
 import sys
 from collections.abc import Iterator
 
-from pipeline import dataclass_code
+from pipeline import dataclass_code, snapstart
 
 _paused: list[bool] = []  # one entry per `begin()` not yet ended: whether it paused the collector
 
@@ -42,10 +45,14 @@ def begin() -> None:
 
 
 def end() -> None:
-    """Freeze what the init made and resume the collector, if the matching `begin()` paused it."""
+    """Freeze what the init made and resume the collector, if the matching `begin()` paused it.
+    The init's end also registers what SnapStart must run after a restore (`pipeline.snapstart`),
+    where Lambda snapshots this init."""
     if _paused and _paused.pop():
         gc.freeze()
         gc.enable()
+    if not _paused:
+        snapstart.register()
 
 
 @contextlib.contextmanager
