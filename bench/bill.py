@@ -17,7 +17,15 @@ from typing import Any
 
 from bench import cost
 from bench.common import load_results, table
-from infra.prices import FREE_DASHBOARD_METRICS, PRICES, PRICES_RECORDED, REGION, idle_cost, snapshot_mb
+from infra.prices import (
+    FREE_DASHBOARD_METRICS,
+    MONTH_SECONDS,
+    PRICES,
+    PRICES_RECORDED,
+    REGION,
+    idle_cost,
+    snapshot_mb,
+)
 
 # Goals (issue 23): the fixed monthly charges of the default template per alarm profile, USD,
 # within the account's CloudWatch free tier (this stack its only user).
@@ -48,7 +56,7 @@ SWEEP_RUN_SECONDS_PER_CRM = 0.4  # assumed: one HTTPS round trip to the CRM, its
 SWEEP_LOG_BYTES_PER_CRM = 450
 LAMBDA_REPORT_BYTES = 350
 SWEEP_CUSTOM_METRICS = 2  # CrmSweepOrders, CrmSweepLagSeconds; CrmSweepFailures only while a CRM fails
-MONTH_MINUTES = 30 * 24 * 60
+MONTH_MINUTES = MONTH_SECONDS // 60
 
 
 def sweep_at_rest(crms: int = 2) -> dict[str, Any]:
@@ -97,12 +105,12 @@ def snapstart(idle_bills: dict[str, dict[str, Any]]) -> dict[str, Any]:
     default_on = idle_bills["full"]["snapstart_on"]
     memory = {WEBHOOK.service_name: WEBHOOK.memory_mb}
     memory.update({name: by_name(name).memory_mb for name in SNAPSTART_CANDIDATES if name != "webhook"})
+    memory = {name: mb for name, mb in memory.items() if name not in default_on}
     cache = {name: round(mb * snapshot.usd, 2) for name, mb in memory.items()}
     restores = sum(
         cost.UPDATES * cost.COLD_START_SHARE * mb / 1024 * TRAFFIC.lambda_snapstart_restore_gb.usd
         for mb in memory.values()
     )
-    cache = {name: usd for name, usd in cache.items() if name not in default_on}
     monthly = round(sum(cache.values()), 2)
     with_it = {
         alarms: {

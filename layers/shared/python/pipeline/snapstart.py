@@ -4,11 +4,14 @@ not share.
 With SnapStart, Lambda runs a function's init once, when it publishes a version, and resumes each
 new execution environment from a snapshot of it. Whatever the init made unique is then the same in
 every environment. Of ours, nothing is: ids are drawn per call from `os.urandom` (`uuid4`,
-`secrets`); the init makes no AWS call, so it caches no secret and opens no connection; and the
-clients' credentials come from Lambda's container credentials endpoint for a SnapStart function,
-and botocore refreshes them when they expire. One thing is shared: the `random` module's generator,
-seeded once at import. botocore's retry jitter draws from it, so every restored environment would
-back off in step with the others. It is reseeded from `os.urandom` after each restore.
+`secrets`); the init calls no AWS service, so it caches no secret and keeps no connection; and a
+SnapStart function's SDK reads its credentials from Lambda's container credentials endpoint
+rather than from variables frozen in the snapshot ("Using SnapStart with AWS SDKs" in Lambda's
+guide), which botocore's credential chain reads and refreshes when they expire.
+
+One thing is shared: the `random` module's generator, seeded once at import. botocore's retry
+jitter draws from it, so every restored environment would back off in step with the others. It is
+reseeded from `os.urandom` after each restore.
 
 The hook is registered through `snapshot_restore_py`, which Lambda's Python runtimes include; the
 module is imported only where Lambda says the init is for a snapshot, so no other init pays for it.
