@@ -138,6 +138,14 @@ class MonthlyPrice:
     free_units: int = 0
     # Charged only where a setting turns it on: left out of a bill that has none of it.
     optional: bool = False
+    # The unit counted more than once, where it is not the unit with an "s".
+    plural: str = ""
+
+    def counted(self, count: int) -> str:
+        """`3 secrets x $0.40`: a line of `IdleCost.breakdown`, a price under a cent to the
+        hundredth of one."""
+        unit = self.unit if count == 1 else (self.plural or f"{self.unit}s")
+        return f"{count} {unit} x ${self.usd:.{4 if self.usd < 0.01 else 2}f}"
 
 
 PRICES: tuple[MonthlyPrice, ...] = (
@@ -157,6 +165,7 @@ PRICES: tuple[MonthlyPrice, ...] = (
         TRAFFIC.lambda_snapstart_cache_gb_second.usd * MONTH_SECONDS / 1024,
         LAMBDA_PRICING,
         optional=True,
+        plural="MB of SnapStart snapshot",
     ),
 )
 
@@ -258,11 +267,7 @@ class IdleCost:
 
     def breakdown(self) -> str:
         """`1 KMS key x $1.00 + ...`, as README states it."""
-        return " + ".join(
-            f"{count} {price.unit}{'' if count == 1 or price.unit.startswith('MB') else 's'}"
-            f" x ${price.usd:.{4 if price.usd < 0.01 else 2}f}"
-            for price, count in self.lines
-        )
+        return " + ".join(price.counted(count) for price, count in self.lines)
 
 
 def idle_cost(resources: Mapping[str, Mapping[str, Any]]) -> IdleCost:

@@ -10,6 +10,7 @@ a fresh one (Lambda discards the execution environment the same way).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -202,11 +203,8 @@ class CallMarks(_BotocoreWatch):
             return
         try:  # an audit hook's exception would fail the send itself
             connection, data = args
-            telegram = urlsplit(os.environ.get("TELEGRAM_API_BASE", ""))
-            if not telegram.hostname or (connection.host, connection.port) != (
-                telegram.hostname,
-                telegram.port or (443 if telegram.scheme == "https" else 80),
-            ):
+            telegram = _address(os.environ.get("TELEGRAM_API_BASE", ""))
+            if telegram is None or (connection.host, connection.port) != telegram:
                 return
             request_line = bytes(data).split(b"\r\n", 1)[0].split(b" ")
             if len(request_line) != 3 or not request_line[2].startswith(b"HTTP/"):
@@ -219,6 +217,16 @@ class CallMarks(_BotocoreWatch):
 
 
 CALL_MARKS = CallMarks()
+
+
+@functools.lru_cache(maxsize=8)
+def _address(base_url: str) -> tuple[str, int] | None:
+    """(host, port) an `http.client` connection to `base_url` has; parsed once per URL, as the
+    audit hook sees every request the handler's thread sends (and its CPU is the invocation's)."""
+    url = urlsplit(base_url)
+    if not url.hostname:
+        return None
+    return url.hostname, url.port or (443 if url.scheme == "https" else 80)
 
 
 @dataclass
